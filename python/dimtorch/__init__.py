@@ -1,0 +1,22 @@
+"""dimtorch: named-dimension tensors for PyTorch, in the style of the RETURNN frontend.
+
+Dims (`Dim`) identify axes; a `Tensor` is a torch.Tensor with one Dim per axis. Ops align operands
+by dim identity, and dims with per-sequence lengths mask their padding. The types and the hot ops
+live in the C++ extension `dimtorch._C`; this package re-exports them and adds ops composed in
+Python.
+"""
+import torch  # noqa: F401  (the core resolves torch callables when it is imported)
+
+from ._C import Dim, Tensor  # noqa: F401
+from ._C import (  # noqa: F401
+    abs, cast, ceil, clip, combine, compare, cos, exp, floor, gelu, is_finite, log, log1p,
+    logical_and, logical_not, logical_or, maximum, minimum, neg, relu, round, rsqrt, sigmoid, silu,
+    sin, softplus, sqrt, square, tanh, where,
+)
+from ._creation import (  # noqa: F401
+    convert_to_tensor, full, ones, ones_like, random_normal, random_uniform, range_over_dim, zeros,
+    zeros_like,
+)
+from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
+
+__version__ = "0.1.0"

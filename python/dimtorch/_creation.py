@@ -1,0 +1,124 @@
+"""Creation of Tensors from dims: zeros/ones/full, random, range_over_dim, convert_to_tensor."""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import torch
+
+from ._C import Dim, Tensor
+from ._dtypes import to_torch_dtype
+
+DimsArg = Union[Dim, Sequence[Dim]]
+
+
+def _dims_tuple(dims: DimsArg, caller: str) -> tuple:
+    if isinstance(dims, Dim):
+        return (dims,)
+    try:
+        dims = tuple(dims)
+    except TypeError:
+        raise TypeError(f"{caller}: dims must be a Dim or a sequence of Dims, got {type(dims).__name__}") from None
+    for i, d in enumerate(dims):
+        if not isinstance(d, Dim):
+            raise TypeError(f"{caller}: dims[{i}] must be a Dim, got {type(d).__name__}")
+    return dims
+
+
+def _shape(dims: tuple, caller: str) -> list:
+    shape = []
+    for d in dims:
+        size = d.get_max_size()
+        if size is None:
+            raise ValueError(
+                f"{caller}: dim {d!r} takes its size from data, so a new tensor over it has no size; "
+                f"make it from an existing tensor (zeros_like) or give the dim a size"
+            )
+        shape.append(size)
+    return shape
+
+
+def full(dims: DimsArg, fill_value, *, dtype="float32", device=None, sparse_dim: Optional[Dim] = None,
+         feature_dim: Optional[Dim] = None) -> Tensor:
+    """Tensor over `dims` (max sizes of dynamic dims) filled with `fill_value`."""
+    dims = _dims_tuple(dims, "dimtorch.full()")
+    raw = torch.full(_shape(dims, "dimtorch.full()"), fill_value,
+                     dtype=to_torch_dtype(dtype, "dimtorch.full()"), device=device)
+    return Tensor(raw, dims, sparse_dim=sparse_dim, feature_dim=feature_dim)
+
+
+def zeros(dims: DimsArg, *, dtype="float32", device=None, sparse_dim=None, feature_dim=None) -> Tensor:
+    """Tensor of zeros over `dims`."""
+    return full(dims, 0, dtype=dtype, device=device, sparse_dim=sparse_dim, feature_dim=feature_dim)
+
+
+def ones(dims: DimsArg, *, dtype="float32", device=None, sparse_dim=None, feature_dim=None) -> Tensor:
+    """Tensor of ones over `dims`."""
+    return full(dims, 1, dtype=dtype, device=device, sparse_dim=sparse_dim, feature_dim=feature_dim)
+
+
+def _like(x: Tensor, fill, dtype, caller: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{caller}: expected a dimtorch.Tensor, got {type(x).__name__}")
+    raw = torch.full_like(x.raw, fill, dtype=to_torch_dtype(dtype, caller))
+    return Tensor(raw, x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
+
+
+def zeros_like(x: Tensor, *, dtype=None) -> Tensor:
+    """Zeros with the dims (and raw sizes), dtype and device of `x`."""
+    return _like(x, 0, dtype, "dimtorch.zeros_like()")
+
+
+def ones_like(x: Tensor, *, dtype=None) -> Tensor:
+    """Ones with the dims (and raw sizes), dtype and device of `x`."""
+    return _like(x, 1, dtype, "dimtorch.ones_like()")
+
+
+def _generator(seed, generator, device):
+    if seed is not None and generator is not None:
+        raise ValueError("give either seed or generator, not both")
+    if seed is None:
+        return generator
+    g = torch.Generator(device=device if device is not None else "cpu")
+    g.manual_seed(int(seed))
+    return g
+
+
+def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", device=None, seed=None,
+                   generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
+    """Uniform values in [minval, maxval) over `dims`; `seed` or `generator` make it repeatable."""
+    caller = "dimtorch.random_uniform()"
+    dims = _dims_tuple(dims, caller)
+    raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
+    raw.uniform_(minval, maxval, generator=_generator(seed, generator, device))
+    return Tensor(raw, dims, feature_dim=feature_dim)
+
+
+def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", device=None, seed=None,
+                  generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
+    """Normal values N(mean, stddev²) over `dims`; `seed` or `generator` make it repeatable."""
+    caller = "dimtorch.random_normal()"
+    dims = _dims_tuple(dims, caller)
+    raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
+    raw.normal_(mean, stddev, generator=_generator(seed, generator, device))
+    return Tensor(raw, dims, feature_dim=feature_dim)
+
+
+def range_over_dim(dim: Dim, *, dtype="int64", device=None) -> Tensor:
+    """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim`."""
+    caller = "dimtorch.range_over_dim()"
+    if not isinstance(dim, Dim):
+        raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")
+    (size,) = _shape((dim,), caller)
+    raw = torch.arange(size, dtype=to_torch_dtype(dtype, caller), device=device)
+    return Tensor(raw, (dim,), sparse_dim=dim)
+
+
+def convert_to_tensor(value, *, dims: DimsArg = (), dtype=None, device=None, sparse_dim=None,
+                      feature_dim=None) -> Tensor:
+    """A Tensor from a Tensor (returned as is), torch.Tensor, number, list or numpy array."""
+    caller = "dimtorch.convert_to_tensor()"
+    if isinstance(value, Tensor):
+        return value
+    dims = _dims_tuple(dims, caller)
+    raw = torch.as_tensor(value, dtype=to_torch_dtype(dtype, caller), device=device)
+    return Tensor(raw, dims, sparse_dim=sparse_dim, feature_dim=feature_dim)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds the extension with AddressSanitizer + UndefinedBehaviorSanitizer into .venv-asan and runs
+# the tests under it. Slow; not part of CI. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv-asan/bin/python ] || "$PY" -m venv .venv-asan
+. .venv-asan/bin/activate
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q scikit-build-core nanobind pytest hypothesis matplotlib
+DIMTORCH_SANITIZE=ON python -m pip install -q --no-build-isolation --force-reinstall --no-deps \
+  -C build-dir=build/asan .
+LIBASAN=$(gcc -print-file-name=libasan.so)
+LIBUBSAN=$(gcc -print-file-name=libubsan.so)
+# torch and CPython are not built with ASan: leaks and their allocator mismatches are not ours.
+export ASAN_OPTIONS=detect_leaks=0:alloc_dealloc_mismatch=0:new_delete_type_mismatch=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+LD_PRELOAD="$LIBASAN $LIBUBSAN" python -m pytest -q -p no:cacheprovider tests "$@"

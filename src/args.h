@@ -1,0 +1,45 @@
+// Argument parsing for METH_FASTCALL | METH_KEYWORDS module functions (no tuple/dict building).
+#pragma once
+#include "common.h"
+
+namespace dimtorch {
+
+/// Fills out[0..n) from positional args and keywords matched against `names`. The first `n_pos`
+/// names may be positional; the first `n_required` are required. NULL entries are missing.
+inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames,
+                       const char* const* names, int n, int n_pos, int n_required,
+                       PyObject** out, const char* caller) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs > n_pos) {
+    PyErr_Format(PyExc_TypeError, "%s takes at most %d positional arguments (%zd given)", caller,
+                 n_pos, nargs);
+    return false;
+  }
+  for (int i = 0; i < n; ++i) out[i] = i < nargs ? args[i] : nullptr;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    int i = 0;
+    while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) ++i;
+    if (i == n) {
+      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R", caller, key);
+      return false;
+    }
+    if (out[i]) {
+      PyErr_Format(PyExc_TypeError, "%s got multiple values for argument %R", caller, key);
+      return false;
+    }
+    out[i] = args[nargs + k];
+  }
+  for (int i = 0; i < n_required; ++i)
+    if (!out[i]) {
+      PyErr_Format(PyExc_TypeError, "%s missing required argument '%s'", caller, names[i]);
+      return false;
+    }
+  return true;
+}
+
+/// Truth of an optional flag argument (NULL is false); -1 with error set.
+inline int flag_arg(PyObject* v) { return v ? PyObject_IsTrue(v) : 0; }
+
+}  // namespace dimtorch

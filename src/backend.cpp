@@ -1,0 +1,160 @@
+// The raw-op table: fills the cached torch callables and the dtype table at import.
+#include "backend.h"
+
+#include <cstring>
+
+namespace dimtorch {
+
+std::string to_std_string(PyObject* o) {
+  if (!o) return "<null>";
+  PyObject* s = PyObject_Str(o);
+  if (!s) {
+    PyErr_Clear();
+    return "<unprintable>";
+  }
+  const char* c = PyUnicode_AsUTF8(s);
+  std::string r = c ? c : "<unprintable>";
+  if (!c) PyErr_Clear();
+  Py_DECREF(s);
+  return r;
+}
+
+namespace backend {
+
+Table T;
+
+const char* const kUnaryNames[kNumUnary] = {
+    "exp",  "log",   "log1p", "sqrt",     "rsqrt",     "square",      "tanh",
+    "sigmoid", "relu", "gelu", "silu",    "softplus",  "sin",         "cos",
+    "floor", "ceil", "round", "is_finite", "logical_not", "abs",      "neg"};
+
+namespace {
+
+/* dtype lookup is a linear scan over a handful of pointers: cheaper than repr(dtype), which builds a
+   new string on every call (RETURNN found that on its hot path). */
+constexpr int kMaxDtypes = 24;
+struct DtypeEntry {
+  PyObject* dtype;  // torch.dtype object (strong ref)
+  PyObject* name;   // interned str
+  bool is_int;
+  bool is_float;
+};
+DtypeEntry g_dtypes[kMaxDtypes];
+int g_num_dtypes = 0;
+
+const char* const kDtypeNames[] = {
+    "float32", "float64", "float16", "bfloat16", "int64",   "int32",     "int16",    "int8",
+    "uint8",   "bool",    "complex64", "complex128", "uint16", "uint32", "uint64",
+    "float8_e4m3fn", "float8_e5m2"};
+
+bool get_attr(PyObject* obj, const char* name, PyObject** out) {
+  *out = PyObject_GetAttrString(obj, name);
+  return *out != nullptr;
+}
+
+}  // namespace
+
+bool init() {
+  Ref torch(PyImport_ImportModule("torch"));
+  if (!torch) return false;
+  Ref functional(PyImport_ImportModule("torch.nn.functional"));
+  if (!functional) return false;
+  Ref c_mod(PyObject_GetAttrString(torch.get(), "_C"));
+  if (!c_mod) return false;
+  PyObject* tb = PyObject_GetAttrString(c_mod.get(), "TensorBase");
+  if (!tb) return false;
+  if (!PyType_Check(tb)) {
+    Py_DECREF(tb);
+    PyErr_SetString(PyExc_ImportError, "dimtorch: torch._C.TensorBase is not a type");
+    return false;
+  }
+  T.tensor_type = reinterpret_cast<PyTypeObject*>(tb);
+  PyObject* t = torch.get();
+  PyObject* F = functional.get();
+  bool ok = get_attr(t, "dtype", &T.dtype_type) && get_attr(tb, "permute", &T.permute) &&
+            get_attr(tb, "view", &T.view) && get_attr(tb, "reshape", &T.reshape) &&
+            get_attr(tb, "unsqueeze", &T.unsqueeze) && get_attr(tb, "expand", &T.expand) &&
+            get_attr(tb, "to", &T.to) && get_attr(t, "where", &T.where) &&
+            get_attr(t, "maximum", &T.maximum) && get_attr(t, "minimum", &T.minimum) &&
+            get_attr(t, "clamp", &T.clamp) && get_attr(t, "clamp_min", &T.clamp_min) &&
+            get_attr(t, "clamp_max", &T.clamp_max) && get_attr(t, "logical_and", &T.logical_and) &&
+            get_attr(t, "logical_or", &T.logical_or) && get_attr(t, "logical_xor", &T.logical_xor);
+  if (!ok) return false;
+  // Where torch's name differs from ours, or the op lives in torch.nn.functional.
+  struct { Unary op; PyObject* mod; const char* name; } sources[] = {
+      {kExp, t, "exp"},          {kLog, t, "log"},           {kLog1p, t, "log1p"},
+      {kSqrt, t, "sqrt"},        {kRsqrt, t, "rsqrt"},       {kSquare, t, "square"},
+      {kTanh, t, "tanh"},        {kSigmoid, t, "sigmoid"},   {kRelu, t, "relu"},
+      {kGelu, F, "gelu"},        {kSilu, F, "silu"},         {kSoftplus, F, "softplus"},
+      {kSin, t, "sin"},          {kCos, t, "cos"},           {kFloor, t, "floor"},
+      {kCeil, t, "ceil"},        {kRound, t, "round"},       {kIsFinite, t, "isfinite"},
+      {kLogicalNot, t, "logical_not"}, {kAbs, t, "abs"},     {kNeg, t, "neg"}};
+  for (auto& s : sources)
+    if (!get_attr(s.mod, s.name, &T.unary[s.op])) return false;
+
+  T.s_shape = PyUnicode_InternFromString("shape");
+  T.s_dtype = PyUnicode_InternFromString("dtype");
+  T.s_device = PyUnicode_InternFromString("device");
+  T.s_requires_grad = PyUnicode_InternFromString("requires_grad");
+  if (!T.s_shape || !T.s_dtype || !T.s_device || !T.s_requires_grad) return false;
+
+  for (const char* name : kDtypeNames) {
+    PyObject* dt = PyObject_GetAttrString(t, name);
+    if (!dt) {  // older torch without this dtype
+      PyErr_Clear();
+      continue;
+    }
+    DtypeEntry& e = g_dtypes[g_num_dtypes++];
+    e.dtype = dt;
+    e.name = PyUnicode_InternFromString(name);
+    if (!e.name) return false;
+    e.is_int = std::strncmp(name, "int", 3) == 0 || std::strncmp(name, "uint", 4) == 0;
+    e.is_float = std::strncmp(name, "float", 5) == 0 || std::strcmp(name, "bfloat16") == 0;
+  }
+  return true;
+}
+
+PyObject* dtype_name(PyObject* torch_dtype) {
+  for (int i = 0; i < g_num_dtypes; ++i)
+    if (g_dtypes[i].dtype == torch_dtype) return g_dtypes[i].name;
+  PyErr_Format(PyExc_TypeError, "dimtorch: unsupported torch dtype %R", torch_dtype);
+  return nullptr;
+}
+
+PyObject* raw_dtype_name(PyObject* raw) {
+  Ref d(PyObject_GetAttr(raw, T.s_dtype));
+  if (!d) return nullptr;
+  return dtype_name(d.get());
+}
+
+PyObject* dtype_from(PyObject* v, const char* caller) {
+  if (PyUnicode_Check(v)) {
+    for (int i = 0; i < g_num_dtypes; ++i) {
+      int eq = PyUnicode_Compare(g_dtypes[i].name, v);
+      if (eq == 0) return g_dtypes[i].dtype;
+    }
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s: unknown dtype %R", caller, v);
+    return nullptr;
+  }
+  for (int i = 0; i < g_num_dtypes; ++i)
+    if (g_dtypes[i].dtype == v) return v;
+  PyErr_Format(PyExc_TypeError, "%s: dtype must be a dtype name such as 'float32' or a torch.dtype, got %R",
+               caller, v);
+  return nullptr;
+}
+
+bool is_integer_dtype_name(PyObject* name) {
+  for (int i = 0; i < g_num_dtypes; ++i)
+    if (g_dtypes[i].name == name) return g_dtypes[i].is_int;
+  return false;
+}
+
+bool is_floating_dtype_name(PyObject* name) {
+  for (int i = 0; i < g_num_dtypes; ++i)
+    if (g_dtypes[i].name == name) return g_dtypes[i].is_float;
+  return false;
+}
+
+}  // namespace backend
+}  // namespace dimtorch

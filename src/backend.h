@@ -1,0 +1,75 @@
+// The raw-op table: torch types and callables cached at import, and the dtype name table.
+// This is the only part of the core that knows torch; everything else calls through it.
+#pragma once
+#include "common.h"
+
+namespace dimtorch::backend {
+
+/// Unary raw ops, by index into the table of torch callables.
+enum Unary : int {
+  kExp, kLog, kLog1p, kSqrt, kRsqrt, kSquare, kTanh, kSigmoid, kRelu, kGelu, kSilu, kSoftplus,
+  kSin, kCos, kFloor, kCeil, kRound, kIsFinite, kLogicalNot, kAbs, kNeg,
+  kNumUnary
+};
+/// Python-facing names of the unary ops (dimtorch.<name>), same order as Unary.
+extern const char* const kUnaryNames[kNumUnary];
+
+struct Table {
+  PyTypeObject* tensor_type = nullptr;  // torch._C.TensorBase: every torch.Tensor is one
+  PyObject* dtype_type = nullptr;       // torch.dtype
+  // Unbound TensorBase methods, called with the raw as first argument.
+  PyObject* permute = nullptr;
+  PyObject* view = nullptr;
+  PyObject* reshape = nullptr;
+  PyObject* unsqueeze = nullptr;
+  PyObject* expand = nullptr;
+  PyObject* to = nullptr;
+  // torch functions
+  PyObject* where = nullptr;
+  PyObject* maximum = nullptr;
+  PyObject* minimum = nullptr;
+  PyObject* clamp = nullptr;
+  PyObject* clamp_min = nullptr;
+  PyObject* clamp_max = nullptr;
+  PyObject* logical_and = nullptr;
+  PyObject* logical_or = nullptr;
+  PyObject* logical_xor = nullptr;
+  PyObject* unary[kNumUnary] = {};
+  // Interned attribute names.
+  PyObject* s_shape = nullptr;
+  PyObject* s_dtype = nullptr;
+  PyObject* s_device = nullptr;
+  PyObject* s_requires_grad = nullptr;
+};
+extern Table T;
+
+/// Fills the table from the imported torch module. False with a Python error set on failure.
+bool init();
+
+inline bool is_raw(PyObject* o) { return PyObject_TypeCheck(o, T.tensor_type); }
+
+/// Interned dtype name ("float32", ...) of a torch.dtype; borrowed. NULL with error if unknown.
+PyObject* dtype_name(PyObject* torch_dtype);
+/// dtype name of a raw tensor; borrowed interned str, NULL with error set.
+PyObject* raw_dtype_name(PyObject* raw);
+/// torch.dtype for a dtype name or a torch.dtype; borrowed. NULL with error if unknown.
+PyObject* dtype_from(PyObject* name_or_dtype, const char* caller);
+/// Whether a dtype name is an integer type (int*, uint*).
+bool is_integer_dtype_name(PyObject* name);
+bool is_floating_dtype_name(PyObject* name);
+
+/// raw.<method>(arg) through a cached unbound method.
+inline PyObject* call1(PyObject* fn, PyObject* a0) {
+  PyObject* args[1] = {a0};
+  return PyObject_Vectorcall(fn, args, 1, nullptr);
+}
+inline PyObject* call2(PyObject* fn, PyObject* a0, PyObject* a1) {
+  PyObject* args[2] = {a0, a1};
+  return PyObject_Vectorcall(fn, args, 2, nullptr);
+}
+inline PyObject* call3(PyObject* fn, PyObject* a0, PyObject* a1, PyObject* a2) {
+  PyObject* args[3] = {a0, a1, a2};
+  return PyObject_Vectorcall(fn, args, 3, nullptr);
+}
+
+}  // namespace dimtorch::backend

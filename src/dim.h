@@ -1,0 +1,44 @@
+// The native Dim type: identity of one axis (static, size-from-data, or dynamic with host lengths).
+#pragma once
+#include "common.h"
+
+namespace dimtorch {
+
+/// How a derived dim (dim math) was made from its operands; kNone for a dim made by the user.
+enum class DimOp : int { kNone, kAdd, kSub, kMul, kFloorDiv, kCeilDiv, kConcat };
+
+struct DimObject {
+  PyObject_HEAD
+  PyObject* name;        // str, or NULL when unnamed
+  Py_ssize_t size;       // static size; -1 when not static
+  PyObject* dyn_size;    // lengths: a dimtorch Tensor of ints over batch dims, on the host; or NULL
+  Py_ssize_t max_size;   // host max of the lengths; -1 until known
+  PyObject* cache;       // dict: dim-math results and per-device lengths/masks; made lazily
+  DimOp derive_op;       // dim math: the op, operands and constant that define this dim
+  PyObject* derive_a;
+  PyObject* derive_b;    // second Dim operand (A + B), or NULL
+  Py_ssize_t derive_k;
+  PyObject* weakreflist;
+};
+
+extern PyTypeObject DimType;
+inline bool is_dim(PyObject* o) { return Py_IS_TYPE(o, &DimType); }
+inline DimObject* as_dim(PyObject* o) { return reinterpret_cast<DimObject*>(o); }
+/// Static dims have a size known without data; their raw axes are checked at Tensor construction.
+inline bool dim_is_static(PyObject* d) { return as_dim(d)->size >= 0; }
+
+/// Host max of a dynamic dim's lengths (computed once), or its static size; -1 when neither
+/// (a size-from-data dim). -2 with a Python error set on failure.
+Py_ssize_t dim_max_size(DimObject* d);
+/// Lengths Tensor of a dynamic dim (derived dims compute theirs on first use); borrowed. NULL and
+/// no error when the dim has none; NULL with an error set on failure.
+PyObject* dim_dyn_size(DimObject* d);
+/// Short description for messages: 'time'[batch], 'feature'(80), 'batch'(?).
+std::string describe_dim(PyObject* dim);
+
+/// Number of live Dim objects (leak tests).
+extern Py_ssize_t g_live_dims;
+
+bool export_dim(PyObject* module);
+
+}  // namespace dimtorch

@@ -1,0 +1,25 @@
+// The extension module dimtorch._C: sets up the backend table, then each concept in order.
+#include <nanobind/nanobind.h>
+
+#include "backend.h"
+#include "dim.h"
+#include "ops_elementwise.h"
+#include "plan.h"
+#include "tensor.h"
+
+namespace nb = nanobind;
+using namespace dimtorch;
+
+/* Dim and Tensor are plain CPython types (see dim.cpp, tensor.cpp): their slots are the hot path,
+   and a nanobind class would add its dispatch to every construction and operator. nanobind
+   carries the module itself and the functions that are not per-op. */
+NB_MODULE(_C, m) {
+  if (!backend::init() || !export_dim(m.ptr()) || !export_tensor(m.ptr()) ||
+      !export_ops_elementwise(m.ptr()))
+    throw nb::python_error();
+
+  m.def("_live_counts", [] { return nb::make_tuple(g_live_tensors, g_live_dims); },
+        "(live Tensor objects, live Dim objects), for leak tests.");
+  m.def("_clear_caches", [] { plan_cache_clear(); },
+        "Empties the alignment plan cache (it holds the dims tuples it was made for).");
+}

@@ -1,0 +1,544 @@
+// The native Tensor type: checked construction, properties, transposes and aligned raw views.
+#include "tensor.h"
+
+#include "backend.h"
+#include "dim.h"
+
+namespace dimtorch {
+
+PyTypeObject TensorType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+Py_ssize_t g_live_tensors = 0;
+
+/// Number slots and rich comparison of Tensor (ops_elementwise.cpp).
+void install_elementwise_slots(PyTypeObject* type);
+
+std::string describe_dims(PyObject* dims, const Py_ssize_t* sizes) {
+  std::string s;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dims); ++i) {
+    if (i) s += ", ";
+    PyObject* d = PyTuple_GET_ITEM(dims, i);
+    DimObject* dd = as_dim(d);
+    s += dd->name ? to_std_string(dd->name) : std::string("<unnamed>");
+    if (sizes) s += ":" + std::to_string(sizes[i]);
+    else if (dd->size >= 0) s += "(" + std::to_string(dd->size) + ")";
+  }
+  return s;
+}
+
+PyObject* dims_arg_to_tuple(PyObject* arg, const char* caller, const char* what) {
+  Ref tuple;
+  if (is_dim(arg)) {
+    tuple = Ref(PyTuple_Pack(1, arg));
+  } else if (PyTuple_CheckExact(arg)) {
+    tuple = Ref::borrow(arg);
+  } else if (PyList_Check(arg) || PyTuple_Check(arg)) {
+    tuple = Ref(PySequence_Tuple(arg));
+  } else {
+    PyErr_Format(PyExc_TypeError, "%s: %s must be a Dim or a sequence of Dims, got %.80s", caller,
+                 what, Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  if (!tuple) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple.get()); ++i) {
+    PyObject* d = PyTuple_GET_ITEM(tuple.get(), i);
+    if (!is_dim(d)) {
+      PyErr_Format(PyExc_TypeError, "%s: %s[%zd] must be a Dim, got %.80s", caller, what, i,
+                   Py_TYPE(d)->tp_name);
+      return nullptr;
+    }
+  }
+  return tuple.release();
+}
+
+PyObject* tensor_make(PyObject* raw, PyObject* dims, const Py_ssize_t* sizes, PyObject* sparse_dim,
+                      PyObject* feature_dim) {
+  Py_ssize_t n = PyTuple_GET_SIZE(dims);
+  TensorObject* t = PyObject_GC_NewVar(TensorObject, &TensorType, n);
+  if (!t) {
+    Py_DECREF(raw);
+    return nullptr;
+  }
+  t->raw = raw;
+  Py_INCREF(dims);
+  t->dims = dims;
+  Py_XINCREF(sparse_dim);
+  t->sparse_dim = sparse_dim;
+  Py_XINCREF(feature_dim);
+  t->feature_dim = feature_dim;
+  t->name = nullptr;
+  t->weakreflist = nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) t->sizes[i] = sizes[i];
+  ++g_live_tensors;
+  PyObject_GC_Track(t);
+  return reinterpret_cast<PyObject*>(t);
+}
+
+PyObject* tensor_make_checked(PyObject* raw, PyObject* dims_arg, PyObject* sparse_dim,
+                              PyObject* feature_dim, PyObject* name, const char* caller) {
+  if (!raw || !backend::is_raw(raw)) {
+    PyErr_Format(PyExc_TypeError, "%s: raw must be a torch.Tensor, got %.80s", caller,
+                 raw ? Py_TYPE(raw)->tp_name : "nothing");
+    return nullptr;
+  }
+  if (!dims_arg) {
+    PyErr_Format(PyExc_TypeError, "%s: missing argument 'dims'", caller);
+    return nullptr;
+  }
+  Ref dims(dims_arg_to_tuple(dims_arg, caller, "dims"));
+  if (!dims) return nullptr;
+  Py_ssize_t n = PyTuple_GET_SIZE(dims.get());
+  if (n > kMaxDims) {
+    PyErr_Format(PyExc_ValueError, "%s: at most %d dims are supported, got %zd", caller, kMaxDims,
+                 n);
+    return nullptr;
+  }
+  Ref shape(PyObject_GetAttr(raw, backend::T.s_shape));
+  if (!shape) return nullptr;
+  Py_ssize_t raw_ndim = PyTuple_Check(shape.get()) ? PyTuple_GET_SIZE(shape.get()) : -1;
+  if (raw_ndim != n) {
+    PyErr_Format(PyExc_ValueError, "%s: raw has shape %S (%zd axes) but %zd dims were given (dims: %s)",
+                 caller, shape.get(), raw_ndim, n, describe_dims(dims.get(), nullptr).c_str());
+    return nullptr;
+  }
+  Py_ssize_t sizes[kMaxDims];
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    sizes[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape.get(), i));
+    if (sizes[i] == -1 && PyErr_Occurred()) return nullptr;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* di = PyTuple_GET_ITEM(dims.get(), i);
+    for (Py_ssize_t j = 0; j < i; ++j) {
+      if (PyTuple_GET_ITEM(dims.get(), j) == di) {
+        PyErr_Format(PyExc_ValueError, "%s: dim %s appears twice (dims: %s)", caller,
+                     describe_dim(di).c_str(), describe_dims(dims.get(), sizes).c_str());
+        return nullptr;
+      }
+    }
+    DimObject* d = as_dim(di);
+    if (d->size >= 0 && d->size != sizes[i]) {
+      PyErr_Format(PyExc_ValueError, "%s: dim %s has raw size %zd at axis %zd (raw shape %S, dims: %s)",
+                   caller, describe_dim(di).c_str(), sizes[i], i, shape.get(),
+                   describe_dims(dims.get(), nullptr).c_str());
+      return nullptr;
+    }
+    PyObject* lengths = d->size < 0 ? dim_dyn_size(d) : nullptr;
+    if (!lengths) {
+      if (PyErr_Occurred()) return nullptr;
+      continue;
+    }
+    Py_ssize_t max_len = dim_max_size(d);
+    if (max_len == -2) return nullptr;
+    if (sizes[i] < max_len) {
+      PyErr_Format(PyExc_ValueError,
+                   "%s: dim %s has max length %zd but raw axis %zd has only size %zd (raw shape %S)",
+                   caller, describe_dim(di).c_str(), max_len, i, sizes[i], shape.get());
+      return nullptr;
+    }
+    // The lengths' batch dims must agree with this tensor's sizes of them.
+    TensorObject* lt = as_tensor(lengths);
+    for (Py_ssize_t k = 0; k < tensor_ndim(lt); ++k) {
+      int j = dims_index(dims.get(), PyTuple_GET_ITEM(lt->dims, k));
+      if (j >= 0 && sizes[j] != lt->sizes[k]) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: dim %s has lengths over %s of size %zd, but the raw has size %zd there "
+                     "(raw shape %S)",
+                     caller, describe_dim(di).c_str(),
+                     describe_dim(PyTuple_GET_ITEM(lt->dims, k)).c_str(), lt->sizes[k], sizes[j],
+                     shape.get());
+        return nullptr;
+      }
+    }
+  }
+  if (sparse_dim == Py_None) sparse_dim = nullptr;
+  if (feature_dim == Py_None) feature_dim = nullptr;
+  if (name == Py_None) name = nullptr;
+  if (sparse_dim && !is_dim(sparse_dim)) {
+    PyErr_Format(PyExc_TypeError, "%s: sparse_dim must be a Dim or None, got %.80s", caller,
+                 Py_TYPE(sparse_dim)->tp_name);
+    return nullptr;
+  }
+  if (feature_dim && (!is_dim(feature_dim) || dims_index(dims.get(), feature_dim) < 0)) {
+    PyErr_Format(PyExc_ValueError, "%s: feature_dim must be one of the dims (%s), got %s", caller,
+                 describe_dims(dims.get(), nullptr).c_str(), describe_dim(feature_dim).c_str());
+    return nullptr;
+  }
+  if (name && !PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "%s: name must be a str or None, got %.80s", caller,
+                 Py_TYPE(name)->tp_name);
+    return nullptr;
+  }
+  Py_INCREF(raw);
+  PyObject* t = tensor_make(raw, dims.get(), sizes, sparse_dim, feature_dim);
+  if (t && name) {
+    Py_INCREF(name);
+    as_tensor(t)->name = name;
+  }
+  return t;
+}
+
+namespace {
+
+constexpr const char* kCtor = "dimtorch.Tensor()";
+
+PyObject* tensor_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs > 2) {
+    PyErr_Format(PyExc_TypeError, "%s takes 2 positional arguments (raw, dims), %zd given", kCtor,
+                 nargs);
+    return nullptr;
+  }
+  PyObject* v[5] = {nargs > 0 ? args[0] : nullptr, nargs > 1 ? args[1] : nullptr, nullptr, nullptr,
+                    nullptr};
+  static const char* const names[5] = {"raw", "dims", "sparse_dim", "feature_dim", "name"};
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+    int k = 0;
+    while (k < 5 && PyUnicode_CompareWithASCIIString(key, names[k]) != 0) ++k;
+    if (k == 5) {
+      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R", kCtor, key);
+      return nullptr;
+    }
+    if (v[k]) {
+      PyErr_Format(PyExc_TypeError, "%s got multiple values for argument %R", kCtor, key);
+      return nullptr;
+    }
+    v[k] = args[nargs + i];
+  }
+  return tensor_make_checked(v[0], v[1], v[2], v[3], v[4], kCtor);
+}
+
+PyObject* tensor_new(PyTypeObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"raw", "dims", "sparse_dim", "feature_dim", "name", nullptr};
+  PyObject *raw = nullptr, *dims = nullptr, *sparse = nullptr, *feat = nullptr, *name = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOO:Tensor", const_cast<char**>(kw), &raw,
+                                   &dims, &sparse, &feat, &name))
+    return nullptr;
+  return tensor_make_checked(raw, dims, sparse, feat, name, kCtor);
+}
+
+int tensor_traverse(PyObject* self, visitproc visit, void* arg) {
+  TensorObject* t = as_tensor(self);
+  Py_VISIT(t->raw);
+  Py_VISIT(t->dims);
+  Py_VISIT(t->sparse_dim);
+  Py_VISIT(t->feature_dim);
+  return 0;
+}
+
+int tensor_clear(PyObject* self) {
+  TensorObject* t = as_tensor(self);
+  Py_CLEAR(t->raw);
+  Py_CLEAR(t->sparse_dim);
+  Py_CLEAR(t->feature_dim);
+  return 0;
+}
+
+void tensor_dealloc(PyObject* self) {
+  TensorObject* t = as_tensor(self);
+  PyObject_GC_UnTrack(self);
+  if (t->weakreflist) PyObject_ClearWeakRefs(self);
+  tensor_clear(self);
+  /* dims is kept until here (not cleared by tp_clear) so that a cleared Tensor still has a valid
+     dims tuple of its own size; a tuple of Dims cannot form a cycle through a Tensor by itself. */
+  Py_CLEAR(t->dims);
+  Py_CLEAR(t->name);
+  --g_live_tensors;
+  PyObject_GC_Del(self);
+}
+
+PyObject* tensor_repr(PyObject* self) {
+  TensorObject* t = as_tensor(self);
+  std::string s = "Tensor{";
+  if (t->name) s += "'" + to_std_string(t->name) + "', ";
+  s += "dims=(" + describe_dims(t->dims, t->sizes) + ")";
+  if (t->raw) {
+    PyObject* dt = backend::raw_dtype_name(t->raw);
+    if (dt) s += ", dtype='" + to_std_string(dt) + "'";
+    else PyErr_Clear();
+  }
+  if (t->sparse_dim) s += ", sparse_dim=" + describe_dim(t->sparse_dim);
+  if (t->feature_dim) s += ", feature_dim=" + describe_dim(t->feature_dim);
+  s += "}";
+  return PyUnicode_FromString(s.c_str());
+}
+
+PyObject* raw_or_error(TensorObject* t) {
+  if (!t->raw) PyErr_SetString(PyExc_RuntimeError, "dimtorch.Tensor: raw was cleared");
+  return t->raw;
+}
+
+PyObject* get_raw(PyObject* self, void*) {
+  PyObject* r = raw_or_error(as_tensor(self));
+  return r ? Py_NewRef(r) : nullptr;
+}
+PyObject* get_dims(PyObject* self, void*) { return Py_NewRef(as_tensor(self)->dims); }
+PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromSsize_t(Py_SIZE(self)); }
+PyObject* get_shape(PyObject* self, void*) {
+  TensorObject* t = as_tensor(self);
+  PyObject* r = PyTuple_New(tensor_ndim(t));
+  if (!r) return nullptr;
+  for (Py_ssize_t i = 0; i < tensor_ndim(t); ++i) {
+    PyObject* v = PyLong_FromSsize_t(t->sizes[i]);
+    if (!v) {
+      Py_DECREF(r);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(r, i, v);
+  }
+  return r;
+}
+PyObject* get_dtype(PyObject* self, void*) {
+  PyObject* raw = raw_or_error(as_tensor(self));
+  if (!raw) return nullptr;
+  PyObject* n = backend::raw_dtype_name(raw);
+  return n ? Py_NewRef(n) : nullptr;
+}
+PyObject* get_raw_attr(PyObject* self, PyObject* attr) {
+  PyObject* raw = raw_or_error(as_tensor(self));
+  return raw ? PyObject_GetAttr(raw, attr) : nullptr;
+}
+PyObject* get_device(PyObject* self, void*) { return get_raw_attr(self, backend::T.s_device); }
+PyObject* get_requires_grad(PyObject* self, void*) {
+  return get_raw_attr(self, backend::T.s_requires_grad);
+}
+PyObject* get_sparse_dim(PyObject* self, void*) {
+  PyObject* d = as_tensor(self)->sparse_dim;
+  return Py_NewRef(d ? d : Py_None);
+}
+PyObject* get_feature_dim(PyObject* self, void*) {
+  PyObject* d = as_tensor(self)->feature_dim;
+  return Py_NewRef(d ? d : Py_None);
+}
+PyObject* get_name(PyObject* self, void*) {
+  PyObject* n = as_tensor(self)->name;
+  return Py_NewRef(n ? n : Py_None);
+}
+
+PyGetSetDef tensor_getset[] = {
+    {"raw", get_raw, nullptr, "The torch.Tensor, axes in dims order.", nullptr},
+    {"dims", get_dims, nullptr, "Tuple of Dim, one per raw axis.", nullptr},
+    {"ndim", get_ndim, nullptr, "Number of dims.", nullptr},
+    {"shape", get_shape, nullptr, "Raw sizes, one per dim (host ints).", nullptr},
+    {"dtype", get_dtype, nullptr, "dtype name, e.g. 'float32'.", nullptr},
+    {"device", get_device, nullptr, "torch.device of the raw.", nullptr},
+    {"requires_grad", get_requires_grad, nullptr, "raw.requires_grad.", nullptr},
+    {"sparse_dim", get_sparse_dim, nullptr, "Vocabulary dim of class-index tensors, or None.",
+     nullptr},
+    {"feature_dim", get_feature_dim, nullptr, "Marked feature dim, or None.", nullptr},
+    {"name", get_name, nullptr, "Name given at construction, or None.", nullptr},
+    {nullptr}};
+
+PyObject* m_copy(PyObject* self, PyObject*) {
+  TensorObject* t = as_tensor(self);
+  PyObject* raw = raw_or_error(t);
+  if (!raw) return nullptr;
+  Py_INCREF(raw);
+  PyObject* r = tensor_make(raw, t->dims, t->sizes, t->sparse_dim, t->feature_dim);
+  if (r && t->name) as_tensor(r)->name = Py_NewRef(t->name);
+  return r;
+}
+
+PyObject* m_deepcopy(PyObject* self, PyObject* memo) {
+  TensorObject* t = as_tensor(self);
+  PyObject* raw = raw_or_error(t);
+  if (!raw) return nullptr;
+  Ref copy_mod(PyImport_ImportModule("copy"));
+  if (!copy_mod) return nullptr;
+  PyObject* raw_copy = PyObject_CallMethod(copy_mod.get(), "deepcopy", "OO", raw, memo);
+  if (!raw_copy) return nullptr;
+  PyObject* r = tensor_make(raw_copy, t->dims, t->sizes, t->sparse_dim, t->feature_dim);
+  if (r && t->name) as_tensor(r)->name = Py_NewRef(t->name);
+  return r;
+}
+
+/// Axis of each target dim in `t` (-1 where t lacks it); error if t has a dim not in target.
+bool map_to_target(TensorObject* t, PyObject* target, int* src, const char* caller) {
+  Py_ssize_t n = PyTuple_GET_SIZE(target);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* d = PyTuple_GET_ITEM(target, i);
+    for (Py_ssize_t j = 0; j < i; ++j)
+      if (PyTuple_GET_ITEM(target, j) == d) {
+        PyErr_Format(PyExc_ValueError, "%s: dim %s appears twice in the target dims", caller,
+                     describe_dim(d).c_str());
+        return false;
+      }
+    src[i] = dims_index(t->dims, d);
+  }
+  for (Py_ssize_t j = 0; j < tensor_ndim(t); ++j) {
+    PyObject* d = PyTuple_GET_ITEM(t->dims, j);
+    if (dims_index(target, d) < 0) {
+      PyErr_Format(PyExc_ValueError, "%s: dim %s of the tensor is not in the target dims (%s); tensor dims: %s",
+                   caller, describe_dim(d).c_str(), describe_dims(target, nullptr).c_str(),
+                   describe_dims(t->dims, t->sizes).c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Raw permuted so that t's dims follow the order they have in `src` (target order); new ref.
+PyObject* permuted_raw(TensorObject* t, const int* src, Py_ssize_t n_target) {
+  bool identity = true;
+  PyObject* args[kMaxDims + 1];
+  Py_ssize_t k = 0;
+  args[0] = t->raw;
+  for (Py_ssize_t i = 0; i < n_target; ++i) {
+    if (src[i] < 0) continue;
+    if (src[i] != k) identity = false;
+    args[++k] = PyLong_FromLong(src[i]);  // small ints: cached, never fails
+  }
+  PyObject* r = identity ? Py_NewRef(t->raw)
+                         : PyObject_Vectorcall(backend::T.permute, args, k + 1, nullptr);
+  for (Py_ssize_t i = 1; i <= k; ++i) Py_DECREF(args[i]);
+  return r;
+}
+
+PyObject* m_raw_aligned(PyObject* self, PyObject* arg) {
+  static const char* caller = "dimtorch.Tensor.raw_aligned()";
+  TensorObject* t = as_tensor(self);
+  if (!raw_or_error(t)) return nullptr;
+  Ref target(dims_arg_to_tuple(arg, caller, "dims"));
+  if (!target) return nullptr;
+  Py_ssize_t n = PyTuple_GET_SIZE(target.get());
+  if (n > kMaxDims) {
+    PyErr_Format(PyExc_ValueError, "%s: at most %d dims are supported", caller, kMaxDims);
+    return nullptr;
+  }
+  int src[kMaxDims];
+  if (!map_to_target(t, target.get(), src, caller)) return nullptr;
+  Ref r(permuted_raw(t, src, n));
+  if (!r || n == tensor_ndim(t)) return r.release();
+  Ref shape(PyTuple_New(n));
+  if (!shape) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    PyTuple_SET_ITEM(shape.get(), i, PyLong_FromSsize_t(src[i] >= 0 ? t->sizes[src[i]] : 1));
+  return backend::call2(backend::T.view, r.get(), shape.get());
+}
+
+PyObject* m_copy_transpose(PyObject* self, PyObject* arg) {
+  static const char* caller = "dimtorch.Tensor.copy_transpose()";
+  TensorObject* t = as_tensor(self);
+  if (!raw_or_error(t)) return nullptr;
+  Ref target(dims_arg_to_tuple(arg, caller, "dims"));
+  if (!target) return nullptr;
+  Py_ssize_t n = PyTuple_GET_SIZE(target.get());
+  if (n != tensor_ndim(t)) {
+    PyErr_Format(PyExc_ValueError, "%s: dims must be a permutation of the tensor's dims (%s), got (%s)",
+                 caller, describe_dims(t->dims, t->sizes).c_str(),
+                 describe_dims(target.get(), nullptr).c_str());
+    return nullptr;
+  }
+  int src[kMaxDims];
+  if (!map_to_target(t, target.get(), src, caller)) return nullptr;
+  PyObject* raw = permuted_raw(t, src, n);
+  if (!raw) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  for (Py_ssize_t i = 0; i < n; ++i) sizes[i] = t->sizes[src[i]];
+  PyObject* r = tensor_make(raw, target.get(), sizes, t->sparse_dim, t->feature_dim);
+  if (r && t->name) as_tensor(r)->name = Py_NewRef(t->name);
+  return r;
+}
+
+PyObject* m_remaining_dims(PyObject* self, PyObject* arg) {
+  static const char* caller = "dimtorch.Tensor.remaining_dims()";
+  TensorObject* t = as_tensor(self);
+  Ref remove(dims_arg_to_tuple(arg, caller, "remove"));
+  if (!remove) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(remove.get()); ++i) {
+    PyObject* d = PyTuple_GET_ITEM(remove.get(), i);
+    if (dims_index(t->dims, d) < 0) {
+      PyErr_Format(PyExc_ValueError, "%s: dim %s is not in the tensor (dims: %s)", caller,
+                   describe_dim(d).c_str(), describe_dims(t->dims, t->sizes).c_str());
+      return nullptr;
+    }
+  }
+  Py_ssize_t n = tensor_ndim(t), k = 0;
+  Ref out(PyTuple_New(n - PyTuple_GET_SIZE(remove.get())));
+  if (!out) return nullptr;
+  for (Py_ssize_t j = 0; j < n; ++j) {
+    PyObject* d = PyTuple_GET_ITEM(t->dims, j);
+    if (dims_index(remove.get(), d) >= 0) continue;
+    PyTuple_SET_ITEM(out.get(), k++, Py_NewRef(d));
+  }
+  return out.release();
+}
+
+PyObject* m_get_axis(PyObject* self, PyObject* arg) {
+  TensorObject* t = as_tensor(self);
+  int i = is_dim(arg) ? dims_index(t->dims, arg) : -1;
+  if (i < 0) {
+    PyErr_Format(PyExc_ValueError, "dimtorch.Tensor.get_axis(): dim %s is not in the tensor (dims: %s)",
+                 describe_dim(arg).c_str(), describe_dims(t->dims, t->sizes).c_str());
+    return nullptr;
+  }
+  return PyLong_FromLong(i);
+}
+
+PyMethodDef tensor_methods[] = {
+    {"copy", m_copy, METH_NOARGS, "A new Tensor sharing the raw and metadata."},
+    {"__copy__", m_copy, METH_NOARGS, nullptr},
+    {"__deepcopy__", m_deepcopy, METH_O, nullptr},
+    {"copy_transpose", m_copy_transpose, METH_O,
+     "copy_transpose(dims): the same values with the raw permuted to `dims` (a permutation of "
+     "self.dims)."},
+    {"raw_aligned", m_raw_aligned, METH_O,
+     "raw_aligned(dims): raw view with axes in `dims` order and size-1 axes for dims the tensor "
+     "lacks. Every dim of the tensor must be in `dims`."},
+    {"remaining_dims", m_remaining_dims, METH_O,
+     "remaining_dims(remove): self.dims without `remove` (a Dim or sequence of Dims)."},
+    {"get_axis", m_get_axis, METH_O, "get_axis(dim): raw axis index of `dim`."},
+    {nullptr}};
+
+int tensor_bool(PyObject*) {
+  PyErr_SetString(PyExc_TypeError,
+                  "dimtorch.Tensor.__bool__(): the truth value of a Tensor is ambiguous and "
+                  "reading it would sync with the device; reduce it (dimtorch.reduce_any / "
+                  "reduce_all) and read .raw explicitly");
+  return -1;
+}
+
+Py_ssize_t tensor_len(PyObject* self) {
+  PyErr_Format(PyExc_TypeError,
+               "dimtorch.Tensor.__len__(): a Tensor has no length, it has dims (%s); use .dims "
+               "or dim.get_max_size()",
+               describe_dims(as_tensor(self)->dims, as_tensor(self)->sizes).c_str());
+  return -1;
+}
+
+Py_hash_t tensor_hash(PyObject* self) { return identity_hash(self); }
+
+PyNumberMethods tensor_as_number = {};
+PySequenceMethods tensor_as_sequence = {};
+
+}  // namespace
+
+bool export_tensor(PyObject* module) {
+  TensorType.tp_name = "dimtorch.Tensor";
+  TensorType.tp_basicsize = offsetof(TensorObject, sizes);
+  TensorType.tp_itemsize = sizeof(Py_ssize_t);
+  TensorType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  TensorType.tp_doc =
+      "Tensor(raw, dims, *, sparse_dim=None, feature_dim=None, name=None)\n\nA torch.Tensor with "
+      "one Dim per raw axis. Construction checks the raw shape against the dims.";
+  TensorType.tp_new = tensor_new;
+  TensorType.tp_dealloc = tensor_dealloc;
+  TensorType.tp_traverse = tensor_traverse;
+  TensorType.tp_clear = tensor_clear;
+  TensorType.tp_repr = tensor_repr;
+  TensorType.tp_hash = tensor_hash;
+  TensorType.tp_getset = tensor_getset;
+  TensorType.tp_methods = tensor_methods;
+  TensorType.tp_weaklistoffset = offsetof(TensorObject, weakreflist);
+  tensor_as_number.nb_bool = tensor_bool;
+  tensor_as_sequence.sq_length = tensor_len;
+  TensorType.tp_as_number = &tensor_as_number;
+  TensorType.tp_as_sequence = &tensor_as_sequence;
+  install_elementwise_slots(&TensorType);
+  if (PyType_Ready(&TensorType) < 0) return false;
+  TensorType.tp_vectorcall = tensor_vectorcall;
+  Py_INCREF(&TensorType);
+  return PyModule_AddObject(module, "Tensor", reinterpret_cast<PyObject*>(&TensorType)) == 0;
+}
+
+}  // namespace dimtorch

@@ -1,0 +1,48 @@
+// The native Tensor type: a raw torch.Tensor plus dims (one Dim per raw axis) and metadata.
+#pragma once
+#include "common.h"
+
+namespace dimtorch {
+
+struct TensorObject {
+  PyObject_VAR_HEAD      // ob_size: number of dims
+  PyObject* raw;         // torch.Tensor, axes in dims order
+  PyObject* dims;        // tuple of Dim
+  PyObject* sparse_dim;  // Dim or NULL
+  PyObject* feature_dim; // Dim or NULL
+  PyObject* name;        // str or NULL
+  PyObject* weakreflist;
+  /* Raw sizes, one per dim, kept beside the raw so that ops check and propagate sizes without
+     asking torch for raw.shape (a ~100 ns call) on every op. */
+  Py_ssize_t sizes[1];
+};
+
+extern PyTypeObject TensorType;
+inline bool is_tensor(PyObject* o) { return Py_IS_TYPE(o, &TensorType); }
+inline TensorObject* as_tensor(PyObject* o) { return reinterpret_cast<TensorObject*>(o); }
+inline Py_ssize_t tensor_ndim(const TensorObject* t) { return Py_SIZE(t); }
+
+/// New Tensor from parts that are already consistent (no checks). Steals `raw`, borrows the rest;
+/// `sizes` has len(dims) entries. NULL (and `raw` released) on failure.
+PyObject* tensor_make(PyObject* raw, PyObject* dims, const Py_ssize_t* sizes, PyObject* sparse_dim,
+                      PyObject* feature_dim);
+/// Like tensor_make, but checks raw against dims first (the constructor's checks).
+PyObject* tensor_make_checked(PyObject* raw, PyObject* dims, PyObject* sparse_dim,
+                              PyObject* feature_dim, PyObject* name, const char* caller);
+/// "batch:3, time:5, feature:8" for messages.
+std::string describe_dims(PyObject* dims, const Py_ssize_t* sizes);
+/// Index of `dim` in a dims tuple, or -1.
+inline int dims_index(PyObject* dims, PyObject* dim) {
+  Py_ssize_t n = PyTuple_GET_SIZE(dims);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (PyTuple_GET_ITEM(dims, i) == dim) return static_cast<int>(i);
+  return -1;
+}
+/// dims argument (Dim, or sequence of Dim) as a new tuple; NULL with error set.
+PyObject* dims_arg_to_tuple(PyObject* arg, const char* caller, const char* what);
+
+extern Py_ssize_t g_live_tensors;
+
+bool export_tensor(PyObject* module);
+
+}  // namespace dimtorch
