@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Fast rebuild for development: editable install into .venv without build isolation. Serialized by
+# a lock so that parallel workers never run two CMake builds in one build folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. .venv/bin/activate
+flock /tmp/dimtorch-build.lock python -m pip install -q --no-build-isolation --no-deps -e . "$@"
