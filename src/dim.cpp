@@ -2,6 +2,7 @@
 #include "dim.h"
 
 #include "backend.h"
+#include "mask.h"
 #include "tensor.h"
 
 namespace dimtorch {
@@ -14,8 +15,25 @@ namespace {
 PyObject* s_cpu = nullptr;
 PyObject* s_aminmax = nullptr;
 
+/// Host min and max of an integer lengths Tensor (0, 0 when empty).
+bool lengths_min_max(TensorObject* t, Py_ssize_t* min_out, Py_ssize_t* max_out) {
+  Py_ssize_t numel = 1;
+  for (Py_ssize_t i = 0; i < tensor_ndim(t); ++i) numel *= t->sizes[i];
+  *min_out = *max_out = 0;
+  if (numel == 0) return true;
+  Ref mm(PyObject_CallMethodNoArgs(t->raw, s_aminmax));
+  if (!mm) return false;
+  Ref lo(PySequence_GetItem(mm.get(), 0)), hi(PySequence_GetItem(mm.get(), 1));
+  if (!lo || !hi) return false;
+  Ref lo_i(PyNumber_Index(lo.get())), hi_i(PyNumber_Index(hi.get()));
+  if (!lo_i || !hi_i) return false;
+  *min_out = PyLong_AsSsize_t(lo_i.get());
+  *max_out = PyLong_AsSsize_t(hi_i.get());
+  return !PyErr_Occurred();
+}
+
 /// Checks host lengths and returns the Tensor to keep (moved to the host if needed); new ref.
-PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* max_out) {
+PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* max_out) {
   TensorObject* t = as_tensor(lengths);
   PyObject* dtype = backend::raw_dtype_name(t->raw);
   if (!dtype) return nullptr;
@@ -51,25 +69,14 @@ PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* max_out) {
     kept = Ref(tensor_make(host_raw, t->dims, t->sizes, nullptr, nullptr));
     if (!kept) return nullptr;
   }
-  Py_ssize_t numel = 1;
-  for (Py_ssize_t i = 0; i < tensor_ndim(t); ++i) numel *= t->sizes[i];
   Py_ssize_t min_len = 0, max_len = 0;
-  if (numel > 0) {
-    Ref mm(PyObject_CallMethodNoArgs(as_tensor(kept.get())->raw, s_aminmax));
-    if (!mm) return nullptr;
-    Ref lo(PySequence_GetItem(mm.get(), 0)), hi(PySequence_GetItem(mm.get(), 1));
-    if (!lo || !hi) return nullptr;
-    Ref lo_i(PyNumber_Index(lo.get())), hi_i(PyNumber_Index(hi.get()));
-    if (!lo_i || !hi_i) return nullptr;
-    min_len = PyLong_AsSsize_t(lo_i.get());
-    max_len = PyLong_AsSsize_t(hi_i.get());
-    if (PyErr_Occurred()) return nullptr;
-  }
+  if (!lengths_min_max(as_tensor(kept.get()), &min_len, &max_len)) return nullptr;
   if (min_len < 0) {
     PyErr_Format(PyExc_ValueError, "dimtorch.Dim(): lengths must be >= 0, got min %zd (dims: %s)",
                  min_len, describe_dims(t->dims, t->sizes).c_str());
     return nullptr;
   }
+  *min_out = min_len;
   *max_out = max_len;
   return kept.release();
 }
@@ -81,6 +88,8 @@ DimObject* dim_alloc() {
   d->size = -1;
   d->dyn_size = nullptr;
   d->max_size = -1;
+  d->min_size = -1;
+  d->masks = nullptr;
   d->cache = nullptr;
   d->derive_op = DimOp::kNone;
   d->derive_a = d->derive_b = nullptr;
@@ -97,7 +106,7 @@ PyObject* dim_create(PyObject* size, PyObject* name) {
                  Py_TYPE(name)->tp_name);
     return nullptr;
   }
-  Py_ssize_t static_size = -1, max_size = -1;
+  Py_ssize_t static_size = -1, max_size = -1, min_size = -1;
   Ref lengths;
   if (size == nullptr || size == Py_None) {
   } else if (PyLong_Check(size) && !PyBool_Check(size)) {
@@ -107,9 +116,9 @@ PyObject* dim_create(PyObject* size, PyObject* name) {
       PyErr_Format(PyExc_ValueError, "dimtorch.Dim(): size must be >= 0, got %zd", static_size);
       return nullptr;
     }
-    max_size = static_size;
+    max_size = min_size = static_size;
   } else if (is_tensor(size)) {
-    lengths = Ref(checked_lengths(size, &max_size));
+    lengths = Ref(checked_lengths(size, &min_size, &max_size));
     if (!lengths) return nullptr;
   } else if (backend::is_raw(size)) {
     PyErr_SetString(PyExc_TypeError,
@@ -128,6 +137,7 @@ PyObject* dim_create(PyObject* size, PyObject* name) {
   if (!d) return nullptr;
   d->size = static_size;
   d->max_size = max_size;
+  d->min_size = min_size;
   d->dyn_size = lengths.release();
   if (name && name != Py_None) {
     Py_INCREF(name);
@@ -192,6 +202,7 @@ int dim_clear(PyObject* self) {
   Py_CLEAR(d->cache);
   Py_CLEAR(d->derive_a);
   Py_CLEAR(d->derive_b);
+  mask_cache_free(d);
   return 0;
 }
 
@@ -227,10 +238,18 @@ PyObject* get_dyn_size(PyObject* self, void*) {
   return Py_NewRef(ds);
 }
 
+PyObject* get_derivation(PyObject* self, void*) {
+  static const char* const ops[] = {"", "add", "sub", "mul", "floordiv", "ceildiv", "concat"};
+  DimObject* d = as_dim(self);
+  if (d->derive_op == DimOp::kNone) Py_RETURN_NONE;
+  return Py_BuildValue("(sOOn)", ops[static_cast<int>(d->derive_op)], d->derive_a,
+                       d->derive_b ? d->derive_b : Py_None, d->derive_k);
+}
+
 PyObject* m_is_static(PyObject* self, PyObject*) { return PyBool_FromLong(as_dim(self)->size >= 0); }
 PyObject* m_is_dynamic(PyObject* self, PyObject*) {
   DimObject* d = as_dim(self);
-  return PyBool_FromLong(d->size < 0 && (d->dyn_size || d->derive_op != DimOp::kNone));
+  return PyBool_FromLong(dim_has_lengths(d));
 }
 PyObject* m_get_max_size(PyObject* self, PyObject*) {
   Py_ssize_t m = dim_max_size(as_dim(self));
@@ -242,12 +261,41 @@ PyObject* m_get_max_size(PyObject* self, PyObject*) {
    matching the dims of the data. */
 PyObject* m_copy(PyObject* self, PyObject*) { return Py_NewRef(self); }
 
+/// Calls dimtorch._mask.<name>(self, *args, **kwargs): methods composed in Python.
+PyObject* forward_to_mask_module(const char* name, PyObject* self, PyObject* const* args,
+                                 Py_ssize_t nargsf, PyObject* kwnames) {
+  Ref mod(PyImport_ImportModule("dimtorch._mask"));
+  if (!mod) return nullptr;
+  Ref fn(PyObject_GetAttrString(mod.get(), name));
+  if (!fn) return nullptr;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+  PyObject* stack[16];
+  if (total + 1 > 16) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch.Dim: too many arguments");
+    return nullptr;
+  }
+  stack[0] = self;
+  for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
+  return PyObject_Vectorcall(fn.get(), stack, nargs + 1, kwnames);
+}
+PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  return forward_to_mask_module("get_mask", self, args, nargs, kw);
+}
+PyObject* m_get_size_tensor(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  return forward_to_mask_module("get_size_tensor", self, args, nargs, kw);
+}
+
 PyGetSetDef dim_getset[] = {
     {"name", get_name, nullptr, "The name given at construction, or None.", nullptr},
     {"size", get_size, nullptr, "Static size (int), or None for a dynamic or size-from-data dim.",
      nullptr},
     {"dimension", get_size, nullptr, "Alias of size (RETURNN's name).", nullptr},
     {"dyn_size", get_dyn_size, nullptr, "Lengths Tensor (host, over batch dims), or None.", nullptr},
+    {"derivation", get_derivation, nullptr,
+     "(op, a, b, k) for a dim made by dim math (op: add, sub, mul, floordiv, ceildiv, concat), "
+     "else None.",
+     nullptr},
     {nullptr}};
 
 PyMethodDef dim_methods[] = {
@@ -256,6 +304,15 @@ PyMethodDef dim_methods[] = {
     {"get_max_size", m_get_max_size, METH_NOARGS,
      "Max size as a host int (static size, or max of the lengths, computed once); None if the size "
      "comes from data only. Never reads device memory."},
+    {"get_mask", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_get_mask)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "get_mask(dims_order=None, device=None): bool Tensor, True on valid frames, over the lengths' "
+     "dims and this dim (in dims_order's order); cached on the dim per order and device."},
+    {"get_size_tensor",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_get_size_tensor)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "get_size_tensor(device=None): the lengths Tensor on `device` (copied once, cached), or a "
+     "0-dim Tensor with the static size."},
     {"__copy__", m_copy, METH_NOARGS, nullptr},
     {"__deepcopy__", m_copy, METH_O, nullptr},
     {nullptr}};
@@ -281,12 +338,51 @@ std::string describe_dim(PyObject* dim) {
   return s + "(?)";
 }
 
-Py_ssize_t dim_max_size(DimObject* d) {
-  if (d->max_size >= 0) return d->max_size;
-  return -1;
+bool dim_has_lengths(DimObject* d) {
+  if (d->size >= 0) return false;
+  if (d->dyn_size) return true;
+  if (d->derive_op == DimOp::kNone) return false;
+  return dim_has_lengths(as_dim(d->derive_a)) || (d->derive_b && dim_has_lengths(as_dim(d->derive_b)));
 }
 
-PyObject* dim_dyn_size(DimObject* d) { return d->dyn_size; }
+PyObject* dim_dyn_size(DimObject* d) {
+  if (d->dyn_size || !dim_has_lengths(d)) return d->dyn_size;
+  /* Lengths of a derived dim are host arithmetic on its operands' lengths; the rare first use runs
+     the Python definition (dimtorch._dim_math) rather than a second C++ copy of it. */
+  static PyObject* derive_fn = nullptr;
+  if (!derive_fn) {
+    Ref mod(PyImport_ImportModule("dimtorch._dim_math"));
+    if (!mod) return nullptr;
+    derive_fn = PyObject_GetAttrString(mod.get(), "derived_lengths");
+    if (!derive_fn) return nullptr;
+  }
+  Ref lengths(backend::call1(derive_fn, reinterpret_cast<PyObject*>(d)));
+  if (!lengths) return nullptr;
+  if (!is_tensor(lengths.get())) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch: derived lengths must be a Tensor");
+    return nullptr;
+  }
+  Py_ssize_t lo, hi;
+  if (!lengths_min_max(as_tensor(lengths.get()), &lo, &hi)) return nullptr;
+  d->min_size = lo;
+  d->max_size = hi;
+  d->dyn_size = lengths.release();
+  return d->dyn_size;
+}
+
+Py_ssize_t dim_max_size(DimObject* d) {
+  if (d->max_size >= 0) return d->max_size;
+  if (!dim_has_lengths(d)) return -1;
+  if (!dim_dyn_size(d)) return -2;
+  return d->max_size;
+}
+
+Py_ssize_t dim_min_size(DimObject* d) {
+  if (d->min_size >= 0) return d->min_size;
+  if (!dim_has_lengths(d)) return -1;
+  if (!dim_dyn_size(d)) return -2;
+  return d->min_size;
+}
 
 bool export_dim(PyObject* module) {
   s_cpu = PyUnicode_InternFromString("cpu");
@@ -307,6 +403,7 @@ bool export_dim(PyObject* module) {
   DimType.tp_getset = dim_getset;
   DimType.tp_methods = dim_methods;
   DimType.tp_weaklistoffset = offsetof(DimObject, weakreflist);
+  install_dim_math_slots(&DimType);
   if (PyType_Ready(&DimType) < 0) return false;
   DimType.tp_vectorcall = dim_vectorcall;
   Py_INCREF(&DimType);

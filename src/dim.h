@@ -13,6 +13,8 @@ struct DimObject {
   Py_ssize_t size;       // static size; -1 when not static
   PyObject* dyn_size;    // lengths: a dimtorch Tensor of ints over batch dims, on the host; or NULL
   Py_ssize_t max_size;   // host max of the lengths; -1 until known
+  Py_ssize_t min_size;   // host min of the lengths; -1 until known (0 means some sequence is empty)
+  struct MaskCache* masks;  // device lengths and masks (mask.cpp); made lazily
   PyObject* cache;       // dict: dim-math results and per-device lengths/masks; made lazily
   DimOp derive_op;       // dim math: the op, operands and constant that define this dim
   PyObject* derive_a;
@@ -33,6 +35,10 @@ Py_ssize_t dim_max_size(DimObject* d);
 /// Lengths Tensor of a dynamic dim (derived dims compute theirs on first use); borrowed. NULL and
 /// no error when the dim has none; NULL with an error set on failure.
 PyObject* dim_dyn_size(DimObject* d);
+/// Host min of a dynamic dim's lengths (its size if static); -1 if unknown, -2 with error set.
+Py_ssize_t dim_min_size(DimObject* d);
+/// Whether the dim has per-sequence lengths (given, or derived by dim math from dims that have).
+bool dim_has_lengths(DimObject* d);
 /// Short description for messages: 'time'[batch], 'feature'(80), 'batch'(?).
 std::string describe_dim(PyObject* dim);
 
@@ -40,5 +46,10 @@ std::string describe_dim(PyObject* dim);
 extern Py_ssize_t g_live_dims;
 
 bool export_dim(PyObject* module);
+/// Dim math slots (+ - * //) and dimtorch.ceildiv (dim_math.cpp).
+void install_dim_math_slots(PyTypeObject* type);
+bool export_dim_math(PyObject* module);
+/// New dim for `a <op> k` (or a + b for kConcat), cached on `a`; new reference.
+PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const char* caller);
 
 }  // namespace dimtorch

@@ -1,0 +1,92 @@
+"""Sequence masks of dynamic dims: the builder behind the C++ cache, and the public mask API."""
+from __future__ import annotations
+
+import torch
+
+from . import _C
+from ._C import Dim, Tensor
+
+_MASK, _COUNT, _LENGTHS = 0, 1, 2
+
+
+def build_raw(kind: int, dim: Dim, pos: tuple, ndim: int, size: int, device: torch.device):
+    """Device raw for `dim`, laid out for `ndim` axes (see src/mask.h); called once per layout."""
+    lengths = dim.dyn_size
+    raw = lengths.raw
+    if raw.device != device:
+        # Once per dim and device; a copy from host memory that never waits for the device.
+        raw = raw.to(device, non_blocking=True)
+    k = lengths.ndim
+    order = sorted(range(k), key=lambda i: pos[i])
+    if order != list(range(k)):
+        raw = raw.permute(order)
+    shape = [1] * ndim
+    for i in range(k):
+        shape[pos[i]] = lengths.shape[i]
+    raw = raw.reshape(shape)
+    if kind == _COUNT:
+        return raw.clamp(min=1)
+    if kind == _LENGTHS:
+        return raw
+    frame_shape = [1] * ndim
+    frame_shape[pos[k]] = size
+    return torch.arange(size, device=device).view(frame_shape) < raw
+
+
+def _device(device) -> torch.device:
+    return torch.device("cpu") if device is None else torch.device(device)
+
+
+def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
+    """Bool Tensor, True on the valid frames of `dim`, over its lengths' dims and `dim` itself, in
+    the order these have in `dims_order` (default: lengths' dims, then `dim`). Cached on the dim."""
+    caller = "dimtorch.Dim.get_mask()"
+    lengths = dim.dyn_size
+    if lengths is None:
+        raise ValueError(f"{caller}: dim {dim!r} has no lengths (it is static or takes its size from "
+                         f"data), so it has no mask")
+    relevant = list(lengths.dims) + [dim]
+    if dims_order is None:
+        order = relevant
+    else:
+        order = [d for d in dims_order if any(d is r for r in relevant)]
+        missing = [r for r in relevant if not any(r is d for d in order)]
+        if missing:
+            raise ValueError(f"{caller}: dims_order lacks {missing} needed for the mask of {dim!r}")
+    pos = tuple(next(i for i, d in enumerate(order) if d is r) for r in relevant)
+    raw = _C._dim_cached_raw(_MASK, dim, pos, len(order), dim.get_max_size(), _device(device))
+    return Tensor(raw, tuple(order))
+
+
+def get_size_tensor(dim: Dim, device=None) -> Tensor:
+    """Sizes of `dim` as a Tensor: its lengths (over batch dims) on `device` (copied once and
+    cached), or a 0-dim int64 Tensor with the static size."""
+    if dim.dyn_size is None:
+        size = dim.size
+        if size is None:
+            raise ValueError(f"dimtorch.Dim.get_size_tensor(): dim {dim!r} takes its size from data; "
+                             f"it has no size without a tensor")
+        return Tensor(torch.tensor(size, dtype=torch.int64, device=_device(device)), ())
+    lengths = dim.dyn_size
+    k = lengths.ndim
+    raw = _C._dim_cached_raw(_LENGTHS, dim, tuple(range(k)), k, 0, _device(device))
+    return Tensor(raw, lengths.dims)
+
+
+def sequence_mask(dims, device=None) -> Tensor:
+    """Bool Tensor, True where every dynamic dim among `dims` is within its sequence's length."""
+    from ._C import logical_and  # noqa: PLC0415
+    if isinstance(dims, Dim):
+        dims = (dims,)
+    dims = tuple(dims)
+    mask = None
+    for d in dims:
+        if not isinstance(d, Dim):
+            raise TypeError(f"dimtorch.sequence_mask(): dims must be Dims, got {type(d).__name__}")
+        if d.dyn_size is None:
+            continue
+        m = get_mask(d, dims_order=dims, device=device)
+        mask = m if mask is None else logical_and(mask, m, allow_broadcast_all_sources=True)
+    if mask is None:
+        return Tensor(torch.ones((), dtype=torch.bool, device=_device(device)), ())
+    return mask.copy_transpose([d for d in dims if d in mask.dims])

@@ -1,0 +1,154 @@
+// Dim math: T + k, T - k, T * k, T // k, ceildiv(T, k), A + B. Results are cached on the left
+// operand, so the same expression twice gives the same Dim; lengths are derived lazily on the host.
+#include "backend.h"
+#include "dim.h"
+
+namespace dimtorch {
+
+namespace {
+
+const char* const kOpSymbols[] = {"", "+", "-", "*", "//", "ceildiv", "+"};
+
+Py_ssize_t static_result(DimOp op, Py_ssize_t a, Py_ssize_t k, Py_ssize_t b) {
+  switch (op) {
+    case DimOp::kAdd: return a + k;
+    case DimOp::kSub: return a - k;
+    case DimOp::kMul: return a * k;
+    case DimOp::kFloorDiv: return a / k;
+    case DimOp::kCeilDiv: return (a + k - 1) / k;
+    case DimOp::kConcat: return a + b;
+    case DimOp::kNone: break;
+  }
+  return a;
+}
+
+PyObject* derived_name(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b) {
+  std::string an = a->name ? to_std_string(a->name) : "?";
+  std::string s;
+  if (op == DimOp::kConcat) s = an + "+" + (b->name ? to_std_string(b->name) : "?");
+  else if (op == DimOp::kCeilDiv) s = "ceildiv(" + an + "," + std::to_string(k) + ")";
+  else s = an + kOpSymbols[static_cast<int>(op)] + std::to_string(k);
+  return PyUnicode_FromString(s.c_str());
+}
+
+}  // namespace
+
+PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const char* caller) {
+  PyObject* self = reinterpret_cast<PyObject*>(a);
+  if ((op == DimOp::kFloorDiv || op == DimOp::kCeilDiv || op == DimOp::kMul) && k <= 0) {
+    PyErr_Format(PyExc_ValueError, "%s: factor must be a positive int, got %zd (dim %s)", caller, k,
+                 describe_dim(self).c_str());
+    return nullptr;
+  }
+  // Identities keep the dim itself, as in RETURNN's dim math simplification.
+  if (((op == DimOp::kAdd || op == DimOp::kSub) && k == 0) ||
+      ((op == DimOp::kMul || op == DimOp::kFloorDiv || op == DimOp::kCeilDiv) && k == 1))
+    return Py_NewRef(self);
+  if (op == DimOp::kAdd && k < 0) return dim_derive(a, DimOp::kSub, -k, b, caller);
+  if (op == DimOp::kSub && k < 0) return dim_derive(a, DimOp::kAdd, -k, b, caller);
+  if (a->size >= 0 && op == DimOp::kSub && a->size < k) {
+    PyErr_Format(PyExc_ValueError, "%s: %s - %zd would have a negative size", caller,
+                 describe_dim(self).c_str(), k);
+    return nullptr;
+  }
+  if (!a->cache) {
+    a->cache = PyDict_New();
+    if (!a->cache) return nullptr;
+  }
+  Ref key(op == DimOp::kConcat ? Py_BuildValue("(iO)", static_cast<int>(op), b)
+                               : Py_BuildValue("(in)", static_cast<int>(op), k));
+  if (!key) return nullptr;
+  PyObject* hit = PyDict_GetItemWithError(a->cache, key.get());
+  if (hit) return Py_NewRef(hit);
+  if (PyErr_Occurred()) return nullptr;
+
+  bool all_static = a->size >= 0 && (op != DimOp::kConcat || b->size >= 0);
+  Ref size(all_static ? PyLong_FromSsize_t(static_result(op, a->size, k, b ? b->size : 0))
+                      : Py_NewRef(Py_None));
+  Ref name(derived_name(a, op, k, b));
+  if (!size || !name) return nullptr;
+  Ref dim(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&DimType), size.get(), name.get(),
+                                       nullptr));
+  if (!dim) return nullptr;
+  DimObject* d = as_dim(dim.get());
+  if (!all_static) {
+    d->derive_op = op;
+    d->derive_a = Py_NewRef(self);
+    d->derive_b = b ? Py_NewRef(reinterpret_cast<PyObject*>(b)) : nullptr;
+    d->derive_k = k;
+  }
+  if (PyDict_SetItem(a->cache, key.get(), dim.get()) < 0) return nullptr;
+  return dim.release();
+}
+
+namespace {
+
+bool int_operand(PyObject* o, Py_ssize_t* k) {
+  if (!PyLong_Check(o) || PyBool_Check(o)) return false;
+  *k = PyLong_AsSsize_t(o);
+  return !(*k == -1 && PyErr_Occurred());
+}
+
+PyObject* dim_add(PyObject* a, PyObject* b) {
+  Py_ssize_t k;
+  if (is_dim(a) && is_dim(b))
+    return dim_derive(as_dim(a), DimOp::kConcat, 0, as_dim(b), "dimtorch.Dim.__add__()");
+  if (is_dim(a) && int_operand(b, &k)) return dim_derive(as_dim(a), DimOp::kAdd, k, nullptr, "dimtorch.Dim.__add__()");
+  if (is_dim(b) && int_operand(a, &k)) return dim_derive(as_dim(b), DimOp::kAdd, k, nullptr, "dimtorch.Dim.__radd__()");
+  if (PyErr_Occurred()) return nullptr;
+  Py_RETURN_NOTIMPLEMENTED;
+}
+
+PyObject* dim_sub(PyObject* a, PyObject* b) {
+  Py_ssize_t k;
+  if (is_dim(a) && int_operand(b, &k)) return dim_derive(as_dim(a), DimOp::kSub, k, nullptr, "dimtorch.Dim.__sub__()");
+  if (PyErr_Occurred()) return nullptr;
+  Py_RETURN_NOTIMPLEMENTED;
+}
+
+PyObject* dim_mul(PyObject* a, PyObject* b) {
+  Py_ssize_t k;
+  if (is_dim(a) && int_operand(b, &k)) return dim_derive(as_dim(a), DimOp::kMul, k, nullptr, "dimtorch.Dim.__mul__()");
+  if (is_dim(b) && int_operand(a, &k)) return dim_derive(as_dim(b), DimOp::kMul, k, nullptr, "dimtorch.Dim.__rmul__()");
+  if (PyErr_Occurred()) return nullptr;
+  Py_RETURN_NOTIMPLEMENTED;
+}
+
+PyObject* dim_floordiv(PyObject* a, PyObject* b) {
+  Py_ssize_t k;
+  if (is_dim(a) && int_operand(b, &k))
+    return dim_derive(as_dim(a), DimOp::kFloorDiv, k, nullptr, "dimtorch.Dim.__floordiv__()");
+  if (PyErr_Occurred()) return nullptr;
+  Py_RETURN_NOTIMPLEMENTED;
+}
+
+PyObject* f_ceildiv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  Py_ssize_t k;
+  if (nargs != 2 || !is_dim(args[0]) || !int_operand(args[1], &k)) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_TypeError, "dimtorch.ceildiv(): expected (Dim, int)");
+    return nullptr;
+  }
+  return dim_derive(as_dim(args[0]), DimOp::kCeilDiv, k, nullptr, "dimtorch.ceildiv()");
+}
+
+PyNumberMethods dim_as_number = {};
+
+PyMethodDef kFunctions[] = {
+    {"ceildiv", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_ceildiv)),
+     METH_FASTCALL, "ceildiv(dim, k): the dim of ceil(size / k) frames (strided conv/pool output)."},
+    {nullptr}};
+
+}  // namespace
+
+void install_dim_math_slots(PyTypeObject* type) {
+  dim_as_number.nb_add = dim_add;
+  dim_as_number.nb_subtract = dim_sub;
+  dim_as_number.nb_multiply = dim_mul;
+  dim_as_number.nb_floor_divide = dim_floordiv;
+  type->tp_as_number = &dim_as_number;
+}
+
+bool export_dim_math(PyObject* module) { return PyModule_AddFunctions(module, kFunctions) == 0; }
+
+}  // namespace dimtorch
