@@ -79,7 +79,17 @@ bool init() {
             get_attr(t, "clamp", &T.clamp) && get_attr(t, "clamp_min", &T.clamp_min) &&
             get_attr(t, "clamp_max", &T.clamp_max) && get_attr(t, "logical_and", &T.logical_and) &&
             get_attr(t, "logical_or", &T.logical_or) && get_attr(t, "logical_xor", &T.logical_xor);
+  ok = ok && get_attr(t, "sum", &T.sum) && get_attr(t, "mean", &T.mean) &&
+       get_attr(t, "amax", &T.amax) && get_attr(t, "amin", &T.amin) &&
+       get_attr(t, "logsumexp", &T.logsumexp) && get_attr(t, "any", &T.any) &&
+       get_attr(t, "all", &T.all) && get_attr(t, "argmax", &T.argmax) &&
+       get_attr(t, "argmin", &T.argmin) && get_attr(t, "softmax", &T.softmax) &&
+       get_attr(t, "log_softmax", &T.log_softmax) && get_attr(t, "matmul", &T.matmul) &&
+       get_attr(F, "linear", &T.linear) && get_attr(F, "layer_norm", &T.layer_norm) &&
+       get_attr(F, "rms_norm", &T.rms_norm);
   if (!ok) return false;
+  T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);
+  T.float_neg_inf = PyFloat_FromDouble(-Py_HUGE_VAL);
   // Where torch's name differs from ours, or the op lives in torch.nn.functional.
   struct { Unary op; PyObject* mod; const char* name; } sources[] = {
       {kExp, t, "exp"},          {kLog, t, "log"},           {kLog1p, t, "log1p"},

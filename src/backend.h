@@ -35,6 +35,24 @@ struct Table {
   PyObject* logical_or = nullptr;
   PyObject* logical_xor = nullptr;
   PyObject* unary[kNumUnary] = {};
+  // Reductions and normalizations.
+  PyObject* sum = nullptr;
+  PyObject* mean = nullptr;
+  PyObject* amax = nullptr;
+  PyObject* amin = nullptr;
+  PyObject* logsumexp = nullptr;
+  PyObject* any = nullptr;
+  PyObject* all = nullptr;
+  PyObject* argmax = nullptr;
+  PyObject* argmin = nullptr;
+  PyObject* softmax = nullptr;
+  PyObject* log_softmax = nullptr;
+  PyObject* matmul = nullptr;
+  PyObject* linear = nullptr;       // torch.nn.functional.linear
+  PyObject* layer_norm = nullptr;   // torch.nn.functional.layer_norm
+  PyObject* rms_norm = nullptr;     // torch.nn.functional.rms_norm
+  PyObject* float_inf = nullptr;    // float('inf')
+  PyObject* float_neg_inf = nullptr;
   // Interned attribute names.
   PyObject* s_shape = nullptr;
   PyObject* s_dtype = nullptr;

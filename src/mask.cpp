@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "args.h"
 #include "backend.h"
 #include "tensor.h"
 
@@ -135,6 +136,95 @@ PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, in
     c->next_evict = (c->next_evict + 1) % kMaxEntries;
   }
   return raw.release();
+}
+
+bool masked_by_reduction(TensorObject* x, int i, const bool* reduced) {
+  DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, i));
+  if (!dim_has_lengths(d)) return false;
+  if (reduced[i]) return true;
+  PyObject* lengths = dim_dyn_size(d);
+  if (!lengths) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* ldims = as_tensor(lengths)->dims;
+  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ldims); ++j) {
+    int k = dims_index(x->dims, PyTuple_GET_ITEM(ldims, j));
+    if (k >= 0 && reduced[k]) return true;
+  }
+  return false;
+}
+
+PyObject* mask_for(TensorObject* x, const int* axes, int n, PyObject* device, const char* caller) {
+  Ref mask;
+  for (int j = 0; j < n; ++j) {
+    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, axes[j]));
+    signed char pos[kMaxDims + 1];
+    int k;
+    if (!lengths_positions(d, x->dims, true, pos, &k, caller)) return nullptr;
+    Ref m(dim_cached_raw(d, MaskKind::kMask, pos, static_cast<int>(tensor_ndim(x)),
+                         x->sizes[axes[j]], device));
+    if (!m) return nullptr;
+    mask = mask ? Ref(PyNumber_And(mask.get(), m.get())) : std::move(m);
+    if (!mask) return nullptr;
+  }
+  return mask.release();
+}
+
+PyObject* masked_raw(TensorObject* x, const int* axes, int n, PyObject* fill, PyObject** mask_out,
+                     const char* caller) {
+  if (n == 0) {
+    if (mask_out) *mask_out = nullptr;
+    return Py_NewRef(x->raw);
+  }
+  Ref device(PyObject_GetAttr(x->raw, backend::T.s_device));
+  if (!device) return nullptr;
+  Ref mask(mask_for(x, axes, n, device.get(), caller));
+  if (!mask) return nullptr;
+  PyObject* r = backend::call3(backend::T.where, mask.get(), x->raw, fill);
+  if (r && mask_out) *mask_out = mask.release();
+  return r;
+}
+
+PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                             PyObject* kwnames) {
+  static const char* caller = "dimtorch.Tensor.copy_masked()";
+  static const char* const names[] = {"value", "dims"};
+  PyObject* v[2];
+  if (!parse_args(args, nargs, kwnames, names, 2, 2, 1, v, caller)) return nullptr;
+  TensorObject* x = as_tensor(self);
+  if (!x->raw) {
+    PyErr_Format(PyExc_RuntimeError, "%s: raw was cleared", caller);
+    return nullptr;
+  }
+  if (!is_python_scalar(v[0]) && !PyFloat_Check(v[0]) && !PyLong_Check(v[0])) {
+    PyErr_Format(PyExc_TypeError, "%s: value must be a Python number, got %.80s", caller,
+                 Py_TYPE(v[0])->tp_name);
+    return nullptr;
+  }
+  int axes[kMaxDims];
+  int n = 0;
+  if (v[1] && v[1] != Py_None) {
+    Ref dims(dims_arg_to_tuple(v[1], caller, "dims"));
+    if (!dims) return nullptr;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(dims.get()); ++j) {
+      PyObject* d = PyTuple_GET_ITEM(dims.get(), j);
+      int i = dims_index(x->dims, d);
+      if (i < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: dim %s is not in the tensor (dims: %s)", caller,
+                     describe_dim(d).c_str(), describe_dims(x->dims, x->sizes).c_str());
+        return nullptr;
+      }
+      if (!dim_has_lengths(as_dim(d))) continue;  // static dims have no padding
+      axes[n++] = i;
+    }
+  } else {
+    for (int i = 0; i < tensor_ndim(x); ++i)
+      if (dim_has_lengths(as_dim(PyTuple_GET_ITEM(x->dims, i)))) axes[n++] = i;
+  }
+  PyObject* raw = masked_raw(x, axes, n, v[0], nullptr, caller);
+  if (!raw) return nullptr;
+  return tensor_make(raw, x->dims, x->sizes, x->sparse_dim, x->feature_dim);
 }
 
 namespace {

@@ -27,3 +27,24 @@ void mask_cache_free(DimObject* d);
 bool export_mask(PyObject* module);
 
 }  // namespace dimtorch
+
+namespace dimtorch {
+struct TensorObject;
+
+/// Whether dim i of x is masked when reducing over the dims marked in `reduced` (x's axes): a dim
+/// with lengths that is reduced itself or whose lengths vary along a reduced dim.
+bool masked_by_reduction(TensorObject* x, int i, const bool* reduced);
+
+/// Combined bool mask (AND over x's dims at `axes`) laid out for x's raw; new reference.
+PyObject* mask_for(TensorObject* x, const int* axes, int n, PyObject* device, const char* caller);
+
+/// x's raw with the padding of x's dims at `axes` replaced by `fill`. When `mask_out` is given,
+/// it receives the combined mask (new reference). New reference.
+PyObject* masked_raw(TensorObject* x, const int* axes, int n, PyObject* fill, PyObject** mask_out,
+                     const char* caller);
+
+/// Tensor.copy_masked(value, dims=None).
+PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                             PyObject* kwnames);
+
+}  // namespace dimtorch

@@ -5,6 +5,7 @@
 #include "dim.h"
 #include "mask.h"
 #include "ops_elementwise.h"
+#include "ops_reduce.h"
 #include "plan.h"
 #include "tensor.h"
 
@@ -16,7 +17,8 @@ using namespace dimtorch;
    carries the module itself and the functions that are not per-op. */
 NB_MODULE(_C, m) {
   if (!backend::init() || !export_dim(m.ptr()) || !export_tensor(m.ptr()) ||
-      !export_ops_elementwise(m.ptr()) || !export_dim_math(m.ptr()) || !export_mask(m.ptr()))
+      !export_ops_elementwise(m.ptr()) || !export_dim_math(m.ptr()) || !export_mask(m.ptr()) ||
+      !export_ops_reduce(m.ptr()))
     throw nb::python_error();
 
   m.def("_live_counts", [] { return nb::make_tuple(g_live_tensors, g_live_dims); },

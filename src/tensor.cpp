@@ -3,6 +3,7 @@
 
 #include "backend.h"
 #include "dim.h"
+#include "mask.h"
 
 namespace dimtorch {
 
@@ -488,6 +489,10 @@ PyMethodDef tensor_methods[] = {
     {"remaining_dims", m_remaining_dims, METH_O,
      "remaining_dims(remove): self.dims without `remove` (a Dim or sequence of Dims)."},
     {"get_axis", m_get_axis, METH_O, "get_axis(dim): raw axis index of `dim`."},
+    {"copy_masked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(tensor_copy_masked)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "copy_masked(value, dims=None): the padding frames of the dynamic dims (all, or those in "
+     "`dims`) set to `value`."},
     {nullptr}};
 
 int tensor_bool(PyObject*) {

@@ -7,16 +7,13 @@ Python.
 """
 import torch  # noqa: F401  (the core resolves torch callables when it is imported)
 
+from ._C import *  # noqa: F401,F403  (Dim, Tensor and the ops implemented in C++)
 from ._C import Dim, Tensor  # noqa: F401
-from ._C import (  # noqa: F401
-    abs, cast, ceil, clip, combine, compare, cos, exp, floor, gelu, is_finite, log, log1p,
-    logical_and, logical_not, logical_or, maximum, minimum, neg, relu, round, rsqrt, sigmoid, silu,
-    sin, softplus, sqrt, square, tanh, where,
-)
 from ._creation import (  # noqa: F401
     convert_to_tensor, full, ones, ones_like, random_normal, random_uniform, range_over_dim, zeros,
     zeros_like,
 )
+from ._mask import sequence_mask  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 
 __version__ = "0.1.0"

@@ -1,0 +1,252 @@
+// Reductions over named dims (sum, mean, max, min, logsumexp, any, all, argmax, argmin) with the
+// padding of dynamic dims masked: one torch.where in front of one torch reduction.
+#include "args.h"
+#include "backend.h"
+#include "dim.h"
+#include "mask.h"
+#include "ops_reduce.h"
+#include "tensor.h"
+
+namespace dimtorch {
+
+bool axes_arg(TensorObject* x, PyObject* axis, int* axes, int* n_axes, const char* caller) {
+  Ref dims(dims_arg_to_tuple(axis, caller, "axis"));
+  if (!dims) return false;
+  Py_ssize_t n = PyTuple_GET_SIZE(dims.get());
+  if (n == 0) {
+    PyErr_Format(PyExc_ValueError, "%s: axis must name at least one dim", caller);
+    return false;
+  }
+  for (Py_ssize_t j = 0; j < n; ++j) {
+    PyObject* d = PyTuple_GET_ITEM(dims.get(), j);
+    int i = dims_index(x->dims, d);
+    if (i < 0) {
+      PyErr_Format(PyExc_ValueError, "%s: dim %s is not in x (dims: %s)", caller,
+                   describe_dim(d).c_str(), describe_dims(x->dims, x->sizes).c_str());
+      return false;
+    }
+    for (Py_ssize_t k = 0; k < j; ++k)
+      if (axes[k] == i) {
+        PyErr_Format(PyExc_ValueError, "%s: dim %s is given twice in axis", caller,
+                     describe_dim(d).c_str());
+        return false;
+      }
+    axes[j] = i;
+  }
+  *n_axes = static_cast<int>(n);
+  return true;
+}
+
+PyObject* dims_without(TensorObject* x, const bool* removed, Py_ssize_t* sizes_out) {
+  Py_ssize_t n = tensor_ndim(x), k = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) k += removed[i] ? 0 : 1;
+  PyObject* out = PyTuple_New(k);
+  if (!out) return nullptr;
+  k = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (removed[i]) continue;
+    sizes_out[k] = x->sizes[i];
+    PyTuple_SET_ITEM(out, k++, Py_NewRef(PyTuple_GET_ITEM(x->dims, i)));
+  }
+  return out;
+}
+
+PyObject* extreme_fill(PyObject* raw, bool want_max_neutral_low) {
+  /* The neutral element of max is the lowest value of the dtype (of min the highest): -inf/+inf
+     for floats, the integer limits for ints, so that torch.where keeps the dtype. */
+  PyObject* name = backend::raw_dtype_name(raw);
+  if (!name) return nullptr;
+  if (backend::is_floating_dtype_name(name))
+    return Py_NewRef(want_max_neutral_low ? backend::T.float_neg_inf : backend::T.float_inf);
+  struct Limits {
+    const char* name;
+    long long lo, hi;
+  };
+  static const Limits limits[] = {{"int8", -128, 127},
+                                  {"int16", -32768, 32767},
+                                  {"int32", -2147483648LL, 2147483647LL},
+                                  {"int64", INT64_MIN, INT64_MAX},
+                                  {"uint8", 0, 255},
+                                  {"bool", 0, 1}};
+  for (const auto& l : limits)
+    if (PyUnicode_CompareWithASCIIString(name, l.name) == 0) {
+      if (l.name[0] == 'b') return PyBool_FromLong(want_max_neutral_low ? 0 : 1);
+      return PyLong_FromLongLong(want_max_neutral_low ? l.lo : l.hi);
+    }
+  PyErr_Format(PyExc_TypeError, "dimtorch: no neutral element for dtype %U", name);
+  return nullptr;
+}
+
+namespace {
+
+enum class Reduce { kSum, kMean, kMax, kMin, kLogSumExp, kAny, kAll, kArgMax, kArgMin };
+
+PyObject* dim_arg(const int* axes, int n) {
+  if (n == 1) return PyLong_FromLong(axes[0]);
+  PyObject* t = PyTuple_New(n);
+  if (!t) return nullptr;
+  for (int j = 0; j < n; ++j) PyTuple_SET_ITEM(t, j, PyLong_FromLong(axes[j]));
+  return t;
+}
+
+/// Divisor of a masked mean, laid out for the output: the lengths where one dim is masked and its
+/// lengths stay in the output (the common case, cached on the dim), else the mask count.
+PyObject* mean_count(TensorObject* x, PyObject* out_dims, int n_out, const int* mask_axes,
+                     int n_mask, PyObject* mask, PyObject* dim_arg_obj, const bool* reduced,
+                     const char* caller) {
+  if (n_mask == 1 && reduced[mask_axes[0]]) {
+    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, mask_axes[0]));
+    signed char pos[kMaxDims + 1];
+    int k;
+    if (lengths_positions(d, out_dims, false, pos, &k, caller)) {
+      Ref device(PyObject_GetAttr(x->raw, backend::T.s_device));
+      if (!device) return nullptr;
+      return dim_cached_raw(d, MaskKind::kCount, pos, n_out, -1, device.get());
+    }
+    PyErr_Clear();
+  }
+  // General case: count valid frames over the reduced axes of the broadcast mask.
+  Ref count(backend::call2(backend::T.sum, mask, dim_arg_obj));
+  if (!count) return nullptr;
+  Ref mask_shape(PyObject_GetAttr(mask, backend::T.s_shape));
+  if (!mask_shape) return nullptr;
+  Py_ssize_t factor = 1;
+  for (int i = 0; i < tensor_ndim(x); ++i) {
+    if (!reduced[i]) continue;
+    Py_ssize_t ms = PyLong_AsSsize_t(PyTuple_GET_ITEM(mask_shape.get(), i));
+    if (ms == 1) factor *= x->sizes[i];
+  }
+  if (factor != 1) {
+    Ref f(PyLong_FromSsize_t(factor));
+    count = Ref(PyNumber_Multiply(count.get(), f.get()));
+    if (!count) return nullptr;
+  }
+  Ref one(PyLong_FromLong(1));
+  return backend::call2(backend::T.clamp_min, count.get(), one.get());
+}
+
+PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                 const char* caller) {
+  static const char* const names[] = {"x", "axis", "use_mask"};
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return nullptr;
+  if (!is_tensor(v[0])) {
+    PyErr_Format(PyExc_TypeError, "%s: x must be a dimtorch.Tensor, got %.80s", caller,
+                 Py_TYPE(v[0])->tp_name);
+    return nullptr;
+  }
+  TensorObject* x = as_tensor(v[0]);
+  int use_mask = v[2] ? PyObject_IsTrue(v[2]) : 1;
+  if (use_mask < 0) return nullptr;
+  int axes[kMaxDims], n_axes;
+  if (!axes_arg(x, v[1], axes, &n_axes, caller)) return nullptr;
+  bool is_arg = mode == Reduce::kArgMax || mode == Reduce::kArgMin;
+  if (is_arg && n_axes != 1) {
+    PyErr_Format(PyExc_ValueError, "%s: axis must be a single dim", caller);
+    return nullptr;
+  }
+  bool reduced[kMaxDims] = {};
+  for (int j = 0; j < n_axes; ++j) reduced[axes[j]] = true;
+  int mask_axes[kMaxDims], n_mask = 0;
+  if (use_mask)
+    for (int i = 0; i < tensor_ndim(x); ++i)
+      if (masked_by_reduction(x, i, reduced)) mask_axes[n_mask++] = i;
+
+  Py_ssize_t out_sizes[kMaxDims];
+  Ref out_dims(dims_without(x, reduced, out_sizes));
+  if (!out_dims) return nullptr;
+  Ref dim(dim_arg(axes, n_axes));
+  if (!dim) return nullptr;
+
+  Ref fill;
+  switch (mode) {
+    case Reduce::kSum: case Reduce::kMean: fill = Ref(PyLong_FromLong(0)); break;
+    case Reduce::kAny: fill = Ref::borrow(Py_False); break;
+    case Reduce::kAll: fill = Ref::borrow(Py_True); break;
+    case Reduce::kMax: case Reduce::kArgMax: case Reduce::kLogSumExp:
+      fill = Ref(n_mask ? extreme_fill(x->raw, true) : Py_NewRef(Py_None)); break;
+    case Reduce::kMin: case Reduce::kArgMin:
+      fill = Ref(n_mask ? extreme_fill(x->raw, false) : Py_NewRef(Py_None)); break;
+  }
+  if (!fill) return nullptr;
+  PyObject* mask = nullptr;
+  Ref raw(masked_raw(x, mask_axes, n_mask, fill.get(), mode == Reduce::kMean ? &mask : nullptr,
+                     caller));
+  Ref mask_ref(mask);
+  if (!raw) return nullptr;
+
+  using backend::T;
+  Ref out;
+  switch (mode) {
+    case Reduce::kSum: out = Ref(backend::call2(T.sum, raw.get(), dim.get())); break;
+    case Reduce::kMean:
+      if (!n_mask) {
+        out = Ref(backend::call2(T.mean, raw.get(), dim.get()));
+      } else {
+        Ref sum(backend::call2(T.sum, raw.get(), dim.get()));
+        if (!sum) return nullptr;
+        Ref count(mean_count(x, out_dims.get(), static_cast<int>(PyTuple_GET_SIZE(out_dims.get())),
+                             mask_axes, n_mask, mask, dim.get(), reduced, caller));
+        if (!count) return nullptr;
+        out = Ref(PyNumber_TrueDivide(sum.get(), count.get()));
+      }
+      break;
+    case Reduce::kMax: out = Ref(backend::call2(T.amax, raw.get(), dim.get())); break;
+    case Reduce::kMin: out = Ref(backend::call2(T.amin, raw.get(), dim.get())); break;
+    case Reduce::kLogSumExp: out = Ref(backend::call2(T.logsumexp, raw.get(), dim.get())); break;
+    case Reduce::kAny: out = Ref(backend::call2(T.any, raw.get(), dim.get())); break;
+    case Reduce::kAll: out = Ref(backend::call2(T.all, raw.get(), dim.get())); break;
+    case Reduce::kArgMax: out = Ref(backend::call2(T.argmax, raw.get(), dim.get())); break;
+    case Reduce::kArgMin: out = Ref(backend::call2(T.argmin, raw.get(), dim.get())); break;
+  }
+  if (!out) return nullptr;
+  PyObject* sparse = is_arg ? PyTuple_GET_ITEM(x->dims, axes[0])
+                     : (mode == Reduce::kMax || mode == Reduce::kMin) ? x->sparse_dim
+                                                                      : nullptr;
+  PyObject* feature =
+      x->feature_dim && dims_index(out_dims.get(), x->feature_dim) >= 0 ? x->feature_dim : nullptr;
+  return tensor_make(out.release(), out_dims.get(), out_sizes, sparse, feature);
+}
+
+#define DIMTORCH_REDUCE(fn, mode, pyname)                                                   \
+  PyObject* fn(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {     \
+    return reduce(mode, args, nargs, kwnames, "dimtorch." pyname "()");                     \
+  }
+DIMTORCH_REDUCE(f_sum, Reduce::kSum, "reduce_sum")
+DIMTORCH_REDUCE(f_mean, Reduce::kMean, "reduce_mean")
+DIMTORCH_REDUCE(f_max, Reduce::kMax, "reduce_max")
+DIMTORCH_REDUCE(f_min, Reduce::kMin, "reduce_min")
+DIMTORCH_REDUCE(f_logsumexp, Reduce::kLogSumExp, "reduce_logsumexp")
+DIMTORCH_REDUCE(f_any, Reduce::kAny, "reduce_any")
+DIMTORCH_REDUCE(f_all, Reduce::kAll, "reduce_all")
+DIMTORCH_REDUCE(f_argmax, Reduce::kArgMax, "reduce_argmax")
+DIMTORCH_REDUCE(f_argmin, Reduce::kArgMin, "reduce_argmin")
+#undef DIMTORCH_REDUCE
+
+#define FASTCALL(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), \
+                     METH_FASTCALL | METH_KEYWORDS
+PyMethodDef kFunctions[] = {
+    {"reduce_sum", FASTCALL(f_sum),
+     "reduce_sum(x, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."},
+    {"reduce_mean", FASTCALL(f_mean),
+     "reduce_mean(x, axis, use_mask=True): mean over `axis`, dividing by the lengths of dynamic "
+     "dims (an empty sequence gives 0)."},
+    {"reduce_max", FASTCALL(f_max), "reduce_max(x, axis, use_mask=True): max; padding never wins."},
+    {"reduce_min", FASTCALL(f_min), "reduce_min(x, axis, use_mask=True): min; padding never wins."},
+    {"reduce_logsumexp", FASTCALL(f_logsumexp),
+     "reduce_logsumexp(x, axis, use_mask=True): log-sum-exp; padding ignored."},
+    {"reduce_any", FASTCALL(f_any), "reduce_any(x, axis, use_mask=True): bool any; padding False."},
+    {"reduce_all", FASTCALL(f_all), "reduce_all(x, axis, use_mask=True): bool all; padding True."},
+    {"reduce_argmax", FASTCALL(f_argmax),
+     "reduce_argmax(x, axis, use_mask=True): int64 index along `axis` (its sparse_dim); never "
+     "padding."},
+    {"reduce_argmin", FASTCALL(f_argmin),
+     "reduce_argmin(x, axis, use_mask=True): int64 index along `axis`; never padding."},
+    {nullptr}};
+#undef FASTCALL
+
+}  // namespace
+
+bool export_ops_reduce(PyObject* module) { return PyModule_AddFunctions(module, kFunctions) == 0; }
+
+}  // namespace dimtorch

@@ -1,0 +1,18 @@
+// Reductions over named dims, and helpers that other ops over one dim share.
+#pragma once
+#include "common.h"
+#include "tensor.h"
+
+namespace dimtorch {
+
+/// Axes of x named by `axis` (a Dim or sequence of Dims); false with an error naming `caller`
+/// when one is missing or given twice.
+bool axes_arg(TensorObject* x, PyObject* axis, int* axes, int* n_axes, const char* caller);
+/// Tuple of x's dims without those marked in `removed`; their raw sizes go to sizes_out.
+PyObject* dims_without(TensorObject* x, const bool* removed, Py_ssize_t* sizes_out);
+/// Neutral fill for max (low=true: -inf / dtype min) or min (+inf / dtype max) of raw's dtype.
+PyObject* extreme_fill(PyObject* raw, bool low);
+
+bool export_ops_reduce(PyObject* module);
+
+}  // namespace dimtorch
