@@ -18,7 +18,7 @@ using namespace dimtorch;
 NB_MODULE(_C, m) {
   if (!backend::init() || !export_dim(m.ptr()) || !export_tensor(m.ptr()) ||
       !export_ops_elementwise(m.ptr()) || !export_dim_math(m.ptr()) || !export_mask(m.ptr()) ||
-      !export_ops_reduce(m.ptr()))
+      !export_ops_reduce(m.ptr()) || !export_ops_nn(m.ptr()))
     throw nb::python_error();
 
   m.def("_live_counts", [] { return nb::make_tuple(g_live_tensors, g_live_dims); },

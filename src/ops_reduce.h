@@ -14,5 +14,7 @@ PyObject* dims_without(TensorObject* x, const bool* removed, Py_ssize_t* sizes_o
 PyObject* extreme_fill(PyObject* raw, bool low);
 
 bool export_ops_reduce(PyObject* module);
+/// softmax, log_softmax, linear, layer_norm, rms_norm (ops_nn.cpp).
+bool export_ops_nn(PyObject* module);
 
 }  // namespace dimtorch
