@@ -18,11 +18,15 @@ using namespace dimtorch;
 NB_MODULE(_C, m) {
   if (!backend::init() || !export_dim(m.ptr()) || !export_tensor(m.ptr()) ||
       !export_ops_elementwise(m.ptr()) || !export_dim_math(m.ptr()) || !export_mask(m.ptr()) ||
-      !export_ops_reduce(m.ptr()) || !export_ops_nn(m.ptr()))
+      !export_ops_reduce(m.ptr()) || !export_ops_nn(m.ptr()) ||
+      !export_ops_matmul(m.ptr()))
     throw nb::python_error();
 
   m.def("_live_counts", [] { return nb::make_tuple(g_live_tensors, g_live_dims); },
         "(live Tensor objects, live Dim objects), for leak tests.");
-  m.def("_clear_caches", [] { plan_cache_clear(); },
-        "Empties the alignment plan cache (it holds the dims tuples it was made for).");
+  m.def("_clear_caches", [] {
+    plan_cache_clear();
+    matmul_cache_clear();
+  },
+        "Empties the plan caches (they hold the dims tuples they were made for).");
 }

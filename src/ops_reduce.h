@@ -16,5 +16,8 @@ PyObject* extreme_fill(PyObject* raw, bool low);
 bool export_ops_reduce(PyObject* module);
 /// softmax, log_softmax, linear, layer_norm, rms_norm (ops_nn.cpp).
 bool export_ops_nn(PyObject* module);
+/// matmul, dot (ops_matmul.cpp); its plan cache is emptied by matmul_cache_clear.
+bool export_ops_matmul(PyObject* module);
+void matmul_cache_clear();
 
 }  // namespace dimtorch
