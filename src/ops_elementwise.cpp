@@ -89,6 +89,14 @@ PyObject* bad_operand(PyObject* o, const char* caller) {
   return nullptr;
 }
 
+/// Error for an argument that must be a Tensor (a Python scalar is no help there).
+PyObject* not_a_tensor(PyObject* o, const char* caller) {
+  if (backend::is_raw(o)) return bad_operand(o, caller);
+  PyErr_Format(PyExc_TypeError, "%s: expected a dimtorch.Tensor, got %.100s", caller,
+               Py_TYPE(o)->tp_name);
+  return nullptr;
+}
+
 PyObject* cleared_raw(const char* caller) {
   PyErr_Format(PyExc_RuntimeError, "%s: the Tensor's raw was cleared by the garbage collector",
                caller);
@@ -355,13 +363,29 @@ PyObject* f_clip(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   PyObject* v[4];
   if (!parse_args(args, nargs, kwnames, names, 4, 3, 1, v, caller)) return nullptr;
   PyObject* ops[3] = {v[0], v[1] ? v[1] : Py_None, v[2] ? v[2] : Py_None};
-  if (!is_tensor(ops[0])) return bad_operand(ops[0], caller);
+  if (!is_tensor(ops[0])) return not_a_tensor(ops[0], caller);
+  if (ops[1] == Py_None && ops[2] == Py_None) {
+    PyErr_Format(PyExc_ValueError, "%s: give min, max or both (both are None)", caller);
+    return nullptr;
+  }
   int allow = flag_arg(v[3]);
   if (allow < 0) return nullptr;
   Aligned al;
   if (!align_operands(ops, 3, allow, true, caller, names, &al)) return nullptr;
-  PyObject* raw = backend::call3(backend::T.clamp, al.args[0].get(), al.args[1].get(),
-                                 al.args[2].get());
+  PyObject* lo = al.args[1].get();
+  PyObject* hi = al.args[2].get();
+  PyObject* raw;
+  /* torch.clamp takes two tensor bounds or two number bounds, not one of each; a mixed pair is
+     applied in clamp's order (min first, then max), so min > max still gives max. */
+  if (is_tensor(ops[1]) && is_scalar_operand(ops[2])) {
+    Ref r(backend::call3(backend::T.clamp, al.args[0].get(), lo, Py_None));
+    raw = r ? backend::call2(backend::T.clamp_max, r.get(), hi) : nullptr;
+  } else if (is_scalar_operand(ops[1]) && is_tensor(ops[2])) {
+    Ref r(backend::call2(backend::T.clamp_min, al.args[0].get(), lo));
+    raw = r ? backend::call3(backend::T.clamp, r.get(), Py_None, hi) : nullptr;
+  } else {
+    raw = backend::call3(backend::T.clamp, al.args[0].get(), lo, hi);
+  }
   if (!raw) return nullptr;
   return tensor_make(raw, al.out_dims, al.sizes, as_tensor(v[0])->sparse_dim, al.feature_dim);
 }
@@ -371,7 +395,7 @@ PyObject* f_cast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   static const char* const names[] = {"x", "dtype"};
   PyObject* v[2];
   if (!parse_args(args, nargs, kwnames, names, 2, 2, 2, v, caller)) return nullptr;
-  if (!is_tensor(v[0])) return bad_operand(v[0], caller);
+  if (!is_tensor(v[0])) return not_a_tensor(v[0], caller);
   TensorObject* t = as_tensor(v[0]);
   if (!t->raw) return cleared_raw(caller);
   PyObject* dtype = backend::dtype_from(v[1], caller);
@@ -389,7 +413,7 @@ template <backend::Unary U>
 PyObject* f_unary(PyObject*, PyObject* x) {
   if (!is_tensor(x)) {
     static std::string caller = std::string("dimtorch.") + backend::kUnaryNames[U] + "()";
-    return bad_operand(x, caller.c_str());
+    return not_a_tensor(x, caller.c_str());
   }
   TensorObject* t = as_tensor(x);
   if (!t->raw) return cleared_raw("dimtorch");

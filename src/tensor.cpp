@@ -467,7 +467,12 @@ PyObject* m_remaining_dims(PyObject* self, PyObject* arg) {
 
 PyObject* m_get_axis(PyObject* self, PyObject* arg) {
   TensorObject* t = as_tensor(self);
-  int i = is_dim(arg) ? dims_index(t->dims, arg) : -1;
+  if (!is_dim(arg)) {
+    PyErr_Format(PyExc_TypeError, "dimtorch.Tensor.get_axis(): expected a Dim, got %.80s",
+                 Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  int i = dims_index(t->dims, arg);
   if (i < 0) {
     PyErr_Format(PyExc_ValueError, "dimtorch.Tensor.get_axis(): dim %s is not in the tensor (dims: %s)",
                  describe_dim(arg).c_str(), describe_dims(t->dims, t->sizes).c_str());

@@ -37,23 +37,26 @@ def _shape(dims: tuple, caller: str) -> list:
     return shape
 
 
+def _full(dims: DimsArg, fill_value, dtype, device, sparse_dim, feature_dim, caller: str) -> Tensor:
+    dims = _dims_tuple(dims, caller)
+    raw = torch.full(_shape(dims, caller), fill_value, dtype=to_torch_dtype(dtype, caller), device=device)
+    return Tensor(raw, dims, sparse_dim=sparse_dim, feature_dim=feature_dim)
+
+
 def full(dims: DimsArg, fill_value, *, dtype="float32", device=None, sparse_dim: Optional[Dim] = None,
          feature_dim: Optional[Dim] = None) -> Tensor:
     """Tensor over `dims` (max sizes of dynamic dims) filled with `fill_value`."""
-    dims = _dims_tuple(dims, "dimtorch.full()")
-    raw = torch.full(_shape(dims, "dimtorch.full()"), fill_value,
-                     dtype=to_torch_dtype(dtype, "dimtorch.full()"), device=device)
-    return Tensor(raw, dims, sparse_dim=sparse_dim, feature_dim=feature_dim)
+    return _full(dims, fill_value, dtype, device, sparse_dim, feature_dim, "dimtorch.full()")
 
 
 def zeros(dims: DimsArg, *, dtype="float32", device=None, sparse_dim=None, feature_dim=None) -> Tensor:
     """Tensor of zeros over `dims`."""
-    return full(dims, 0, dtype=dtype, device=device, sparse_dim=sparse_dim, feature_dim=feature_dim)
+    return _full(dims, 0, dtype, device, sparse_dim, feature_dim, "dimtorch.zeros()")
 
 
 def ones(dims: DimsArg, *, dtype="float32", device=None, sparse_dim=None, feature_dim=None) -> Tensor:
     """Tensor of ones over `dims`."""
-    return full(dims, 1, dtype=dtype, device=device, sparse_dim=sparse_dim, feature_dim=feature_dim)
+    return _full(dims, 1, dtype, device, sparse_dim, feature_dim, "dimtorch.ones()")
 
 
 def _like(x: Tensor, fill, dtype, caller: str) -> Tensor:
@@ -73,9 +76,9 @@ def ones_like(x: Tensor, *, dtype=None) -> Tensor:
     return _like(x, 1, dtype, "dimtorch.ones_like()")
 
 
-def _generator(seed, generator, device):
+def _generator(seed, generator, device, caller: str):
     if seed is not None and generator is not None:
-        raise ValueError("give either seed or generator, not both")
+        raise ValueError(f"{caller}: give either seed or generator, not both")
     if seed is None:
         return generator
     g = torch.Generator(device=device if device is not None else "cpu")
@@ -89,7 +92,7 @@ def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", de
     caller = "dimtorch.random_uniform()"
     dims = _dims_tuple(dims, caller)
     raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
-    raw.uniform_(minval, maxval, generator=_generator(seed, generator, device))
+    raw.uniform_(minval, maxval, generator=_generator(seed, generator, device, caller))
     return Tensor(raw, dims, feature_dim=feature_dim)
 
 
@@ -99,7 +102,7 @@ def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", devic
     caller = "dimtorch.random_normal()"
     dims = _dims_tuple(dims, caller)
     raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
-    raw.normal_(mean, stddev, generator=_generator(seed, generator, device))
+    raw.normal_(mean, stddev, generator=_generator(seed, generator, device, caller))
     return Tensor(raw, dims, feature_dim=feature_dim)
 
 
