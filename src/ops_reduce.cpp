@@ -101,7 +101,16 @@ PyObject* mean_count(TensorObject* x, PyObject* out_dims, int n_out, const int* 
     if (lengths_positions(d, out_dims, false, pos, &k, caller)) {
       Ref device(PyObject_GetAttr(x->raw, backend::T.s_device));
       if (!device) return nullptr;
-      return dim_cached_raw(d, MaskKind::kCount, pos, n_out, -1, device.get());
+      Ref count(dim_cached_raw(d, MaskKind::kCount, pos, n_out, -1, device.get()));
+      if (!count) return nullptr;
+      // Every frame of the other reduced dims counts: multiply by their sizes.
+      Py_ssize_t factor = 1;
+      for (int i = 0; i < tensor_ndim(x); ++i)
+        if (reduced[i] && i != mask_axes[0]) factor *= x->sizes[i];
+      if (factor == 1) return count.release();
+      Ref f(PyLong_FromSsize_t(factor));
+      if (!f) return nullptr;
+      return PyNumber_Multiply(count.get(), f.get());
     }
     PyErr_Clear();
   }
@@ -123,6 +132,26 @@ PyObject* mean_count(TensorObject* x, PyObject* out_dims, int n_out, const int* 
   }
   Ref one(PyLong_FromLong(1));
   return backend::call2(backend::T.clamp_min, count.get(), one.get());
+}
+
+/// Max/min (or arg index 0) over axes of which one is empty: sum(dim) + neutral value.
+PyObject* empty_extreme(PyObject* raw, PyObject* dim, bool max, bool is_arg) {
+  Ref sum_fn(PyObject_GetAttrString(raw, "sum"));
+  if (!sum_fn) return nullptr;
+  Ref dtype_name(PyUnicode_FromString("int64"));
+  if (!dtype_name) return nullptr;
+  PyObject* dtype = is_arg ? backend::dtype_from(dtype_name.get(), "dimtorch.reduce")
+                           : PyObject_GetAttr(raw, backend::T.s_dtype);
+  if (!dtype) return nullptr;
+  Ref dtype_ref = is_arg ? Ref::borrow(dtype) : Ref(dtype);
+  Ref kwargs(Py_BuildValue("{sO}", "dtype", dtype));
+  Ref args(PyTuple_Pack(1, dim));
+  if (!kwargs || !args) return nullptr;
+  Ref zeros(PyObject_Call(sum_fn.get(), args.get(), kwargs.get()));
+  if (!zeros || is_arg) return zeros.release();
+  Ref fill(extreme_fill(raw, max));
+  if (!fill) return nullptr;
+  return PyNumber_Add(zeros.get(), fill.get());
 }
 
 PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
@@ -177,7 +206,14 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
 
   using backend::T;
   Ref out;
-  switch (mode) {
+  bool empty_axis = false;
+  for (int j = 0; j < n_axes; ++j) empty_axis |= x->sizes[axes[j]] == 0;
+  if (empty_axis && (mode == Reduce::kMax || mode == Reduce::kMin || is_arg)) {
+    /* torch's amax/argmax refuse an empty axis (e.g. a batch whose sequences all have length 0);
+       give what a length-0 sequence gives inside a batch: the neutral value (index 0), still
+       connected to x for autograd. */
+    out = Ref(empty_extreme(raw.get(), dim.get(), mode == Reduce::kMax, is_arg));
+  } else switch (mode) {
     case Reduce::kSum: out = Ref(backend::call2(T.sum, raw.get(), dim.get())); break;
     case Reduce::kMean:
       if (!n_mask) {

@@ -1,0 +1,43 @@
+"""Dropout composed in Python: F.dropout per element, or one mask over chosen dims broadcast over the rest."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._C import Dim, Tensor
+
+
+def dropout(x: Tensor, p: float, axis=None, training: bool = True) -> Tensor:
+    """Zeroes elements of x with probability `p` and scales the rest by 1/(1-p).
+
+    axis=None: an independent draw per element (F.dropout). `axis` a Dim or sequence of Dims: one
+    draw per position over those dims only, the same for every position of x's other dims (e.g.
+    axis=feature drops the same features in every time frame). p=0 or training=False returns x.
+    """
+    caller = "dimtorch.dropout()"
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{caller}: x must be a dimtorch.Tensor, got {type(x).__name__}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"{caller}: p must be a Python float, got {type(p).__name__}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{caller}: p must be in [0, 1], got {p}")
+    if not training or p == 0:
+        return x
+    if axis is None:
+        return Tensor(F.dropout(x.raw, p, True), x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
+    dims = (axis,) if isinstance(axis, Dim) else tuple(axis)
+    shape = [1] * x.ndim
+    for d in dims:
+        if not isinstance(d, Dim):
+            raise TypeError(f"{caller}: axis must be a Dim or a sequence of Dims, got {type(d).__name__}")
+        i = next((i for i, e in enumerate(x.dims) if e is d), None)
+        if i is None:
+            desc = ", ".join(f"{e.name}:{n}" for e, n in zip(x.dims, x.shape))
+            raise ValueError(f"{caller}: dim {d!r} is not in x (dims: {desc})")
+        shape[i] = x.shape[i]
+    raw = x.raw
+    if p == 1:
+        mask = torch.zeros(shape, dtype=raw.dtype, device=raw.device)
+    else:
+        mask = torch.empty(shape, dtype=raw.dtype, device=raw.device).bernoulli_(1 - p).div_(1 - p)
+    return Tensor(raw * mask, x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)

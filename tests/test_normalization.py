@@ -1,0 +1,195 @@
+"""Tests of python/dimtorch/_normalization.py: moments and batch_norm against torch, masked and fused."""
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
+
+import dimtorch as dt
+from helpers import (PAD_LARGE, PAD_NAN, align_raw, check_against_torch, check_batch_independence,
+                     check_padding_invariance, make_padded_batch)
+
+
+def torch_moments(raw, mask, axes):
+    """Hand-written masked biased mean and variance."""
+    mask = mask.expand(raw.shape)
+    count = mask.sum(axes, keepdim=True).clamp(min=1)
+    xm = torch.where(mask, raw, 0)
+    mean = xm.sum(axes, keepdim=True) / count
+    var = torch.where(mask, (xm - mean) ** 2, 0).sum(axes, keepdim=True) / count
+    return mean.squeeze(axes), var.squeeze(axes)
+
+
+# ---- moments ----
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("case", ["time", "batch_time", "feature", "time_feature", "batch"])
+def test_moments_against_torch(case, pad):
+    pb = make_padded_batch((5, 3, 1), pad_value=pad, extra_time=1)
+    b, t, f = pb.batch, pb.time, pb.feature
+    dims, axes, masked = {"time": ((t,), (1,), True), "batch_time": ((b, t), (0, 1), True),
+                          "feature": ((f,), (2,), False), "time_feature": ((t, f), (1, 2), True),
+                          "batch": ((b,), (0,), True)}[case]
+    mask = pb.mask[:, :, None] if masked else torch.ones((1, 1, 1), dtype=torch.bool)
+    check_against_torch(lambda x: dt.moments(x, axis=dims), lambda r: torch_moments(r, mask, axes), [pb.x])
+
+
+def test_moments_unmasked_equals_var_mean():
+    pb = make_padded_batch((5, 3), pad_value=0.0)
+    mean, var = dt.moments(pb.x, axis=pb.time, use_mask=False)
+    v, m = torch.var_mean(pb.x.raw, 1, correction=0)
+    torch.testing.assert_close(mean.raw, m)
+    torch.testing.assert_close(var.raw, v)
+    assert mean.dims == (pb.batch, pb.feature) and mean.feature_dim is pb.feature
+
+
+def test_moments_padding_invariance_and_length_zero():
+    outs, _ = check_padding_invariance(lambda x: dt.moments(x, axis=x.dims[1]), (5, 3, 0, 1))
+    mean, var = outs
+    assert (mean[2] == 0).all() and (var[2] == 0).all()  # length 0: neutral, no NaN
+    assert (var[3] == 0).all()  # length 1: one frame has no variance
+    assert not mean.isnan().any() and not var.isnan().any()
+
+
+def test_moments_batch_independence():
+    pb = make_padded_batch((6, 3, 1, 0), pad_value=PAD_NAN, extra_time=1)
+    check_batch_independence(lambda x, m: dt.moments(x, axis=m(pb.time)), pb.x, pb.batch, pb.time)
+
+
+def test_moments_bad_input():
+    pb = make_padded_batch((3, 2))
+    with pytest.raises(ValueError, match=r"dimtorch\.moments\(\): dim .*'other'.* is not in x \(dims: batch:2, time:3, feature:4\)"):
+        dt.moments(pb.x, axis=dt.Dim(2, name="other"))
+    with pytest.raises(ValueError, match=r"dimtorch\.moments\(\): axis must name at least one dim"):
+        dt.moments(pb.x, axis=())
+    x = dt.Tensor(pb.x.raw[0], (pb.time, pb.feature))
+    with pytest.raises(ValueError, match=r"dimtorch\.moments\(\): the lengths of dim .*time.* are over .*batch"):
+        dt.moments(x, axis=pb.time)
+
+
+# ---- batch_norm ----
+
+def params(feat, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [dt.Tensor(torch.randn(feat.size, generator=g), (feat,)) for _ in range(2)]
+
+
+def packed_batch_norm(mask, rm=None, rv=None, training=True, momentum=0.1, eps=1e-5):
+    """Oracle: F.batch_norm on the valid frames only (packed), scattered back to the padded layout."""
+    def fn(raw, w, b):
+        out = torch.zeros_like(raw)
+        out = out.masked_scatter(mask[:, :, None].expand_as(raw),
+                                 F.batch_norm(raw[mask], rm, rv, w, b, training, momentum, eps))
+        return out
+    return fn
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("lengths", [(5, 3, 1), (5, 3, 0, 1), (4, 4)])
+def test_batch_norm_masked_against_packed_torch(pad, lengths):
+    pb = make_padded_batch(lengths, pad_value=pad, extra_time=1)
+    w, b = params(pb.feature)
+    rm = dt.Tensor(torch.randn(4), (pb.feature,))
+    rv = dt.Tensor(torch.rand(4) + 0.5, (pb.feature,))
+    rm_t, rv_t = rm.raw.clone(), rv.raw.clone()
+    check_against_torch(lambda x, w, b: dt.batch_norm(x, running_mean=rm, running_var=rv, weight=w, bias=b),
+                        packed_batch_norm(pb.mask, rm_t, rv_t), [pb.x, w, b], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(rm.raw, rm_t)
+    torch.testing.assert_close(rv.raw, rv_t)  # unbiased running variance, as F.batch_norm
+
+
+def test_batch_norm_masked_does_not_call_fused(monkeypatch):
+    pb = make_padded_batch((5, 2), pad_value=PAD_NAN)
+    calls = []
+    real = F.batch_norm
+    monkeypatch.setattr(F, "batch_norm", lambda *a, **k: calls.append(1) or real(*a, **k))
+    y = dt.batch_norm(pb.x)
+    assert not calls and not y.raw[pb.mask].isnan().any()
+    dt.batch_norm(pb.x, use_mask=False)
+    assert len(calls) == 1
+
+
+@settings(max_examples=20)
+@given(perm=st.permutations([0, 1, 2]), seed=st.integers(0, 100), training=st.booleans(),
+       affine=st.booleans())
+def test_batch_norm_static_is_fused_torch(perm, seed, training, affine):
+    """No dynamic dims: F.batch_norm with the feature axis at position 1, any dims order."""
+    batch, time, feat = dt.Dim(None, name="batch"), dt.Dim(5, name="time"), dt.Dim(3, name="feature")
+    g = torch.Generator().manual_seed(seed)
+    canon = torch.randn(2, 5, 3, generator=g)  # (batch, time, feat)
+    dims = [(batch, time, feat)[i] for i in perm]
+    x = dt.Tensor(canon.permute(*perm), tuple(dims), feature_dim=feat)
+    w, b = params(feat, seed) if affine else (None, None)
+    rm, rv = dt.Tensor(torch.zeros(3), (feat,)), dt.Tensor(torch.ones(3), (feat,))
+    rm_t, rv_t = torch.zeros(3), torch.ones(3)
+
+    def oracle(raw, *wb):
+        c = align_raw(raw, dims, (batch, feat, time))
+        out = F.batch_norm(c, rm_t, rv_t, *(wb or (None, None)), training=training, momentum=0.2)
+        return align_raw(out, (batch, feat, time), dims)
+
+    inputs = [x] + ([w, b] if affine else [])
+    check_against_torch(lambda x, *wb: dt.batch_norm(x, running_mean=rm, running_var=rv,
+                                                     weight=wb[0] if wb else None, bias=wb[1] if wb else None,
+                                                     training=training, momentum=0.2),
+                        oracle, inputs, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(rm.raw, rm_t)
+    torch.testing.assert_close(rv.raw, rv_t)
+
+
+def test_batch_norm_eval_uses_running_stats():
+    pb = make_padded_batch((5, 3, 0), pad_value=PAD_NAN)
+    rm = dt.Tensor(torch.randn(4), (pb.feature,))
+    rv = dt.Tensor(torch.rand(4) + 0.5, (pb.feature,))
+    w, b = params(pb.feature)
+    before = rm.raw.clone(), rv.raw.clone()
+    check_against_torch(
+        lambda x, w, b: dt.batch_norm(x, running_mean=rm, running_var=rv, weight=w, bias=b, training=False),
+        lambda r, w, b: F.batch_norm(r.transpose(1, 2), before[0], before[1], w, b, False).transpose(1, 2),
+        [pb.x, w, b])
+    assert torch.equal(rm.raw, before[0]) and torch.equal(rv.raw, before[1])
+
+
+def test_batch_norm_default_axis_and_dims():
+    pb = make_padded_batch((3, 2))
+    y = dt.batch_norm(pb.x)
+    assert y.dims == pb.x.dims and y.feature_dim is pb.feature
+    y2 = dt.batch_norm(pb.x, axis=pb.feature)
+    torch.testing.assert_close(y.raw[pb.mask], y2.raw[pb.mask])
+
+
+def test_batch_norm_padding_invariance_and_finite_grads():
+    check_padding_invariance(lambda x: dt.batch_norm(x), (5, 3, 0, 1), rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_over_two_dynamic_dims():
+    """Statistics over batch and two dynamic dims: only frames valid in both count."""
+    batch, feat = dt.Dim(None, name="batch"), dt.Dim(2, name="feature")
+    t = dt.Dim(dt.Tensor(torch.tensor([3, 1]), (batch,)), name="t")
+    u = dt.Dim(dt.Tensor(torch.tensor([2, 2]), (batch,)), name="u")
+    raw = torch.randn(2, 3, 2, 2)
+    mask = (torch.arange(3)[None, :, None] < torch.tensor([3, 1])[:, None, None]) & \
+           (torch.arange(2)[None, None, :] < torch.tensor([2, 2])[:, None, None])
+    raw[~mask] = float("nan")
+    x = dt.Tensor(raw, (batch, t, u, feat))
+    y = dt.batch_norm(x, axis=feat)
+    expect = F.batch_norm(raw[mask], None, None, training=True)
+    torch.testing.assert_close(y.raw[mask], expect, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_bad_input():
+    pb = make_padded_batch((3, 2))
+    x = dt.Tensor(pb.x.raw, pb.x.dims)  # no feature_dim
+    with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): x has no feature_dim; pass axis= \(dims: batch:2, time:3, feature:4\)"):
+        dt.batch_norm(x)
+    with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): axis .*time.* has lengths"):
+        dt.batch_norm(pb.x, axis=pb.time)
+    with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): training=False needs running_mean"):
+        dt.batch_norm(pb.x, training=False)
+    rm = dt.Tensor(torch.zeros(4), (pb.feature,))
+    with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): give both running_mean and running_var"):
+        dt.batch_norm(pb.x, running_mean=rm)
+    bad = dt.Tensor(torch.zeros(2), (dt.Dim(2, name="g"),))
+    with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): weight must have dims \(.*feature"):
+        dt.batch_norm(pb.x, weight=bad)
+    with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): dim .*'g'.* is not in x"):
+        dt.batch_norm(pb.x, axis=bad.dims[0])
