@@ -15,4 +15,6 @@ LIBUBSAN=$(gcc -print-file-name=libubsan.so)
 # torch and CPython are not built with ASan: leaks and their allocator mismatches are not ours.
 export ASAN_OPTIONS=detect_leaks=0:alloc_dealloc_mismatch=0:new_delete_type_mismatch=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Tests that measure process memory skip that part (ASan's quarantine grows the process).
+export DIMTORCH_SANITIZED=1
 LD_PRELOAD="$LIBASAN $LIBUBSAN" python -m pytest -q -p no:cacheprovider tests "$@"
