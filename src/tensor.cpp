@@ -546,6 +546,10 @@ bool export_tensor(PyObject* module) {
   TensorType.tp_as_sequence = &tensor_as_sequence;
   install_elementwise_slots(&TensorType);
   if (PyType_Ready(&TensorType) < 0) return false;
+  /* numpy would otherwise take `array + tensor` itself and make an object array of Tensors;
+     None makes it return NotImplemented, so our reflected slot raises a clear TypeError. */
+  if (PyDict_SetItemString(TensorType.tp_dict, "__array_ufunc__", Py_None) < 0) return false;
+  PyType_Modified(&TensorType);
   TensorType.tp_vectorcall = tensor_vectorcall;
   Py_INCREF(&TensorType);
   return PyModule_AddObject(module, "Tensor", reinterpret_cast<PyObject*>(&TensorType)) == 0;

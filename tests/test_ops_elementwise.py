@@ -591,6 +591,19 @@ def test_raw_torch_tensor_on_the_left():
         torch.ones(2, 2, 2) + bd.x
 
 
+def test_numpy_operands_are_refused_on_both_sides():
+    np = pytest.importorskip("numpy")
+    bd = make_padded_batch((2,), 2)
+    x = bd.x
+    # Without Tensor.__array_ufunc__ = None, numpy would build an object array of Tensors here.
+    with pytest.raises(TypeError, match=r"dimtorch\.Tensor\.__add__\(\): operands must be .* got numpy\.ndarray"):
+        np.ones(2) + x
+    with pytest.raises(TypeError, match=r"dimtorch\.Tensor\.__gt__\(\): .* got numpy\.ndarray"):
+        np.ones(2) < x
+    with pytest.raises(TypeError, match=r"got numpy\.ndarray"):
+        x * np.ones(2)
+
+
 def test_pow_modulus():
     bd = make_padded_batch((2,), 2)
     with pytest.raises(TypeError, match=r"dimtorch\.Tensor\.__pow__\(\): a modulus is not supported"):
