@@ -146,16 +146,18 @@ def _dt_replace_dim(dt, x, old, new):
 def _dt_mhsa(dt, x, p, d):
     h = _dt_layer_norm(dt, x, p, "att_ln", d.feature)
     h_keys = _dt_replace_dim(dt, h, d.time, d.key_time)
-    q = dt.linear(h, p["att_wq"], bias=p["att_bq"]) * d.head_dim.size ** -0.5
-    k = dt.linear(h_keys, p["att_wk"], bias=p["att_bk"])
-    v = dt.linear(h_keys, p["att_wv"], bias=p["att_bv"])
+    # dt.linear takes 2-dim weights only, so the projections to (heads, head_dim) are matmul + bias.
+    q = (dt.matmul(h, p["att_wq"], reduce=d.feature) + p["att_bq"]) * d.head_dim.size ** -0.5
+    k = dt.matmul(h_keys, p["att_wk"], reduce=d.feature) + p["att_bk"]
+    v = dt.matmul(h_keys, p["att_wv"], reduce=d.feature) + p["att_bv"]
     weights = dt.softmax(dt.matmul(q, k, reduce=d.head_dim), axis=d.key_time)
     att = dt.matmul(weights, v, reduce=d.key_time)
     return dt.matmul(att, p["att_wo"], reduce=(d.heads, d.head_dim)) + p["att_bo"]
 
 
 def _dt_conv_module(dt, x, p, d):
-    gates = dt.linear(_dt_layer_norm(dt, x, p, "conv_ln", d.feature), p["conv_pw1_w"], bias=p["conv_pw1_b"])
+    gates = dt.matmul(_dt_layer_norm(dt, x, p, "conv_ln", d.feature), p["conv_pw1_w"], reduce=d.feature)
+    gates = gates + p["conv_pw1_b"]
     h = dt.gather(gates, indices=0, axis=d.glu) * dt.sigmoid(dt.gather(gates, indices=1, axis=d.glu))
     h, (out_time,) = dt.conv(h, p["conv_dw_w"], in_dim=d.conv_channels, out_dim=d.conv_channels,
                              in_spatial_dims=(d.time,), filter_size=(d.conformer_kernel,), padding="same",
