@@ -517,6 +517,12 @@ def test_size_mismatch_of_a_shared_dim():
     b = dt.Tensor(torch.randn(2, 4), (batch, feat))
     with pytest.raises(ValueError, match=r"dimtorch\.Tensor\.__add__\(\): dim 'batch'\(\?\) has raw size 3 in a but 2 in b"):
         a + b
+    same_tuple = dt.Tensor(torch.randn(2, 4), a.dims)  # the same dims tuple: the no-plan fast path
+    assert same_tuple.dims is a.dims
+    with pytest.raises(ValueError, match=r"dimtorch\.Tensor\.__mul__\(\): dim 'batch'\(\?\) has raw size 3 in a but 2 in b \(dims: batch, feature\(4\)\)"):
+        a * same_tuple
+    with pytest.raises(ValueError, match=r"dimtorch\.maximum\(\): dim 'batch'\(\?\) has raw size 2 in a but 3 in b"):
+        dt.maximum(same_tuple, a)
     b_t = dt.Tensor(torch.randn(4, 2), (feat, batch))
     with pytest.raises(ValueError, match=r"dimtorch\.Tensor\.__sub__\(\): dim 'batch'\(\?\) has raw size 3 in a but 2 in b \(a dims: batch:3, feature:4; b dims: feature:4, batch:2\)"):
         a - b_t
