@@ -10,6 +10,9 @@ namespace {
 
 constexpr int kCacheSlots = 512;
 Plan* g_cache[kCacheSlots] = {};
+Plan* g_last = nullptr;  // holds a reference
+
+void set_last(Plan* p);
 
 Py_hash_t key_hash(PyObject* const* dims, int n, bool allow) {
   size_t h = static_cast<size_t>(n) * 31u + (allow ? 7u : 0u);
@@ -159,9 +162,27 @@ Plan* plan_build(PyObject* const* dims, int n, bool allow, const char* caller,
 
 Plan* plan_get(PyObject* const* dims, int n, bool allow, const char* caller,
                const char* const* names) {
+  /* The plan used last, when called with the very same dims tuples (an op in a loop, a model
+     step): found without hashing. */
+  if (g_last && g_last->n == n && g_last->allow_broadcast_all == allow) {
+    bool same = true;
+    for (int i = 0; i < n && same; ++i) same = g_last->key[i] == dims[i];
+    if (same) {
+      ++g_last->refs;
+      return g_last;
+    }
+  }
   Py_hash_t h = key_hash(dims, n, allow);
   Plan*& slot = g_cache[static_cast<size_t>(h) & (kCacheSlots - 1)];
   if (slot && slot->hash == h && key_equal(slot, dims, n, allow)) {
+    // Keep the latest tuples as the key, so that the next call with them takes the path above.
+    for (int i = 0; i < n; ++i)
+      if (slot->key[i] != dims[i]) {
+        PyObject* old = slot->key[i];
+        slot->key[i] = Py_NewRef(dims[i]);
+        Py_DECREF(old);
+      }
+    set_last(slot);
     ++slot->refs;
     return slot;
   }
@@ -172,6 +193,7 @@ Plan* plan_get(PyObject* const* dims, int n, bool allow, const char* caller,
   Plan* old = slot;
   slot = p;
   if (old) plan_release(old);
+  set_last(p);
   return p;
 }
 
@@ -179,7 +201,18 @@ void plan_release(Plan* p) {
   if (--p->refs == 0) plan_free(p);
 }
 
+namespace {
+void set_last(Plan* p) {
+  if (p == g_last) return;
+  if (p) ++p->refs;
+  Plan* old = g_last;
+  g_last = p;
+  if (old) plan_release(old);
+}
+}  // namespace
+
 void plan_cache_clear() {
+  set_last(nullptr);
   for (auto& slot : g_cache) {
     Plan* p = slot;
     slot = nullptr;
@@ -207,6 +240,7 @@ bool plan_check_sizes(const Plan* p, TensorObject* const* ts, const char* caller
 
 PyObject* plan_align_raw(const Plan* p, int i, TensorObject* t) {
   const AlignOp& al = p->align[i];
+  if (!al.n_perm && !al.n_insert) return Py_NewRef(t->raw);
   Ref r = Ref::borrow(t->raw);
   if (al.n_perm) {
     PyObject* args[kMaxDims + 1];
