@@ -188,13 +188,28 @@ PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_bc, const char* 
       return tensor_make(raw, ta->dims, ta->sizes, same_sparse ? ta->sparse_dim : nullptr,
                          ta->feature_dim ? ta->feature_dim : tb->feature_dim);
     }
-    PyObject* ops[2] = {a, b};
-    Aligned al;
-    if (!align_operands(ops, 2, allow_bc, false, caller, kBinaryNames, &al)) return nullptr;
-    PyObject* raw = raw_binary(k, al.args[0].get(), al.args[1].get());
+    // The two-operand path of align_operands, written out: it is the hottest one.
+    PyObject* dims[2] = {ta->dims, tb->dims};
+    Plan* p = plan_get(dims, 2, allow_bc, caller, kBinaryNames);
+    if (!p) return nullptr;
+    PlanRef hold(p);
+    TensorObject* ts[2] = {ta, tb};
+    if (p->n_checks && !plan_check_sizes(p, ts, caller, kBinaryNames)) return nullptr;
+    Ref ra(plan_align_raw(p, 0, ta));
+    if (!ra) return nullptr;
+    Ref rb(plan_align_raw(p, 1, tb));
+    if (!rb) return nullptr;
+    PyObject* raw = raw_binary(k, ra.get(), rb.get());
     if (!raw) return nullptr;
-    return tensor_make(raw, al.out_dims, al.sizes, keep_sparse ? al.sparse_dim : nullptr,
-                       al.feature_dim);
+    Py_ssize_t sizes[kMaxDims];
+    for (int i = 0; i < p->out_ndim; ++i) sizes[i] = ts[p->size_op[i]]->sizes[p->size_axis[i]];
+    TensorObject* holder = p->holder >= 0 ? ts[p->holder] : nullptr;
+    PyObject* feature = holder && holder->feature_dim ? holder->feature_dim
+                        : ta->feature_dim               ? ta->feature_dim
+                                                        : tb->feature_dim;
+    bool same_sparse = keep_sparse && ta->sparse_dim == tb->sparse_dim;
+    return tensor_make(raw, holder ? holder->dims : p->out_dims, sizes,
+                       same_sparse ? ta->sparse_dim : nullptr, feature);
   }
   if (is_tensor(a) && is_scalar_operand(b)) {
     TensorObject* ta = as_tensor(a);
