@@ -66,7 +66,8 @@ def get_size_tensor(dim: Dim, device=None) -> Tensor:
         if size is None:
             raise ValueError(f"dimtorch.Dim.get_size_tensor(): dim {dim!r} takes its size from data; "
                              f"it has no size without a tensor")
-        return Tensor(torch.tensor(size, dtype=torch.int64, device=_device(device)), ())
+        # torch.full, not torch.tensor: a tensor from Python data is a blocking host-to-device copy.
+        return Tensor(torch.full((), size, dtype=torch.int64, device=_device(device)), ())
     lengths = dim.dyn_size
     k = lengths.ndim
     raw = _C._dim_cached_raw(_LENGTHS, dim, tuple(range(k)), k, 0, _device(device))
