@@ -136,7 +136,10 @@ PyObject* mean_count(TensorObject* x, PyObject* out_dims, int n_out, const int* 
 
 /// Max/min (or arg index 0) over axes of which one is empty: sum(dim) + neutral value.
 PyObject* empty_extreme(PyObject* raw, PyObject* dim, bool max, bool is_arg) {
-  Ref sum_fn(PyObject_GetAttrString(raw, "sum"));
+  // An index has no gradient: sum a detached raw (autograd refuses an int64 result).
+  Ref source(is_arg ? PyObject_CallMethod(raw, "detach", nullptr) : Py_NewRef(raw));
+  if (!source) return nullptr;
+  Ref sum_fn(PyObject_GetAttrString(source.get(), "sum"));
   if (!sum_fn) return nullptr;
   Ref dtype_name(PyUnicode_FromString("int64"));
   if (!dtype_name) return nullptr;

@@ -56,6 +56,12 @@ def test_softmax_padding_invariance_and_finite_grads(name):
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_over_batch_with_frames_beyond_every_length(name):
+    # time is masked (its lengths vary along batch); frames past the longest are all padding.
+    check_padding_invariance(lambda x: SOFTMAXES[name][0](x, axis=x.dims[0]), (5, 3, 0, 1), extra_time=2)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 def test_softmax_batch_independence(name):
     pb = make_padded_batch((6, 3, 1), pad_value=PAD_NAN, extra_time=1)
     check_batch_independence(lambda x, m: SOFTMAXES[name][0](x, axis=m(pb.time)), pb.x, pb.batch, pb.time)

@@ -187,3 +187,34 @@ def test_masked_reduce_without_the_lengths_batch_dim_raises():
     x = dt.Tensor(pb.x.raw[0], (pb.time, pb.feature))  # time's lengths are over batch, absent here
     with pytest.raises(ValueError, match=r"dimtorch\.reduce_sum\(\): the lengths of dim .*time.* are over .*batch"):
         dt.reduce_sum(x, axis=pb.time)
+
+
+@pytest.mark.parametrize("kind", FLOAT_REDUCTIONS)
+def test_reduce_over_batch_with_frames_beyond_every_length(kind):
+    # time's lengths vary along batch, so time is masked; frames past the longest are all padding.
+    check_padding_invariance(lambda x: dt_reduce(kind)(x, axis=x.dims[0]), (5, 3, 0, 1), extra_time=2)
+    check_padding_invariance(lambda x: dt_reduce(kind)(x, axis=x.dims[:2]), (5, 3, 0, 1), extra_time=2)
+
+
+@pytest.mark.parametrize("kind", FLOAT_REDUCTIONS + ["argmax", "argmin"])
+def test_all_sequences_empty(kind):
+    """A batch whose sequences all have length 0 (raw time size 0) gives the neutral value, as a
+    length-0 sequence does inside a batch, and backpropagates (to an empty gradient)."""
+    pb = make_padded_batch((0, 0))
+    leaf = pb.x.raw.clone().requires_grad_(True)
+    out = dt_reduce(kind)(dt.Tensor(leaf, pb.x.dims), axis=pb.time)
+    assert out.dims == (pb.batch, pb.feature)
+    neutral = {"sum": 0.0, "mean": 0.0, "max": -math.inf, "min": math.inf, "logsumexp": -math.inf,
+               "argmax": 0, "argmin": 0}[kind]
+    assert (out.raw == neutral).all()
+    assert out.dtype == ("int64" if kind.startswith("arg") else "float32")
+    if not kind.startswith("arg"):
+        torch.nan_to_num(out.raw, 0.0, 0.0, 0.0).sum().backward()
+        assert leaf.grad is not None and leaf.grad.shape == (2, 0, 4)
+
+
+def test_all_sequences_empty_integer_max():
+    pb = make_padded_batch((0, 0))
+    x = dt.Tensor(pb.x.raw.to(torch.int32), pb.x.dims)
+    assert (dt.reduce_max(x, axis=pb.time).raw == -(2**31)).all()
+    assert dt.reduce_max(x, axis=pb.time).dtype == "int32"
