@@ -154,6 +154,24 @@ PyObject* dtype_from(PyObject* v, const char* caller) {
   return nullptr;
 }
 
+PyObject* permute(PyObject* raw, PyObject* const* axes, int n) {
+  PyObject* args[kMaxDims + 1];
+  args[0] = raw;
+  for (int i = 0; i < n; ++i) args[i + 1] = axes[i];
+  return PyObject_Vectorcall(T.permute, args, n + 1, nullptr);
+}
+
+PyObject* permute_order(PyObject* raw, const int* order, int n) {
+  bool identity = true;
+  for (int i = 0; i < n; ++i) identity = identity && order[i] == i;
+  if (identity) return Py_NewRef(raw);
+  PyObject* axes[kMaxDims];
+  for (int i = 0; i < n; ++i) axes[i] = PyLong_FromLong(order[i]);  // small ints: cached
+  PyObject* r = permute(raw, axes, n);
+  for (int i = 0; i < n; ++i) Py_DECREF(axes[i]);
+  return r;
+}
+
 bool is_integer_dtype_name(PyObject* name) {
   for (int i = 0; i < g_num_dtypes; ++i)
     if (g_dtypes[i].name == name) return g_dtypes[i].is_int;

@@ -76,6 +76,12 @@ PyObject* dtype_from(PyObject* name_or_dtype, const char* caller);
 bool is_integer_dtype_name(PyObject* name);
 bool is_floating_dtype_name(PyObject* name);
 
+/// raw.permute(a0, a1, ...) with the axes as separate int objects: torch parses these ~0.5 us
+/// faster than one tuple. New reference.
+PyObject* permute(PyObject* raw, PyObject* const* axes, int n);
+/// raw permuted to `order`; the raw itself (new reference) when `order` is the identity.
+PyObject* permute_order(PyObject* raw, const int* order, int n);
+
 /// raw.<method>(arg) through a cached unbound method.
 inline PyObject* call1(PyObject* fn, PyObject* a0) {
   PyObject* args[1] = {a0};

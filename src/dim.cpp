@@ -111,7 +111,11 @@ PyObject* dim_create(PyObject* size, PyObject* name) {
   if (size == nullptr || size == Py_None) {
   } else if (PyLong_Check(size) && !PyBool_Check(size)) {
     static_size = PyLong_AsSsize_t(size);
-    if (static_size == -1 && PyErr_Occurred()) return nullptr;
+    if (static_size == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError, "dimtorch.Dim(): size %R is out of range", size);
+      return nullptr;
+    }
     if (static_size < 0) {
       PyErr_Format(PyExc_ValueError, "dimtorch.Dim(): size must be >= 0, got %zd", static_size);
       return nullptr;

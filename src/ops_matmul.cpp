@@ -242,10 +242,7 @@ MatmulPlan* get_plan(TensorObject* a, TensorObject* b, PyObject* reduce, const c
 PyObject* apply_layout(const Layout& l, TensorObject* t, PyObject* raw_in) {
   Ref raw = Ref::borrow(raw_in);
   if (l.n_perm) {
-    PyObject* args[kMaxDims + 1];
-    args[0] = raw.get();
-    for (int i = 0; i < l.n_perm; ++i) args[i + 1] = l.perm[i];
-    raw = Ref(PyObject_Vectorcall(backend::T.permute, args, l.n_perm + 1, nullptr));
+    raw = Ref(backend::permute(raw.get(), l.perm, l.n_perm));
     if (!raw) return nullptr;
   }
   if (!l.reshape) return raw.release();

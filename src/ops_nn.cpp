@@ -78,18 +78,6 @@ PyObject* f_log_softmax(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
   return softmax_like(true, args, nargs, kwnames, "dimtorch.log_softmax()");
 }
 
-/// Raw of t permuted to the axis order `order` (n axes); new ref (the raw itself if in order).
-PyObject* permuted(TensorObject* t, const int* order, int n) {
-  bool identity = true;
-  for (int i = 0; i < n; ++i) identity = identity && order[i] == i;
-  if (identity) return Py_NewRef(t->raw);
-  PyObject* args[kMaxDims + 1];
-  args[0] = t->raw;
-  for (int i = 0; i < n; ++i) args[i + 1] = PyLong_FromLong(order[i]);
-  PyObject* r = PyObject_Vectorcall(backend::T.permute, args, n + 1, nullptr);
-  for (int i = 0; i < n; ++i) Py_DECREF(args[i + 1]);
-  return r;
-}
 
 bool check_same_size(TensorObject* a, int ia, TensorObject* b, int ib, const char* an,
                      const char* bn, const char* caller) {
@@ -152,7 +140,7 @@ PyObject* f_linear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
   order[nd - 1] = in_x;
   out_sizes[nd - 1] = w->sizes[w_out];
   PyTuple_SET_ITEM(out_dims.get(), nd - 1, Py_NewRef(out_dim));
-  Ref xr(permuted(x, order, nd));
+  Ref xr(backend::permute_order(x->raw, order, nd));
   if (!xr) return nullptr;
   Ref out;
   PyObject* b_raw = bias_obj ? as_tensor(bias_obj)->raw : Py_None;
@@ -254,10 +242,10 @@ PyObject* norm_like(bool rms, PyObject* const* args, Py_ssize_t nargs, PyObject*
                    a == 0 ? "weight" : "bias", describe_dims(p->dims, p->sizes).c_str());
       return nullptr;
     }
-    affine[a] = Ref(permuted(p, porder, n_axes));
+    affine[a] = Ref(backend::permute_order(p->raw, porder, n_axes));
     if (!affine[a]) return nullptr;
   }
-  Ref xr(permuted(x, order, nd));
+  Ref xr(backend::permute_order(x->raw, order, nd));
   if (!xr) return nullptr;
   Ref eps(eps_obj && eps_obj != Py_None ? Py_NewRef(eps_obj)
                                         : PyFloat_FromDouble(rms ? 1e-6 : 1e-5));

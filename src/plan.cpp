@@ -243,10 +243,7 @@ PyObject* plan_align_raw(const Plan* p, int i, TensorObject* t) {
   if (!al.n_perm && !al.n_insert) return Py_NewRef(t->raw);
   Ref r = Ref::borrow(t->raw);
   if (al.n_perm) {
-    PyObject* args[kMaxDims + 1];
-    args[0] = r.get();
-    for (int k = 0; k < al.n_perm; ++k) args[k + 1] = al.perm[k];
-    r = Ref(PyObject_Vectorcall(backend::T.permute, args, al.n_perm + 1, nullptr));
+    r = Ref(backend::permute(r.get(), al.perm, al.n_perm));
     if (!r) return nullptr;
   }
   if (al.n_insert == 1) {

@@ -380,19 +380,11 @@ bool map_to_target(TensorObject* t, PyObject* target, int* src, const char* call
 
 /// Raw permuted so that t's dims follow the order they have in `src` (target order); new ref.
 PyObject* permuted_raw(TensorObject* t, const int* src, Py_ssize_t n_target) {
-  bool identity = true;
-  PyObject* args[kMaxDims + 1];
-  Py_ssize_t k = 0;
-  args[0] = t->raw;
-  for (Py_ssize_t i = 0; i < n_target; ++i) {
-    if (src[i] < 0) continue;
-    if (src[i] != k) identity = false;
-    args[++k] = PyLong_FromLong(src[i]);  // small ints: cached, never fails
-  }
-  PyObject* r = identity ? Py_NewRef(t->raw)
-                         : PyObject_Vectorcall(backend::T.permute, args, k + 1, nullptr);
-  for (Py_ssize_t i = 1; i <= k; ++i) Py_DECREF(args[i]);
-  return r;
+  int order[kMaxDims];
+  int k = 0;
+  for (Py_ssize_t i = 0; i < n_target; ++i)
+    if (src[i] >= 0) order[k++] = src[i];
+  return backend::permute_order(t->raw, order, k);
 }
 
 PyObject* m_raw_aligned(PyObject* self, PyObject* arg) {
