@@ -10,7 +10,7 @@ enum class MaskKind : int { kMask = 0, kCount = 1, kLengths = 2 };
 /// Cached device raw of dynamic dim `d`, laid out for a tensor of `ndim` axes in which the
 /// lengths' dims sit at axes pos[0..k) (k = number of lengths dims, in the lengths' order).
 /// kMask: bool, true on valid frames, with `d` itself at axis pos[k] of raw size `size`.
-/// kCount: the lengths clamped to >= 1 (the divisor of a masked mean). kLengths: the lengths.
+/// kCount: the lengths clamped to >= 1, as float32 (the divisor of a masked mean). kLengths: the lengths.
 /// Size 1 on every other axis. Made once per (kind, layout, size, device); new reference.
 PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, int ndim,
                          Py_ssize_t size, PyObject* device);

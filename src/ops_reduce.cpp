@@ -227,6 +227,15 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
         Ref count(mean_count(x, out_dims.get(), static_cast<int>(PyTuple_GET_SIZE(out_dims.get())),
                              mask_axes, n_mask, mask, dim.get(), reduced, caller));
         if (!count) return nullptr;
+        PyObject* dtype = backend::raw_dtype_name(sum.get());
+        if (!dtype) return nullptr;
+        if (PyUnicode_CompareWithASCIIString(dtype, "float32") != 0 &&
+            backend::is_floating_dtype_name(dtype)) {  // keep the sum's dtype (e.g. bfloat16)
+          Ref torch_dtype(PyObject_GetAttr(sum.get(), backend::T.s_dtype));
+          if (!torch_dtype) return nullptr;
+          count = Ref(backend::call2(backend::T.to, count.get(), torch_dtype.get()));
+          if (!count) return nullptr;
+        }
         out = Ref(PyNumber_TrueDivide(sum.get(), count.get()));
       }
       break;

@@ -37,9 +37,19 @@ def _shape(dims: tuple, caller: str) -> list:
     return shape
 
 
+# torch.zeros/ones are ~0.7 us faster than torch.full with the same value.
+_FILL_FN = {0: torch.zeros, 1: torch.ones}
+
+
 def _full(dims: DimsArg, fill_value, dtype, device, sparse_dim, feature_dim, caller: str) -> Tensor:
     dims = _dims_tuple(dims, caller)
-    raw = torch.full(_shape(dims, caller), fill_value, dtype=to_torch_dtype(dtype, caller), device=device)
+    shape = _shape(dims, caller)
+    dtype = to_torch_dtype(dtype, caller)
+    fn = _FILL_FN.get(fill_value) if type(fill_value) is int else None
+    if fn is not None:
+        raw = fn(shape, dtype=dtype, device=device)
+    else:
+        raw = torch.full(shape, fill_value, dtype=dtype, device=device)
     return Tensor(raw, dims, sparse_dim=sparse_dim, feature_dim=feature_dim)
 
 

@@ -25,7 +25,8 @@ def build_raw(kind: int, dim: Dim, pos: tuple, ndim: int, size: int, device: tor
         shape[pos[i]] = lengths.shape[i]
     raw = raw.reshape(shape)
     if kind == _COUNT:
-        return raw.clamp(min=1)
+        # float32: dividing a float sum by an int64 count costs torch a slow mixed-type kernel.
+        return raw.clamp(min=1).to(torch.float32)
     if kind == _LENGTHS:
         return raw
     frame_shape = [1] * ndim
