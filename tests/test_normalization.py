@@ -181,6 +181,8 @@ def test_batch_norm_bad_input():
     x = dt.Tensor(pb.x.raw, pb.x.dims)  # no feature_dim
     with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): x has no feature_dim; pass axis= \(dims: batch:2, time:3, feature:4\)"):
         dt.batch_norm(x)
+    with pytest.raises(TypeError, match=r"dimtorch\.batch_norm\(\): axis must be one Dim \(the feature dim\), got tuple"):
+        dt.batch_norm(pb.x, axis=(pb.feature,))
     with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): axis .*time.* has lengths"):
         dt.batch_norm(pb.x, axis=pb.time)
     with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): training=False needs running_mean"):

@@ -18,12 +18,14 @@ def _axes(x: Tensor, axis, caller: str) -> list:
     if not dims:
         raise ValueError(f"{caller}: axis must name at least one dim")
     axes = []
+    x_dims = x.dims
     for d in dims:
         if not isinstance(d, Dim):
             raise TypeError(f"{caller}: axis must be a Dim or a sequence of Dims, got {type(d).__name__}")
-        i = next((i for i, e in enumerate(x.dims) if e is d), None)
-        if i is None:
-            raise ValueError(f"{caller}: dim {d!r} is not in x (dims: {_describe(x)})")
+        try:
+            i = x_dims.index(d)  # Dim equality is identity
+        except ValueError:
+            raise ValueError(f"{caller}: dim {d!r} is not in x (dims: {_describe(x)})") from None
         if i in axes:
             raise ValueError(f"{caller}: dim {d!r} is given twice in axis")
         axes.append(i)
@@ -58,14 +60,15 @@ def _masked_axes(x: Tensor, reduced: list) -> list:
     return out
 
 
-def _masked_statistics(x: Tensor, reduced: list, use_mask: bool, caller: str):
-    """(x's raw with masked padding set to 0, mean, variance, valid-frame count), the statistics
-    kept with size-1 reduced axes; count is None without masking, else a raw broadcastable to them."""
+def _masked_statistics(x: Tensor, reduced: list, masked: list, caller: str):
+    """(x's raw minus the mean with masked padding at -mean (finite), mean, variance, valid-frame
+    count), the statistics kept with size-1 reduced axes; without masking the first is None (not
+    computed) and count is None, else count is a raw broadcastable to the statistics."""
     raw = x.raw
-    masked = _masked_axes(x, reduced) if use_mask else []
+    red = reduced[0] if len(reduced) == 1 else reduced  # an int dim is the cheaper torch call
     if not masked:
-        var, mean = torch.var_mean(raw, reduced, correction=0, keepdim=True)
-        return raw, mean, var, None
+        var, mean = torch.var_mean(raw, red, correction=0, keepdim=True)
+        return None, mean, var, None
     device, ndim = raw.device, raw.dim()
     mask = None
     for i in masked:
@@ -84,23 +87,17 @@ def _masked_statistics(x: Tensor, reduced: list, use_mask: bool, caller: str):
         if factor != 1:
             count = count * factor
     else:
-        count = mask.sum(reduced, keepdim=True)
+        count = mask.sum(red, keepdim=True)
         factor = 1
         for j in reduced:
             if mask.shape[j] == 1:
                 factor *= x.shape[j]
         count = (count * factor if factor != 1 else count).clamp(min=1)
     xm = torch.where(mask, raw, 0)
-    mean = xm.sum(reduced, keepdim=True) / count
+    mean = xm.sum(red, keepdim=True) / count
     diff = xm - mean
-    var = torch.where(mask, diff * diff, 0).sum(reduced, keepdim=True) / count
-    return xm, mean, var, count
-
-
-def _drop_axes(x: Tensor, raw: torch.Tensor, reduced: list) -> Tensor:
-    dims = tuple(d for i, d in enumerate(x.dims) if i not in reduced)
-    feature = x.feature_dim if any(d is x.feature_dim for d in dims) else None
-    return Tensor(raw.squeeze(tuple(reduced)), dims, feature_dim=feature)
+    var = torch.where(mask, diff * diff, 0).sum(red, keepdim=True) / count
+    return diff, mean, var, count
 
 
 def moments(x: Tensor, axis, use_mask: bool = True):
@@ -109,8 +106,14 @@ def moments(x: Tensor, axis, use_mask: bool = True):
     reduce_mean); a length-0 sequence gives mean 0 and variance 0, with zero gradients."""
     caller = "dimtorch.moments()"
     reduced = _axes(x, axis, caller)
-    _, mean, var, _ = _masked_statistics(x, reduced, use_mask, caller)
-    return _drop_axes(x, mean, reduced), _drop_axes(x, var, reduced)
+    masked = _masked_axes(x, reduced) if use_mask else []
+    _, mean, var, _ = _masked_statistics(x, reduced, masked, caller)
+    dims = tuple(d for i, d in enumerate(x.dims) if i not in reduced)
+    feature = x.feature_dim
+    if feature is not None and feature not in dims:
+        feature = None
+    red = reduced[0] if len(reduced) == 1 else tuple(reduced)
+    return Tensor(mean.squeeze(red), dims, feature_dim=feature), Tensor(var.squeeze(red), dims, feature_dim=feature)
 
 
 def _param_raw(p, name: str, axis: Dim, ndim: int, ax: int, caller: str, for_fused: bool):
@@ -146,6 +149,8 @@ def batch_norm(x: Tensor, axis: Dim = None, running_mean: Tensor = None, running
         axis = x.feature_dim
         if axis is None:
             raise ValueError(f"{caller}: x has no feature_dim; pass axis= (dims: {_describe(x)})")
+    if not isinstance(axis, Dim):
+        raise TypeError(f"{caller}: axis must be one Dim (the feature dim), got {type(axis).__name__}")
     ax = _axes(x, axis, caller)[0]
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{caller}: give both running_mean and running_var, or neither")
@@ -154,7 +159,7 @@ def batch_norm(x: Tensor, axis: Dim = None, running_mean: Tensor = None, running
     if axis.is_dynamic():
         raise ValueError(f"{caller}: axis {axis!r} has lengths; batch norm needs a static feature dim")
     reduced = [i for i in range(x.ndim) if i != ax]
-    masked = training and use_mask and bool(_masked_axes(x, reduced))
+    masked = _masked_axes(x, reduced) if training and use_mask else []
     ndim = x.ndim
     if not masked:
         # Fused path: F.batch_norm with the feature axis at position 1 (a view; no copy).
@@ -177,7 +182,7 @@ def batch_norm(x: Tensor, axis: Dim = None, running_mean: Tensor = None, running
     b = _param_raw(bias, "bias", axis, ndim, ax, caller, False)
     for p, n in ((running_mean, "running_mean"), (running_var, "running_var")):
         _param_raw(p, n, axis, ndim, ax, caller, True)
-    xm, mean, var, count = _masked_statistics(x, reduced, True, caller)
+    diff, mean, var, count = _masked_statistics(x, reduced, masked, caller)
     if running_mean is not None:
         with torch.no_grad():
             # F.batch_norm's update: the unbiased variance n/(n-1) * var, n the valid frames per
@@ -185,7 +190,7 @@ def batch_norm(x: Tensor, axis: Dim = None, running_mean: Tensor = None, running
             unbiased = var * (count / (count - 1).clamp(min=1))
             running_mean.raw.mul_(1 - momentum).add_(mean.reshape(-1), alpha=momentum)
             running_var.raw.mul_(1 - momentum).add_(unbiased.reshape(-1), alpha=momentum)
-    out = (xm - mean) * torch.rsqrt(var + eps)
+    out = diff * torch.rsqrt(var + eps)
     if w is not None:
         out = out * w
     if b is not None:
