@@ -26,18 +26,20 @@ def dropout(x: Tensor, p: float, axis=None, training: bool = True) -> Tensor:
     if axis is None:
         return Tensor(F.dropout(x.raw, p, True), x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
     dims = (axis,) if isinstance(axis, Dim) else tuple(axis)
-    shape = [1] * x.ndim
+    x_dims, x_shape = x.dims, x.shape
+    shape = [1] * len(x_dims)
     for d in dims:
         if not isinstance(d, Dim):
             raise TypeError(f"{caller}: axis must be a Dim or a sequence of Dims, got {type(d).__name__}")
-        i = next((i for i, e in enumerate(x.dims) if e is d), None)
-        if i is None:
-            desc = ", ".join(f"{e.name}:{n}" for e, n in zip(x.dims, x.shape))
-            raise ValueError(f"{caller}: dim {d!r} is not in x (dims: {desc})")
-        shape[i] = x.shape[i]
+        try:
+            i = x_dims.index(d)  # Dim equality is identity
+        except ValueError:
+            desc = ", ".join(f"{e.name}:{n}" for e, n in zip(x_dims, x_shape))
+            raise ValueError(f"{caller}: dim {d!r} is not in x (dims: {desc})") from None
+        shape[i] = x_shape[i]
     raw = x.raw
     if p == 1:
-        mask = torch.zeros(shape, dtype=raw.dtype, device=raw.device)
+        mask = raw.new_zeros(shape)
     else:
-        mask = torch.empty(shape, dtype=raw.dtype, device=raw.device).bernoulli_(1 - p).div_(1 - p)
+        mask = raw.new_empty(shape).bernoulli_(1 - p).div_(1 - p)
     return Tensor(raw * mask, x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
