@@ -144,3 +144,10 @@ def test_int32_lengths_are_accepted():
     assert torch.equal(t.get_mask().raw, hand_mask([2, 0], 2))
     x = dt.Tensor(torch.ones(2, 2), (batch, t))
     assert dt.reduce_mean(x, axis=t).raw.tolist() == [1.0, 0.0]
+
+
+def test_lengths_not_matching_the_batch_size_raise():
+    batch, t = dyn([3, 1, 2])
+    with pytest.raises(ValueError, match=r"dimtorch\.Tensor\(\): dim 'time'\[batch\] has lengths over 'batch'\(\?\) of size 3, "
+                                         r"but the raw has size 2 there"):
+        dt.Tensor(torch.randn(2, 3, 4), (batch, t, dt.Dim(4, name="f")))
