@@ -23,14 +23,14 @@ def check_tensor(x, caller: str, what: str = "x") -> None:
         raise TypeError(f"{caller}: {what} must be a dimtorch.Tensor, got {type(x).__name__}")
 
 
-def axis_of(x: Tensor, dim, caller: str, what: str = "axis") -> int:
+def axis_of(x: Tensor, dim, caller: str, what: str = "axis", of: str = "x") -> int:
     """Raw axis of `dim` in `x`, or a clear error naming x's dims."""
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: {what} must be a Dim, got {type(dim).__name__}")
     for i, d in enumerate(x.dims):
         if d is dim:
             return i
-    raise ValueError(f"{caller}: {what} {dim_str(dim)} is not a dim of x (dims: {dims_str(x.dims)})")
+    raise ValueError(f"{caller}: {what} {dim_str(dim)} is not a dim of {of} (dims: {dims_str(x.dims)})")
 
 
 def keep_markers(x: Tensor, raw, dims: tuple) -> Tensor:

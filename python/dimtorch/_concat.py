@@ -1,0 +1,124 @@
+"""concat: joining tensors along one dim each, static dims by torch.cat, dynamic dims sequence by sequence."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._C import Dim, Tensor
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+
+_CALLER = "dimtorch.concat()"
+
+
+def _length_raw(dim: Dim, bdims: tuple) -> torch.Tensor:
+    """Host int64 lengths of `dim` laid out over `bdims` (size 1 for dims they do not vary over)."""
+    if dim.dyn_size is None:
+        return torch.full([1] * len(bdims), dim.size, dtype=torch.int64)
+    return dim.dyn_size.raw_aligned(bdims).to(torch.int64)
+
+
+def concat(*sources, out_dim: Optional[Dim] = None):
+    """Concatenates `(tensor, dim)` pairs along their dims; returns (tensor, out_dim), out_dim =
+    dim_0 + dim_1 + ... by dim math (or the given out_dim), at the place of dim_0 in the first
+    tensor's dims order. All tensors must have the same other dims (as sets, same sizes).
+
+    Static dims: torch.cat. Dynamic dims: each sequence's valid frames follow each other (the frames
+    of tensor 1 start at tensor 0's length of that sequence); out lengths are the sum of the
+    lengths, computed on the host; frames beyond a sequence's new end are 0. The gather index is
+    computed from host lengths and copied to the device without waiting for it (no sync)."""
+    if len(sources) < 1:
+        raise ValueError(f"{_CALLER}: give at least one (tensor, dim) pair")
+    pairs = []
+    for i, src in enumerate(sources):
+        if not (isinstance(src, tuple) and len(src) == 2):
+            raise TypeError(f"{_CALLER}: source {i} must be a (tensor, dim) pair, got {type(src).__name__}")
+        x, d = src
+        check_tensor(x, _CALLER, what=f"source {i}'s tensor")
+        axis_of(x, d, _CALLER, what=f"source {i}'s dim", of=f"source {i}'s tensor")
+        pairs.append((x, d))
+
+    x0, d0 = pairs[0]
+    others = tuple(d for d in x0.dims if d is not d0)
+    for i, (x, d) in enumerate(pairs[1:], 1):
+        rest = tuple(e for e in x.dims if e is not d)
+        if len(rest) != len(others) or not all(any(e is o for o in others) for e in rest):
+            raise ValueError(
+                f"{_CALLER}: the dims other than the concat dim differ: source 0 has ({dims_str(others)}) "
+                f"besides {dim_str(d0)}, source {i} has ({dims_str(rest)}) besides {dim_str(d)}")
+        for e in rest:
+            s0, s = x0.raw.shape[x0.dims.index(e)], x.raw.shape[x.dims.index(e)]
+            if s0 != s:
+                raise ValueError(f"{_CALLER}: dim {dim_str(e)} has size {s0} in source 0 but {s} in source {i}")
+
+    axis = x0.dims.index(d0)
+    cat_dims = [d for _, d in pairs]
+    # Each source's raw in the first one's dims order, its own concat dim at `axis`.
+    raws = []
+    for x, d in pairs:
+        order = x0.dims[:axis] + (d,) + x0.dims[axis + 1:]
+        raws.append(x.raw if x.dims == order else x.raw_aligned(order))
+
+    dynamic = any(d.dyn_size is not None for d in cat_dims)
+    all_static = all(d.size is not None for d in cat_dims)
+    if dynamic or all_static:
+        canonical = cat_dims[0]
+        for d in cat_dims[1:]:
+            canonical = canonical + d
+    else:
+        canonical = None  # sizes from data: a new Dim(None)
+    if out_dim is None:
+        out_dim = canonical if canonical is not None else Dim(None, name="+".join(str(d.name) for d in cat_dims))
+    elif not isinstance(out_dim, Dim):
+        raise TypeError(f"{_CALLER}: out_dim must be a Dim, got {type(out_dim).__name__}")
+    elif out_dim is not canonical and canonical is not None:
+        if dynamic:
+            ok = out_dim.dyn_size is not None and torch.equal(
+                _length_raw(out_dim, out_dim.dyn_size.dims), _length_raw(canonical, out_dim.dyn_size.dims))
+        else:
+            ok = out_dim.size == canonical.size
+        if not ok:
+            raise ValueError(f"{_CALLER}: out_dim {dim_str(out_dim)} does not match the sum of "
+                             f"{dims_str(cat_dims)} ({dim_str(canonical)})")
+    out_dims = x0.dims[:axis] + (out_dim,) + x0.dims[axis + 1:]
+    feature_dim = x0.feature_dim if x0.feature_dim is not None and x0.feature_dim is not d0 else None
+
+    if not dynamic:
+        raw = torch.cat(raws, dim=axis)
+        return Tensor(raw, out_dims, sparse_dim=x0.sparse_dim, feature_dim=feature_dim), out_dim
+
+    # Batch dims the lengths vary over, in the output's order; all must be dims of the tensors.
+    bset = []
+    for d in cat_dims:
+        if d.dyn_size is not None:
+            for b in d.dyn_size.dims:
+                if not any(b is o for o in others):
+                    raise ValueError(f"{_CALLER}: the lengths of {dim_str(d)} vary over {dim_str(b)}, "
+                                     f"which is not a dim of the tensors ({dims_str(others)})")
+                if not any(b is e for e in bset):
+                    bset.append(b)
+    bdims = tuple(d for d in others if any(d is b for b in bset))
+    n_out = out_dim.get_max_size()
+    frames = torch.arange(n_out, dtype=torch.int64).view([1] * len(bdims) + [n_out])
+    total_raw = sum(r.shape[axis] for r in raws)
+    index = torch.full([1] * len(bdims) + [n_out], total_raw, dtype=torch.int64)  # -> the zero frame
+    start, offset = 0, 0
+    for r, d in zip(raws, cat_dims):
+        length = _length_raw(d, bdims).unsqueeze(-1)
+        inside = (frames >= start) & (frames < start + length)
+        index = torch.where(inside, frames - start + offset, index)
+        start = start + length
+        offset += r.shape[axis]
+    index_dims = bdims + (out_dim,)
+    index = Tensor(index, index_dims).raw_aligned(out_dims)
+    device = x0.raw.device
+    if index.device != device:
+        index = index.to(device, non_blocking=True)
+    zero_shape = list(raws[0].shape)
+    zero_shape[axis] = 1
+    zero = raws[0].new_zeros(zero_shape)
+    joined = torch.cat(raws + [zero], dim=axis)
+    out_shape = list(joined.shape)
+    out_shape[axis] = n_out
+    raw = torch.gather(joined, axis, index.expand(out_shape))
+    return Tensor(raw, out_dims, sparse_dim=x0.sparse_dim, feature_dim=feature_dim), out_dim

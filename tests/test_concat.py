@@ -1,0 +1,113 @@
+"""Tests of python/dimtorch/_concat.py: concat of static dims (torch.cat) and of dynamic dims (sequence by sequence)."""
+import pytest
+import torch
+
+import dimtorch as dt
+from helpers import PAD_LARGE, check_against_torch, grads_of, make_padded_batch
+
+
+def seq_concat(parts, n_out):
+    """Positional oracle: per sequence b, the valid frames of each part one after the other, padded
+    with zeros to n_out. `parts`: (raw (batch, time, feat), host lengths) pairs."""
+    out = []
+    for b in range(parts[0][0].shape[0]):
+        frames = torch.cat([raw[b, :lens[b]] for raw, lens in parts], dim=0)
+        out.append(torch.cat([frames, frames.new_zeros(n_out - frames.shape[0], frames.shape[1])], dim=0))
+    return torch.stack(out)
+
+
+def test_concat_static_feature_dims_other_order():
+    pb = make_padded_batch((4, 2), feature=3)
+    g = dt.Dim(5, name="g")
+    y = dt.Tensor(torch.randn(4, 2, 5), (pb.time, pb.batch, g))
+    out, d = dt.concat((pb.x, pb.feature), (y, g))
+    assert d.size == 8 and out.dims == (pb.batch, pb.time, d)
+    check_against_torch(lambda a, b: dt.concat((a, pb.feature), (b, g), out_dim=d)[0],
+                        lambda a, b: torch.cat([a, b.transpose(0, 1)], dim=2), [pb.x, y])
+
+
+def test_concat_dynamic_time():
+    a = make_padded_batch((4, 2, 0, 1), feature=3, extra_time=1)
+    u = dt.Dim(dt.Tensor(torch.tensor([1, 3, 2, 0]), (a.batch,)), name="u")
+    g = torch.Generator().manual_seed(1)
+    y_raw = torch.randn(4, 3, 3, generator=g)
+    y_raw[0, 1:] = float("nan")
+    y_raw[2, 2:] = PAD_LARGE
+    y_raw[3, :] = float("nan")
+    y = dt.Tensor(y_raw, (a.batch, u, a.feature))
+    out, d = dt.concat((a.x, a.time), (y, u))
+    assert d is a.time + u
+    assert d.dyn_size.raw.tolist() == [5, 5, 2, 1] and out.dims == (a.batch, d, a.feature)
+    assert out.raw.shape == (4, 5, 3)
+    valid = torch.arange(5)[None, :] < torch.tensor([5, 5, 2, 1])[:, None]
+    assert (out.raw[~valid] == 0).all(), "padding of the output is zero"
+    lens_x, lens_y = [4, 2, 0, 1], [1, 3, 2, 0]
+    check_against_torch(lambda p, q: dt.concat((p, a.time), (q, u))[0],
+                        lambda p, q: seq_concat([(p, lens_x), (q, lens_y)], 5), [a.x, y], mask_padding=False)
+    # Padding of the inputs gets no gradient.
+    _, _, grad = grads_of(lambda p: dt.concat((p, a.time), (y, u))[0], a.x)
+    assert (grad[:, 4:] == 0).all() and (grad[1, 2:] == 0).all() and (grad[2] == 0).all()
+
+
+def test_concat_dynamic_with_static_and_other_order():
+    a = make_padded_batch((3, 1), feature=2)
+    p = dt.Dim(2, name="prefix")
+    y = dt.Tensor(torch.randn(2, 2, 2), (p, a.batch, a.feature))  # other dims order than x
+    out, d = dt.concat((y, p), (a.x, a.time))
+    assert out.dims == (d, a.batch, a.feature) and d.dyn_size.raw.tolist() == [5, 3]
+    check_against_torch(
+        lambda q, r: dt.concat((q, p), (r, a.time))[0],
+        lambda q, r: seq_concat([(q.transpose(0, 1), [2, 2]), (r, [3, 1])], 5).transpose(0, 1),
+        [y, a.x], mask_padding=False)
+
+
+def test_concat_three_sources_same_dim():
+    a = make_padded_batch((3, 0, 2), feature=2)
+    out, d = dt.concat((a.x, a.time), (a.x * 2.0, a.time), (a.x, a.time))
+    assert d.dyn_size.raw.tolist() == [9, 0, 6]
+    check_against_torch(lambda q: dt.concat((q, a.time), (q * 2.0, a.time), (q, a.time))[0],
+                        lambda q: seq_concat([(q, [3, 0, 2]), (q * 2.0, [3, 0, 2]), (q, [3, 0, 2])], 9),
+                        [a.x], mask_padding=False)
+
+
+def test_concat_batch_independence():
+    a = make_padded_batch((4, 2, 0, 1), feature=3, extra_time=2)
+    out, d = dt.concat((a.x, a.time), (a.x * -1.0, a.time))
+    for b, n in enumerate(a.lengths):
+        b1 = dt.Dim(None, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+        x1 = dt.Tensor(a.x.raw[b:b + 1, :n], (b1, t1, a.feature))
+        o1, d1 = dt.concat((x1, t1), (x1 * -1.0, t1))
+        assert d1.dyn_size.raw.tolist() == [2 * n]
+        torch.testing.assert_close(o1.raw, out.raw[b:b + 1, :2 * n])
+
+
+def test_concat_errors():
+    a = make_padded_batch((3, 1), feature=2)
+    g = dt.Dim(3, name="g")
+    y = dt.Tensor(torch.randn(2, 3), (a.batch, g))
+    with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): the dims other than the concat dim differ: "
+                                         r"source 0 has \('batch'\(\?\), 'feature'\(2\)\) besides 'time'\[batch\], "
+                                         r"source 1 has \('batch'\(\?\)\) besides 'g'\(3\)"):
+        dt.concat((a.x, a.time), (y, g))
+    other_batch = dt.Tensor(torch.randn(3, 3, 2), (a.batch, g, a.feature))
+    with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): dim 'batch'\(\?\) has size 2 in source 0 but 3 in source 1"):
+        dt.concat((a.x, a.time), (other_batch, g))
+    with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): source 1's dim 'g'\(3\) is not a dim of source 1's tensor"):
+        dt.concat((a.x, a.time), (a.x, g))
+    with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): out_dim 'wrong'\(5\) does not match the sum "
+                                         r"of 'feature'\(2\), 'feature'\(2\) \('feature\+feature'\(4\)\)"):
+        dt.concat((a.x, a.feature), (a.x, a.feature), out_dim=dt.Dim(5, name="wrong"))
+    u = dt.Dim(dt.Tensor(torch.tensor([1, 1]), (a.batch,)), name="u")
+    with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): out_dim 'u'\[batch\] does not match the sum"):
+        dt.concat((a.x, a.time), (a.x, a.time), out_dim=u)
+
+
+def test_concat_dims_with_sizes_from_data():
+    f = dt.Dim(2, name="f")
+    b1, b2 = dt.Dim(None, name="b1"), dt.Dim(None, name="b2")
+    x, y = dt.Tensor(torch.randn(3, 2), (b1, f)), dt.Tensor(torch.randn(2, 2), (f, b2))
+    out, d = dt.concat((x, b1), (y, b2))
+    assert d.size is None and d.dyn_size is None and out.dims == (d, f)
+    check_against_torch(lambda p, q: dt.concat((p, b1), (q, b2), out_dim=d)[0],
+                        lambda p, q: torch.cat([p, q.t()]), [x, y])
