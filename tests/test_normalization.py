@@ -195,3 +195,17 @@ def test_batch_norm_bad_input():
         dt.batch_norm(pb.x, weight=bad)
     with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): dim .*'g'.* is not in x"):
         dt.batch_norm(pb.x, axis=bad.dims[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("case", ["time", "batch_time"])
+def test_moments_and_batch_norm_keep_the_dtype(dtype, case):
+    pb = make_padded_batch((5, 3, 0, 1), pad_value=PAD_NAN, dtype=dtype)
+    axis = pb.time if case == "time" else (pb.batch, pb.time)
+    mean, var = dt.moments(pb.x, axis=axis)
+    assert mean.raw.dtype == dtype and var.raw.dtype == dtype
+    ref_mean, ref_var = dt.moments(dt.Tensor(pb.x.raw.float(), pb.x.dims), axis=axis)
+    tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float64: 1e-6}[dtype]
+    torch.testing.assert_close(mean.raw.float(), ref_mean.raw, rtol=tol, atol=tol)
+    torch.testing.assert_close(var.raw.float(), ref_var.raw, rtol=tol, atol=tol)
+    assert dt.batch_norm(pb.x).raw.dtype == dtype

@@ -94,9 +94,10 @@ def _masked_statistics(x: Tensor, reduced: list, masked: list, caller: str):
                 factor *= x.shape[j]
         count = (count * factor if factor != 1 else count).clamp(min=1)
     xm = torch.where(mask, raw, 0)
-    mean = xm.sum(red, keepdim=True) / count
+    # In-place division keeps x's dtype whatever the count's (float32 or int64) is.
+    mean = xm.sum(red, keepdim=True).div_(count)
     diff = xm - mean
-    var = torch.where(mask, diff * diff, 0).sum(red, keepdim=True) / count
+    var = torch.where(mask, diff * diff, 0).sum(red, keepdim=True).div_(count)
     return diff, mean, var, count
 
 
