@@ -1,0 +1,86 @@
+"""gather (index along a dim by an index tensor or an int) and one_hot."""
+from __future__ import annotations
+
+import math
+from typing import Union
+
+import torch
+import torch.nn.functional as F
+
+from ._C import Dim, Tensor
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+
+_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim) -> Tensor:
+    """Values of x at `indices` along `axis`. With an int, the one frame at that index (axis
+    removed). With an int Tensor whose sparse_dim is `axis`, the output dims are x's dims with
+    `axis` replaced by the dims of indices that x lacks; dims in both are batch dims (each batch
+    entry gathers with its own indices). Indices must be in range everywhere, their padding
+    included (out-of-range values raise torch's error; nothing here reads them on the host)."""
+    caller = "dimtorch.gather()"
+    check_tensor(x, caller)
+    a = axis_of(x, axis, caller)
+    if isinstance(indices, int) and not isinstance(indices, bool):
+        size = x.raw.shape[a]
+        if not 0 <= indices < size:
+            raise IndexError(f"{caller}: index {indices} is out of range for axis {dim_str(axis)} of size {size}")
+        return keep_markers(x, x.raw.select(a, indices), x.dims[:a] + x.dims[a + 1:])
+    if not isinstance(indices, Tensor):
+        raise TypeError(f"{caller}: indices must be a dimtorch.Tensor or an int, got {type(indices).__name__}")
+    if indices.raw.dtype not in _INT_DTYPES:
+        raise TypeError(f"{caller}: indices must be of an integer dtype, got {indices.dtype}")
+    if indices.sparse_dim is not axis:
+        got = "none" if indices.sparse_dim is None else dim_str(indices.sparse_dim)
+        raise ValueError(f"{caller}: the sparse_dim of indices is {got}, but axis is {dim_str(axis)} "
+                         f"(indices dims: {dims_str(indices.dims)})")
+    if any(d is axis for d in indices.dims):
+        raise ValueError(f"{caller}: indices have axis {dim_str(axis)} among their dims ({dims_str(indices.dims)})")
+
+    common = [d for d in x.dims if d is not axis and any(d is e for e in indices.dims)]
+    for d in common:
+        sx, si = x.raw.shape[x.dims.index(d)], indices.raw.shape[indices.dims.index(d)]
+        if sx != si:
+            raise ValueError(f"{caller}: dim {dim_str(d)} has size {sx} in x but {si} in indices")
+    rest_x = [d for d in x.dims if d is not axis and not any(d is e for e in common)]
+    rest_i = [d for d in indices.dims if not any(d is e for e in common)]
+    # x as (common, axis, rest_x), indices as (common, rest_i), both flattened to 3 and 2 axes.
+    xr = x.raw_aligned(tuple(common) + (axis,) + tuple(rest_x))
+    ir = indices.raw_aligned(tuple(common) + tuple(rest_i))
+    if ir.dtype != torch.int64:
+        ir = ir.to(torch.int64)
+    c_sizes = list(xr.shape[:len(common)])
+    r_sizes = list(xr.shape[len(common) + 1:])
+    k_sizes = list(ir.shape[len(common):])
+    nc, nr, nk = math.prod(c_sizes), math.prod(r_sizes), math.prod(k_sizes)
+    xf = xr.reshape(nc, xr.shape[len(common)], nr)
+    index = ir.reshape(nc, nk, 1).expand(nc, nk, nr)
+    raw = torch.gather(xf, 1, index).reshape(c_sizes + k_sizes + r_sizes)
+    flat_dims = tuple(common) + tuple(rest_i) + tuple(rest_x)
+    out_dims = []
+    for d in x.dims:
+        if d is axis:
+            out_dims.extend(rest_i)
+        else:
+            out_dims.append(d)
+    out_dims = tuple(out_dims)
+    out = keep_markers(x, raw, flat_dims)
+    return out if flat_dims == out_dims else out.copy_transpose(out_dims)
+
+
+def one_hot(indices: Tensor) -> Tensor:
+    """int64 one-hot of `indices` (F.one_hot) over indices' dims then its sparse_dim, which must be
+    static. Values must be in range: on CPU F.one_hot checks them (reading the values); on CUDA it
+    does not read them back, and an out-of-range value fails in the kernel."""
+    caller = "dimtorch.one_hot()"
+    check_tensor(indices, caller, what="indices")
+    d = indices.sparse_dim
+    if d is None:
+        raise ValueError(f"{caller}: indices have no sparse_dim (dims: {dims_str(indices.dims)})")
+    if d.size is None:
+        raise ValueError(f"{caller}: the sparse_dim {dim_str(d)} of indices must be static")
+    if indices.raw.dtype not in _INT_DTYPES:
+        raise TypeError(f"{caller}: indices must be of an integer dtype, got {indices.dtype}")
+    raw = F.one_hot(indices.raw.to(torch.int64), num_classes=d.size)
+    return Tensor(raw, tuple(indices.dims) + (d,), feature_dim=d)

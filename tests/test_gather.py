@@ -1,0 +1,94 @@
+"""Tests of python/dimtorch/_gather.py: gather by an index tensor (with batch dims) or an int, and one_hot."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dimtorch as dt
+from helpers import check_against_torch, make_padded_batch
+
+
+def test_gather_int_removes_axis():
+    pb = make_padded_batch((3, 2), feature=4)
+    out = dt.gather(pb.x, indices=1, axis=pb.time)
+    assert out.dims == (pb.batch, pb.feature)
+    check_against_torch(lambda t: dt.gather(t, indices=1, axis=pb.time), lambda r: r[:, 1], [pb.x])
+    out = dt.gather(pb.x, indices=3, axis=pb.feature)
+    assert out.dims == (pb.batch, pb.time) and out.feature_dim is None
+    with pytest.raises(IndexError, match=r"dimtorch\.gather\(\): index 4 is out of range for axis 'feature'\(4\) of size 4"):
+        dt.gather(pb.x, indices=4, axis=pb.feature)
+
+
+def test_gather_embedding_lookup():
+    vocab, model = dt.Dim(5, name="vocab"), dt.Dim(3, name="model")
+    emb = dt.Tensor(torch.randn(5, 3), (vocab, model))
+    batch = dt.Dim(None, name="batch")
+    time = dt.Dim(dt.Tensor(torch.tensor([3, 1]), (batch,)), name="time")
+    idx = dt.Tensor(torch.tensor([[4, 0, 2], [1, 0, 0]]), (batch, time), sparse_dim=vocab)
+    out = dt.gather(emb, indices=idx, axis=vocab)
+    assert out.dims == (batch, time, model)
+    check_against_torch(lambda e, i: dt.gather(e, indices=i, axis=vocab), lambda e, i: e[i], [emb, idx])
+
+
+def test_gather_with_batch_dims_shared_with_x():
+    pb = make_padded_batch((4, 2, 1), feature=3)
+    k = dt.Dim(2, name="k")
+    # Per batch entry, two frames of its own (within its length).
+    idx = dt.Tensor(torch.tensor([[3, 0], [1, 1], [0, 0]]), (pb.batch, k), sparse_dim=pb.time)
+    out = dt.gather(pb.x, indices=idx, axis=pb.time)
+    assert out.dims == (pb.batch, k, pb.feature) and out.feature_dim is pb.feature
+    check_against_torch(lambda t, i: dt.gather(t, indices=i, axis=pb.time),
+                        lambda r, i: torch.stack([r[b, i[b]] for b in range(3)]), [pb.x, idx])
+    # x's axis in the middle of other dims, indices in another order than x.
+    idx_t = dt.Tensor(idx.raw.t().contiguous(), (k, pb.batch), sparse_dim=pb.time)
+    xt = pb.x.copy_transpose((pb.feature, pb.time, pb.batch))
+    out = dt.gather(xt, indices=idx_t, axis=pb.time)
+    assert out.dims == (pb.feature, k, pb.batch)
+    check_against_torch(lambda t, i: dt.gather(t, indices=i, axis=pb.time),
+                        lambda r, i: torch.stack([r[:, i[:, b], b] for b in range(3)], dim=-1), [xt, idx_t])
+
+
+def test_gather_scalar_index_tensor_and_int32():
+    a, f = dt.Dim(4, name="a"), dt.Dim(3, name="f")
+    x = dt.Tensor(torch.randn(4, 3), (a, f))
+    idx = dt.Tensor(torch.tensor(2, dtype=torch.int32), (), sparse_dim=a)
+    out = dt.gather(x, indices=idx, axis=a)
+    assert out.dims == (f,)
+    check_against_torch(lambda t, i: dt.gather(t, indices=i, axis=a), lambda r, i: r[int(i)], [x, idx])
+
+
+def test_gather_errors():
+    pb = make_padded_batch((3, 1), feature=2)
+    vocab = dt.Dim(5, name="vocab")
+    idx = dt.Tensor(torch.tensor([0, 1]), (pb.batch,), sparse_dim=vocab)
+    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): the sparse_dim of indices is 'vocab'\(5\), but axis is 'time'\[batch\] \(indices dims: 'batch'\(\?\)\)"):
+        dt.gather(pb.x, indices=idx, axis=pb.time)
+    no_sparse = dt.Tensor(torch.tensor([0, 1]), (pb.batch,))
+    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): the sparse_dim of indices is none, but axis is 'time'"):
+        dt.gather(pb.x, indices=no_sparse, axis=pb.time)
+    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): axis 'vocab'\(5\) is not a dim of x"):
+        dt.gather(pb.x, indices=idx, axis=vocab)
+    with pytest.raises(TypeError, match=r"dimtorch\.gather\(\): indices must be of an integer dtype, got float32"):
+        dt.gather(pb.x, indices=dt.Tensor(torch.zeros(2), (pb.batch,), sparse_dim=pb.time), axis=pb.time)
+    other = dt.Tensor(torch.tensor([0, 1, 0]), (pb.batch,), sparse_dim=pb.time)
+    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): dim 'batch'\(\?\) has size 2 in x but 3 in indices"):
+        dt.gather(pb.x, indices=other, axis=pb.time)
+
+
+def test_one_hot():
+    batch, vocab = dt.Dim(None, name="batch"), dt.Dim(4, name="vocab")
+    idx = dt.Tensor(torch.tensor([3, 0, 1]), (batch,), sparse_dim=vocab)
+    out = dt.one_hot(idx)
+    assert out.dims == (batch, vocab) and out.dtype == "int64" and out.feature_dim is vocab
+    assert torch.equal(out.raw, F.one_hot(torch.tensor([3, 0, 1]), 4))
+    with pytest.raises(ValueError, match=r"dimtorch\.one_hot\(\): indices have no sparse_dim \(dims: 'batch'\(\?\)\)"):
+        dt.one_hot(dt.Tensor(torch.tensor([0]), (dt.Dim(None, name="batch"),)))
+
+
+def test_gather_targets_from_logits():
+    pb = make_padded_batch((4, 2, 0), feature=5, extra_time=1)
+    targets = dt.Tensor(torch.randint(0, 5, (3, 5), generator=torch.Generator().manual_seed(0)),
+                        (pb.batch, pb.time), sparse_dim=pb.feature)
+    out = dt.gather(pb.x, indices=targets, axis=pb.feature)
+    assert out.dims == (pb.batch, pb.time)
+    check_against_torch(lambda t, i: dt.gather(t, indices=i, axis=pb.feature),
+                        lambda r, i: r.gather(2, i.unsqueeze(-1)).squeeze(-1), [pb.x, targets])
