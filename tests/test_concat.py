@@ -1,6 +1,7 @@
 """Tests of python/dimtorch/_concat.py: concat of static dims (torch.cat) and of dynamic dims (sequence by sequence)."""
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 import dimtorch as dt
 from helpers import PAD_LARGE, check_against_torch, grads_of, make_padded_batch
@@ -111,3 +112,20 @@ def test_concat_dims_with_sizes_from_data():
     assert d.size is None and d.dyn_size is None and out.dims == (d, f)
     check_against_torch(lambda p, q: dt.concat((p, b1), (q, b2), out_dim=d)[0],
                         lambda p, q: torch.cat([p, q.t()]), [x, y])
+
+
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=4), st.lists(st.integers(0, 4), min_size=1, max_size=4),
+       st.integers(0, 2))
+def test_concat_dynamic_fuzz(lens_x, lens_y, extra):
+    n = min(len(lens_x), len(lens_y))
+    lens_x, lens_y = lens_x[:n], lens_y[:n]
+    a = make_padded_batch(lens_x if max(lens_x) else lens_x[:-1] + [1], feature=2, extra_time=extra)
+    lens_x = a.lengths
+    u = dt.Dim(dt.Tensor(torch.tensor(lens_y), (a.batch,)), name="u")
+    y = dt.Tensor(torch.randn(n, max(lens_y) + extra, 2), (a.batch, u, a.feature))
+    out, d = dt.concat((a.x, a.time), (y, u))
+    sums = [p + q for p, q in zip(lens_x, lens_y)]
+    assert d.dyn_size.raw.tolist() == sums and out.raw.shape[1] == max(sums)
+    check_against_torch(lambda p, q: dt.concat((p, a.time), (q, u))[0],
+                        lambda p, q: seq_concat([(p, lens_x), (q, lens_y)], max(sums)), [a.x, y],
+                        mask_padding=False)

@@ -1,6 +1,7 @@
 """Tests of python/dimtorch/_pad.py: constant padding of static dims and of dynamic dims (per-sequence ends)."""
 import pytest
 import torch
+from hypothesis import given, strategies as st
 import torch.nn.functional as F
 
 import dimtorch as dt
@@ -86,3 +87,26 @@ def test_pad_errors():
         dt.pad(pb.x, axes=pb.feature, padding=(1, 1), mode="reflect")
     with pytest.raises(TypeError, match=r"dimtorch\.pad\(\): padding of 'feature'\(2\) must be a pair of ints"):
         dt.pad(pb.x, axes=pb.feature, padding=[(1.5, 1)])
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=4), st.integers(0, 3), st.integers(0, 3), st.integers(0, 2))
+def test_pad_dynamic_fuzz(lengths, left, right, extra):
+    if not max(lengths):
+        lengths = lengths + [1]
+    pb = make_padded_batch(lengths, feature=2, extra_time=extra)
+    out, (d,) = dt.pad(pb.x, axes=pb.time, padding=(left, right), value=3.0)
+    assert d.dyn_size.raw.tolist() == [n + left + right for n in lengths]
+    if left == right == 0:  # (0, 0) leaves x as it is, padding frames included
+        assert d is pb.time and out.raw is pb.x.raw
+        return
+    n_out = max(lengths) + left + right
+    check_against_torch(lambda t: dt.pad(t, axes=pb.time, padding=(left, right), value=3.0)[0],
+                        lambda r: seq_pad(r, lengths, left, right, n_out, 3.0), [pb.x], mask_padding=False)
+
+
+def test_pad_dim_sized_from_data():
+    batch, f = dt.Dim(None, name="batch"), dt.Dim(2, name="f")
+    x = dt.Tensor(torch.randn(3, 2), (batch, f))
+    out, (b2,) = dt.pad(x, axes=batch, padding=(1, 0))
+    assert b2.size is None and b2.dyn_size is None and out.dims == (b2, f)
+    assert torch.equal(out.raw, F.pad(x.raw, (0, 0, 1, 0)))

@@ -47,7 +47,8 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
     """Pads `axes` of x with `value` by `padding` ((left, right) for one axis, else one pair per
     axis); returns (tensor, out_dims), out dims = left + dim + right by dim math (the same dim when
     both are 0). For a dynamic dim, left padding shifts every sequence and right padding follows
-    each sequence's own end; frames beyond a sequence's new end also hold `value`. The mask comes
+    each sequence's own end; frames beyond a sequence's new end also hold `value` (a dim padded by
+    (0, 0) is left as it is, padding frames included). The mask comes
     from host lengths, copied to the device without waiting for it (no sync). Only
     mode="constant" is implemented so far."""
     check_tensor(x, _CALLER)
