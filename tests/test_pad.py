@@ -110,3 +110,14 @@ def test_pad_dim_sized_from_data():
     out, (b2,) = dt.pad(x, axes=batch, padding=(1, 0))
     assert b2.size is None and b2.dyn_size is None and out.dims == (b2, f)
     assert torch.equal(out.raw, F.pad(x.raw, (0, 0, 1, 0)))
+
+
+def test_pad_dynamic_time_major():
+    lengths = [3, 0, 2]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    xt = pb.x.copy_transpose((pb.time, pb.feature, pb.batch))
+    out, (d,) = dt.pad(xt, axes=pb.time, padding=(1, 1), value=-1.0)
+    assert out.dims == (d, pb.feature, pb.batch) and d.dyn_size.raw.tolist() == [5, 2, 4]
+    check_against_torch(lambda t: dt.pad(t, axes=pb.time, padding=(1, 1), value=-1.0)[0],
+                        lambda r: seq_pad(r.permute(2, 0, 1), lengths, 1, 1, 5, -1.0).permute(1, 2, 0), [xt],
+                        mask_padding=False)
