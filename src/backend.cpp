@@ -43,8 +43,8 @@ DtypeEntry g_dtypes[kMaxDtypes];
 int g_num_dtypes = 0;
 
 const char* const kDtypeNames[] = {
-    "float32", "float64", "float16", "bfloat16", "int64",   "int32",     "int16",    "int8",
-    "uint8",   "bool",    "complex64", "complex128", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64", "int8",  "int16",  "int32",         "int64",
+    "uint8",   "bool",     "complex64", "complex128", "uint16", "uint32", "uint64",
     "float8_e4m3fn", "float8_e5m2"};
 
 bool get_attr(PyObject* obj, const char* name, PyObject** out) {
@@ -86,7 +86,8 @@ bool init() {
        get_attr(t, "argmin", &T.argmin) && get_attr(t, "softmax", &T.softmax) &&
        get_attr(t, "log_softmax", &T.log_softmax) && get_attr(t, "matmul", &T.matmul) &&
        get_attr(F, "linear", &T.linear) && get_attr(F, "layer_norm", &T.layer_norm) &&
-       get_attr(F, "rms_norm", &T.rms_norm);
+       get_attr(F, "rms_norm", &T.rms_norm) && get_attr(t, "zeros", &T.zeros) &&
+       get_attr(t, "ones", &T.ones) && get_attr(t, "full", &T.full);
   if (!ok) return false;
   T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);
   T.float_neg_inf = PyFloat_FromDouble(-Py_HUGE_VAL);
@@ -144,7 +145,10 @@ PyObject* dtype_from(PyObject* v, const char* caller) {
       if (eq == 0) return g_dtypes[i].dtype;
     }
     PyErr_Clear();
-    PyErr_Format(PyExc_ValueError, "%s: unknown dtype %R", caller, v);
+    std::string known;
+    for (int i = 0; i < g_num_dtypes; ++i)
+      known += std::string(i ? ", " : "") + PyUnicode_AsUTF8(g_dtypes[i].name);
+    PyErr_Format(PyExc_ValueError, "%s: unknown dtype %R (known: %s)", caller, v, known.c_str());
     return nullptr;
   }
   for (int i = 0; i < g_num_dtypes; ++i)

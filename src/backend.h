@@ -51,6 +51,9 @@ struct Table {
   PyObject* linear = nullptr;       // torch.nn.functional.linear
   PyObject* layer_norm = nullptr;   // torch.nn.functional.layer_norm
   PyObject* rms_norm = nullptr;     // torch.nn.functional.rms_norm
+  PyObject* zeros = nullptr;
+  PyObject* ones = nullptr;
+  PyObject* full = nullptr;
   PyObject* float_inf = nullptr;    // float('inf')
   PyObject* float_neg_inf = nullptr;
   // Interned attribute names.

@@ -10,8 +10,7 @@ import torch  # noqa: F401  (the core resolves torch callables when it is import
 from ._C import *  # noqa: F401,F403  (Dim, Tensor and the ops implemented in C++)
 from ._C import Dim, Tensor  # noqa: F401
 from ._creation import (  # noqa: F401
-    convert_to_tensor, full, ones, ones_like, random_normal, random_uniform, range_over_dim, zeros,
-    zeros_like,
+    convert_to_tensor, ones_like, random_normal, random_uniform, range_over_dim, zeros_like,
 )
 from ._mask import sequence_mask  # noqa: F401
 from ._normalization import batch_norm, moments  # noqa: F401
@@ -19,6 +18,7 @@ from ._dropout import dropout  # noqa: F401
 from ._concat import concat  # noqa: F401
 from ._gather import gather, one_hot  # noqa: F401
 from ._pad import pad  # noqa: F401
+from ._conv import conv, pool, transposed_conv  # noqa: F401
 from ._shape_ops import expand_dim, merge_dims, replace_dim, split_dims, squeeze  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 

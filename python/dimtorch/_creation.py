@@ -1,4 +1,7 @@
-"""Creation of Tensors from dims: zeros/ones/full, random, range_over_dim, convert_to_tensor."""
+"""Creation of Tensors from dims composed in Python: *_like, random, range_over_dim, convert_to_tensor.
+
+zeros/ones/full are in the C++ core (src/creation.cpp).
+"""
 from __future__ import annotations
 
 from typing import Optional, Sequence, Union
@@ -35,38 +38,6 @@ def _shape(dims: tuple, caller: str) -> list:
             )
         shape.append(size)
     return shape
-
-
-# torch.zeros/ones are ~0.7 us faster than torch.full with the same value.
-_FILL_FN = {0: torch.zeros, 1: torch.ones}
-
-
-def _full(dims: DimsArg, fill_value, dtype, device, sparse_dim, feature_dim, caller: str) -> Tensor:
-    dims = _dims_tuple(dims, caller)
-    shape = _shape(dims, caller)
-    dtype = to_torch_dtype(dtype, caller)
-    fn = _FILL_FN.get(fill_value) if type(fill_value) is int else None
-    if fn is not None:
-        raw = fn(shape, dtype=dtype, device=device)
-    else:
-        raw = torch.full(shape, fill_value, dtype=dtype, device=device)
-    return Tensor(raw, dims, sparse_dim=sparse_dim, feature_dim=feature_dim)
-
-
-def full(dims: DimsArg, fill_value, *, dtype="float32", device=None, sparse_dim: Optional[Dim] = None,
-         feature_dim: Optional[Dim] = None) -> Tensor:
-    """Tensor over `dims` (max sizes of dynamic dims) filled with `fill_value`."""
-    return _full(dims, fill_value, dtype, device, sparse_dim, feature_dim, "dimtorch.full()")
-
-
-def zeros(dims: DimsArg, *, dtype="float32", device=None, sparse_dim=None, feature_dim=None) -> Tensor:
-    """Tensor of zeros over `dims`."""
-    return _full(dims, 0, dtype, device, sparse_dim, feature_dim, "dimtorch.zeros()")
-
-
-def ones(dims: DimsArg, *, dtype="float32", device=None, sparse_dim=None, feature_dim=None) -> Tensor:
-    """Tensor of ones over `dims`."""
-    return _full(dims, 1, dtype, device, sparse_dim, feature_dim, "dimtorch.ones()")
 
 
 def _like(x: Tensor, fill, dtype, caller: str) -> Tensor:
