@@ -46,6 +46,13 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
     return Py_NewRef(self);
   if (op == DimOp::kAdd && k < 0) return dim_derive(a, DimOp::kSub, -k, b, caller);
   if (op == DimOp::kSub && k < 0) return dim_derive(a, DimOp::kAdd, -k, b, caller);
+  /* A chain of one op folds into one step, so (T + 1) + 2 is T + 3, as RETURNN simplifies dim
+     math. Mixed chains stay as they are: (T - 3) + 1 differs from T - 2 where lengths hit 0. */
+  if (!b && op != DimOp::kConcat && a->derive_op == op) {
+    bool additive = op == DimOp::kAdd || op == DimOp::kSub;
+    return dim_derive(as_dim(a->derive_a), op, additive ? a->derive_k + k : a->derive_k * k,
+                      nullptr, caller);
+  }
   if (a->size >= 0 && op == DimOp::kSub && a->size < k) {
     PyErr_Format(PyExc_ValueError, "%s: %s - %zd would have a negative size", caller,
                  describe_dim(self).c_str(), k);
@@ -71,7 +78,7 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
                                        nullptr));
   if (!dim) return nullptr;
   DimObject* d = as_dim(dim.get());
-  if (!all_static) {
+  {  // also for static results: chains fold through them too
     d->derive_op = op;
     d->derive_a = Py_NewRef(self);
     d->derive_b = b ? Py_NewRef(reinterpret_cast<PyObject*>(b)) : nullptr;

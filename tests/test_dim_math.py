@@ -144,3 +144,23 @@ def test_bad_factors_raise():
         t + 1.5
     with pytest.raises(TypeError):
         t - t
+
+
+def test_chains_of_one_op_fold():
+    _, t = dyn([5, 1])
+    f = dt.Dim(8, name="feature")
+    assert (t + 1) + 2 is t + 3
+    assert (t - 1) - 2 is t - 3
+    assert (t * 2) * 3 is t * 6
+    assert (t // 2) // 2 is t // 4
+    assert dt.ceildiv(dt.ceildiv(t, 2), 3) is dt.ceildiv(t, 6)
+    assert (f + 1) + 2 is f + 3 and (f + 3).size == 11
+    assert lengths_of((t - 1) - 2) == [2, 0]
+
+
+def test_mixed_chains_stay_apart():
+    _, t = dyn([5, 1])
+    # max(t - 3, 0) + 1 is not t - 2 where a length reaches 0.
+    assert (t - 3) + 1 is not t - 2
+    assert lengths_of((t - 3) + 1) == [3, 1]
+    assert lengths_of(t - 2) == [3, 0]
