@@ -1,0 +1,292 @@
+"""Tests of python/dimtorch/_conv.py: conv (1-D, 2-D), transposed_conv (1-D) and pool, against per-sequence torch."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dimtorch as dt
+from helpers import check_against_torch, make_padded_batch
+
+
+def ceildiv(a, b):
+    return -(-a // b)
+
+
+def per_sequence(raw, lengths, fn, out_lengths, n_out, c):
+    """Oracle over raw (batch, time, feat): fn(sequence (1, feat, n)) -> (1, c, m) for each sequence
+    alone, its first out_lengths[b] frames kept, zero padded up to n_out; -> (batch, c, n_out)."""
+    outs = []
+    for b, (n, m) in enumerate(zip(lengths, out_lengths)):
+        if m == 0:
+            outs.append(raw.new_zeros((c, n_out)))
+            continue
+        o = fn(raw[b:b + 1, :n].transpose(1, 2))[0, :, :m]
+        outs.append(F.pad(o, (0, n_out - m)))
+    return torch.stack(outs)
+
+
+def make_filter(out_dim, in_dim, ks, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return dt.Tensor(torch.randn(out_dim.size, in_dim.size, *[k.size for k in ks], generator=g) * 0.3,
+                     (out_dim, in_dim) + tuple(ks))
+
+
+def seq_conv1d(w, b, k_eff, s, dl, padding):
+    def fn(seq):
+        if padding == "same":
+            total = k_eff - 1
+            seq = F.pad(seq, (total // 2, total - total // 2))
+        return F.conv1d(seq, w, b, stride=s, dilation=dl)
+    return fn
+
+
+def out_len(n, k_eff, s, padding):
+    return ceildiv(n, s) if padding == "same" else max(0, (n - k_eff) // s + 1)
+
+
+@pytest.mark.parametrize("padding", ["valid", "same"])
+@pytest.mark.parametrize("k,s,dl", [(4, 2, 1), (3, 3, 2), (5, 1, 2)])
+def test_conv1d_dynamic_time(padding, k, s, dl):
+    lengths = [9, 6, 1, 0, 4]
+    pb = make_padded_batch(lengths, feature=3, extra_time=1)
+    out_dim, kd = dt.Dim(5, name="out"), dt.Dim(k, name="k")
+    w = make_filter(out_dim, pb.feature, (kd,))
+    bias = dt.Tensor(torch.randn(5), (out_dim,))
+    k_eff = dl * (k - 1) + 1
+    y, (ot,) = dt.conv(pb.x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time], filter_size=[kd],
+                       strides=s, dilation=dl, padding=padding, bias=bias)
+    expected = [out_len(n, k_eff, s, padding) for n in lengths]
+    assert ot.dyn_size.raw.tolist() == expected
+    assert y.dims == (pb.batch, out_dim, ot) and y.raw.shape[2] == max(expected)
+    assert ot is (dt.ceildiv(pb.time, s) if padding == "same" else dt.ceildiv(pb.time - (k_eff - 1), s))
+    check_against_torch(
+        lambda t, wt, bt: dt.conv(t, wt, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time],
+                                  filter_size=[kd], strides=s, dilation=dl, padding=padding, bias=bt)[0],
+        lambda r, wr, br: per_sequence(r, lengths, seq_conv1d(wr, br, k_eff, s, dl, padding), expected, max(expected), 5),
+        [pb.x, w, bias], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
+def test_conv1d_same_stride_1_matches_torch_same():
+    pb = make_padded_batch([6, 6], feature=2)
+    out_dim, kd = dt.Dim(3, name="out"), dt.Dim(4, name="k")
+    w = make_filter(out_dim, pb.feature, (kd,))
+    y, (ot,) = dt.conv(pb.x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time], filter_size=[kd],
+                       padding="same")
+    assert ot is pb.time
+    torch.testing.assert_close(y.raw, F.conv1d(pb.x.raw.transpose(1, 2), w.raw, padding="same"))
+
+
+def lone_sequence(x, batch, time, b, n):
+    b1 = dt.Dim(None, name="b1")
+    t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+    m = {id(batch): b1, id(time): t1}
+    raw = x.raw.narrow(x.dims.index(batch), b, 1).narrow(x.dims.index(time), 0, n)
+    return dt.Tensor(raw, tuple(m.get(id(d), d) for d in x.dims)), b1, t1
+
+
+def check_lone_sequences(fn, x, batch, time, lengths):
+    """fn(x, batch, time) -> (out, out_time) over (batch, ..., out_time) dims in some order: each
+    sequence alone gives the same length and the same valid frames as inside the batch."""
+    full, ot = fn(x, batch, time)
+    out_lens = ot.dyn_size.raw.tolist()
+    for b, n in enumerate(lengths):
+        xb, b1, t1 = lone_sequence(x, batch, time, b, n)
+        one, ot1 = fn(xb, b1, t1)
+        assert ot1.dyn_size.raw.tolist() == [out_lens[b]], (b, n)
+        back = {id(b1): batch, id(ot1): ot}
+        order = tuple(back.get(id(d), d) for d in one.dims)
+        expected = full.raw_aligned(order).narrow(order.index(batch), b, 1).narrow(order.index(ot), 0, out_lens[b])
+        torch.testing.assert_close(one.raw, expected, msg=lambda s: f"sequence {b} (length {n}): {s}")
+
+
+@pytest.mark.parametrize("padding", ["valid", "same"])
+def test_conv1d_batch_independence(padding):
+    lengths = [10, 7, 3, 1]
+    pb = make_padded_batch(lengths, feature=3, extra_time=2)
+    out_dim, kd = dt.Dim(4, name="out"), dt.Dim(4, name="k")
+    w = make_filter(out_dim, pb.feature, (kd,))
+    for s in (1, 2, 3):
+        check_lone_sequences(lambda x, b, t: (lambda r: (r[0], r[1][0]))(dt.conv(
+            x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd], strides=s,
+            padding=padding)), pb.x, pb.batch, pb.time, lengths)
+
+
+@pytest.mark.parametrize("padding", ["valid", "same"])
+def test_conv2d_dynamic_time_static_freq(padding):
+    lengths = [7, 4, 2]
+    batch, freq, ch = dt.Dim(None, name="batch"), dt.Dim(6, name="freq"), dt.Dim(2, name="ch")
+    time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
+    raw = torch.randn(3, 6, 7, 2)  # (batch, freq, time, ch): a layout unlike torch's
+    for b, n in enumerate(lengths):
+        raw[b, :, n:] = float("nan")
+    x = dt.Tensor(raw, (batch, freq, time, ch))
+    out_dim, kt, kf = dt.Dim(3, name="out"), dt.Dim(3, name="kt"), dt.Dim(2, name="kf")
+    w = make_filter(out_dim, ch, (kt, kf))
+    s = (2, 2)
+    y, (ot, of) = dt.conv(x, w, in_dim=ch, out_dim=out_dim, in_spatial_dims=[time, freq], filter_size=[kt, kf],
+                          strides=s, padding=padding)
+    exp_t = [out_len(n, 3, 2, padding) for n in lengths]
+    assert ot.dyn_size.raw.tolist() == exp_t and of.size == out_len(6, 2, 2, padding)
+    assert y.dims == (batch, out_dim, ot, of)
+
+    def oracle(r, wr):
+        outs = []
+        for b, (n, m) in enumerate(zip(lengths, exp_t)):
+            if m == 0:
+                outs.append(r.new_zeros((3, max(exp_t), of.size)))
+                continue
+            seq = r[b:b + 1, :, :n].permute(0, 3, 2, 1)  # (1, ch, time, freq)
+            if padding == "same":
+                seq = F.pad(seq, (0, 1, 1, 1))  # freq k=2: (0, 1); time k=3: (1, 1)
+            o = F.conv2d(seq, wr, stride=s)[0, :, :m]
+            outs.append(F.pad(o, (0, 0, 0, max(exp_t) - m)))
+        return torch.stack(outs)
+
+    check_against_torch(
+        lambda t, wt: dt.conv(t, wt, in_dim=ch, out_dim=out_dim, in_spatial_dims=[time, freq], filter_size=[kt, kf],
+                              strides=s, padding=padding)[0],
+        oracle, [x, w], rtol=1e-5, atol=1e-5)
+
+
+def test_conv1d_groups_and_several_batch_dims_static():
+    batch, beam, t, c = dt.Dim(2, name="batch"), dt.Dim(3, name="beam"), dt.Dim(8, name="t"), dt.Dim(4, name="c")
+    x = dt.Tensor(torch.randn(4, 2, 8, 3), (c, batch, t, beam))
+    out_dim, kd = dt.Dim(6, name="out"), dt.Dim(3, name="k")
+    w = make_filter(out_dim, c // 2, (kd,))
+    y, (ot,) = dt.conv(x, w, in_dim=c, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd], groups=2, strides=2)
+    assert ot.size == 3 and ot is dt.ceildiv(t - 2, 2) and y.dims == (batch, beam, out_dim, ot)
+    assert y.feature_dim is out_dim
+    check_against_torch(
+        lambda a, wt: dt.conv(a, wt, in_dim=c, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd], groups=2,
+                              strides=2)[0],
+        lambda r, wr: F.conv1d(r.permute(1, 3, 0, 2).reshape(6, 4, 8), wr, stride=2, groups=2).reshape(2, 3, 6, 3),
+        [x, w])
+
+
+def test_conv1d_all_sequences_shorter_than_the_window():
+    pb = make_padded_batch([2, 1], feature=2)
+    out_dim, kd = dt.Dim(3, name="out"), dt.Dim(4, name="k")
+    w = make_filter(out_dim, pb.feature, (kd,))
+    y, (ot,) = dt.conv(pb.x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time], filter_size=[kd])
+    assert ot.dyn_size.raw.tolist() == [0, 0] and y.raw.shape == (2, 3, 0)
+
+
+def test_conv_errors():
+    pb = make_padded_batch([3, 2], feature=2)
+    out_dim, kd, other = dt.Dim(3, name="out"), dt.Dim(2, name="k"), dt.Dim(80, name="feature")
+    w = make_filter(out_dim, pb.feature, (kd,))
+    kw = dict(out_dim=out_dim, in_spatial_dims=[pb.time], filter_size=[kd])
+    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): in_dim 'feature'\(80\) is not a dim of x \(dims: "
+                                         r"'batch'\(\?\), 'time'\[batch\], 'feature'\(2\)\)"):
+        dt.conv(pb.x, w, in_dim=other, **kw)
+    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): filter must have dims \('out'\(3\), 'feature'\(2\), "
+                                         r"'k'\(2\)\), has"):
+        dt.conv(pb.x, make_filter(out_dim, pb.feature, (dt.Dim(2, name="k2"),)), in_dim=pb.feature, **kw)
+    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): padding must be 'valid' or 'same'"):
+        dt.conv(pb.x, w, in_dim=pb.feature, padding="full", **kw)
+    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): filter_size must be 1 static Dims"):
+        dt.conv(pb.x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time], filter_size=[2])
+    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): strides must be >= 1"):
+        dt.conv(pb.x, w, in_dim=pb.feature, strides=0, **kw)
+    s = dt.Dim(1, name="s")
+    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): spatial dim 's'\(1\) has size 1, smaller than"):
+        dt.conv(dt.Tensor(torch.randn(1, 2), (s, pb.feature)), w, in_dim=pb.feature, out_dim=out_dim,
+                in_spatial_dims=[s], filter_size=[kd])
+
+
+@pytest.mark.parametrize("padding,k,s", [("valid", 3, 1), ("same", 3, 2), ("valid", 1, 2), ("valid", 4, 3),
+                                         ("same", 4, 3)])
+def test_transposed_conv1d(padding, k, s):
+    lengths = [5, 2, 0, 1]
+    pb = make_padded_batch(lengths, feature=3, extra_time=1)
+    out_dim, kd = dt.Dim(2, name="out"), dt.Dim(k, name="k")
+    g = torch.Generator().manual_seed(3)
+    w = dt.Tensor(torch.randn(3, 2, k, generator=g), (pb.feature, out_dim, kd))
+    bias = dt.Tensor(torch.randn(2, generator=g), (out_dim,))
+    extra = max(k - s, 0)
+    expected = [n * s + (extra if padding == "valid" else 0) for n in lengths]
+
+    def call(t, wt, bt):
+        return dt.transposed_conv(t, wt, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time],
+                                  filter_size=[kd], strides=s, padding=padding, bias=bt)
+
+    y, (ot,) = call(pb.x, w, bias)
+    assert ot.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, out_dim, ot)
+
+    def fn(wr, br):
+        def one(seq):
+            if seq.shape[-1] == 0:  # an empty sequence gives max(k - s, 0) frames of bias ("valid")
+                return br.view(1, 2, 1).expand(1, 2, extra)
+            o = F.conv_transpose1d(seq, wr, br, stride=s, output_padding=max(s - k, 0))
+            return o[:, :, extra // 2:] if padding == "same" else o
+        return one
+
+    check_against_torch(lambda t, wt, bt: call(t, wt, bt)[0],
+                        lambda r, wr, br: per_sequence(r, lengths, fn(wr, br), expected, max(expected), 2),
+                        [pb.x, w, bias], rtol=1e-5, atol=1e-5)
+    check_lone_sequences(lambda x, b, t: (lambda r: (r[0], r[1][0]))(dt.transposed_conv(
+        x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd], strides=s, padding=padding,
+        bias=bias)), pb.x, pb.batch, pb.time, lengths)
+
+
+def pool_oracle(raw, lengths, mode, k, s, padding, out_lengths):
+    """Loop oracle over raw (batch, time, feat): each output frame reduces its window's valid frames."""
+    left = (k - 1) // 2 if padding == "same" else 0
+    n_out = max(out_lengths)
+    rows = []
+    for b, (n, m) in enumerate(zip(lengths, out_lengths)):
+        frames = []
+        for t in range(n_out):
+            if t >= m:
+                frames.append(raw.new_zeros(raw.shape[2]))
+                continue
+            lo, hi = max(t * s - left, 0), min(t * s - left + k, n)
+            win = raw[b, lo:hi]
+            frames.append(win.amax(0) if mode == "max" else win.mean(0))
+        rows.append(torch.stack(frames, 1))
+    return torch.stack(rows)  # (batch, feat, time)
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+@pytest.mark.parametrize("padding", ["valid", "same"])
+@pytest.mark.parametrize("k,s", [(2, 2), (3, 1), (4, 3)])
+def test_pool1d(mode, padding, k, s):
+    lengths = [9, 5, 1, 0]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    y, (ot,) = dt.pool(pb.x, mode=mode, pool_size=k, strides=s, padding=padding, in_spatial_dims=[pb.time])
+    expected = [out_len(n, k, s, padding) for n in lengths]
+    assert ot.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, pb.feature, ot)
+    check_against_torch(
+        lambda t: dt.pool(t, mode=mode, pool_size=k, strides=s, padding=padding, in_spatial_dims=[pb.time])[0],
+        lambda r: pool_oracle(r, lengths, mode, k, s, padding, expected), [pb.x])
+    check_lone_sequences(lambda x, b, t: (lambda r: (r[0], r[1][0]))(dt.pool(
+        x, mode=mode, pool_size=k, strides=s, padding=padding, in_spatial_dims=[t])), pb.x, pb.batch, pb.time, lengths)
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+def test_pool2d_static_default_strides(mode):
+    a, h, w = dt.Dim(2, name="a"), dt.Dim(6, name="h"), dt.Dim(4, name="w")
+    x = dt.Tensor(torch.randn(6, 2, 4), (h, a, w))
+    y, (oh, ow) = dt.pool(x, mode=mode, pool_size=(2, 2), in_spatial_dims=(h, w))
+    assert oh.size == 3 and ow.size == 2 and y.dims == (a, oh, ow)
+    fn = F.max_pool2d if mode == "max" else F.avg_pool2d
+    check_against_torch(lambda t: dt.pool(t, mode=mode, pool_size=(2, 2), in_spatial_dims=(h, w))[0],
+                        lambda r: fn(r.permute(1, 0, 2), 2), [x])
+
+
+def test_pool_avg_same_static_excludes_padding():
+    t = dt.Dim(4, name="t")
+    x = dt.Tensor(torch.tensor([1.0, 2.0, 3.0, 4.0]), (t,))
+    y, (ot,) = dt.pool(x, mode="avg", pool_size=3, strides=1, padding="same", in_spatial_dims=[t])
+    assert ot is t
+    torch.testing.assert_close(y.raw, torch.tensor([1.5, 2.0, 3.0, 3.5]))
+
+
+def test_pool_errors():
+    pb = make_padded_batch([3, 2], feature=2)
+    with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): mode must be 'max' or 'avg', got 'min'"):
+        dt.pool(pb.x, mode="min", pool_size=2, in_spatial_dims=[pb.time])
+    with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): in_spatial_dims entry 'x'\(3\) is not a dim of x"):
+        dt.pool(pb.x, mode="max", pool_size=2, in_spatial_dims=[dt.Dim(3, name="x")])
+    with pytest.raises(TypeError, match=r"dimtorch\.pool\(\): pool_size must be an int or a sequence of 1 ints"):
+        dt.pool(pb.x, mode="max", pool_size=(2, 2), in_spatial_dims=[pb.time])
