@@ -1,0 +1,164 @@
+"""Slicing along one dim (slice), shifting frames (shift_right, shift_left) and per-sequence reversal (reverse_sequence)."""
+from __future__ import annotations
+
+import builtins
+from typing import Optional
+
+import torch
+
+from ._C import Dim, Tensor, ceildiv
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _lengths_over_x(x: Tensor, axis: Dim, caller: str) -> Tensor:
+    """Host lengths of the dynamic `axis`, after checking that they vary only over dims of x."""
+    lengths = axis.dyn_size
+    for b in lengths.dims:
+        if not any(b is e for e in x.dims):
+            raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which is not a dim "
+                             f"of x (dims: {dims_str(x.dims)})")
+    return lengths
+
+
+def _host_to_x(raw: torch.Tensor, dims: tuple, x: Tensor) -> torch.Tensor:
+    """A host raw over `dims` (all in x) aligned to x's dims order (size 1 for the others), on x's
+    device; the copy does not wait for the device (no sync)."""
+    out = Tensor(raw, dims).raw_aligned(x.dims)
+    if out.device != x.raw.device:
+        out = out.to(x.raw.device, non_blocking=True)
+    return out
+
+
+def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, step: int = 1):  # noqa: A001
+    """x[start:end:step] along `axis`; returns (tensor, out_dim). The raw is a view.
+
+    - static axis: Python slice semantics for start/end (negative counts from the end), which
+      must lie within the size; out_dim is a new static Dim.
+    - dynamic axis (per-sequence lengths T): start >= 0 counts from each sequence's start; end None
+      means each sequence's end, end < 0 counts from each sequence's end, end >= 0 is an absolute
+      frame. Lengths, on the host: max(0, ceildiv(min(T_end, ...) - start, step)). With end None
+      or < 0 the out dim comes from dim math (ceildiv(T - start - (-end), step), cached: the same
+      slice twice gives the same dim); with end >= 0 it is a new dynamic Dim.
+    - a dim sized from data: start/end >= 0 only, out_dim a new Dim(None)."""
+    caller = "dimtorch.slice()"
+    check_tensor(x, caller)
+    a = axis_of(x, axis, caller, what="axis")
+    if not _is_int(start) or (end is not None and not _is_int(end)) or not _is_int(step):
+        raise TypeError(f"{caller}: start, end and step must be ints (end may be None), got "
+                        f"start={start!r}, end={end!r}, step={step!r}")
+    if step < 1:
+        raise ValueError(f"{caller}: step must be >= 1, got {step}")
+    raw = x.raw
+    size = raw.shape[a]
+    name = f"{axis.name}[{start}:{'' if end is None else end}{'' if step == 1 else f':{step}'}]"
+    if axis.dyn_size is None:
+        if axis.size is not None:
+            s = start + size if start < 0 else start
+            e = size if end is None else (end + size if end < 0 else end)
+            if not (0 <= s <= size) or not (0 <= e <= size):
+                raise ValueError(f"{caller}: slice {start}:{end} is out of range of {dim_str(axis)} (size {size})")
+        else:
+            if start < 0 or (end is not None and end < 0):
+                raise ValueError(f"{caller}: {dim_str(axis)} takes its size from data; start and end must be >= 0, "
+                                 f"got start={start}, end={end}")
+            s, e = min(start, size), size if end is None else min(end, size)
+        e = max(e, s)
+        n = len(range(s, e, step))
+        out_dim = Dim(n, name=name) if axis.size is not None else Dim(None, name=name)
+    else:
+        if start < 0:
+            raise ValueError(f"{caller}: start={start} on the dynamic dim {dim_str(axis)}; start must be >= 0 "
+                             f"(frames counted from each sequence's start)")
+        lengths = _lengths_over_x(x, axis, caller)
+        max_len = axis.get_max_size()
+        if end is None or end < 0:
+            out_dim = axis - (start - (end or 0)) if start - (end or 0) else axis
+            if step > 1:
+                out_dim = ceildiv(out_dim, step)
+        else:
+            n = (torch.minimum(lengths.raw.to(torch.int64), torch.tensor(end)) - start).clamp(min=0)
+            n = -((-n) // step)
+            out_dim = Dim(Tensor(n, lengths.dims), name=name)
+        s = min(start, size)
+        e = min(size, max_len if end is None else (max_len + end if end < 0 else end))
+        e = max(e, s)
+    raw = raw.narrow(a, s, e - s)
+    if step > 1:
+        raw = raw[(builtins.slice(None),) * a + (builtins.slice(None, None, step),)]
+    if out_dim.dyn_size is not None and raw.shape[a] > out_dim.get_max_size():
+        raw = raw.narrow(a, 0, out_dim.get_max_size())
+    dims = x.dims[:a] + (out_dim,) + x.dims[a + 1:]
+    return keep_markers(x, raw, dims), out_dim
+
+
+def _shift_checks(x, axis, amount, caller) -> int:
+    check_tensor(x, caller)
+    a = axis_of(x, axis, caller, what="axis")
+    if not _is_int(amount) or amount < 0:
+        raise ValueError(f"{caller}: amount must be an int >= 0, got {amount!r}")
+    return a
+
+
+def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
+    """Frames move `amount` later along `axis` (same dim): out[t] = x[t - amount], and the first
+    `amount` frames hold `pad_value`. Every sequence starts at frame 0, so this is the same for
+    static and dynamic dims; each sequence's last `amount` frames fall into its padding."""
+    caller = "dimtorch.shift_right()"
+    a = _shift_checks(x, axis, amount, caller)
+    if amount == 0:
+        return x
+    raw = x.raw
+    n = raw.shape[a]
+    k = min(amount, n)
+    shape = list(raw.shape)
+    shape[a] = k
+    raw = torch.cat([raw.new_full(shape, pad_value), raw.narrow(a, 0, n - k)], a)
+    return keep_markers(x, raw, x.dims)
+
+
+def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
+    """Frames move `amount` earlier along `axis` (same dim): out[t] = x[t + amount] while
+    t + amount < T, else `pad_value`. For a dynamic dim, T is each sequence's own length, so the
+    frames entering at each sequence's end hold pad_value (the mask comes from host lengths; its
+    device copy does not wait, no sync)."""
+    caller = "dimtorch.shift_left()"
+    a = _shift_checks(x, axis, amount, caller)
+    if amount == 0:
+        return x
+    raw = x.raw
+    n = raw.shape[a]
+    k = min(amount, n)
+    shape = list(raw.shape)
+    shape[a] = k
+    raw = torch.cat([raw.narrow(a, k, n - k), raw.new_full(shape, pad_value)], a)
+    if axis.dyn_size is not None:
+        lengths = _lengths_over_x(x, axis, caller)
+        frames = torch.arange(n, dtype=torch.int64)
+        keep = frames < (lengths.raw.to(torch.int64) - amount).unsqueeze(-1)
+        mask = _host_to_x(keep, tuple(lengths.dims) + (axis,), x)
+        raw = torch.where(mask, raw, pad_value)
+    return keep_markers(x, raw, x.dims)
+
+
+def reverse_sequence(x: Tensor, *, axis: Dim) -> Tensor:
+    """Reverses each sequence along `axis` (same dim): frame t of sequence b gets frame
+    len_b - 1 - t for t < len_b; padding frames stay where they are. A static dim is flipped.
+    For a dynamic dim, one gather with an index built from the host lengths (its device copy does
+    not wait, no sync)."""
+    caller = "dimtorch.reverse_sequence()"
+    check_tensor(x, caller)
+    a = axis_of(x, axis, caller, what="axis")
+    raw = x.raw
+    if axis.dyn_size is None:
+        return keep_markers(x, raw.flip(a), x.dims)
+    lengths = _lengths_over_x(x, axis, caller)
+    n = raw.shape[a]
+    frames = torch.arange(n, dtype=torch.int64)
+    lens = lengths.raw.to(torch.int64).unsqueeze(-1)
+    index = torch.where(frames < lens, lens - 1 - frames, frames)
+    index = _host_to_x(index, tuple(lengths.dims) + (axis,), x).expand(raw.shape)
+    return keep_markers(x, torch.gather(raw, a, index), x.dims)

@@ -1,0 +1,115 @@
+"""Tests of python/dimtorch/_slicing.py: slice, shift_right, shift_left, reverse_sequence, against per-sequence torch."""
+import pytest
+import torch
+
+import dimtorch as dt
+from helpers import check_against_torch, check_batch_independence, make_padded_batch
+
+
+def per_sequence(raw, lengths, fn, out_lengths, n_out, fill=0.0):
+    """Oracle over raw (batch, time, feat): fn(seq (n, feat)) -> (m, feat) per sequence alone, the
+    first out_lengths[b] frames kept and `fill` after them up to n_out."""
+    rows = []
+    for b, (n, m) in enumerate(zip(lengths, out_lengths)):
+        o = fn(raw[b, :n])[:m]
+        rows.append(torch.cat([o, raw.new_full((n_out - m, raw.shape[2]), fill)]))
+    return torch.stack(rows)
+
+
+def test_slice_static():
+    a, f = dt.Dim(3, name="a"), dt.Dim(10, name="f")
+    x = dt.Tensor(torch.randn(3, 10), (a, f))
+    for start, end, step, n in [(2, 7, 1, 5), (-4, None, 1, 4), (1, -1, 3, 3), (0, None, 4, 3), (5, 5, 1, 0)]:
+        y, d = dt.slice(x, axis=f, start=start, end=end, step=step)
+        assert d.size == n and y.dims == (a, d)
+        check_against_torch(lambda t: dt.slice(t, axis=f, start=start, end=end, step=step)[0],
+                            lambda r: r[:, start:end:step], [x])
+
+
+@pytest.mark.parametrize("start,end,step", [(1, None, 1), (0, -1, 1), (2, -1, 2), (1, None, 3), (1, 3, 1), (0, 4, 2),
+                                            (7, None, 1)])
+def test_slice_dynamic(start, end, step):
+    lengths = [6, 3, 1, 0]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    y, d = dt.slice(pb.x, axis=pb.time, start=start, end=end, step=step)
+
+    def hand(n):
+        e = n if end is None else (n + end if end < 0 else min(n, end))
+        return len(range(start, max(e, start), step))
+
+    expected = [hand(n) for n in lengths]
+    assert d.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, d, pb.feature)
+    assert y.raw.shape[1] == max(expected)
+    if end is None or end < 0:
+        assert d is dt.slice(pb.x, axis=pb.time, start=start, end=end, step=step)[1]  # dim math: cached
+    check_against_torch(lambda t: dt.slice(t, axis=pb.time, start=start, end=end, step=step)[0],
+                        lambda r: per_sequence(r, lengths, lambda s: s[start:end:step], expected, max(expected)),
+                        [pb.x])
+
+
+def test_slice_errors():
+    pb = make_padded_batch([3, 1], feature=4)
+    with pytest.raises(ValueError, match=r"dimtorch\.slice\(\): slice 1:6 is out of range of 'feature'\(4\) \(size 4\)"):
+        dt.slice(pb.x, axis=pb.feature, start=1, end=6)
+    with pytest.raises(ValueError, match=r"dimtorch\.slice\(\): start=-1 on the dynamic dim 'time'\[batch\]"):
+        dt.slice(pb.x, axis=pb.time, start=-1)
+    with pytest.raises(ValueError, match=r"dimtorch\.slice\(\): axis 'x'\(2\) is not a dim of x \(dims: 'batch'"):
+        dt.slice(pb.x, axis=dt.Dim(2, name="x"), start=1)
+    with pytest.raises(ValueError, match=r"dimtorch\.slice\(\): step must be >= 1, got 0"):
+        dt.slice(pb.x, axis=pb.feature, step=0)
+
+
+def shifted_right(seq, amount, value):
+    return torch.cat([seq.new_full((amount, seq.shape[1]), value), seq])[:seq.shape[0]]
+
+
+def shifted_left(seq, amount, value):
+    return torch.cat([seq, seq.new_full((amount, seq.shape[1]), value)])[amount:]
+
+
+@pytest.mark.parametrize("amount", [1, 2, 8])
+def test_shift_dynamic(amount):
+    lengths = [6, 3, 1, 0]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    for fn, oracle in [(dt.shift_right, shifted_right), (dt.shift_left, shifted_left)]:
+        y = fn(pb.x, axis=pb.time, amount=amount, pad_value=-3.0)
+        assert y.dims == pb.x.dims
+        check_against_torch(lambda t: fn(t, axis=pb.time, amount=amount, pad_value=-3.0),
+                            lambda r: per_sequence(r, lengths, lambda s: oracle(s, amount, -3.0), lengths, 7), [pb.x])
+        check_batch_independence(lambda t, m: fn(t, axis=m(pb.time), amount=amount, pad_value=-3.0),
+                                 pb.x, pb.batch, pb.time)
+
+
+def test_shift_static_and_int():
+    a, f = dt.Dim(2, name="a"), dt.Dim(5, name="f")
+    x = dt.Tensor(torch.arange(10).view(2, 5), (a, f))
+    assert dt.shift_right(x, axis=f, amount=2).raw.tolist() == [[0, 0, 0, 1, 2], [0, 0, 5, 6, 7]]
+    assert dt.shift_left(x, axis=f, pad_value=-1).raw.tolist() == [[1, 2, 3, 4, -1], [6, 7, 8, 9, -1]]
+    assert dt.shift_left(x, axis=f, amount=0) is x
+    with pytest.raises(ValueError, match=r"dimtorch\.shift_left\(\): amount must be an int >= 0, got -1"):
+        dt.shift_left(x, axis=f, amount=-1)
+    with pytest.raises(ValueError, match=r"dimtorch\.shift_right\(\): axis 'b'\(3\) is not a dim of x"):
+        dt.shift_right(x, axis=dt.Dim(3, name="b"))
+
+
+def test_reverse_sequence_dynamic():
+    lengths = [6, 3, 1, 0]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    # A layout with time first and feature in the middle.
+    x = dt.Tensor(pb.x.raw.permute(1, 2, 0), (pb.time, pb.feature, pb.batch))
+    y = dt.reverse_sequence(x, axis=pb.time)
+    assert y.dims == x.dims
+    check_against_torch(lambda t: dt.reverse_sequence(t, axis=pb.time),
+                        lambda r: per_sequence(r.permute(2, 0, 1), lengths, lambda s: s.flip(0), lengths, 7
+                                               ).permute(1, 2, 0), [x])
+    # Padding stays padding (NaN where x had NaN).
+    assert y.raw[6:].isnan().all() and y.raw[3:, :, 1].isnan().all()
+    check_batch_independence(lambda t, m: dt.reverse_sequence(t, axis=m(pb.time)), pb.x, pb.batch, pb.time)
+
+
+def test_reverse_sequence_static():
+    a, f = dt.Dim(2, name="a"), dt.Dim(3, name="f")
+    x = dt.Tensor(torch.randn(2, 3), (a, f))
+    check_against_torch(lambda t: dt.reverse_sequence(t, axis=f), lambda r: r.flip(1), [x])
+    with pytest.raises(ValueError, match=r"dimtorch\.reverse_sequence\(\): axis 'b'\(3\) is not a dim of x"):
+        dt.reverse_sequence(x, axis=dt.Dim(3, name="b"))
