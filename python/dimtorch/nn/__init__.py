@@ -1,0 +1,11 @@
+"""Modules: dt.nn.Module (a torch.nn.Module with named parameters), initializers, layers, checkpoints."""
+from . import init  # noqa: F401
+from .module import (  # noqa: F401
+    Buffer, Module, ModuleDict, ModuleList, Parameter, Sequential, StateDictError, check_state_dict,
+)
+from .linear import Linear  # noqa: F401
+from .embedding import Embedding  # noqa: F401
+from .normalization import BatchNorm, LayerNorm, RMSNorm  # noqa: F401
+from .dropout import Dropout  # noqa: F401
+from .feed_forward import FeedForward  # noqa: F401
+from .recurrent import LSTM, LstmState  # noqa: F401
