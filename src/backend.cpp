@@ -87,8 +87,10 @@ bool init() {
        get_attr(t, "log_softmax", &T.log_softmax) && get_attr(t, "matmul", &T.matmul) &&
        get_attr(F, "linear", &T.linear) && get_attr(F, "layer_norm", &T.layer_norm) &&
        get_attr(F, "rms_norm", &T.rms_norm) && get_attr(t, "zeros", &T.zeros) &&
-       get_attr(t, "ones", &T.ones) && get_attr(t, "full", &T.full);
+       get_attr(t, "ones", &T.ones) && get_attr(t, "full", &T.full) &&
+       get_attr(t, "var_mean", &T.var_mean);
   if (!ok) return false;
+  T.zero = PyLong_FromLong(0);
   T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);
   T.float_neg_inf = PyFloat_FromDouble(-Py_HUGE_VAL);
   // Where torch's name differs from ours, or the op lives in torch.nn.functional.

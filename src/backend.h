@@ -54,6 +54,8 @@ struct Table {
   PyObject* zeros = nullptr;
   PyObject* ones = nullptr;
   PyObject* full = nullptr;
+  PyObject* var_mean = nullptr;
+  PyObject* zero = nullptr;         // the int 0
   PyObject* float_inf = nullptr;    // float('inf')
   PyObject* float_neg_inf = nullptr;
   // Interned attribute names.

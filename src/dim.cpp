@@ -89,6 +89,7 @@ DimObject* dim_alloc() {
   d->dyn_size = nullptr;
   d->max_size = -1;
   d->min_size = -1;
+  d->total_size = -1;
   d->masks = nullptr;
   d->cache = nullptr;
   d->derive_op = DimOp::kNone;
@@ -379,6 +380,20 @@ Py_ssize_t dim_max_size(DimObject* d) {
   if (!dim_has_lengths(d)) return -1;
   if (!dim_dyn_size(d)) return -2;
   return d->max_size;
+}
+
+Py_ssize_t dim_total_size(DimObject* d) {
+  if (d->total_size >= 0) return d->total_size;
+  PyObject* lengths = dim_dyn_size(d);
+  if (!lengths) return PyErr_Occurred() ? -2 : -1;
+  Ref sum(PyObject_CallMethod(as_tensor(lengths)->raw, "sum", nullptr));
+  if (!sum) return -2;
+  Ref value(PyNumber_Index(sum.get()));
+  if (!value) return -2;
+  Py_ssize_t total = PyLong_AsSsize_t(value.get());
+  if (total == -1 && PyErr_Occurred()) return -2;
+  d->total_size = total;
+  return total;
 }
 
 Py_ssize_t dim_min_size(DimObject* d) {

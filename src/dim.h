@@ -14,6 +14,7 @@ struct DimObject {
   PyObject* dyn_size;    // lengths: a dimtorch Tensor of ints over batch dims, on the host; or NULL
   Py_ssize_t max_size;   // host max of the lengths; -1 until known
   Py_ssize_t min_size;   // host min of the lengths; -1 until known (0 means some sequence is empty)
+  Py_ssize_t total_size; // host sum of the lengths (valid frames of a batch); -1 until known
   struct MaskCache* masks;  // device lengths and masks (mask.cpp); made lazily
   PyObject* cache;       // dict: dim-math results and per-device lengths/masks; made lazily
   DimOp derive_op;       // dim math: the op, operands and constant that define this dim
@@ -37,6 +38,8 @@ Py_ssize_t dim_max_size(DimObject* d);
 PyObject* dim_dyn_size(DimObject* d);
 /// Host min of a dynamic dim's lengths (its size if static); -1 if unknown, -2 with error set.
 Py_ssize_t dim_min_size(DimObject* d);
+/// Host sum of a dynamic dim's lengths (computed once); -1 without lengths, -2 with error set.
+Py_ssize_t dim_total_size(DimObject* d);
 /// Whether the dim has per-sequence lengths (given, or derived by dim math from dims that have).
 bool dim_has_lengths(DimObject* d);
 /// Short description for messages: 'time'[batch], 'feature'(80), 'batch'(?).

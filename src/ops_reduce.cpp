@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "dim.h"
 #include "mask.h"
+#include "ops_elementwise.h"
 #include "ops_reduce.h"
 #include "tensor.h"
 
@@ -95,10 +96,36 @@ PyObject* mean_count(TensorObject* x, PyObject* out_dims, int n_out, const int* 
                      int n_mask, PyObject* mask, PyObject* dim_arg_obj, const bool* reduced,
                      const char* caller) {
   if (n_mask == 1 && reduced[mask_axes[0]]) {
+    /* The dim and all its lengths' dims are reduced (e.g. statistics over batch and time): the count
+       is the host total of the lengths times the other reduced sizes, a Python number. */
+    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, mask_axes[0]));
+    PyObject* ldims = as_tensor(dim_dyn_size(d))->dims;
+    bool all_reduced = true;
+    Py_ssize_t factor = 1;
+    for (int i = 0; i < tensor_ndim(x); ++i) {
+      PyObject* xd = PyTuple_GET_ITEM(x->dims, i);
+      bool is_lengths_dim = dims_index(ldims, xd) >= 0;
+      if (is_lengths_dim && !reduced[i]) all_reduced = false;
+      if (reduced[i] && i != mask_axes[0] && !is_lengths_dim) factor *= x->sizes[i];
+    }
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ldims); ++j)
+      if (dims_index(x->dims, PyTuple_GET_ITEM(ldims, j)) < 0) all_reduced = false;
+    if (all_reduced) {
+      Py_ssize_t total = dim_total_size(d);
+      if (total == -2) return nullptr;
+      Py_ssize_t n = total * factor;
+      return PyFloat_FromDouble(static_cast<double>(n > 0 ? n : 1));
+    }
+  }
+  if (n_mask == 1 && reduced[mask_axes[0]]) {
     DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, mask_axes[0]));
     signed char pos[kMaxDims + 1];
     int k;
-    if (lengths_positions(d, out_dims, false, pos, &k, caller)) {
+    PyObject* ldims = as_tensor(dim_dyn_size(d))->dims;
+    bool lengths_kept = true;  // checked here: the failing lengths_positions would format an error
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ldims); ++j)
+      lengths_kept = lengths_kept && dims_index(out_dims, PyTuple_GET_ITEM(ldims, j)) >= 0;
+    if (lengths_kept && lengths_positions(d, out_dims, false, pos, &k, caller)) {
       Ref device(PyObject_GetAttr(x->raw, backend::T.s_device));
       if (!device) return nullptr;
       Ref count(dim_cached_raw(d, MaskKind::kCount, pos, n_out, -1, device.get()));
@@ -112,7 +139,7 @@ PyObject* mean_count(TensorObject* x, PyObject* out_dims, int n_out, const int* 
       if (!f) return nullptr;
       return PyNumber_Multiply(count.get(), f.get());
     }
-    PyErr_Clear();
+    if (PyErr_Occurred()) return nullptr;
   }
   // General case: count valid frames over the reduced axes of the broadcast mask.
   Ref count(backend::call2(backend::T.sum, mask, dim_arg_obj));
@@ -155,6 +182,21 @@ PyObject* empty_extreme(PyObject* raw, PyObject* dim, bool max, bool is_arg) {
   Ref fill(extreme_fill(raw, max));
   if (!fill) return nullptr;
   return PyNumber_Add(zeros.get(), fill.get());
+}
+
+/// sum / count in the sum's dtype (the cached count is float32).
+PyObject* divide_by_count(PyObject* sum, PyObject* count) {
+  PyObject* dtype = backend::raw_dtype_name(sum);
+  if (!dtype) return nullptr;
+  Ref c = Ref::borrow(count);
+  if (backend::is_raw(count) && PyUnicode_CompareWithASCIIString(dtype, "float32") != 0 &&
+      backend::is_floating_dtype_name(dtype)) {
+    Ref torch_dtype(PyObject_GetAttr(sum, backend::T.s_dtype));
+    if (!torch_dtype) return nullptr;
+    c = Ref(backend::call2(backend::T.to, count, torch_dtype.get()));
+    if (!c) return nullptr;
+  }
+  return PyNumber_TrueDivide(sum, c.get());
 }
 
 PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
@@ -227,16 +269,7 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
         Ref count(mean_count(x, out_dims.get(), static_cast<int>(PyTuple_GET_SIZE(out_dims.get())),
                              mask_axes, n_mask, mask, dim.get(), reduced, caller));
         if (!count) return nullptr;
-        PyObject* dtype = backend::raw_dtype_name(sum.get());
-        if (!dtype) return nullptr;
-        if (PyUnicode_CompareWithASCIIString(dtype, "float32") != 0 &&
-            backend::is_floating_dtype_name(dtype)) {  // keep the sum's dtype (e.g. bfloat16)
-          Ref torch_dtype(PyObject_GetAttr(sum.get(), backend::T.s_dtype));
-          if (!torch_dtype) return nullptr;
-          count = Ref(backend::call2(backend::T.to, count.get(), torch_dtype.get()));
-          if (!count) return nullptr;
-        }
-        out = Ref(PyNumber_TrueDivide(sum.get(), count.get()));
+        out = Ref(divide_by_count(sum.get(), count.get()));
       }
       break;
     case Reduce::kMax: out = Ref(backend::call2(T.amax, raw.get(), dim.get())); break;
@@ -254,6 +287,80 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
   PyObject* feature =
       x->feature_dim && dims_index(out_dims.get(), x->feature_dim) >= 0 ? x->feature_dim : nullptr;
   return tensor_make(out.release(), out_dims.get(), out_sizes, sparse, feature);
+}
+
+PyObject* f_moments(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* caller = "dimtorch.moments()";
+  static const char* const names[] = {"x", "axis", "use_mask"};
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return nullptr;
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw) {
+    PyErr_Format(PyExc_TypeError, "%s: x must be a dimtorch.Tensor, got %.80s", caller,
+                 Py_TYPE(v[0])->tp_name);
+    return nullptr;
+  }
+  TensorObject* x = as_tensor(v[0]);
+  int use_mask = v[2] ? PyObject_IsTrue(v[2]) : 1;
+  if (use_mask < 0) return nullptr;
+  int axes[kMaxDims], n_axes;
+  if (!axes_arg(x, v[1], axes, &n_axes, caller)) return nullptr;
+  bool reduced[kMaxDims] = {};
+  for (int j = 0; j < n_axes; ++j) reduced[axes[j]] = true;
+  int mask_axes[kMaxDims], n_mask = 0;
+  if (use_mask)
+    for (int i = 0; i < tensor_ndim(x); ++i)
+      if (masked_by_reduction(x, i, reduced)) mask_axes[n_mask++] = i;
+  Py_ssize_t out_sizes[kMaxDims];
+  Ref out_dims(dims_without(x, reduced, out_sizes));
+  if (!out_dims) return nullptr;
+  Ref dim(dim_arg(axes, n_axes));
+  if (!dim) return nullptr;
+  PyObject* feature =
+      x->feature_dim && dims_index(out_dims.get(), x->feature_dim) >= 0 ? x->feature_dim : nullptr;
+  using backend::T;
+  Ref mean_raw, var_raw;
+  if (!n_mask) {  // one fused torch call
+    static PyObject* kw_correction = Py_BuildValue("(s)", "correction");
+    if (!kw_correction) return nullptr;
+    PyObject* call_args[3] = {x->raw, dim.get(), T.zero};
+    Ref var_mean(PyObject_Vectorcall(T.var_mean, call_args, 2, kw_correction));
+    if (!var_mean || !PyTuple_Check(var_mean.get()) || PyTuple_GET_SIZE(var_mean.get()) != 2) return nullptr;
+    var_raw = Ref::borrow(PyTuple_GET_ITEM(var_mean.get(), 0));
+    mean_raw = Ref::borrow(PyTuple_GET_ITEM(var_mean.get(), 1));
+  } else {
+    /* Padding is zeroed before the mean, so that its deviation from the mean is finite and no NaN
+       reaches the gradients; the squared deviations are masked again for the variance. */
+    PyObject* mask = nullptr;
+    Ref xz(masked_raw(x, mask_axes, n_mask, T.zero, &mask, caller));
+    Ref mask_ref(mask);
+    if (!xz) return nullptr;
+    Ref sum(backend::call2(T.sum, xz.get(), dim.get()));
+    if (!sum) return nullptr;
+    Ref count(mean_count(x, out_dims.get(), static_cast<int>(PyTuple_GET_SIZE(out_dims.get())),
+                         mask_axes, n_mask, mask, dim.get(), reduced, caller));
+    if (!count) return nullptr;
+    mean_raw = Ref(divide_by_count(sum.get(), count.get()));
+    if (!mean_raw) return nullptr;
+    // xz - mean, with the mean aligned to x by the elementwise plans (a view only where needed).
+    Ref xz_t(tensor_make(Py_NewRef(xz.get()), x->dims, x->sizes, nullptr, nullptr));
+    Ref mean_t(tensor_make(Py_NewRef(mean_raw.get()), out_dims.get(), out_sizes, nullptr, nullptr));
+    if (!xz_t || !mean_t) return nullptr;
+    Ref dev(binary_op(Bin::kSub, xz_t.get(), mean_t.get(), false, caller));
+    if (!dev) return nullptr;
+    Ref sq(backend::call1(T.unary[backend::kSquare], as_tensor(dev.get())->raw));
+    if (!sq) return nullptr;
+    Ref sq_masked(backend::call3(T.where, mask, sq.get(), T.zero));
+    if (!sq_masked) return nullptr;
+    Ref sq_sum(backend::call2(T.sum, sq_masked.get(), dim.get()));
+    if (!sq_sum) return nullptr;
+    var_raw = Ref(divide_by_count(sq_sum.get(), count.get()));
+    if (!var_raw) return nullptr;
+  }
+  Ref mean_t(tensor_make(mean_raw.release(), out_dims.get(), out_sizes, nullptr, feature));
+  if (!mean_t) return nullptr;
+  Ref var_t(tensor_make(var_raw.release(), out_dims.get(), out_sizes, nullptr, feature));
+  if (!var_t) return nullptr;
+  return PyTuple_Pack(2, mean_t.get(), var_t.get());
 }
 
 #define DIMTORCH_REDUCE(fn, mode, pyname)                                                   \
@@ -274,6 +381,10 @@ DIMTORCH_REDUCE(f_argmin, Reduce::kArgMin, "reduce_argmin")
 #define FASTCALL(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
+    {"moments", FASTCALL(f_moments),
+     "moments(x, axis, use_mask=True) -> (mean, variance) over the dim(s) `axis`; the variance is "
+     "biased (as in layer and batch norm); padding of dynamic dims is excluded and gets no "
+     "gradient; an empty sequence gives 0 and 0."},
     {"reduce_sum", FASTCALL(f_sum),
      "reduce_sum(x, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."},
     {"reduce_mean", FASTCALL(f_mean),

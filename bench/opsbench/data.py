@@ -87,6 +87,7 @@ def make_torch_side(raw: SimpleNamespace, shapes: ShapeSet) -> SimpleNamespace:
     side.mask3 = (positions[None, :] < lengths[:, None])[:, :, None]
     side.key_padding4 = ~side.mask3[:, None, None, :, 0]
     side.lengths_col = lengths[:, None].to(torch.float32)
+    side.n_valid = lengths.sum().to(torch.float32)
     padded_positions = torch.arange(T + 2, device=shapes.device)
     side.pad_keep3 = (padded_positions[None, :] <= lengths[:, None])[:, :, None]
     side.pad_valid3 = (padded_positions[None, :] < lengths[:, None] + 2)[:, :, None]

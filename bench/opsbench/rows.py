@@ -79,6 +79,12 @@ def _rf_norm(side, module_type, with_bias):
 
 BTF = ("batch", "time", "feature")
 
+
+def _torch_masked_variance(x, mask, n_valid):
+    """Biased variance over (batch, time) of the valid frames, as a PyTorch user writes it."""
+    mean = torch.where(mask, x, 0.0).sum(dim=(0, 1)) / n_valid
+    return torch.where(mask, (x - mean) ** 2, 0.0).sum(dim=(0, 1)) / n_valid
+
 ROWS = (
     # --- elementwise -------------------------------------------------------------------------------------
     Row("add_same_dims", "x + y, both (batch, time, feature)", out=BTF,
@@ -151,6 +157,20 @@ ROWS = (
         torch=lambda s: lambda x=s.x, m=s.mask3: torch.where(m, x, float("-inf")).softmax(dim=1),
         dimtorch=lambda s: lambda x=s.x, t=s.time: dt.softmax(x, axis=t),
         returnn=lambda s: lambda x=s.x, t=s.time, sm=_rf(s).softmax: sm(x, axis=t)),
+    Row("log_softmax_masked", "log-softmax over dynamic time, padding gets -inf", out=BTF,
+        requires=("log_softmax",), valid_frames="mask3",
+        torch=lambda s: lambda x=s.x, m=s.mask3: torch.where(m, x, float("-inf")).log_softmax(dim=1),
+        dimtorch=lambda s: lambda x=s.x, t=s.time: dt.log_softmax(x, axis=t),
+        returnn=lambda s: lambda x=s.x, t=s.time, sm=_rf(s).log_softmax: sm(x, axis=t)),
+    Row("copy_masked", "padding of dynamic time set to 0", out=BTF, requires=("Tensor.copy_masked",),
+        torch=lambda s: lambda x=s.x, m=s.mask3: torch.where(m, x, 0.0),
+        dimtorch=lambda s: lambda x=s.x: x.copy_masked(0.0),
+        returnn=lambda s: lambda x=s.x: x.copy_masked(0.0)),
+    Row("moments_masked", "variance over (batch, dynamic time), padding ignored", out=("feature",),
+        requires=("moments",),
+        torch=lambda s: lambda x=s.x, m=s.mask3, n=s.n_valid: _torch_masked_variance(x, m, n),
+        dimtorch=lambda s: lambda x=s.x, b=s.batch, t=s.time: dt.moments(x, axis=(b, t))[1],
+        returnn=lambda s: lambda x=s.x, b=s.batch, t=s.time, mom=_rf(s).moments: mom(x, axis=[b, t])[1]),
     # --- matmul, linear, normalization, dropout ----------------------------------------------------------
     Row("matmul", "x (batch, time, feature) . w (feature, out)", out=("batch", "time", "out"),
         requires=("matmul",),

@@ -13,7 +13,7 @@ from ._creation import (  # noqa: F401
     convert_to_tensor, ones_like, random_normal, random_uniform, range_over_dim, zeros_like,
 )
 from ._mask import sequence_mask  # noqa: F401
-from ._normalization import batch_norm, moments  # noqa: F401
+from ._normalization import batch_norm  # noqa: F401
 from ._dropout import dropout  # noqa: F401
 from ._concat import concat  # noqa: F401
 from ._gather import gather, one_hot  # noqa: F401

@@ -1,4 +1,4 @@
-"""Normalization ops composed in Python: moments (masked mean and variance) and batch_norm."""
+"""batch_norm composed in Python (masked statistics); dimtorch.moments is in the C++ core."""
 from __future__ import annotations
 
 import torch
@@ -99,22 +99,6 @@ def _masked_statistics(x: Tensor, reduced: list, masked: list, caller: str):
     diff = xm - mean
     var = torch.where(mask, diff * diff, 0).sum(red, keepdim=True).div_(count)
     return diff, mean, var, count
-
-
-def moments(x: Tensor, axis, use_mask: bool = True):
-    """(mean, variance) of x over the dim(s) `axis`; the variance is biased (mean of the squared
-    deviation), as in torch's layer and batch norm. Padding of dynamic dims is excluded (see
-    reduce_mean); a length-0 sequence gives mean 0 and variance 0, with zero gradients."""
-    caller = "dimtorch.moments()"
-    reduced = _axes(x, axis, caller)
-    masked = _masked_axes(x, reduced) if use_mask else []
-    _, mean, var, _ = _masked_statistics(x, reduced, masked, caller)
-    dims = tuple(d for i, d in enumerate(x.dims) if i not in reduced)
-    feature = x.feature_dim
-    if feature is not None and feature not in dims:
-        feature = None
-    red = reduced[0] if len(reduced) == 1 else tuple(reduced)
-    return Tensor(mean.squeeze(red), dims, feature_dim=feature), Tensor(var.squeeze(red), dims, feature_dim=feature)
 
 
 def _param_raw(p, name: str, axis: Dim, ndim: int, ax: int, caller: str, for_fused: bool):
