@@ -1,0 +1,133 @@
+"""Selection and ordering along dims: top_k (over one dim or several merged), sort, and masked cumsum."""
+from __future__ import annotations
+
+import math
+from typing import Sequence, Union
+
+import torch
+
+from ._C import Dim, Tensor
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+
+
+def _lowest(raw: torch.Tensor, caller: str):
+    """The value that never wins a max: -inf for floats, the minimum for ints."""
+    if raw.is_floating_point():
+        return float("-inf")
+    if raw.dtype == torch.bool or raw.is_complex():
+        raise TypeError(f"{caller}: x must be a real number dtype, got {raw.dtype}")
+    return torch.iinfo(raw.dtype).min
+
+
+def _highest(raw: torch.Tensor, caller: str):
+    if raw.is_floating_point():
+        return float("inf")
+    if raw.dtype == torch.bool or raw.is_complex():
+        raise TypeError(f"{caller}: x must be a real number dtype, got {raw.dtype}")
+    return torch.iinfo(raw.dtype).max
+
+
+def _masked(x: Tensor, axes: Sequence[Dim], value) -> Tensor:
+    """x with the padding of the dynamic dims among `axes` set to `value` (other dims untouched)."""
+    dyn = [d for d in axes if d.dyn_size is not None]
+    if not dyn:
+        return x
+    raw = x.raw
+    for d in dyn:
+        for b in d.dyn_size.dims:
+            if not any(b is e for e in x.dims):
+                raise ValueError(f"dimtorch: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not a dim "
+                                 f"of x (dims: {dims_str(x.dims)})")
+        n = raw.shape[x.dims.index(d)]
+        if n > d.get_max_size():
+            raw = raw.narrow(x.dims.index(d), 0, d.get_max_size())
+        mask = d.get_mask(x.dims, raw.device).raw_aligned(x.dims)
+        raw = torch.where(mask, raw, value)
+    return Tensor(raw, x.dims)
+
+
+def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
+    """The k largest entries of x over `axis` (one dim, or several: their entries are ranked
+    together, as beam x vocab in beam search); returns (values, indices, k_dim), sorted, largest
+    first. values and indices have x's other dims and k_dim in place of the (first) axis.
+
+    indices: for one axis, an int64 Tensor with sparse_dim=axis; for several, a tuple with one
+    such Tensor per axis (the position along that dim).
+
+    Padding of dynamic axes is never selected while a slice has at least k valid entries. For one
+    dynamic axis and an int k, k_dim is dynamic with lengths min(T, k) (host), so a sequence
+    shorter than k gets only its own frames as valid entries; otherwise k_dim is static (a Dim k is
+    used as it is) and entries beyond the valid count are padding (value -inf)."""
+    caller = "dimtorch.top_k()"
+    check_tensor(x, caller)
+    axes = (axis,) if isinstance(axis, Dim) else tuple(axis)
+    if not axes:
+        raise ValueError(f"{caller}: axis is empty")
+    positions = [axis_of(x, d, caller, what="axis") for d in axes]
+    if len(set(positions)) != len(positions):
+        raise ValueError(f"{caller}: axis lists a dim twice ({dims_str(axes)})")
+    if isinstance(k, Dim):
+        if k.size is None:
+            raise ValueError(f"{caller}: k_dim {dim_str(k)} must be static")
+        k_dim, k_int = k, k.size
+    elif isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+        k_dim, k_int = None, k
+    else:
+        raise ValueError(f"{caller}: k must be an int >= 1 or a static Dim, got {k!r}")
+    xm = _masked(x, axes, _lowest(x.raw, caller))
+    raw = xm.raw
+    sizes = [raw.shape[p] for p in positions]
+    total = math.prod(sizes)
+    dynamic_k = len(axes) == 1 and axes[0].dyn_size is not None and k_dim is None
+    k_raw = min(k_int, total) if dynamic_k else k_int
+    if k_raw > total:
+        raise ValueError(f"{caller}: k={k_int} is larger than the {total} entries of axis ({dims_str(axes)})")
+    if k_dim is None:
+        if dynamic_k:
+            lengths = axes[0].dyn_size
+            k_dim = Dim(Tensor(lengths.raw.to(torch.int64).clamp(max=k_int), lengths.dims), name=f"top{k_int}")
+        else:
+            k_dim = Dim(k_int, name=f"top{k_int}")
+    first = min(positions)
+    rest = [i for i in range(raw.dim()) if i not in positions]
+    if len(axes) == 1:
+        a = positions[0]
+        values, idx = torch.topk(raw, k_raw, dim=a)
+        dims = x.dims[:a] + (k_dim,) + x.dims[a + 1:]
+        return (keep_markers(x, values, dims), Tensor(idx, dims, sparse_dim=axes[0]), k_dim)
+    before = [i for i in rest if i < first]
+    after = [i for i in rest if i > first]
+    merged = raw.permute(before + positions + after)
+    shape = [raw.shape[i] for i in before] + [total] + [raw.shape[i] for i in after]
+    merged = merged.reshape(shape)
+    values, flat = torch.topk(merged, k_raw, dim=len(before))
+    dims = tuple(x.dims[i] for i in before) + (k_dim,) + tuple(x.dims[i] for i in after)
+    indices = []
+    stride = total
+    for d, n in zip(axes, sizes):
+        stride //= n
+        indices.append(Tensor((flat // stride) % n, dims, sparse_dim=d))
+    return keep_markers(x, values, dims), tuple(indices), k_dim
+
+
+def sort(x: Tensor, *, axis: Dim, descending: bool = False):
+    """Sorts x along `axis` (a stable sort); returns (values, indices), both over x's dims,
+    indices int64 with sparse_dim=axis. For a dynamic axis each sequence's valid frames are sorted
+    among themselves and its padding stays behind them (padding values are then +-inf or the
+    dtype's extreme)."""
+    caller = "dimtorch.sort()"
+    check_tensor(x, caller)
+    a = axis_of(x, axis, caller, what="axis")
+    xm = _masked(x, (axis,), _lowest(x.raw, caller) if descending else _highest(x.raw, caller))
+    values, idx = torch.sort(xm.raw, dim=a, descending=descending, stable=True)
+    return keep_markers(x, values, x.dims), Tensor(idx, x.dims, sparse_dim=axis)
+
+
+def cumsum(x: Tensor, *, axis: Dim) -> Tensor:
+    """Cumulative sum along `axis` (same dims); padding of a dynamic axis contributes 0 (and gets no
+    gradient), so frames past a sequence's end repeat its total."""
+    caller = "dimtorch.cumsum()"
+    check_tensor(x, caller)
+    a = axis_of(x, axis, caller, what="axis")
+    raw = _masked(x, (axis,), 0).raw
+    return keep_markers(x, torch.cumsum(raw, dim=a), x.dims)

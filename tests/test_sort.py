@@ -1,0 +1,106 @@
+"""Tests of python/dimtorch/_sort.py: top_k (one dim, several dims), sort, cumsum, against per-sequence torch."""
+import pytest
+import torch
+
+import dimtorch as dt
+from helpers import check_against_torch, check_batch_independence, make_padded_batch
+
+
+def per_sequence(raw, lengths, fn, out_lengths, n_out):
+    """Oracle over raw (batch, time, feat): fn(seq (n, feat)) -> (m, feat) per sequence alone, the
+    first out_lengths[b] frames kept and zeros after them up to n_out."""
+    rows = []
+    for b, (n, m) in enumerate(zip(lengths, out_lengths)):
+        o = fn(raw[b, :n])[:m]
+        rows.append(torch.cat([o, o.new_zeros((n_out - m,) + tuple(o.shape[1:]))]))
+    return torch.stack(rows)
+
+
+def test_top_k_static_axis():
+    pb = make_padded_batch([4, 2], feature=6)
+    values, idx, k_dim = dt.top_k(pb.x, axis=pb.feature, k=3)
+    assert k_dim.size == 3 and values.dims == (pb.batch, pb.time, k_dim) and idx.sparse_dim is pb.feature
+    assert idx.dtype == "int64"
+    check_against_torch(lambda t: dt.top_k(t, axis=pb.feature, k=k_dim)[:2],
+                        lambda r: list(torch.topk(r, 3, dim=2)), [pb.x])
+
+
+def test_top_k_dynamic_axis_never_selects_padding():
+    lengths = [5, 3, 1]
+    pb = make_padded_batch(lengths, feature=2, pad_value=1e30, extra_time=1)
+    values, idx, k_dim = dt.top_k(pb.x, axis=pb.time, k=3)
+    assert k_dim.dyn_size.raw.tolist() == [3, 3, 1] and values.dims == (pb.batch, k_dim, pb.feature)
+    assert idx.sparse_dim is pb.time
+    kl = [3, 3, 1]
+    check_against_torch(lambda t: dt.top_k(t, axis=pb.time, k=3)[:2],
+                        lambda r: [per_sequence(r, lengths, lambda s: torch.topk(s, min(3, s.shape[0]), dim=0)[i],
+                                                kl, 3) for i in (0, 1)],
+                        [pb.x])
+    k1 = dt.Dim(1, name="k1")
+    check_batch_independence(lambda t, m: dt.top_k(t, axis=m(pb.time), k=k1)[:2], pb.x, pb.batch, pb.time)
+
+
+def test_top_k_beam_times_vocab():
+    batch, beam, vocab = dt.Dim(2, name="batch"), dt.Dim(3, name="beam"), dt.Dim(5, name="vocab")
+    x = dt.Tensor(torch.randn(3, 2, 5), (beam, batch, vocab))
+    values, (i_beam, i_vocab), k_dim = dt.top_k(x, axis=(beam, vocab), k=4)
+    assert values.dims == (k_dim, batch) and k_dim.size == 4
+    assert i_beam.sparse_dim is beam and i_vocab.sparse_dim is vocab
+    flat = x.raw.permute(1, 0, 2).reshape(2, 15)
+    v, i = torch.topk(flat, 4, dim=1)
+    torch.testing.assert_close(values.raw, v.T)
+    assert torch.equal(i_beam.raw, (i // 5).T) and torch.equal(i_vocab.raw, (i % 5).T)
+    # The indices pick the values.
+    picked = x.raw.permute(1, 0, 2)[torch.arange(2)[:, None], i_beam.raw.T, i_vocab.raw.T]
+    torch.testing.assert_close(picked, v)
+    check_against_torch(lambda t: dt.top_k(t, axis=(beam, vocab), k=k_dim)[0],
+                        lambda r: torch.topk(r.permute(1, 0, 2).reshape(2, 15), 4, dim=1)[0].T, [x])
+
+
+def test_top_k_errors():
+    pb = make_padded_batch([3, 1], feature=4)
+    with pytest.raises(ValueError, match=r"dimtorch\.top_k\(\): k=5 is larger than the 4 entries of axis "
+                                         r"\('feature'\(4\)\)"):
+        dt.top_k(pb.x, axis=pb.feature, k=5)
+    with pytest.raises(ValueError, match=r"dimtorch\.top_k\(\): axis 'v'\(4\) is not a dim of x"):
+        dt.top_k(pb.x, axis=dt.Dim(4, name="v"), k=1)
+    with pytest.raises(ValueError, match=r"dimtorch\.top_k\(\): k must be an int >= 1 or a static Dim, got 0"):
+        dt.top_k(pb.x, axis=pb.feature, k=0)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_dynamic(descending):
+    lengths = [5, 3, 0, 1]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    values, idx = dt.sort(pb.x, axis=pb.time, descending=descending)
+    assert values.dims == pb.x.dims and idx.sparse_dim is pb.time
+    check_against_torch(lambda t: dt.sort(t, axis=pb.time, descending=descending),
+                        lambda r: [per_sequence(r, lengths, lambda s: torch.sort(s, 0, descending=descending)[i],
+                                                lengths, 5) for i in (0, 1)], [pb.x])
+    check_batch_independence(lambda t, m: dt.sort(t, axis=m(pb.time), descending=descending), pb.x, pb.batch,
+                             pb.time)
+
+
+def test_sort_static_int():
+    a, f = dt.Dim(2, name="a"), dt.Dim(4, name="f")
+    x = dt.Tensor(torch.tensor([[3, 1, 2, 0], [5, 7, 6, 4]]), (a, f))
+    values, idx = dt.sort(x, axis=f, descending=True)
+    assert values.raw.tolist() == [[3, 2, 1, 0], [7, 6, 5, 4]] and idx.raw.tolist() == [[0, 2, 1, 3], [1, 2, 0, 3]]
+    with pytest.raises(ValueError, match=r"dimtorch\.sort\(\): axis 'g'\(1\) is not a dim of x"):
+        dt.sort(x, axis=dt.Dim(1, name="g"))
+
+
+def test_cumsum():
+    lengths = [5, 3, 0, 1]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    y = dt.cumsum(pb.x, axis=pb.time)
+    assert y.dims == pb.x.dims
+    check_against_torch(lambda t: dt.cumsum(t, axis=pb.time),
+                        lambda r: per_sequence(r, lengths, lambda s: torch.cumsum(s, 0), lengths, 5), [pb.x])
+    # Padding contributes 0: frames past a sequence's end repeat its total, and no NaN from the NaN padding.
+    assert not y.raw.isnan().any()
+    torch.testing.assert_close(y.raw[1, 4], pb.x.raw[1, :3].sum(0))
+    check_batch_independence(lambda t, m: dt.cumsum(t, axis=m(pb.time)), pb.x, pb.batch, pb.time)
+    check_against_torch(lambda t: dt.cumsum(t, axis=pb.feature), lambda r: torch.cumsum(r, 2), [pb.x])
+    with pytest.raises(ValueError, match=r"dimtorch\.cumsum\(\): axis 'g'\(1\) is not a dim of x"):
+        dt.cumsum(pb.x, axis=dt.Dim(1, name="g"))
