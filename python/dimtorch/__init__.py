@@ -24,6 +24,7 @@ from ._slicing import reverse_sequence, shift_left, shift_right, slice  # noqa: 
 from ._conv import conv, pool, transposed_conv  # noqa: F401
 from ._shape_ops import expand_dim, merge_dims, replace_dim, split_dims, squeeze  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
+from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from . import nn  # noqa: F401
 
 __version__ = "0.1.0"

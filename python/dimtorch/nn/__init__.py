@@ -9,3 +9,4 @@ from .normalization import BatchNorm, LayerNorm, RMSNorm  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .feed_forward import FeedForward  # noqa: F401
 from .recurrent import LSTM, LstmState  # noqa: F401
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: F401

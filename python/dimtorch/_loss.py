@@ -1,0 +1,172 @@
+"""Losses: cross_entropy (F.cross_entropy), ctc_loss (F.ctc_loss) and loss_mean_over_frames."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from ._C import Dim, Tensor
+from ._mask import sequence_mask
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+
+_IGNORE = -100  # F.cross_entropy's ignore_index: padding positions get loss 0 and no gradient
+
+
+def _valid_mask_raw(dims: tuple, device) -> Optional[torch.Tensor]:
+    """bool raw over `dims` (True on valid frames), or None when no dim of `dims` has padding there."""
+    if not any(d.is_dynamic() and all(any(b is e for e in dims) for b in d.dyn_size.dims) for d in dims):
+        return None
+    return sequence_mask(dims, device=device).raw_aligned(dims)
+
+
+def _same_dims(a, b) -> bool:
+    return len(a) == len(b) and all(any(d is e for e in b) for d in a)
+
+
+def cross_entropy(*, estimated: Tensor, target: Tensor, axis: Dim, estimated_type: str = "logits",
+                  label_smoothing: float = 0.0, use_mask: bool = True) -> Tensor:
+    """Per-position cross entropy -sum_c p_target(c) log q(c) over the class dim `axis`.
+
+    `estimated`: logits, log-probs or probs (`estimated_type`) over `axis` and other dims.
+    `target`: class indices (an int Tensor whose sparse_dim is `axis`, dims = estimated's dims
+    without `axis`, any order) or probabilities (a float Tensor over estimated's dims).
+    Result: estimated's dims without `axis` (in estimated's order). With use_mask, padding positions
+    of dynamic dims get loss 0 and no gradient, and the values of padded index targets are never
+    read (they may be out of range). One F.cross_entropy (logits) or F.nll_loss (log-probs/probs)
+    call; label_smoothing as in F.cross_entropy. No host-device sync.
+    """
+    caller = "dimtorch.cross_entropy()"
+    check_tensor(estimated, caller, "estimated")
+    check_tensor(target, caller, "target")
+    if estimated_type not in ("logits", "log-probs", "probs"):
+        raise ValueError(f"{caller}: estimated_type must be 'logits', 'log-probs' or 'probs', got {estimated_type!r}")
+    a = axis_of(estimated, axis, caller, of="estimated")
+    est_dims = estimated.dims
+    out_dims = est_dims[:a] + est_dims[a + 1:]
+    raw = estimated.raw
+    if estimated_type == "probs":
+        raw = torch.log(raw)
+    dense = any(d is axis for d in target.dims)
+    if dense:
+        if not _same_dims(target.dims, est_dims):
+            raise ValueError(f"{caller}: a probability target must have estimated's dims ({dims_str(est_dims)}), "
+                             f"got ({dims_str(target.dims)})")
+        tgt = target.raw_aligned(est_dims)
+    else:
+        if target.sparse_dim is not axis:
+            got = "none" if target.sparse_dim is None else dim_str(target.sparse_dim)
+            raise ValueError(f"{caller}: the sparse_dim of target is {got}, but axis is {dim_str(axis)} "
+                             f"(target dims: {dims_str(target.dims)})")
+        if not _same_dims(target.dims, out_dims):
+            raise ValueError(f"{caller}: target must have the dims of estimated without axis ({dims_str(out_dims)}), "
+                             f"got ({dims_str(target.dims)})")
+        tgt = target.raw if target.dims == out_dims else target.raw_aligned(out_dims)
+    mask = _valid_mask_raw(out_dims, raw.device) if use_mask else None
+    if mask is not None and not dense:
+        tgt = torch.where(mask, tgt, _IGNORE)
+    n_classes = raw.shape[a]
+    last = a == raw.dim() - 1
+    if last:  # (N, C): the plain kernel, no strided class axis
+        raw2 = raw.reshape(-1, n_classes)
+        tgt2 = tgt.reshape(-1, n_classes) if dense else tgt.reshape(-1)
+    else:
+        raw2 = raw.movedim(a, 1) if a != 1 else raw
+        tgt2 = (tgt.movedim(a, 1) if a != 1 else tgt) if dense else tgt
+    if estimated_type == "logits" or dense or label_smoothing:
+        loss = F.cross_entropy(raw2, tgt2, reduction="none", label_smoothing=label_smoothing)
+    else:  # already normalized: nll_loss skips the log_softmax
+        loss = F.nll_loss(raw2, tgt2, reduction="none")
+    if last:
+        loss = loss.view(tuple(raw.shape[:a]))
+    if mask is not None and dense:
+        loss = torch.where(mask, loss, 0)
+    return Tensor(loss, out_dims)
+
+
+def _host_lengths(d: Dim, batch_dims: tuple, batch_shape: list, n_batch: int, what: str, caller: str):
+    """Host int64 lengths of `d` per flattened batch entry (the full size for a static dim)."""
+    if not d.is_dynamic():
+        return torch.full((n_batch,), d.get_max_size(), dtype=torch.int64)
+    lengths = d.dyn_size
+    for b in lengths.dims:
+        if not any(b is e for e in batch_dims):
+            raise ValueError(f"{caller}: the lengths of {what} {dim_str(d)} are over {dim_str(b)}, "
+                             f"which is not a batch dim of targets ({dims_str(batch_dims)})")
+    return lengths.raw_aligned(batch_dims).expand(batch_shape).reshape(n_batch).to("cpu", torch.int64)
+
+
+def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets_spatial_dim: Dim,
+             blank_index: int, logits_normalized: bool = False) -> Tensor:
+    """Per-sequence CTC loss (negative log-likelihood of `targets`) via F.ctc_loss.
+
+    `logits`: over the batch dims, input_spatial_dim and one class dim; `targets`: int class indices
+    over the batch dims and targets_spatial_dim. The batch dims are the dims of targets other than
+    targets_spatial_dim. The class dim is the dim of logits that is neither a batch dim nor
+    input_spatial_dim (blank_index indexes it; targets' sparse_dim may lack the blank). log_softmax over
+    the classes unless logits_normalized; the padding of logits is zeroed first (clean gradients);
+    lengths come from the host; reduction none, zero_infinity=True. Result dims: the batch dims.
+    """
+    caller = "dimtorch.ctc_loss()"
+    check_tensor(logits, caller, "logits")
+    check_tensor(targets, caller, "targets")
+    t_ax = axis_of(logits, input_spatial_dim, caller, what="input_spatial_dim", of="logits")
+    axis_of(targets, targets_spatial_dim, caller, what="targets_spatial_dim", of="targets")
+    batch_dims = tuple(d for d in targets.dims if d is not targets_spatial_dim)
+    for d in batch_dims:
+        if not any(d is e for e in logits.dims):
+            raise ValueError(f"{caller}: logits lack the batch dim {dim_str(d)} of targets "
+                             f"(logits dims: {dims_str(logits.dims)}, targets dims: {dims_str(targets.dims)})")
+    rest = [d for d in logits.dims if d is not input_spatial_dim and not any(d is e for e in batch_dims)]
+    if len(rest) != 1:
+        raise ValueError(f"{caller}: logits must have exactly one class dim besides the batch dims "
+                         f"({dims_str(batch_dims)}) and input_spatial_dim {dim_str(input_spatial_dim)}; "
+                         f"logits dims: {dims_str(logits.dims)}")
+    class_dim = rest[0]
+    n_classes = logits.raw.shape[logits.dims.index(class_dim)]
+    if not 0 <= blank_index < n_classes:
+        raise ValueError(f"{caller}: blank_index {blank_index} is out of range for the class dim "
+                         f"{dim_str(class_dim)} of size {n_classes}")
+    batch_shape = [logits.raw.shape[logits.dims.index(d)] for d in batch_dims]
+    n_batch = 1
+    for s in batch_shape:
+        n_batch *= s
+    n_time = logits.raw.shape[t_ax]
+    lp = logits.raw_aligned((input_spatial_dim,) + batch_dims + (class_dim,)).reshape(n_time, n_batch, n_classes)
+    input_lengths = _host_lengths(input_spatial_dim, batch_dims, batch_shape, n_batch, "input_spatial_dim", caller)
+    target_lengths = _host_lengths(targets_spatial_dim, batch_dims, batch_shape, n_batch, "targets_spatial_dim",
+                                   caller)
+    if input_spatial_dim.is_dynamic():
+        frames = sequence_mask((input_spatial_dim,) + batch_dims, device=lp.device)  # cached on the dim
+        frames = frames.raw_aligned((input_spatial_dim,) + batch_dims).expand(n_time, *batch_shape)
+        lp = torch.where(frames.reshape(n_time, n_batch, 1), lp, 0)
+    if not logits_normalized:
+        lp = torch.log_softmax(lp, dim=-1)
+    tg = targets.raw_aligned(batch_dims + (targets_spatial_dim,)).reshape(n_batch, -1)
+    loss = F.ctc_loss(lp, tg, input_lengths, target_lengths, blank=blank_index, reduction="none",
+                      zero_infinity=True)
+    return Tensor(loss.view(batch_shape), batch_dims)
+
+
+def loss_mean_over_frames(loss: Tensor, *, frames_dim: Optional[Dim] = None) -> Tensor:
+    """Scalar mean of a loss over all valid frames of the batch: the masked sum of `loss` over all
+    its dims divided by the number of frames, counted on the host from the lengths (no device read).
+    Frames: the valid positions of loss itself (a per-frame loss, e.g. from cross_entropy), or, with
+    `frames_dim` (e.g. the targets' spatial dim of a per-sequence CTC loss), the total of that dim's
+    lengths over loss's dims. At least one frame is counted (an empty batch gives 0, not NaN)."""
+    caller = "dimtorch.loss_mean_over_frames()"
+    check_tensor(loss, caller, "loss")
+    dims = loss.dims
+    if frames_dim is None:
+        host_mask = _valid_mask_raw(dims, "cpu")
+        count = host_mask.sum().item() if host_mask is not None else loss.raw.numel()  # host: no sync
+        raw = loss.raw if host_mask is None else torch.where(_valid_mask_raw(dims, loss.raw.device), loss.raw, 0)
+    else:
+        if any(d is frames_dim for d in dims):
+            raise ValueError(f"{caller}: frames_dim {dim_str(frames_dim)} is a dim of loss ({dims_str(dims)}); "
+                             f"leave it out to count loss's own valid frames")
+        shape = list(loss.raw.shape)
+        n = loss.raw.numel()
+        count = _host_lengths(frames_dim, dims, shape, n, "frames_dim", caller).sum().item()
+        raw = loss.raw
+    return Tensor(raw.sum() / max(count, 1), ())
