@@ -289,8 +289,11 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
   return tensor_make(out.release(), out_dims.get(), out_sizes, sparse, feature);
 }
 
-PyObject* f_moments(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* caller = "dimtorch.moments()";
+/// moments; with `count_out`, also the number of frames each statistic is over (a Python number,
+/// or a raw laid out like the statistics) and the centered x (zeroed padding minus the mean, a
+/// Tensor over x's dims); both stay NULL when nothing was masked.
+PyObject* moments_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                       PyObject** count_out, PyObject** centered_out, const char* caller) {
   static const char* const names[] = {"x", "axis", "use_mask"};
   PyObject* v[3];
   if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return nullptr;
@@ -355,12 +358,32 @@ PyObject* f_moments(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
     if (!sq_sum) return nullptr;
     var_raw = Ref(divide_by_count(sq_sum.get(), count.get()));
     if (!var_raw) return nullptr;
+    if (count_out) {
+      *count_out = count.release();
+      *centered_out = dev.release();
+    }
   }
   Ref mean_t(tensor_make(mean_raw.release(), out_dims.get(), out_sizes, nullptr, feature));
   if (!mean_t) return nullptr;
   Ref var_t(tensor_make(var_raw.release(), out_dims.get(), out_sizes, nullptr, feature));
   if (!var_t) return nullptr;
   return PyTuple_Pack(2, mean_t.get(), var_t.get());
+}
+
+PyObject* f_moments(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return moments_impl(args, nargs, kwnames, nullptr, nullptr, "dimtorch.moments()");
+}
+
+PyObject* f_moments_with_count(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                               PyObject* kwnames) {
+  PyObject* count = nullptr;
+  PyObject* centered = nullptr;
+  Ref stats(moments_impl(args, nargs, kwnames, &count, &centered, "dimtorch.batch_norm()"));
+  Ref count_ref(count ? count : Py_NewRef(Py_None));
+  Ref centered_ref(centered ? centered : Py_NewRef(Py_None));
+  if (!stats) return nullptr;
+  return PyTuple_Pack(4, PyTuple_GET_ITEM(stats.get(), 0), PyTuple_GET_ITEM(stats.get(), 1),
+                      count_ref.get(), centered_ref.get());
 }
 
 #define DIMTORCH_REDUCE(fn, mode, pyname)                                                   \
@@ -385,6 +408,11 @@ PyMethodDef kFunctions[] = {
      "moments(x, axis, use_mask=True) -> (mean, variance) over the dim(s) `axis`; the variance is "
      "biased (as in layer and batch norm); padding of dynamic dims is excluded and gets no "
      "gradient; an empty sequence gives 0 and 0."},
+    {"_moments_with_count", FASTCALL(f_moments_with_count),
+     "_moments_with_count(x, axis, use_mask=True) -> (mean, variance, count, centered): count is "
+     "the number of valid frames per statistic (a Python number or a raw over the statistics' "
+     "dims), centered is x minus the mean with zeroed padding (both None without masking); for "
+     "batch_norm."},
     {"reduce_sum", FASTCALL(f_sum),
      "reduce_sum(x, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."},
     {"reduce_mean", FASTCALL(f_mean),

@@ -7,9 +7,6 @@ import torch.nn.functional as F
 from . import _C
 from ._C import Dim, Tensor
 
-_MASK, _COUNT = 0, 1  # kinds of dimtorch._C._dim_cached_raw (see src/mask.h)
-
-
 def _axes(x: Tensor, axis, caller: str) -> list:
     """Raw axes of x named by `axis` (a Dim or a sequence of Dims)."""
     if not isinstance(x, Tensor):
@@ -36,18 +33,6 @@ def _describe(x: Tensor) -> str:
     return ", ".join(f"{d.name}:{n}" for d, n in zip(x.dims, x.shape))
 
 
-def _lengths_positions(x: Tensor, d: Dim, caller: str) -> tuple:
-    """Axes of x holding the lengths' dims of `d`, in the lengths' order."""
-    pos = []
-    for bd in d.dyn_size.dims:
-        i = next((i for i, e in enumerate(x.dims) if e is bd), None)
-        if i is None:
-            raise ValueError(f"{caller}: the lengths of dim {d!r} are over {bd!r}, which x lacks "
-                             f"(dims: {_describe(x)}); add that dim (e.g. by broadcasting) first")
-        pos.append(i)
-    return tuple(pos)
-
-
 def _masked_axes(x: Tensor, reduced: list) -> list:
     """Axes of x whose padding a reduction over `reduced` must mask: dims with lengths that are
     reduced themselves or whose lengths vary along a reduced dim (the rule of src/ops_reduce.cpp)."""
@@ -58,47 +43,6 @@ def _masked_axes(x: Tensor, reduced: list) -> list:
         if i in reduced or any(any(bd is x.dims[j] for j in reduced) for bd in d.dyn_size.dims):
             out.append(i)
     return out
-
-
-def _masked_statistics(x: Tensor, reduced: list, masked: list, caller: str):
-    """(x's raw minus the mean with masked padding at -mean (finite), mean, variance, valid-frame
-    count), the statistics kept with size-1 reduced axes; without masking the first is None (not
-    computed) and count is None, else count is a raw broadcastable to the statistics."""
-    raw = x.raw
-    red = reduced[0] if len(reduced) == 1 else reduced  # an int dim is the cheaper torch call
-    if not masked:
-        var, mean = torch.var_mean(raw, red, correction=0, keepdim=True)
-        return None, mean, var, None
-    device, ndim = raw.device, raw.dim()
-    mask = None
-    for i in masked:
-        d = x.dims[i]
-        pos = _lengths_positions(x, d, caller)
-        m = _C._dim_cached_raw(_MASK, d, pos + (i,), ndim, x.shape[i], device)
-        mask = m if mask is None else mask & m
-    if len(masked) == 1 and masked[0] in reduced and not any(p in reduced for p in pos):
-        # Common case (one dynamic dim reduced, its batch dims kept): the clamped lengths, cached on
-        # the dim, are the count; other reduced dims multiply it by their size.
-        count = _C._dim_cached_raw(_COUNT, x.dims[masked[0]], pos, ndim, -1, device)
-        factor = 1
-        for j in reduced:
-            if j != masked[0]:
-                factor *= x.shape[j]
-        if factor != 1:
-            count = count * factor
-    else:
-        count = mask.sum(red, keepdim=True)
-        factor = 1
-        for j in reduced:
-            if mask.shape[j] == 1:
-                factor *= x.shape[j]
-        count = (count * factor if factor != 1 else count).clamp(min=1)
-    xm = torch.where(mask, raw, 0)
-    # In-place division keeps x's dtype whatever the count's (float32 or int64) is.
-    mean = xm.sum(red, keepdim=True).div_(count)
-    diff = xm - mean
-    var = torch.where(mask, diff * diff, 0).sum(red, keepdim=True).div_(count)
-    return diff, mean, var, count
 
 
 def _param_raw(p, name: str, axis: Dim, ndim: int, ax: int, caller: str, for_fused: bool):
@@ -163,21 +107,27 @@ def batch_norm(x: Tensor, axis: Dim = None, running_mean: Tensor = None, running
             out = out.movedim(1, ax)
         return Tensor(out, x.dims, feature_dim=x.feature_dim)
 
-    w = _param_raw(weight, "weight", axis, ndim, ax, caller, False)
-    b = _param_raw(bias, "bias", axis, ndim, ax, caller, False)
-    for p, n in ((running_mean, "running_mean"), (running_var, "running_var")):
+    for p, n in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"),
+                 (bias, "bias")):
         _param_raw(p, n, axis, ndim, ax, caller, True)
-    diff, mean, var, count = _masked_statistics(x, reduced, masked, caller)
+    # Masked statistics from the C++ core: the count is a host number in the common case (all
+    # batch and time frames reduced), so the running update below needs no device count.
+    reduced_dims = tuple(d for i, d in enumerate(x.dims) if i != ax)
+    mean, var, count, centered = _C._moments_with_count(x, reduced_dims)
     if running_mean is not None:
         with torch.no_grad():
             # F.batch_norm's update: the unbiased variance n/(n-1) * var, n the valid frames per
-            # feature (a device tensor: no sync; n=1 counts as n/1, where torch would raise).
-            unbiased = var * (count / (count - 1).clamp(min=1))
-            running_mean.raw.mul_(1 - momentum).add_(mean.reshape(-1), alpha=momentum)
-            running_var.raw.mul_(1 - momentum).add_(unbiased.reshape(-1), alpha=momentum)
-    out = diff * torch.rsqrt(var + eps)
-    if w is not None:
-        out = out * w
-    if b is not None:
-        out = out + b
-    return Tensor(out, x.dims, feature_dim=x.feature_dim)
+            # feature (n=1 counts as n/1, where torch would raise).
+            if isinstance(count, float):
+                unbiased = var.raw * (count / max(count - 1.0, 1.0))
+            else:
+                unbiased = var.raw * (count / (count - 1).clamp(min=1))
+            # The statistics are over (axis,) alone, the running stats' layout.
+            running_mean.raw.mul_(1 - momentum).add_(mean.raw, alpha=momentum)
+            running_var.raw.mul_(1 - momentum).add_(unbiased, alpha=momentum)
+    out = centered * _C.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return Tensor(out.raw, x.dims, feature_dim=x.feature_dim)
