@@ -1,0 +1,319 @@
+"""The demo's Conformer + CTC, hand-written in pure PyTorch: positional axes, hand-written masks.
+
+This is the reference that dimtorch's model (dimtorch.nn.ConformerEncoder + a Linear) must match:
+same parameters (names and torch layouts below), same loss and gradients on the same batch. The
+structure follows RETURNN frontend's ConformerEncoder (pre-norm macaron layers, Transformer-XL style
+relative-position self-attention, conv block with batch norm), with two deliberate choices where
+RETURNN's defaults would make a sequence's output depend on the rest of its batch:
+
+- the conv front end pads explicitly (1 frame each side, kernel 3, stride 2), not "same" padding
+  computed from the padded batch length, so the output length is exactly ceil(T / 2) per conv
+  (ceil(T / 4) for the two), a function of the sequence's own length;
+- every convolution (front end and depthwise) sees zeros at padded frames, and the batch norm's
+  statistics count valid frames only (dimtorch's `batch_norm` with `use_mask=True`).
+
+Parameter names and layouts (a state_dict of `ConformerCTC`; torch layouts, Linear weight (out, in)):
+
+  encoder.input_layer.conv_layers.{0,1}.weight   (C_i, C_{i-1}, 3, 3)  Conv2d over (time, feature),
+  encoder.input_layer.conv_layers.{0,1}.bias     (C_i,)                 C_{-1} = 1, stride 2 in both
+  encoder.input_projection.weight                (D, F'' * C_1)        no bias; input feature index
+                                                                         f * C_1 + c (feature-major,
+                                                                         channel-minor, as RETURNN's
+                                                                         merge_dims of (F'', C_1))
+  encoder.layers.{i}.ffn1_layer_norm.{weight,bias}          (D,)
+  encoder.layers.{i}.ffn1.linear_ff.{weight (FF, D), bias (FF,)}
+  encoder.layers.{i}.ffn1.linear_out.{weight (D, FF), bias (D,)}
+  encoder.layers.{i}.self_att_layer_norm.{weight,bias}      (D,)
+  encoder.layers.{i}.self_att.qkv.{weight (H*(2*Dh+Dh), D), bias}   output index h*(3*Dh) + j:
+                                                            j < Dh query, < 2*Dh key, else value
+  encoder.layers.{i}.self_att.linear_pos.weight             (D, D), no bias; output index h*Dh + j
+  encoder.layers.{i}.self_att.pos_bias_u, pos_bias_v        (H, Dh)
+  encoder.layers.{i}.self_att.proj.{weight (D, D), bias (D,)}
+  encoder.layers.{i}.conv_layer_norm.{weight,bias}          (D,)
+  encoder.layers.{i}.conv_block.positionwise_conv1.{weight (2*D, D), bias}  GLU: first half * sigmoid(second)
+  encoder.layers.{i}.conv_block.depthwise_conv.{weight (D, 1, K), bias (D,)}  padding (K-1)/2 each side
+  encoder.layers.{i}.conv_block.norm.{weight, bias, running_mean, running_var}  (D,)  masked batch norm
+  encoder.layers.{i}.conv_block.positionwise_conv2.{weight (D, D), bias}
+  encoder.layers.{i}.ffn2_layer_norm, ffn2.linear_ff, ffn2.linear_out       as ffn1
+  encoder.layers.{i}.final_layer_norm.{weight,bias}         (D,)
+  output.{weight (V+1, D), bias (V+1,)}                     CTC logits; blank = index V (the last)
+
+Semantics of the attention: score(i, j) = ((q_i + u) . k_j + (q_i + v) . P[j - i]) / sqrt(Dh), keys
+j beyond the sequence's length masked, softmax over j; P[d] = linear_pos(pe(d)) split into heads,
+pe(d) = concat(sin(d * w), cos(d * w)), w_k = 10000^(-2k / D), k < D/2, for d = -(T-1) .. T-1
+(RETURNN's `relative_positional_encoding`). Activations: ReLU in the front end, swish elsewhere.
+The CTC loss is summed over the batch and divided by the number of target labels (at least 1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Dict, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    in_dim: int = 16  # input features per frame (demo.data.TaskConfig.feature_dim)
+    num_labels: int = 24  # labels without blank; the CTC head has num_labels + 1 outputs
+    model_dim: int = 64
+    num_layers: int = 3
+    num_heads: int = 4
+    ff_dim: int = 256
+    conv_kernel_size: int = 15  # odd
+    subsample_channels: Tuple[int, int] = (8, 8)
+    dropout: float = 0.1
+    att_dropout: float = 0.1
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["subsample_channels"] = list(self.subsample_channels)
+        return d
+
+    @staticmethod
+    def from_dict(d: dict) -> "ModelConfig":
+        d = dict(d)
+        d["subsample_channels"] = tuple(d["subsample_channels"])
+        return ModelConfig(**d)
+
+
+def sequence_mask(lengths: torch.Tensor, max_len: int, device) -> torch.Tensor:
+    """(B, max_len) bool, True at valid frames; `lengths` int64 on the host. Made on the host, then
+    copied (non-blocking): no device read."""
+    mask = torch.arange(max_len).unsqueeze(0) < lengths.unsqueeze(1)
+    return mask.to(device, non_blocking=True)
+
+
+def subsampled_length(lengths: torch.Tensor) -> torch.Tensor:
+    """Output length of one front-end conv (kernel 3, stride 2, 1 frame padding): ceil(T / 2)."""
+    return (lengths + 1) // 2
+
+
+class ConformerConvSubsample(nn.Module):
+    """Two Conv2d (kernel 3x3, stride 2x2, padding 1) + ReLU over (time, feature), padded frames zeroed
+    before each conv; out (B, ceil(ceil(T/2)/2), F'' * C) with F'' = ceil(ceil(F/2)/2)."""
+
+    def __init__(self, in_dim: int, channels: Tuple[int, ...]):
+        super().__init__()
+        self.conv_layers = nn.ModuleList()
+        prev = 1
+        feat = in_dim
+        for c in channels:
+            self.conv_layers.append(nn.Conv2d(prev, c, kernel_size=3, stride=2, padding=1))
+            prev = c
+            feat = (feat + 1) // 2
+        self.out_dim = feat * prev
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        h = x.unsqueeze(1)  # (B, 1, T, F)
+        for conv in self.conv_layers:
+            mask = sequence_mask(lengths, h.shape[2], h.device)
+            h = torch.where(mask[:, None, :, None], h, 0.0)
+            h = F.relu(conv(h))
+            lengths = subsampled_length(lengths)
+        b, c, t, f = h.shape
+        return h.permute(0, 2, 3, 1).reshape(b, t, f * c), lengths
+
+
+class ConformerPositionwiseFeedForward(nn.Module):
+    def __init__(self, dim: int, ff_dim: int, dropout: float):
+        super().__init__()
+        self.linear_ff = nn.Linear(dim, ff_dim)
+        self.linear_out = nn.Linear(ff_dim, dim)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.silu(self.linear_ff(x))
+        return self.linear_out(F.dropout(h, self.dropout, self.training))
+
+
+_pos_cache: Dict[tuple, torch.Tensor] = {}
+
+
+def relative_positional_encoding(time: int, dim: int, device, dtype) -> torch.Tensor:
+    """(2*time - 1, dim): row r is pe(r - (time - 1)) (see the module docstring); cached."""
+    key = (time, dim, torch.device(device), dtype)
+    pe = _pos_cache.get(key)
+    if pe is None:
+        pos = torch.arange(-(time - 1), time, dtype=torch.float32)
+        div = torch.exp(torch.arange(dim // 2, dtype=torch.float32) * -(2.0 * math.log(1e4) / dim))
+        arg = pos[:, None] * div[None, :]
+        pe = torch.cat([torch.sin(arg), torch.cos(arg)], dim=1).to(device=device, dtype=dtype)
+        if len(_pos_cache) > 256:
+            _pos_cache.clear()
+        _pos_cache[key] = pe
+    return pe
+
+
+def rel_shift(x: torch.Tensor) -> torch.Tensor:
+    """(..., T, 2T-1) indexed by relative position r = d + T - 1 -> (..., T, T) with
+    out[..., i, j] = x[..., i, j - i + T - 1] (Transformer-XL's pad-and-reshape trick)."""
+    *lead, t, r = x.shape
+    x = F.pad(x, (1, 0))  # (..., T, 2T)
+    x = x.reshape(*lead, 2 * t, t)[..., 1:, :]  # (..., 2T-1, T)
+    return x.reshape(*lead, t, r)[..., :t]
+
+
+class RelPosSelfAttention(nn.Module):
+    def __init__(self, dim: int, num_heads: int, att_dropout: float):
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f"RelPosSelfAttention: model_dim {dim} is not divisible by num_heads {num_heads}")
+        self.num_heads, self.head_dim = num_heads, dim // num_heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.linear_pos = nn.Linear(dim, dim, bias=False)
+        self.pos_bias_u = nn.Parameter(torch.empty(num_heads, self.head_dim))
+        self.pos_bias_v = nn.Parameter(torch.empty(num_heads, self.head_dim))
+        nn.init.xavier_uniform_(self.pos_bias_u)
+        nn.init.xavier_uniform_(self.pos_bias_v)
+        self.proj = nn.Linear(dim, dim)
+        self.att_dropout = att_dropout
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+        """x (B, T, D), key_mask (B, T) bool (True = valid)."""
+        b, t, d = x.shape
+        h, dh = self.num_heads, self.head_dim
+        qkv = self.qkv(x).view(b, t, h, 3 * dh)
+        q, k, v = qkv.split(dh, dim=-1)  # (B, T, H, Dh)
+        pos = self.linear_pos(relative_positional_encoding(t, d, x.device, x.dtype)).view(2 * t - 1, h, dh)
+        q_u = (q + self.pos_bias_u).transpose(1, 2)  # (B, H, T, Dh)
+        q_v = (q + self.pos_bias_v).transpose(1, 2)
+        ac = torch.matmul(q_u, k.permute(0, 2, 3, 1))  # (B, H, T, T)
+        bd = rel_shift(torch.matmul(q_v, pos.permute(1, 2, 0)))  # (B, H, T, 2T-1) -> (B, H, T, T)
+        scores = (ac + bd) * (dh ** -0.5)
+        # A finite fill keeps a length-0 sequence (no valid key) finite: uniform weights, no NaN.
+        scores = scores.masked_fill(~key_mask[:, None, None, :], torch.finfo(scores.dtype).min)
+        att = F.dropout(torch.softmax(scores, dim=-1), self.att_dropout, self.training)
+        out = torch.matmul(att, v.transpose(1, 2))  # (B, H, T, Dh)
+        return self.proj(out.transpose(1, 2).reshape(b, t, d))
+
+
+class MaskedBatchNorm(nn.Module):
+    """Batch norm over (B, T, D) with statistics over valid frames only (biased variance for the
+    output, unbiased n/(n-1) for the running variance, n clamped to >= 1) — dimtorch.batch_norm."""
+
+    def __init__(self, dim: int, momentum: float = 0.1, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.register_buffer("running_mean", torch.zeros(dim))
+        self.register_buffer("running_var", torch.ones(dim))
+        self.momentum, self.eps = momentum, eps
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return F.batch_norm(x.transpose(1, 2), self.running_mean, self.running_var, self.weight, self.bias,
+                                False, 0.0, self.eps).transpose(1, 2)
+        m = mask[:, :, None]
+        count = m.sum((0, 1), keepdim=True).clamp(min=1)  # (1, 1, 1), on the device: no sync
+        xm = torch.where(m, x, 0.0)
+        mean = xm.sum((0, 1), keepdim=True) / count
+        diff = xm - mean
+        var = torch.where(m, diff * diff, 0.0).sum((0, 1), keepdim=True) / count
+        with torch.no_grad():
+            unbiased = var * (count / (count - 1).clamp(min=1))
+            self.running_mean.mul_(1 - self.momentum).add_(mean.reshape(-1), alpha=self.momentum)
+            self.running_var.mul_(1 - self.momentum).add_(unbiased.reshape(-1), alpha=self.momentum)
+        return diff * torch.rsqrt(var + self.eps) * self.weight + self.bias
+
+
+class ConformerConvBlock(nn.Module):
+    def __init__(self, dim: int, kernel_size: int):
+        super().__init__()
+        if kernel_size % 2 != 1:
+            raise ValueError(f"ConformerConvBlock: conv_kernel_size must be odd, got {kernel_size}")
+        self.positionwise_conv1 = nn.Linear(dim, 2 * dim)
+        self.depthwise_conv = nn.Conv1d(dim, dim, kernel_size, groups=dim, padding=(kernel_size - 1) // 2)
+        self.norm = MaskedBatchNorm(dim)
+        self.positionwise_conv2 = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = F.glu(self.positionwise_conv1(x), dim=-1)
+        h = torch.where(mask[:, :, None], h, 0.0)  # the conv must see zeros beyond each sequence
+        h = self.depthwise_conv(h.transpose(1, 2)).transpose(1, 2)
+        h = F.silu(self.norm(h, mask))
+        return self.positionwise_conv2(h)
+
+
+class ConformerEncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        d = cfg.model_dim
+        self.dropout = cfg.dropout
+        self.ffn1 = ConformerPositionwiseFeedForward(d, cfg.ff_dim, cfg.dropout)
+        self.ffn1_layer_norm = nn.LayerNorm(d)
+        self.ffn2 = ConformerPositionwiseFeedForward(d, cfg.ff_dim, cfg.dropout)
+        self.ffn2_layer_norm = nn.LayerNorm(d)
+        self.conv_block = ConformerConvBlock(d, cfg.conv_kernel_size)
+        self.conv_layer_norm = nn.LayerNorm(d)
+        self.self_att = RelPosSelfAttention(d, cfg.num_heads, cfg.att_dropout)
+        self.self_att_layer_norm = nn.LayerNorm(d)
+        self.final_layer_norm = nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        drop = lambda h: F.dropout(h, self.dropout, self.training)  # noqa: E731
+        x = 0.5 * drop(self.ffn1(self.ffn1_layer_norm(x))) + x
+        x = drop(self.self_att(self.self_att_layer_norm(x), mask)) + x
+        x = drop(self.conv_block(self.conv_layer_norm(x), mask)) + x
+        x = 0.5 * drop(self.ffn2(self.ffn2_layer_norm(x))) + x
+        return self.final_layer_norm(x)
+
+
+class ConformerEncoder(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.input_layer = ConformerConvSubsample(cfg.in_dim, cfg.subsample_channels)
+        self.input_projection = nn.Linear(self.input_layer.out_dim, cfg.model_dim, bias=False)
+        self.input_dropout = cfg.dropout
+        self.layers = nn.ModuleList(ConformerEncoderLayer(cfg) for _ in range(cfg.num_layers))
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """x (B, T, F) (padding: anything), lengths (B,) int64 on the host -> (B, T', D), lengths'."""
+        x, lengths = self.input_layer(x, lengths)
+        x = F.dropout(self.input_projection(x), self.input_dropout, self.training)
+        mask = sequence_mask(lengths, x.shape[1], x.device)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x, lengths
+
+
+class ConformerCTC(nn.Module):
+    """ConformerEncoder + Linear to num_labels + 1 (blank last); `loss` gives the CTC loss."""
+
+    def __init__(self, cfg: ModelConfig = ModelConfig()):
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = ConformerEncoder(cfg)
+        self.output = nn.Linear(cfg.model_dim, cfg.num_labels + 1)
+
+    @property
+    def blank_index(self) -> int:
+        return self.cfg.num_labels
+
+    def forward(self, features: torch.Tensor, feature_lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """-> logits (B, T', V+1), out lengths (B,) int64 on the host."""
+        h, lengths = self.encoder(features, feature_lengths)
+        return self.output(h), lengths
+
+    def loss(self, features, feature_lengths, targets, target_lengths) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(loss per target label, logits, out lengths). zero_infinity: a sequence too short for its
+        target (impossible with the demo data) adds 0 instead of inf."""
+        logits, out_lengths = self(features, feature_lengths)
+        log_probs = F.log_softmax(logits.float(), dim=-1).transpose(0, 1)  # (T', B, V+1)
+        loss = F.ctc_loss(log_probs, targets, out_lengths, target_lengths, blank=self.blank_index,
+                          reduction="sum", zero_infinity=True)
+        return loss / max(1, int(target_lengths.sum())), logits, out_lengths
+
+
+def reference_state_dict_to_dimtorch(state_dict: dict) -> dict:
+    """The reference's state_dict in dimtorch's naming: the identity, as long as dimtorch.nn keeps the
+    names and torch layouts listed in this module's docstring. The one place to add a mapping if not."""
+    return dict(state_dict)
+
+
+__all__ = ["ModelConfig", "ConformerCTC", "ConformerEncoder", "ConformerEncoderLayer", "RelPosSelfAttention",
+           "ConformerConvBlock", "ConformerConvSubsample", "MaskedBatchNorm", "relative_positional_encoding",
+           "rel_shift", "sequence_mask", "subsampled_length", "reference_state_dict_to_dimtorch"]
