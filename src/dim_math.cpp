@@ -58,6 +58,18 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
                  describe_dim(self).c_str(), k);
     return nullptr;
   }
+  if (op == DimOp::kConcat) {
+    bool a_from_data = a->size < 0 && !dim_has_lengths(a);
+    bool b_from_data = b->size < 0 && !dim_has_lengths(b);
+    if (a_from_data != b_from_data) {
+      PyErr_Format(PyExc_ValueError,
+                   "%s: %s + %s: a dim whose size comes from data has neither a static size nor "
+                   "lengths to add",
+                   caller, describe_dim(self).c_str(),
+                   describe_dim(reinterpret_cast<PyObject*>(b)).c_str());
+      return nullptr;
+    }
+  }
   if (!a->cache) {
     a->cache = PyDict_New();
     if (!a->cache) return nullptr;

@@ -99,7 +99,9 @@ PyObject* mean_count(TensorObject* x, PyObject* out_dims, int n_out, const int* 
     /* The dim and all its lengths' dims are reduced (e.g. statistics over batch and time): the count
        is the host total of the lengths times the other reduced sizes, a Python number. */
     DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, mask_axes[0]));
-    PyObject* ldims = as_tensor(dim_dyn_size(d))->dims;
+    PyObject* lengths = dim_dyn_size(d);
+    if (!lengths) return nullptr;  // masked dims have lengths: NULL means their derivation failed
+    PyObject* ldims = as_tensor(lengths)->dims;
     bool all_reduced = true;
     Py_ssize_t factor = 1;
     for (int i = 0; i < tensor_ndim(x); ++i) {
@@ -121,7 +123,7 @@ PyObject* mean_count(TensorObject* x, PyObject* out_dims, int n_out, const int* 
     DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, mask_axes[0]));
     signed char pos[kMaxDims + 1];
     int k;
-    PyObject* ldims = as_tensor(dim_dyn_size(d))->dims;
+    PyObject* ldims = as_tensor(dim_dyn_size(d))->dims;  // known to exist: checked just above
     bool lengths_kept = true;  // checked here: the failing lengths_positions would format an error
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ldims); ++j)
       lengths_kept = lengths_kept && dims_index(out_dims, PyTuple_GET_ITEM(ldims, j)) >= 0;

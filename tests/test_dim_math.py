@@ -164,3 +164,9 @@ def test_mixed_chains_stay_apart():
     assert (t - 3) + 1 is not t - 2
     assert lengths_of((t - 3) + 1) == [3, 1]
     assert lengths_of(t - 2) == [3, 0]
+
+
+def test_concat_with_a_size_from_data_dim_is_an_error():
+    batch, t = dyn([3, 2])
+    with pytest.raises(ValueError, match=r"dimtorch\.Dim\.__add__\(\): 'time'\[batch\] \+ 'batch'\(\?\): a dim whose size comes from data"):
+        t + batch
