@@ -18,6 +18,8 @@ from ._dropout import dropout  # noqa: F401
 from ._concat import concat  # noqa: F401
 from ._gather import gather, one_hot  # noqa: F401
 from ._pad import pad  # noqa: F401
+from ._scatter import scatter  # noqa: F401
+from ._packing import pack_padded, unpack_padded  # noqa: F401
 from ._sort import cumsum, sort, top_k  # noqa: F401
 from ._stack import split, stack, unstack  # noqa: F401
 from ._slicing import reverse_sequence, shift_left, shift_right, slice  # noqa: F401

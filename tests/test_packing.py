@@ -1,0 +1,48 @@
+"""Tests of python/dimtorch/_packing.py: pack_padded / unpack_padded against torch, sizes from host lengths."""
+import pytest
+import torch
+
+import dimtorch as dt
+from helpers import check_against_torch, make_padded_batch
+
+
+def test_pack_padded_batch_time():
+    lengths = [4, 2, 0, 3]
+    pb = make_padded_batch(lengths, feature=3, extra_time=1)
+    # A layout with feature first.
+    x = dt.Tensor(pb.x.raw.permute(2, 0, 1), (pb.feature, pb.batch, pb.time))
+    y, pack = dt.pack_padded(x, dims=(pb.batch, pb.time))
+    assert pack.size == sum(lengths) and y.dims == (pack, pb.feature)
+    assert not y.raw.isnan().any()
+    p9 = dt.Dim(9, name="p9")
+    check_against_torch(lambda t: dt.pack_padded(t, dims=(pb.batch, pb.time), out_dim=p9)[0],
+                        lambda r: torch.cat([r[:, b, :n].T for b, n in enumerate(lengths)]), [x])
+    back = dt.unpack_padded(y, dims=(pb.batch, pb.time), in_dim=pack)
+    assert back.dims == (pb.batch, pb.time, pb.feature) and back.raw.shape == (4, 4, 3)
+    m = pb.mask[:, :4]
+    torch.testing.assert_close(back.raw[m], pb.x.raw[:, :4][m])
+    assert (back.raw[~m] == 0).all()
+    check_against_torch(lambda t: dt.unpack_padded(t, dims=(pb.batch, pb.time), in_dim=p9),
+                        lambda r: torch.nn.utils.rnn.pad_sequence(list(torch.split(r, lengths)), batch_first=True),
+                        [dt.Tensor(y.raw, (p9, pb.feature))], mask_padding=False)
+
+
+def test_pack_padded_time_major_order():
+    lengths = [3, 1]
+    pb = make_padded_batch(lengths, feature=1)
+    y, pack = dt.pack_padded(pb.x, dims=(pb.time, pb.batch))
+    expected = torch.stack([pb.x.raw[0, 0], pb.x.raw[1, 0], pb.x.raw[0, 1], pb.x.raw[0, 2]])
+    torch.testing.assert_close(y.raw, expected)
+
+
+def test_pack_padded_errors():
+    pb = make_padded_batch([3, 1], feature=2)
+    with pytest.raises(ValueError, match=r"dimtorch\.pack_padded\(\): the lengths of 'time'\[batch\] vary over "
+                                         r"'batch'\(\?\), which is not in dims \('time'\[batch\]\)"):
+        dt.pack_padded(pb.x, dims=(pb.time,))
+    with pytest.raises(ValueError, match=r"dimtorch\.pack_padded\(\): out_dim 'p'\(5\) does not fit the 4 valid frames"):
+        dt.pack_padded(pb.x, dims=(pb.batch, pb.time), out_dim=dt.Dim(5, name="p"))
+    y, pack = dt.pack_padded(pb.x, dims=(pb.batch, pb.time))
+    with pytest.raises(ValueError, match=r"dimtorch\.unpack_padded\(\): in_dim 'feature'\(2\) has 2 frames, but "
+                                         r"\('batch'\(\?\), 'time'\[batch\]\) have 4 valid frames"):
+        dt.unpack_padded(y, dims=(pb.batch, pb.time), in_dim=pb.feature)
