@@ -214,3 +214,30 @@ def test_module_list_and_sequential_are_torch_modules():
     x = dt.Tensor(torch.randn(2, 3), (batch, i))
     assert seq(x).dims == (batch, o)
     assert list(seq.state_dict())[:2] == ["0.weight", "0.bias"]
+
+
+def test_class_level_reader_falls_through_for_other_instances():
+    batch, i, o = _dims()
+
+    class Flex(dt.nn.Module):
+        def __init__(self, kind):
+            super().__init__()
+            if kind == "param":
+                self.thing = dt.nn.Parameter((i,))
+            elif kind == "module":
+                self.thing = dt.nn.Linear(i, o)
+            elif kind == "plain":
+                self.thing = 3
+
+    p, m, plain, none = Flex("param"), Flex("module"), Flex("plain"), Flex(None)
+    assert p.thing.dims == (i,)
+    assert isinstance(m.thing, dt.nn.Linear)
+    assert plain.thing == 3
+    assert not hasattr(none, "thing")
+    with pytest.raises(AttributeError, match="thing"):
+        none.thing
+    none.thing = dt.nn.Parameter((o,))  # registering later on another instance
+    assert none.thing.dims == (o,)
+    del p.thing  # as in torch, a parameter name becomes a submodule after del
+    p.thing = dt.nn.Linear(i, o)
+    assert isinstance(p.thing, dt.nn.Linear) and "thing" not in dict(p.named_parameters())
