@@ -1,0 +1,347 @@
+"""Multi-head attention: SelfAttention, CausalSelfAttention (with step-by-step state), CrossAttention, RelPosSelfAttention."""
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+
+from .._C import Dim, Tensor
+from .._shape_ops import dim_str, dims_str
+from . import init as _init
+from .linear import Linear
+from .module import Module, Parameter
+
+__all__ = ["SelfAttention", "CausalSelfAttention", "CausalSelfAttentionState", "CrossAttention",
+           "RelPosSelfAttention", "relative_positional_encoding", "rel_shift"]
+
+
+def _heads_dim(num_heads: Union[int, Dim], caller: str) -> Dim:
+    if isinstance(num_heads, Dim):
+        if num_heads.size is None:
+            raise ValueError(f"{caller}: num_heads {dim_str(num_heads)} must be static")
+        return num_heads
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"{caller}: num_heads must be an int >= 1 or a static Dim, got {num_heads!r}")
+    return Dim(num_heads, name="heads")
+
+
+def _per_head(total: Dim, heads: Dim, what: str, caller: str) -> Dim:
+    if not isinstance(total, Dim) or total.size is None:
+        raise ValueError(f"{caller}: {what} must be a static Dim, got {total!r}")
+    if total.size % heads.size:
+        raise ValueError(f"{caller}: {what} {dim_str(total)} is not divisible by num_heads {heads.size}")
+    return Dim(total.size // heads.size, name=f"{total.name}_per_head")
+
+
+def _check_x(module: Module, x, in_dim: Dim, axis: Optional[Dim], what: str = "x") -> tuple:
+    """x's dims other than in_dim and axis (the batch dims of the attention); the module's errors."""
+    name = type(module).__name__
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): {what} must be a dimtorch.Tensor, got {type(x).__name__}")
+    dims = x.dims
+    if not any(d is in_dim for d in dims):
+        raise ValueError(f"{name}(): {what} lacks the in_dim {dim_str(in_dim)} ({what} dims: {dims_str(dims)})")
+    if axis is not None and not any(d is axis for d in dims):
+        raise ValueError(f"{name}(): {what} lacks the axis {dim_str(axis)} ({what} dims: {dims_str(dims)})")
+    return tuple(d for d in dims if d is not in_dim and d is not axis)
+
+
+def _key_mask(axis: Dim, lead: tuple, device) -> Optional[torch.Tensor]:
+    """bool raw (*lead, 1, 1, T), True on valid keys of `axis` (None when axis has no lengths): the
+    dim's cached mask (no device read), broadcast over heads and query frames."""
+    if axis.dyn_size is None:
+        return None
+    order = lead + (axis,)
+    mask = axis.get_mask(dims_order=order, device=device)
+    raw = mask.raw if mask.dims == order else mask.raw_aligned(order)
+    return raw[..., None, None, :]
+
+
+def _split_heads(raw: torch.Tensor, heads: int, sizes: tuple):
+    """(..., T, H*sum(sizes)) with per-head layout h*sum(sizes) + j -> one (..., H, T, size) per size."""
+    raw = raw.unflatten(-1, (heads, sum(sizes))).transpose(-3, -2)
+    return raw.split(sizes, dim=-1)
+
+
+def _merge_heads(raw: torch.Tensor) -> torch.Tensor:
+    """(..., H, T, d) -> (..., T, H*d), index h*d + j."""
+    return raw.transpose(-3, -2).flatten(-2)
+
+
+class SelfAttention(Module):
+    """Multi-head self-attention over `axis` via F.scaled_dot_product_attention.
+
+    qkv: Linear(in_dim, 2 * key_dim_total + value_dim_total) whose output index is
+    h * (2*dk + dv) + j (per head: query dk, key dk, value dv; RETURNN's layout); proj:
+    Linear(value_dim_total, proj_dim), or none when proj_dim is None (output over value_dim_total).
+    Keys beyond each sequence's length are masked (bool attn_mask from the dim's cached mask,
+    broadcast over heads and query frames; no device read). Attention dropout only in training.
+    forward(x, axis=) -> Tensor over x's other dims, axis, proj_dim (x's order with in_dim last)."""
+
+    def __init__(self, in_dim: Dim, proj_dim: Optional[Dim], *, key_dim_total: Dim, value_dim_total: Dim,
+                 num_heads: Union[int, Dim], att_dropout: float = 0.1, with_bias: bool = True, dtype="float32",
+                 device=None):
+        super().__init__()
+        caller = f"{type(self).__name__}()"
+        self.in_dim, self.proj_dim = in_dim, proj_dim
+        self.heads = _heads_dim(num_heads, caller)
+        self.key_dim_total, self.value_dim_total = key_dim_total, value_dim_total
+        self.key_dim_per_head = _per_head(key_dim_total, self.heads, "key_dim_total", caller)
+        self.value_dim_per_head = _per_head(value_dim_total, self.heads, "value_dim_total", caller)
+        self.att_dropout = att_dropout
+        self.qkv_dim_total = Dim(2 * key_dim_total.size + value_dim_total.size, name="qkv")
+        self.qkv = Linear(in_dim, self.qkv_dim_total, with_bias=with_bias, dtype=dtype, device=device)
+        self.proj = (Linear(value_dim_total, proj_dim, with_bias=with_bias, dtype=dtype, device=device)
+                     if proj_dim is not None else None)
+
+    @property
+    def _qkv_sizes(self) -> tuple:
+        dk = self.key_dim_per_head.size
+        return dk, dk, self.value_dim_per_head.size
+
+    def _project_qkv(self, x: Tensor, lead: tuple, axis: Optional[Dim]):
+        """q, k, v raws (*lead, H, T, d) (T absent when axis is None)."""
+        qkv = self.qkv(x)
+        order = lead + ((axis,) if axis is not None else ()) + (self.qkv_dim_total,)
+        raw = qkv.raw if qkv.dims == order else qkv.raw_aligned(order)
+        if axis is None:
+            raw = raw.unsqueeze(-2)
+        return _split_heads(raw, self.heads.size, self._qkv_sizes)
+
+    def _output(self, out: torch.Tensor, lead: tuple, axis: Optional[Dim]) -> Tensor:
+        """out (*lead, H, T, dv) -> projected Tensor over (*lead, axis, proj_dim)."""
+        out = _merge_heads(out)
+        if axis is None:
+            out = out.squeeze(-2)
+        y = Tensor(out, lead + ((axis,) if axis is not None else ()) + (self.value_dim_total,),
+                   feature_dim=self.value_dim_total)
+        return self.proj(y) if self.proj is not None else y
+
+    def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
+        lead = _check_x(self, x, self.in_dim, axis)
+        q, k, v = self._project_qkv(x, lead, axis)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=_key_mask(axis, lead, q.device),
+                                             dropout_p=self.att_dropout if self.training else 0.0)
+        return self._output(out, lead, axis)
+
+    def extra_repr(self) -> str:
+        return (f"in_dim={dim_str(self.in_dim)}, heads={self.heads.size}, key_dim_total={dim_str(self.key_dim_total)}, "
+                f"value_dim_total={dim_str(self.value_dim_total)}, att_dropout={self.att_dropout}")
+
+
+class CausalSelfAttentionState:
+    """Keys and values of the frames seen so far: Tensors over (batch dims, heads, history, d), where
+    `history` is a dim sized from data (one more frame per step). Reorder it (e.g. for beam search)
+    with dt.gather on the batch dims."""
+
+    __slots__ = ("k", "v")
+
+    def __init__(self, k: Tensor, v: Tensor):
+        self.k, self.v = k, v
+
+    def __repr__(self):
+        return f"CausalSelfAttentionState(k=({dims_str(self.k.dims)}), v=({dims_str(self.v.dims)}))"
+
+
+class CausalSelfAttention(SelfAttention):
+    """SelfAttention where frame t sees frames <= t only (a decoder's self-attention).
+
+    forward(x, axis=time, state=None) -> (y, None): the full sequence at once (SDPA's is_causal; no
+    key mask is needed: a valid frame never sees a frame beyond its own position).
+    forward(x, axis=None, state=state) -> (y, new_state): one step; x has no time dim; `state` is
+    the previous step's (None before the first step)."""
+
+    def forward(self, x: Tensor, *, axis: Optional[Dim],
+                state: Optional[CausalSelfAttentionState] = None) -> Tuple[Tensor, Optional[CausalSelfAttentionState]]:
+        lead = _check_x(self, x, self.in_dim, axis)
+        q, k, v = self._project_qkv(x, lead, axis)
+        p = self.att_dropout if self.training else 0.0
+        if axis is not None:
+            if state is not None:
+                raise ValueError(f"{type(self).__name__}(): a state is only for step-by-step calls (axis=None); "
+                                 f"got axis {dim_str(axis)} and a state")
+            return self._output(F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True), lead, axis), None
+        if state is not None:
+            k_order = lead + (self.heads, state.k.dims[-2], self.key_dim_per_head)
+            v_order = lead + (self.heads, state.v.dims[-2], self.value_dim_per_head)
+            try:
+                k_prev = state.k.raw if state.k.dims == k_order else state.k.raw_aligned(k_order)
+                v_prev = state.v.raw if state.v.dims == v_order else state.v.raw_aligned(v_order)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"{type(self).__name__}(): the state (k dims: {dims_str(state.k.dims)}) does not fit "
+                                 f"x (dims: {dims_str(x.dims)}): {e}") from None
+            k = torch.cat((k_prev.expand(*k.shape[:-2], -1, -1), k), dim=-2)
+            v = torch.cat((v_prev.expand(*v.shape[:-2], -1, -1), v), dim=-2)
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        history = Dim(None, name="history")
+        new_state = CausalSelfAttentionState(Tensor(k, lead + (self.heads, history, self.key_dim_per_head)),
+                                             Tensor(v, lead + (self.heads, history, self.value_dim_per_head)))
+        return self._output(out, lead, None), new_state
+
+
+class CrossAttention(Module):
+    """Multi-head attention of x (queries) over an encoder output (keys and values) via
+    F.scaled_dot_product_attention, encoder padding masked (bool attn_mask from enc_axis's cached mask).
+
+    query: Linear(in_dim, key_dim_total); kv: Linear(encoder_dim, key_dim_total + value_dim_total),
+    output index h * (dk + dv) + j (per head: key dk, value dv); proj: Linear(value_dim_total, proj_dim).
+    forward(x, encoder, axis=, enc_axis=): axis None means x is one step (no time dim). The encoder
+    may lack some of x's batch dims (e.g. a beam dim): it is broadcast."""
+
+    def __init__(self, in_dim: Dim, encoder_dim: Dim, proj_dim: Optional[Dim], *, key_dim_total: Dim,
+                 value_dim_total: Dim, num_heads: Union[int, Dim], att_dropout: float = 0.1, with_bias: bool = True,
+                 dtype="float32", device=None):
+        super().__init__()
+        caller = f"{type(self).__name__}()"
+        self.in_dim, self.encoder_dim, self.proj_dim = in_dim, encoder_dim, proj_dim
+        self.heads = _heads_dim(num_heads, caller)
+        self.key_dim_total, self.value_dim_total = key_dim_total, value_dim_total
+        self.key_dim_per_head = _per_head(key_dim_total, self.heads, "key_dim_total", caller)
+        self.value_dim_per_head = _per_head(value_dim_total, self.heads, "value_dim_total", caller)
+        self.att_dropout = att_dropout
+        self.kv_dim_total = Dim(key_dim_total.size + value_dim_total.size, name="kv")
+        self.query = Linear(in_dim, key_dim_total, with_bias=with_bias, dtype=dtype, device=device)
+        self.kv = Linear(encoder_dim, self.kv_dim_total, with_bias=with_bias, dtype=dtype, device=device)
+        self.proj = (Linear(value_dim_total, proj_dim, with_bias=with_bias, dtype=dtype, device=device)
+                     if proj_dim is not None else None)
+
+    def forward(self, x: Tensor, encoder: Tensor, *, axis: Optional[Dim], enc_axis: Dim) -> Tensor:
+        name = type(self).__name__
+        lead = _check_x(self, x, self.in_dim, axis)
+        enc_lead = _check_x(self, encoder, self.encoder_dim, enc_axis, what="encoder")
+        extra = [d for d in enc_lead if not any(d is e for e in lead)]
+        if extra:
+            raise ValueError(f"{name}(): encoder has dims ({dims_str(extra)}) that x lacks (x dims: {dims_str(x.dims)}, "
+                             f"encoder dims: {dims_str(encoder.dims)})")
+        if axis is not None and axis is enc_axis:
+            raise ValueError(f"{name}(): axis and enc_axis are the same dim {dim_str(axis)}; use SelfAttention")
+        q = self.query(x)
+        q_order = lead + ((axis,) if axis is not None else ()) + (self.key_dim_total,)
+        q = q.raw if q.dims == q_order else q.raw_aligned(q_order)
+        if axis is None:
+            q = q.unsqueeze(-2)
+        (q,) = _split_heads(q, self.heads.size, (self.key_dim_per_head.size,))
+        kv = self.kv(encoder)
+        kv_order = lead + (enc_axis, self.kv_dim_total)
+        kv = kv.raw if kv.dims == kv_order else kv.raw_aligned(kv_order)
+        k, v = _split_heads(kv, self.heads.size, (self.key_dim_per_head.size, self.value_dim_per_head.size))
+        if k.shape[:-2] != q.shape[:-2]:
+            k, v = k.expand(*q.shape[:-2], -1, -1), v.expand(*q.shape[:-2], -1, -1)
+        mask = _key_mask(enc_axis, lead, q.device)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                             dropout_p=self.att_dropout if self.training else 0.0)
+        out = _merge_heads(out)
+        if axis is None:
+            out = out.squeeze(-2)
+        y = Tensor(out, lead + ((axis,) if axis is not None else ()) + (self.value_dim_total,),
+                   feature_dim=self.value_dim_total)
+        return self.proj(y) if self.proj is not None else y
+
+    def extra_repr(self) -> str:
+        return (f"in_dim={dim_str(self.in_dim)}, encoder_dim={dim_str(self.encoder_dim)}, heads={self.heads.size}, "
+                f"att_dropout={self.att_dropout}")
+
+
+_pos_cache: Dict[tuple, torch.Tensor] = {}
+
+
+def relative_positional_encoding(time: int, dim: int, device=None, dtype=torch.float32) -> torch.Tensor:
+    """Sinusoidal relative positions, raw (2*time - 1, dim): row r is pe(r - (time - 1)),
+    pe(d) = concat(sin(d * w), cos(d * w)), w_k = 10000^(-2k / dim), k < dim/2 (RETURNN's
+    relative_positional_encoding). Computed on the host once per (time, dim, device, dtype) and cached."""
+    key = (time, dim, torch.device("cpu") if device is None else torch.device(device), dtype)
+    pe = _pos_cache.get(key)
+    if pe is None:
+        pos = torch.arange(-(time - 1), time, dtype=torch.float32)
+        div = torch.exp(torch.arange(dim // 2, dtype=torch.float32) * -(2.0 * math.log(1e4) / dim))
+        arg = pos[:, None] * div[None, :]
+        pe = torch.cat([torch.sin(arg), torch.cos(arg)], dim=1)
+        if pe.shape[1] < dim:  # odd dim: one zero column
+            pe = F.pad(pe, (0, dim - pe.shape[1]))
+        pe = pe.to(device=key[2], dtype=dtype, non_blocking=True)
+        if len(_pos_cache) > 256:
+            _pos_cache.clear()
+        _pos_cache[key] = pe
+    return pe
+
+
+def rel_shift(x: torch.Tensor) -> torch.Tensor:
+    """(..., T, 2T-1), last axis the relative position r = j - i + T - 1 -> (..., T, T) with
+    out[..., i, j] = x[..., i, j - i + T - 1] (Transformer-XL's pad-and-reshape trick, no gather)."""
+    *lead, t, r = x.shape
+    x = F.pad(x, (1, 0))
+    x = x.reshape(*lead, 2 * t, t)[..., 1:, :]
+    return x.reshape(*lead, t, r)[..., :t]
+
+
+class RelPosSelfAttention(SelfAttention):
+    """Conformer self-attention with relative positions (Transformer-XL): score(i, j) =
+    ((q_i + u) . k_j + (q_i + v) . P[j - i]) / sqrt(dk), keys beyond each sequence's length masked.
+
+    P = linear_pos(pe) split into heads (linear_pos: Linear(pos_emb_dim, key_dim_total), no bias);
+    pe is sinusoidal (`pos_emb="sinusoidal"`, relative_positional_encoding) or learned
+    (`pos_emb="learned"`: a parameter `learned_pos_emb` over (2*clipping+1, pos_emb_dim), relative
+    distances clipped to +-`clipping`). pos_bias_u, pos_bias_v: (heads, key_dim_per_head), Glorot.
+    Same qkv layout as SelfAttention; the output projection likewise."""
+
+    def __init__(self, in_dim: Dim, proj_dim: Optional[Dim], *, key_dim_total: Dim, value_dim_total: Dim,
+                 num_heads: Union[int, Dim], att_dropout: float = 0.1, with_bias: bool = True,
+                 pos_emb: str = "sinusoidal", pos_emb_dim: Optional[Dim] = None, clipping: int = 16,
+                 dtype="float32", device=None):
+        super().__init__(in_dim, proj_dim, key_dim_total=key_dim_total, value_dim_total=value_dim_total,
+                         num_heads=num_heads, att_dropout=att_dropout, with_bias=with_bias, dtype=dtype,
+                         device=device)
+        if pos_emb not in ("sinusoidal", "learned"):
+            raise ValueError(f"{type(self).__name__}(): pos_emb must be 'sinusoidal' or 'learned', got {pos_emb!r}")
+        self.pos_emb_kind, self.clipping = pos_emb, clipping
+        self.pos_emb_dim = in_dim if pos_emb_dim is None else pos_emb_dim
+        self.linear_pos = Linear(self.pos_emb_dim, key_dim_total, with_bias=False, dtype=dtype, device=device)
+        self.pos_bias_u = Parameter((self.heads, self.key_dim_per_head), dtype, init=_init.Glorot(), device=device,
+                                    in_dims=(self.key_dim_per_head,), out_dims=(self.heads,))
+        self.pos_bias_v = Parameter((self.heads, self.key_dim_per_head), dtype, init=_init.Glorot(), device=device,
+                                    in_dims=(self.key_dim_per_head,), out_dims=(self.heads,))
+        if pos_emb == "learned":
+            self.learned_pos_dim = Dim(2 * clipping + 1, name="rel_pos")
+            self.learned_pos_emb = Parameter((self.learned_pos_dim, self.pos_emb_dim), dtype,
+                                             init=_init.Glorot(), device=device)
+        self._index_cache: Dict[tuple, torch.Tensor] = {}
+
+    def _pos_emb(self, time: int, like: torch.Tensor) -> torch.Tensor:
+        """pe raw (2*time - 1, pos_emb_dim)."""
+        if self.pos_emb_kind == "sinusoidal":
+            return relative_positional_encoding(time, self.pos_emb_dim.size, like.device, like.dtype)
+        key = (time, like.device)
+        index = self._index_cache.get(key)
+        if index is None:
+            index = (torch.arange(-(time - 1), time).clamp(-self.clipping, self.clipping) + self.clipping)
+            index = index.to(like.device, non_blocking=True)
+            if len(self._index_cache) > 64:
+                self._index_cache.clear()
+            self._index_cache[key] = index
+        return self.learned_pos_emb.raw[index]
+
+    def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
+        lead = _check_x(self, x, self.in_dim, axis)
+        q, k, v = self._project_qkv(x, lead, axis)  # (*lead, H, T, d)
+        t = q.shape[-2]
+        h, dk = self.heads.size, self.key_dim_per_head.size
+        pe = self._pos_emb(t, q)
+        pos = F.linear(pe, self.linear_pos.weight.raw).view(2 * t - 1, h, dk).permute(1, 2, 0)  # (H, dk, 2T-1)
+        u = self.pos_bias_u.raw[:, None, :]  # (H, 1, dk)
+        w = self.pos_bias_v.raw[:, None, :]
+        ac = torch.matmul(q + u, k.transpose(-2, -1))  # (*lead, H, T, T)
+        bd = rel_shift(torch.matmul(q + w, pos))  # (*lead, H, T, 2T-1) -> (*lead, H, T, T)
+        scores = (ac + bd) * (dk ** -0.5)
+        mask = _key_mask(axis, lead, q.device)
+        if mask is not None:
+            # A finite fill keeps a length-0 sequence finite (uniform weights over padding, no NaN).
+            scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
+        att = torch.softmax(scores, dim=-1)
+        if self.training and self.att_dropout:
+            att = F.dropout(att, self.att_dropout, True)
+        return self._output(torch.matmul(att, v), lead, axis)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", pos_emb={self.pos_emb_kind!r}"

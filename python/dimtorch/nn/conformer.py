@@ -1,0 +1,199 @@
+"""Conformer encoder: conv subsampling front end, conv block, encoder layer (macaron FF, rel-pos MHSA, conv) and encoder."""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple, Union
+
+import torch.nn.functional as F
+
+from .. import _C
+from .._C import Dim, Tensor
+from .._dropout import dropout as _dropout
+from .._shape_ops import dim_str, dims_str, merge_dims
+from .attention import RelPosSelfAttention
+from .conv import Conv1d, Conv2d
+from .feed_forward import FeedForward
+from .linear import Linear, check_in_dim
+from .module import Module, ModuleList
+from .normalization import BatchNorm, LayerNorm
+
+__all__ = ["ConformerConvSubsample", "ConformerPositionwiseFeedForward", "ConformerConvBlock",
+           "ConformerEncoderLayer", "ConformerEncoder"]
+
+
+class ConformerConvSubsample(Module):
+    """Conv2d front end over (time, in_dim): x gets a channel dim of size 1, then per entry of
+    `out_dims` a Conv2d (filter_sizes[i], strides[i], padding) + activation; the last channel dim
+    and the remaining feature dim are merged into `out_dim` (feature-major, channel-minor, as
+    RETURNN's merge_dims of (feature, channel)). Padding is zeroed before each conv (dt.conv), so the
+    output time dim comes from dim math with exact per-sequence lengths (padding 'same':
+    ceildiv(T, stride) per conv). forward(x, in_spatial_dim=) -> (y, out_spatial_dim)."""
+
+    def __init__(self, in_dim: Dim, out_dims: Sequence[Dim], *,
+                 filter_sizes: Sequence[Tuple[int, int]] = ((3, 3), (3, 3)),
+                 strides: Sequence[Tuple[int, int]] = ((2, 2), (2, 2)), padding: str = "same",
+                 activation=_C.relu, dtype="float32", device=None):
+        super().__init__()
+        out_dims = tuple(out_dims)
+        if not out_dims or len(filter_sizes) != len(out_dims) or len(strides) != len(out_dims):
+            raise ValueError(f"ConformerConvSubsample(): out_dims ({dims_str(out_dims)}), filter_sizes "
+                             f"{list(filter_sizes)} and strides {list(strides)} must have the same, nonzero length")
+        self.in_dim, self.out_dims = in_dim, out_dims
+        self.activation = activation
+        self.in_channel_dim = Dim(1, name="channel")
+        self.conv_layers = ModuleList()
+        prev, feat = self.in_channel_dim, in_dim.size
+        for c, k, s in zip(out_dims, filter_sizes, strides):
+            self.conv_layers.append(Conv2d(prev, c, k, strides=s, padding=padding, dtype=dtype, device=device))
+            prev = c
+            s_f = s if isinstance(s, int) else s[1]
+            k_f = k if isinstance(k, int) else k[1]
+            feat = -(-feat // s_f) if padding == "same" else -(-(feat - (k_f - 1)) // s_f)
+        self.out_feature_size = feat
+        self.out_dim = Dim(feat * out_dims[-1].size, name="conv_subsample_out")
+
+    def forward(self, x: Tensor, *, in_spatial_dim: Dim) -> Tuple[Tensor, Dim]:
+        if not isinstance(x, Tensor) or self.in_dim not in x.dims:
+            check_in_dim(self, x, self.in_dim)
+        lead = tuple(d for d in x.dims if d is not self.in_dim and d is not in_spatial_dim)
+        h = Tensor(x.raw.unsqueeze(-1), x.dims + (self.in_channel_dim,))
+        time, feat = in_spatial_dim, self.in_dim
+        for conv in self.conv_layers:
+            h, (time, feat) = conv(h, in_spatial_dims=(time, feat))
+            h = self.activation(h)
+        h = h.copy_transpose(lead + (time, feat, self.out_dims[-1]))
+        h, _ = merge_dims(h, dims=(feat, self.out_dims[-1]), out_dim=self.out_dim)
+        return h, time
+
+
+class ConformerPositionwiseFeedForward(FeedForward):
+    """The Conformer's feed-forward module: FeedForward with swish (linear_ff, swish, dropout, linear_out)."""
+
+    def __init__(self, in_dim: Dim, ff_dim: Dim, *, dropout: float = 0.1, activation="swish", dtype="float32",
+                 device=None):
+        super().__init__(in_dim, ff_dim, activation=activation, dropout=dropout, dtype=dtype, device=device)
+
+
+class ConformerConvBlock(Module):
+    """positionwise_conv1 (Linear in_dim -> 2*in_dim) -> GLU (first half * sigmoid(second half)) ->
+    depthwise_conv over time (kernel_size, odd; 'same' padding; padding frames zeroed first) ->
+    norm (BatchNorm with masked statistics) -> swish -> positionwise_conv2 (Linear in_dim -> in_dim).
+    forward(x, spatial_dim=) -> Tensor with x's dims."""
+
+    def __init__(self, in_dim: Dim, *, kernel_size: int = 31, dtype="float32", device=None):
+        super().__init__()
+        if not isinstance(kernel_size, int) or kernel_size % 2 != 1:
+            raise ValueError(f"ConformerConvBlock(): kernel_size must be an odd int, got {kernel_size!r}")
+        self.in_dim = in_dim
+        self.glu_dim = Dim(2 * in_dim.size, name=f"{in_dim.name}_glu")
+        self.positionwise_conv1 = Linear(in_dim, self.glu_dim, dtype=dtype, device=device)
+        self.depthwise_conv = Conv1d(in_dim, in_dim, kernel_size, padding="same", groups=in_dim.size, dtype=dtype,
+                                     device=device)
+        self.norm = BatchNorm(in_dim, dtype=dtype, device=device)
+        self.positionwise_conv2 = Linear(in_dim, in_dim, dtype=dtype, device=device)
+
+    def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
+        h = self.positionwise_conv1(x)
+        glu_axis = h.dims.index(self.glu_dim)
+        h = Tensor(F.glu(h.raw, dim=glu_axis), h.dims[:glu_axis] + (self.in_dim,) + h.dims[glu_axis + 1:],
+                   feature_dim=self.in_dim)
+        order = h.dims
+        h, _ = self.depthwise_conv(h, in_spatial_dim=spatial_dim)
+        h = h.copy_transpose(order)  # back to x's layout (a view), as the torch reference does
+        h = _C.silu(self.norm(h))
+        return self.positionwise_conv2(h)
+
+
+class ConformerEncoderLayer(Module):
+    """Pre-norm Conformer layer (RETURNN's ConformerEncoderLayer):
+    x + 1/2 FF1(LN(x)) -> + RelPosMHSA(LN(x)) -> + ConvBlock(LN(x)) -> + 1/2 FF2(LN(x)) -> LN.
+    Dropout after each module (training only). forward(x, spatial_dim=) -> Tensor over x's dims."""
+
+    def __init__(self, out_dim: Dim, *, ff_dim: Optional[Dim] = None, num_heads: int = 4, conv_kernel_size: int = 31,
+                 dropout: float = 0.1, att_dropout: float = 0.1, pos_emb: str = "sinusoidal",
+                 dtype="float32", device=None):
+        super().__init__()
+        self.out_dim, self.dropout = out_dim, dropout
+        self.ff_dim = ff_dim if ff_dim is not None else Dim(4 * out_dim.size, name="ff")
+        kw = dict(dtype=dtype, device=device)
+        self.ffn1 = ConformerPositionwiseFeedForward(out_dim, self.ff_dim, dropout=dropout, **kw)
+        self.ffn1_layer_norm = LayerNorm(out_dim, **kw)
+        self.ffn2 = ConformerPositionwiseFeedForward(out_dim, self.ff_dim, dropout=dropout, **kw)
+        self.ffn2_layer_norm = LayerNorm(out_dim, **kw)
+        self.conv_block = ConformerConvBlock(out_dim, kernel_size=conv_kernel_size, **kw)
+        self.conv_layer_norm = LayerNorm(out_dim, **kw)
+        self.self_att = RelPosSelfAttention(out_dim, out_dim, key_dim_total=out_dim, value_dim_total=out_dim,
+                                            num_heads=num_heads, att_dropout=att_dropout, pos_emb=pos_emb, **kw)
+        self.self_att_layer_norm = LayerNorm(out_dim, **kw)
+        self.final_layer_norm = LayerNorm(out_dim, **kw)
+
+    def _drop(self, h: Tensor) -> Tensor:
+        return _dropout(h, self.dropout, training=self.training) if self.training and self.dropout else h
+
+    def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
+        x = 0.5 * self._drop(self.ffn1(self.ffn1_layer_norm(x))) + x
+        x = self._drop(self.self_att(self.self_att_layer_norm(x), axis=spatial_dim)) + x
+        x = self._drop(self.conv_block(self.conv_layer_norm(x), spatial_dim=spatial_dim)) + x
+        x = 0.5 * self._drop(self.ffn2(self.ffn2_layer_norm(x))) + x
+        return self.final_layer_norm(x)
+
+
+class ConformerEncoder(Module):
+    """input_layer (ConformerConvSubsample, or None when in_dim is already the model input) ->
+    input_projection (Linear, no bias, to out_dim) -> dropout -> num_layers ConformerEncoderLayers.
+    forward(x, in_spatial_dim=) -> (encoded over (batch dims, out_spatial_dim, out_dim), out_spatial_dim).
+
+    Parameter names and torch layouts are those of demo/reference_model.py's ConformerEncoder
+    (RETURNN's names), except that norm layers call their scale `scale` (dt.nn.LayerNorm and
+    BatchNorm) where torch says `weight`: see `torch_state_dict_to_dimtorch`."""
+
+    def __init__(self, in_dim: Dim, out_dim: Dim, *, num_layers: int, ff_dim: Optional[Dim] = None,
+                 num_heads: int = 4, conv_kernel_size: int = 31, input_layer: Union[str, Module, None] = "conv",
+                 subsample_channels: Sequence[int] = (32, 32), dropout: float = 0.1, att_dropout: float = 0.1,
+                 pos_emb: str = "sinusoidal", dtype="float32", device=None):
+        super().__init__()
+        self.in_dim, self.out_dim, self.dropout = in_dim, out_dim, dropout
+        kw = dict(dtype=dtype, device=device)
+        if input_layer == "conv":
+            channels = tuple(Dim(c, name=f"conv_channel{i}") for i, c in enumerate(subsample_channels))
+            input_layer = ConformerConvSubsample(in_dim, channels, filter_sizes=[(3, 3)] * len(channels),
+                                                 strides=[(2, 2)] * len(channels), **kw)
+        elif isinstance(input_layer, str):
+            raise ValueError(f"ConformerEncoder(): input_layer must be 'conv', a module or None, got {input_layer!r}")
+        self.input_layer = input_layer
+        proj_in = getattr(input_layer, "out_dim", in_dim) if input_layer is not None else in_dim
+        self.input_projection = Linear(proj_in, out_dim, with_bias=False, **kw)
+        self.layers = ModuleList(
+            ConformerEncoderLayer(out_dim, ff_dim=ff_dim, num_heads=num_heads, conv_kernel_size=conv_kernel_size,
+                                  dropout=dropout, att_dropout=att_dropout, pos_emb=pos_emb, **kw)
+            for _ in range(num_layers))
+
+    def forward(self, x: Tensor, *, in_spatial_dim: Dim) -> Tuple[Tensor, Dim]:
+        if self.input_layer is not None:
+            x, spatial_dim = self.input_layer(x, in_spatial_dim=in_spatial_dim)
+        else:
+            spatial_dim = in_spatial_dim
+        x = self.input_projection(x)
+        if self.training and self.dropout:
+            x = _dropout(x, self.dropout, training=True)
+        for layer in self.layers:
+            x = layer(x, spatial_dim=spatial_dim)
+        return x, spatial_dim
+
+    def extra_repr(self) -> str:
+        return f"in_dim={dim_str(self.in_dim)}, out_dim={dim_str(self.out_dim)}, num_layers={len(self.layers)}"
+
+
+def torch_state_dict_to_dimtorch(module: Module, state_dict: dict) -> dict:
+    """A state dict in torch naming (norm layers' `weight`) renamed to `module`'s: for every key of
+    `module.state_dict()` ending in `.scale` whose `.weight` twin is in `state_dict`, the twin is
+    renamed. Other keys are kept as they are (load_state_dict then reports any mismatch)."""
+    out = dict(state_dict)
+    for key in module.state_dict():
+        if key.endswith(".scale"):
+            twin = key[: -len("scale")] + "weight"
+            if twin in out and key not in out:
+                out[key] = out.pop(twin)
+    return out
+
+
+__all__ += ["torch_state_dict_to_dimtorch"]
