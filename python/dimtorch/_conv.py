@@ -305,16 +305,23 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
             raw = _fit_short_input(raw, spatial, ks, caller, value=float("-inf"))
         out = _MAX_POOL_FNS[n](raw, ks, strides)
     else:
+        mask = None
         if dynamic:
-            x = x.copy_masked(0)
+            # One mask serves both the zeroing of x's padding and the count of valid frames.
+            from ._mask import sequence_mask  # noqa: PLC0415
+            mask = sequence_mask(tuple(d for d in x.dims if not _is_dynamic(d) or any(d is s for s in spatial)),
+                                 device=x.raw.device)
+            xr = x.raw
+            for d in spatial:
+                a = x.dims.index(d)
+                if _is_dynamic(d) and xr.shape[a] > d.get_max_size():
+                    xr = xr.narrow(a, 0, d.get_max_size())
+            x = Tensor(torch.where(mask.raw_aligned(x.dims), xr, 0), x.dims, feature_dim=x.feature_dim)
         raw, lead_shape = _to_layout(x, lead, spatial, None)
         if dynamic or any(flat_pad):
             # Mean over valid frames = pooled sum of x / pooled count of valid frames.
             if dynamic:
-                from ._mask import sequence_mask  # noqa: PLC0415
-                m = sequence_mask(tuple(d for d in x.dims if not _is_dynamic(d) or any(d is s for s in spatial)),
-                                  device=raw.device)
-                valid = m.raw_aligned(lead + spatial).to(raw.dtype).expand(lead_shape + tuple(raw.shape[1:]))
+                valid = mask.raw_aligned(lead + spatial).to(raw.dtype).expand(lead_shape + tuple(raw.shape[1:]))
                 valid = valid.reshape(raw.shape)
             else:
                 valid = raw.new_ones((1,) + tuple(raw.shape[1:]))

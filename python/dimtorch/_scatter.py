@@ -59,8 +59,17 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
             raise ValueError(f"{caller}: dim {dim_str(d)} has size {sx} in x but {si} in indices")
     rest = [d for d in x.dims if not any(d is e for e in common) and not any(d is e for e in in_dims)]
     if any(d.dyn_size is not None for d in in_dims):
-        x = x.copy_masked(0)
-        indices = indices.copy_masked(0)
+        # One mask (over indices' dims, in x's order) zeroes the padding of both x and indices.
+        from ._mask import sequence_mask  # noqa: PLC0415
+        mask = sequence_mask(tuple(d for d in x.dims if any(d is e for e in indices.dims)), device=x.raw.device)
+        xr, ir = x.raw, indices.raw
+        for d in mask.dims:
+            if d.dyn_size is not None:
+                n = d.get_max_size()
+                xr = xr.narrow(x.dims.index(d), 0, n)
+                ir = ir.narrow(indices.dims.index(d), 0, n)
+        x = Tensor(torch.where(mask.raw_aligned(x.dims), xr, 0), x.dims, feature_dim=x.feature_dim)
+        indices = Tensor(torch.where(mask.raw_aligned(indices.dims), ir, 0), indices.dims)
     xr = x.raw_aligned(tuple(common) + in_dims + tuple(rest))
     ir = indices.raw_aligned(tuple(common) + in_dims)
     if ir.dtype != torch.int64:
