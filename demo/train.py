@@ -1,15 +1,15 @@
 """The demo's training loop: Conformer + CTC on the in-process task, with progress, evaluation,
 plot, JSON summary and resumable checkpoints.
 
-    python demo/train.py                      # ~3 minutes on CPU, writes demo_out/
+    python demo/train.py                      # ~3 minutes on CPU, writes runs/demo/
     python demo/train.py --steps 2000 --out runs/a --device cuda
     python demo/train.py --resume --out runs/a --steps 3000   # continues runs/a up to step 3000
 
 `--impl torch` trains the hand-written PyTorch reference (demo/reference_model.py); `--impl dimtorch`
-trains the dimtorch model, built by `build_model` below (the one hook to fill in once
-dimtorch.nn.ConformerEncoder exists). Either model must offer
+the same model with named dims (demo/dimtorch_model.py; needs dimtorch.nn.ConformerEncoder). Either
+model, made by `build_model`, offers
 `loss(features, feature_lengths, targets, target_lengths) -> (loss, logits (B, T', V+1), out_lengths)`
-on raw tensors (lengths int64 on the host), `blank_index`, and the reference's parameter names.
+on raw tensors (lengths int64 on the host) and `blank_index`.
 """
 from __future__ import annotations
 
@@ -52,17 +52,24 @@ PRESETS = {
 
 
 def build_model(impl: str, cfg: ModelConfig) -> torch.nn.Module:
-    """The model of `impl`. The dimtorch hook: demo/dimtorch_model.py with a `DimtorchConformerCTC(cfg)`
-    of the interface in this module's docstring (dims made at its door from the host lengths)."""
+    """The model of `impl`: the reference, or demo/dimtorch_model.py's `DimtorchConformerCTC(cfg)` (the
+    interface in this module's docstring; dims made at its door from the host lengths)."""
     if impl == "torch":
         return ConformerCTC(cfg)
     if impl == "dimtorch":
-        try:
-            from demo.dimtorch_model import DimtorchConformerCTC
-        except ImportError as e:
-            raise SystemExit(f"train.py: --impl dimtorch needs demo/dimtorch_model.py (DimtorchConformerCTC, built on "
-                             f"dimtorch.nn.ConformerEncoder, issue 6); not available yet ({e}). Use --impl torch.")
-        return DimtorchConformerCTC(cfg)
+        import dimtorch as dt
+        if not hasattr(dt.nn, "ConformerEncoder"):
+            raise SystemExit("train.py: --impl dimtorch needs dimtorch.nn.ConformerEncoder (issue 6), which this "
+                             "build of dimtorch lacks. Use --impl torch.")
+        from demo.dimtorch_model import DimtorchConformerCTC
+        # The reference's initialization (same seed, same draws), so both impls start from the same
+        # weights, and the random state after it, so later draws (dropout) start from the same state.
+        reference = ConformerCTC(cfg).state_dict()
+        rng = torch.get_rng_state()
+        model = DimtorchConformerCTC(cfg)
+        model.load_reference_state_dict(reference)
+        torch.set_rng_state(rng)
+        return model
     raise SystemExit(f"train.py: unknown --impl {impl!r} (torch or dimtorch)")
 
 
@@ -73,7 +80,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=None, help="train up to this global step (counts across --resume)")
     p.add_argument("--minutes", type=float, default=None,
                    help="wall-clock budget of this run (default 3 when --steps is not given, else none)")
-    p.add_argument("--out", default="demo_out", help="folder for checkpoint.pt, summary.json, training.png")
+    p.add_argument("--out", default="runs/demo", help="folder for checkpoint.pt, summary.json, training.png")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--overwrite", action="store_true", help="start afresh even if OUT/checkpoint.pt exists")
     p.add_argument("--device", default="cpu")

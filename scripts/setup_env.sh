@@ -12,5 +12,5 @@ python -m pip install -q --upgrade pip
 # torch is pinned before anything else so that no dependency can resolve a newer (CUDA) build.
 python -m pip install -q "torch==2.13.0"
 # The normal build path (build isolation): scikit-build-core + nanobind + CMake.
-python -m pip install -q ".[test,bench]"
+python -m pip install -q ".[test,bench,demo]"
 python -c "import dimtorch, torch; print('dimtorch', dimtorch.__version__, 'torch', torch.__version__)"
