@@ -6,18 +6,32 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from . import _C
 from ._C import Dim, Tensor
-from ._mask import sequence_mask
+from ._mask import _MASK, sequence_mask
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
+_CPU = torch.device("cpu")
 _IGNORE = -100  # F.cross_entropy's ignore_index: padding positions get loss 0 and no gradient
 
 
-def _valid_mask_raw(dims: tuple, device) -> Optional[torch.Tensor]:
-    """bool raw over `dims` (True on valid frames), or None when no dim of `dims` has padding there."""
-    if not any(d.is_dynamic() and all(any(b is e for e in dims) for b in d.dyn_size.dims) for d in dims):
-        return None
-    return sequence_mask(dims, device=device).raw_aligned(dims)
+def _valid_mask_raw(dims: tuple, shape, device) -> Optional[torch.Tensor]:
+    """bool raw broadcastable to `shape` (axes in `dims` order), True on valid frames, or None when
+    no dim of `dims` has padding there. Each dim's mask is cached on the dim (per layout and device)."""
+    mask = None
+    ndim = len(dims)
+    for i, d in enumerate(dims):
+        lengths = d.dyn_size
+        if lengths is None:
+            continue
+        try:
+            ld = lengths.dims
+            pos = (dims.index(ld[0]),) if len(ld) == 1 else tuple(dims.index(b) for b in ld)  # identity
+        except ValueError:
+            continue  # its lengths vary over a dim that is not here: no padding to mask in this layout
+        m = _C._dim_cached_raw(_MASK, d, pos + (i,), ndim, shape[i], device)
+        mask = m if mask is None else mask & m
+    return mask
 
 
 def _same_dims(a, b) -> bool:
@@ -37,32 +51,41 @@ def cross_entropy(*, estimated: Tensor, target: Tensor, axis: Dim, estimated_typ
     call; label_smoothing as in F.cross_entropy. No host-device sync.
     """
     caller = "dimtorch.cross_entropy()"
-    check_tensor(estimated, caller, "estimated")
-    check_tensor(target, caller, "target")
+    if not isinstance(estimated, Tensor) or not isinstance(target, Tensor):
+        check_tensor(estimated, caller, "estimated")
+        check_tensor(target, caller, "target")
     if estimated_type not in ("logits", "log-probs", "probs"):
         raise ValueError(f"{caller}: estimated_type must be 'logits', 'log-probs' or 'probs', got {estimated_type!r}")
-    a = axis_of(estimated, axis, caller, of="estimated")
     est_dims = estimated.dims
+    try:
+        a = est_dims.index(axis)  # Dim equality is identity
+    except ValueError:
+        a = axis_of(estimated, axis, caller, of="estimated")  # raises the error naming the dims
     out_dims = est_dims[:a] + est_dims[a + 1:]
     raw = estimated.raw
     if estimated_type == "probs":
         raw = torch.log(raw)
-    dense = any(d is axis for d in target.dims)
+    t_dims = target.dims
+    dense = target.sparse_dim is not axis and axis in t_dims
     if dense:
-        if not _same_dims(target.dims, est_dims):
+        if not _same_dims(t_dims, est_dims):
             raise ValueError(f"{caller}: a probability target must have estimated's dims ({dims_str(est_dims)}), "
-                             f"got ({dims_str(target.dims)})")
-        tgt = target.raw_aligned(est_dims)
+                             f"got ({dims_str(t_dims)})")
+        tgt = target.raw if t_dims == est_dims else target.raw_aligned(est_dims)
     else:
         if target.sparse_dim is not axis:
             got = "none" if target.sparse_dim is None else dim_str(target.sparse_dim)
             raise ValueError(f"{caller}: the sparse_dim of target is {got}, but axis is {dim_str(axis)} "
-                             f"(target dims: {dims_str(target.dims)})")
-        if not _same_dims(target.dims, out_dims):
+                             f"(target dims: {dims_str(t_dims)})")
+        if t_dims == out_dims:
+            tgt = target.raw
+        elif _same_dims(t_dims, out_dims):
+            tgt = target.raw_aligned(out_dims)
+        else:
             raise ValueError(f"{caller}: target must have the dims of estimated without axis ({dims_str(out_dims)}), "
-                             f"got ({dims_str(target.dims)})")
-        tgt = target.raw if target.dims == out_dims else target.raw_aligned(out_dims)
-    mask = _valid_mask_raw(out_dims, raw.device) if use_mask else None
+                             f"got ({dims_str(t_dims)})")
+    shape = raw.shape
+    mask = _valid_mask_raw(out_dims, shape[:a] + shape[a + 1:], raw.device) if use_mask else None
     if mask is not None and not dense:
         tgt = torch.where(mask, tgt, _IGNORE)
     n_classes = raw.shape[a]
@@ -158,9 +181,10 @@ def loss_mean_over_frames(loss: Tensor, *, frames_dim: Optional[Dim] = None) -> 
     check_tensor(loss, caller, "loss")
     dims = loss.dims
     if frames_dim is None:
-        host_mask = _valid_mask_raw(dims, "cpu")
-        count = host_mask.sum().item() if host_mask is not None else loss.raw.numel()  # host: no sync
-        raw = loss.raw if host_mask is None else torch.where(_valid_mask_raw(dims, loss.raw.device), loss.raw, 0)
+        shape = loss.raw.shape
+        host_mask = _valid_mask_raw(dims, shape, _CPU)
+        count = host_mask.expand(shape).sum().item() if host_mask is not None else loss.raw.numel()  # host
+        raw = loss.raw if host_mask is None else torch.where(_valid_mask_raw(dims, shape, loss.raw.device), loss.raw, 0)
     else:
         if any(d is frames_dim for d in dims):
             raise ValueError(f"{caller}: frames_dim {dim_str(frames_dim)} is a dim of loss ({dims_str(dims)}); "
