@@ -1,6 +1,8 @@
 """Tests of python/dimtorch/_conv.py: conv (1-D, 2-D), transposed_conv (1-D) and pool, against per-sequence torch."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch.nn.functional as F
 
 import dimtorch as dt
@@ -290,3 +292,45 @@ def test_pool_errors():
         dt.pool(pb.x, mode="max", pool_size=2, in_spatial_dims=[dt.Dim(3, name="x")])
     with pytest.raises(TypeError, match=r"dimtorch\.pool\(\): pool_size must be an int or a sequence of 1 ints"):
         dt.pool(pb.x, mode="max", pool_size=(2, 2), in_spatial_dims=[pb.time])
+
+
+@settings(max_examples=25)
+@given(lengths=st.lists(st.integers(0, 9), min_size=1, max_size=4), k=st.integers(1, 4), s=st.integers(1, 3),
+       dl=st.integers(1, 2), padding=st.sampled_from(["valid", "same"]))
+def test_conv1d_lengths_and_batch_independence_fuzzed(lengths, k, s, dl, padding):
+    if max(lengths) == 0:
+        lengths = lengths + [1]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    out_dim, kd = dt.Dim(2, name="out"), dt.Dim(k, name="k")
+    w = make_filter(out_dim, pb.feature, (kd,))
+    k_eff = dl * (k - 1) + 1
+
+    def call(x, b, t):
+        y, (ot,) = dt.conv(x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd], strides=s,
+                           dilation=dl, padding=padding)
+        return y, ot
+
+    y, ot = call(pb.x, pb.batch, pb.time)
+    assert ot.dyn_size.raw.tolist() == [out_len(n, k_eff, s, padding) for n in lengths]
+    assert y.raw.shape[2] == max(out_len(n, k_eff, s, padding) for n in lengths)
+    check_lone_sequences(call, pb.x, pb.batch, pb.time, lengths)
+
+
+@settings(max_examples=25)
+@given(lengths=st.lists(st.integers(0, 9), min_size=1, max_size=4), k=st.integers(1, 4), s=st.integers(1, 3),
+       mode=st.sampled_from(["max", "avg"]), padding=st.sampled_from(["valid", "same"]))
+def test_pool1d_lengths_and_batch_independence_fuzzed(lengths, k, s, mode, padding):
+    if max(lengths) == 0:
+        lengths = lengths + [1]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+
+    def call(x, b, t):
+        y, (ot,) = dt.pool(x, mode=mode, pool_size=k, strides=s, padding=padding, in_spatial_dims=[t])
+        return y, ot
+
+    y, ot = call(pb.x, pb.batch, pb.time)
+    expected = [out_len(n, k, s, padding) for n in lengths]
+    assert ot.dyn_size.raw.tolist() == expected
+    m = torch.arange(max(expected)) < torch.tensor(expected)[:, None]
+    assert torch.isfinite(y.raw.transpose(1, 2)[m]).all()
+    check_lone_sequences(call, pb.x, pb.batch, pb.time, lengths)

@@ -104,3 +104,18 @@ def test_cumsum():
     check_against_torch(lambda t: dt.cumsum(t, axis=pb.feature), lambda r: torch.cumsum(r, 2), [pb.x])
     with pytest.raises(ValueError, match=r"dimtorch\.cumsum\(\): axis 'g'\(1\) is not a dim of x"):
         dt.cumsum(pb.x, axis=dt.Dim(1, name="g"))
+
+
+def test_top_k_over_dynamic_time_and_feature_never_selects_padding():
+    lengths = [3, 1]
+    pb = make_padded_batch(lengths, feature=2, pad_value=1e30, extra_time=2)
+    k2 = dt.Dim(2, name="k2")
+    values, (i_t, i_f), k_dim = dt.top_k(pb.x, axis=(pb.time, pb.feature), k=k2)
+    assert k_dim is k2 and values.dims == (pb.batch, k2)
+    for b, n in enumerate(lengths):
+        v, i = torch.topk(pb.x.raw[b, :n].reshape(-1), 2)
+        torch.testing.assert_close(values.raw[b], v)
+        assert i_t.raw[b].tolist() == (i // 2).tolist() and i_f.raw[b].tolist() == (i % 2).tolist()
+    check_against_torch(lambda t: dt.top_k(t, axis=(pb.time, pb.feature), k=k2)[0],
+                        lambda r: torch.stack([torch.topk(r[b, :n].reshape(-1), 2)[0] for b, n in enumerate(lengths)]),
+                        [pb.x])
