@@ -18,3 +18,4 @@ from .conformer import (  # noqa: F401
     ConformerConvBlock, ConformerConvSubsample, ConformerEncoder, ConformerEncoderLayer,
     ConformerPositionwiseFeedForward, torch_state_dict_to_dimtorch,
 )
+from .decoder import TransformerDecoder, TransformerDecoderLayer, TransformerDecoderState  # noqa: F401

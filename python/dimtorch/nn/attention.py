@@ -48,15 +48,20 @@ def _check_x(module: Module, x, in_dim: Dim, axis: Optional[Dim], what: str = "x
     return tuple(d for d in dims if d is not in_dim and d is not axis)
 
 
-def _key_mask(axis: Dim, lead: tuple, device) -> Optional[torch.Tensor]:
-    """bool raw (*lead, 1, 1, T), True on valid keys of `axis` (None when axis has no lengths): the
-    dim's cached mask (no device read), broadcast over heads and query frames."""
+def _valid_frames(axis: Dim, lead: tuple, device) -> Optional[torch.Tensor]:
+    """bool raw (*lead, T) (size 1 for lead dims the lengths do not depend on), True on the valid
+    frames of `axis`; None when axis has no lengths. The dim's cached mask: no device read."""
     if axis.dyn_size is None:
         return None
     order = lead + (axis,)
     mask = axis.get_mask(dims_order=order, device=device)
-    raw = mask.raw if mask.dims == order else mask.raw_aligned(order)
-    return raw[..., None, None, :]
+    return mask.raw if mask.dims == order else mask.raw_aligned(order)
+
+
+def _zero_padding(raw: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
+    """raw (*lead, T, d) with the frames beyond each length set to 0: keys and values of padding may
+    be NaN/inf garbage, and a masked attention weight of 0 times NaN would still be NaN."""
+    return raw if valid is None else torch.where(valid[..., None], raw, 0.0)
 
 
 def _split_heads(raw: torch.Tensor, heads: int, sizes: tuple):
@@ -101,13 +106,14 @@ class SelfAttention(Module):
         dk = self.key_dim_per_head.size
         return dk, dk, self.value_dim_per_head.size
 
-    def _project_qkv(self, x: Tensor, lead: tuple, axis: Optional[Dim]):
-        """q, k, v raws (*lead, H, T, d) (T absent when axis is None)."""
+    def _project_qkv(self, x: Tensor, lead: tuple, axis: Optional[Dim], valid: Optional[torch.Tensor] = None):
+        """q, k, v raws (*lead, H, T, d) (T of size 1 when axis is None); padding zeroed by `valid`."""
         qkv = self.qkv(x)
         order = lead + ((axis,) if axis is not None else ()) + (self.qkv_dim_total,)
         raw = qkv.raw if qkv.dims == order else qkv.raw_aligned(order)
         if axis is None:
             raw = raw.unsqueeze(-2)
+        raw = _zero_padding(raw, valid)
         return _split_heads(raw, self.heads.size, self._qkv_sizes)
 
     def _output(self, out: torch.Tensor, lead: tuple, axis: Optional[Dim]) -> Tensor:
@@ -121,8 +127,9 @@ class SelfAttention(Module):
 
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
-        q, k, v = self._project_qkv(x, lead, axis)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=_key_mask(axis, lead, q.device),
+        valid = _valid_frames(axis, lead, x.raw.device)
+        q, k, v = self._project_qkv(x, lead, axis, valid)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=valid[..., None, None, :] if valid is not None else None,
                                              dropout_p=self.att_dropout if self.training else 0.0)
         return self._output(out, lead, axis)
 
@@ -149,14 +156,17 @@ class CausalSelfAttention(SelfAttention):
     """SelfAttention where frame t sees frames <= t only (a decoder's self-attention).
 
     forward(x, axis=time, state=None) -> (y, None): the full sequence at once (SDPA's is_causal; no
-    key mask is needed: a valid frame never sees a frame beyond its own position).
+    key mask is needed: a valid frame never sees a frame beyond its own position; padding is zeroed).
     forward(x, axis=None, state=state) -> (y, new_state): one step; x has no time dim; `state` is
     the previous step's (None before the first step)."""
 
     def forward(self, x: Tensor, *, axis: Optional[Dim],
                 state: Optional[CausalSelfAttentionState] = None) -> Tuple[Tensor, Optional[CausalSelfAttentionState]]:
         lead = _check_x(self, x, self.in_dim, axis)
-        q, k, v = self._project_qkv(x, lead, axis)
+        # Padding is zeroed even though causality hides it from valid frames: torch applies the
+        # causal mask by adding -inf, and NaN garbage + -inf is still NaN.
+        valid = _valid_frames(axis, lead, x.raw.device) if axis is not None else None
+        q, k, v = self._project_qkv(x, lead, axis, valid)
         p = self.att_dropout if self.training else 0.0
         if axis is not None:
             if state is not None:
@@ -226,11 +236,12 @@ class CrossAttention(Module):
         kv = self.kv(encoder)
         kv_order = lead + (enc_axis, self.kv_dim_total)
         kv = kv.raw if kv.dims == kv_order else kv.raw_aligned(kv_order)
+        valid = _valid_frames(enc_axis, lead, kv.device)
+        kv = _zero_padding(kv, valid)
         k, v = _split_heads(kv, self.heads.size, (self.key_dim_per_head.size, self.value_dim_per_head.size))
         if k.shape[:-2] != q.shape[:-2]:
             k, v = k.expand(*q.shape[:-2], -1, -1), v.expand(*q.shape[:-2], -1, -1)
-        mask = _key_mask(enc_axis, lead, q.device)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=valid[..., None, None, :] if valid is not None else None,
                                              dropout_p=self.att_dropout if self.training else 0.0)
         out = _merge_heads(out)
         if axis is None:
@@ -324,7 +335,8 @@ class RelPosSelfAttention(SelfAttention):
 
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
-        q, k, v = self._project_qkv(x, lead, axis)  # (*lead, H, T, d)
+        valid = _valid_frames(axis, lead, x.raw.device)
+        q, k, v = self._project_qkv(x, lead, axis, valid)  # (*lead, H, T, d)
         t = q.shape[-2]
         h, dk = self.heads.size, self.key_dim_per_head.size
         pe = self._pos_emb(t, q)
@@ -334,10 +346,9 @@ class RelPosSelfAttention(SelfAttention):
         ac = torch.matmul(q + u, k.transpose(-2, -1))  # (*lead, H, T, T)
         bd = rel_shift(torch.matmul(q + w, pos))  # (*lead, H, T, 2T-1) -> (*lead, H, T, T)
         scores = (ac + bd) * (dk ** -0.5)
-        mask = _key_mask(axis, lead, q.device)
-        if mask is not None:
+        if valid is not None:
             # A finite fill keeps a length-0 sequence finite (uniform weights over padding, no NaN).
-            scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
+            scores = torch.where(valid[..., None, None, :], scores, torch.finfo(scores.dtype).min)
         att = torch.softmax(scores, dim=-1)
         if self.training and self.att_dropout:
             att = F.dropout(att, self.att_dropout, True)
