@@ -241,3 +241,24 @@ def test_class_level_reader_falls_through_for_other_instances():
     del p.thing  # as in torch, a parameter name becomes a submodule after del
     p.thing = dt.nn.Linear(i, o)
     assert isinstance(p.thing, dt.nn.Linear) and "thing" not in dict(p.named_parameters())
+
+
+def test_submodule_reads_follow_registration_changes():
+    batch, i, o = _dims()
+
+    class Holder(dt.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = dt.nn.Linear(i, o)
+
+    h = Holder()
+    first = h.inner
+    assert isinstance(first, dt.nn.Linear) and h.inner is first
+    h.inner = dt.nn.LayerNorm(i)  # replaced in _modules
+    assert isinstance(h.inner, dt.nn.LayerNorm)
+    del h.inner
+    with pytest.raises(AttributeError, match="inner"):
+        h.inner
+    h.inner = 5  # a plain attribute in the instance dict wins over the class-level reader
+    assert h.inner == 5
+    assert isinstance(Holder().inner, dt.nn.Linear)
