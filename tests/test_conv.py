@@ -63,7 +63,8 @@ def test_conv1d_dynamic_time(padding, k, s, dl):
     check_against_torch(
         lambda t, wt, bt: dt.conv(t, wt, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time],
                                   filter_size=[kd], strides=s, dilation=dl, padding=padding, bias=bt)[0],
-        lambda r, wr, br: per_sequence(r, lengths, seq_conv1d(wr, br, k_eff, s, dl, padding), expected, max(expected), 5),
+        lambda r, wr, br: per_sequence(r, lengths, seq_conv1d(wr, br, k_eff, s, dl, padding), expected,
+                                       max(expected), 5),
         [pb.x, w, bias], rtol=1e-5, atol=1e-5)
 
 
@@ -334,3 +335,29 @@ def test_pool1d_lengths_and_batch_independence_fuzzed(lengths, k, s, mode, paddi
     m = torch.arange(max(expected)) < torch.tensor(expected)[:, None]
     assert torch.isfinite(y.raw.transpose(1, 2)[m]).all()
     check_lone_sequences(call, pb.x, pb.batch, pb.time, lengths)
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+def test_pool2d_dynamic_time_same(mode):
+    lengths = [5, 2]
+    pb = make_padded_batch(lengths, feature=4, extra_time=1)
+    y, (ot, of) = dt.pool(pb.x, mode=mode, pool_size=(2, 3), strides=(2, 1), padding="same",
+                          in_spatial_dims=(pb.time, pb.feature))
+    assert ot.dyn_size.raw.tolist() == [3, 1] and of is pb.feature and y.dims == (pb.batch, ot, of)
+
+    def oracle(r):
+        rows = []
+        for b, n in enumerate(lengths):
+            frames = []
+            for t in range(3):
+                cols = []
+                for f in range(4):
+                    win = r[b, max(2 * t, 0):min(2 * t + 2, n), max(f - 1, 0):min(f + 2, 4)]
+                    valid = t < ot.dyn_size.raw[b]
+                    cols.append((win.amax() if mode == "max" else win.mean()) if valid else r.new_zeros(()))
+                frames.append(torch.stack(cols))
+            rows.append(torch.stack(frames))
+        return torch.stack(rows)
+
+    check_against_torch(lambda t: dt.pool(t, mode=mode, pool_size=(2, 3), strides=(2, 1), padding="same",
+                                          in_spatial_dims=(pb.time, pb.feature))[0], oracle, [pb.x])

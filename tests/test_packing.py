@@ -40,7 +40,8 @@ def test_pack_padded_errors():
     with pytest.raises(ValueError, match=r"dimtorch\.pack_padded\(\): the lengths of 'time'\[batch\] vary over "
                                          r"'batch'\(\?\), which is not in dims \('time'\[batch\]\)"):
         dt.pack_padded(pb.x, dims=(pb.time,))
-    with pytest.raises(ValueError, match=r"dimtorch\.pack_padded\(\): out_dim 'p'\(5\) does not fit the 4 valid frames"):
+    with pytest.raises(ValueError,
+                       match=r"dimtorch\.pack_padded\(\): out_dim 'p'\(5\) does not fit the 4 valid frames"):
         dt.pack_padded(pb.x, dims=(pb.batch, pb.time), out_dim=dt.Dim(5, name="p"))
     y, pack = dt.pack_padded(pb.x, dims=(pb.batch, pb.time))
     with pytest.raises(ValueError, match=r"dimtorch\.unpack_padded\(\): in_dim 'feature'\(2\) has 2 frames, but "

@@ -1,4 +1,4 @@
-"""Tests of python/dimtorch/_slicing.py: slice, shift_right, shift_left, reverse_sequence, against per-sequence torch."""
+"""Tests of python/dimtorch/_slicing.py: slice, shift_right/left, reverse_sequence, against per-sequence torch."""
 import pytest
 import torch
 
@@ -49,7 +49,8 @@ def test_slice_dynamic(start, end, step):
 
 def test_slice_errors():
     pb = make_padded_batch([3, 1], feature=4)
-    with pytest.raises(ValueError, match=r"dimtorch\.slice\(\): slice 1:6 is out of range of 'feature'\(4\) \(size 4\)"):
+    with pytest.raises(ValueError,
+                       match=r"dimtorch\.slice\(\): slice 1:6 is out of range of 'feature'\(4\) \(size 4\)"):
         dt.slice(pb.x, axis=pb.feature, start=1, end=6)
     with pytest.raises(ValueError, match=r"dimtorch\.slice\(\): start=-1 on the dynamic dim 'time'\[batch\]"):
         dt.slice(pb.x, axis=pb.time, start=-1)

@@ -326,7 +326,8 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
             else:
                 valid = raw.new_ones((1,) + tuple(raw.shape[1:]))
             if any(flat_pad):
-                raw, valid = _fit_short_input(raw, spatial, [1] * n, caller), _fit_short_input(valid, spatial, [1] * n, caller)
+                raw = _fit_short_input(raw, spatial, [1] * n, caller)
+                valid = _fit_short_input(valid, spatial, [1] * n, caller)
                 raw, valid = F.pad(raw, flat_pad), F.pad(valid, flat_pad)
             else:
                 raw, valid = _fit_short_input(raw, spatial, ks, caller), _fit_short_input(valid, spatial, ks, caller)

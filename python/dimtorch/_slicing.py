@@ -1,4 +1,4 @@
-"""Slicing along one dim (slice), shifting frames (shift_right, shift_left) and per-sequence reversal (reverse_sequence)."""
+"""Slicing along one dim (slice), shifting frames (shift_right, shift_left), reversal per sequence."""
 from __future__ import annotations
 
 import builtins
