@@ -361,3 +361,31 @@ def test_pool2d_dynamic_time_same(mode):
 
     check_against_torch(lambda t: dt.pool(t, mode=mode, pool_size=(2, 3), strides=(2, 1), padding="same",
                                           in_spatial_dims=(pb.time, pb.feature))[0], oracle, [pb.x])
+
+
+def test_transposed_conv1d_static_dilation_matches_torch():
+    batch, t, c, out_dim, kd = (dt.Dim(2, name="batch"), dt.Dim(5, name="t"), dt.Dim(3, name="c"),
+                                dt.Dim(4, name="out"), dt.Dim(3, name="k"))
+    x = dt.Tensor(torch.randn(2, 5, 3), (batch, t, c))
+    w = dt.Tensor(torch.randn(4, 3, 3), (out_dim, c, kd))  # any dims order
+    y, (ot,) = dt.transposed_conv(x, w, in_dim=c, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd], strides=2,
+                                  dilation=2)
+    assert ot.size == 5 * 2 + (2 * 2 + 1 - 2) and y.dims == (batch, out_dim, ot)
+    check_against_torch(
+        lambda a, wt: dt.transposed_conv(a, wt, in_dim=c, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd],
+                                         strides=2, dilation=2)[0],
+        lambda r, wr: F.conv_transpose1d(r.transpose(1, 2), wr.transpose(0, 1), stride=2, dilation=2), [x, w])
+
+
+def test_conv2d_static_dilation_tuple_matches_torch():
+    h, wd, c, out_dim, kh, kw = (dt.Dim(7, name="h"), dt.Dim(6, name="w"), dt.Dim(2, name="c"), dt.Dim(3, name="out"),
+                                 dt.Dim(3, name="kh"), dt.Dim(2, name="kw"))
+    x = dt.Tensor(torch.randn(7, 6, 2), (h, wd, c))  # no batch dim at all
+    f = make_filter(out_dim, c, (kh, kw))
+    y, (oh, ow) = dt.conv(x, f, in_dim=c, out_dim=out_dim, in_spatial_dims=[h, wd], filter_size=[kh, kw],
+                          dilation=(2, 1), strides=(1, 2))
+    assert (oh.size, ow.size) == (3, 3) and y.dims == (out_dim, oh, ow)
+    check_against_torch(
+        lambda a, ft: dt.conv(a, ft, in_dim=c, out_dim=out_dim, in_spatial_dims=[h, wd], filter_size=[kh, kw],
+                              dilation=(2, 1), strides=(1, 2))[0],
+        lambda r, fr: F.conv2d(r.permute(2, 0, 1)[None], fr, dilation=(2, 1), stride=(1, 2))[0], [x, f])
