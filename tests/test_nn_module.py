@@ -262,3 +262,30 @@ def test_submodule_reads_follow_registration_changes():
     h.inner = 5  # a plain attribute in the instance dict wins over the class-level reader
     assert h.inner == 5
     assert isinstance(Holder().inner, dt.nn.Linear)
+
+
+def test_replicas_and_assign_load_see_their_own_parameters():
+    batch, i, o = _dims()
+    lin = dt.nn.Linear(i, o)
+    lin.weight  # cache the view
+    replica = copy.copy(lin)  # shares the instance dict's contents, as DataParallel's replicas do
+    replica._parameters = dict(replica._parameters)
+    replica._parameters["weight"] = torch.nn.Parameter(torch.zeros(4, 3))
+    assert torch.equal(replica.weight.raw, torch.zeros(4, 3))
+    assert lin.weight.raw is lin._parameters["weight"] and not torch.equal(lin.weight.raw, torch.zeros(4, 3))
+    sd = {"weight": torch.ones(4, 3), "bias": torch.ones(4)}
+    lin.load_state_dict(sd, assign=True)
+    assert torch.equal(lin.weight.raw, torch.ones(4, 3)) and lin.weight.dims == (o, i)
+
+
+def test_to_float64_for_every_layer():
+    batch, i, o = _dims()
+    time = dt.Dim(dt.Tensor(torch.tensor([3, 2]), (batch,)), name="time")
+    x = dt.Tensor(torch.randn(2, 3, 3, dtype=torch.float64), (batch, time, i))
+    for layer in [dt.nn.Linear(i, o), dt.nn.LayerNorm(i), dt.nn.RMSNorm(i), dt.nn.BatchNorm(i),
+                  dt.nn.FeedForward(i, o, dropout=0.0)]:
+        layer.to(torch.float64)
+        assert layer(x).dtype == "float64", type(layer).__name__
+    lstm = dt.nn.LSTM(i, o).to(torch.float64)
+    y, state = lstm(x, spatial_dim=time)
+    assert y.dtype == "float64" and state.h.dtype == "float64"

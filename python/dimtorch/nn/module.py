@@ -139,7 +139,7 @@ class _NamedMember:
         views = d.get("_dt_views")
         if views is not None:
             v = views.get(name)
-            if v is not None and v[0].get(name) is v[1]:
+            if v is not None and d[v[0]].get(name) is v[1]:
                 return v[2]
         modules = d.get("_modules")
         if modules is not None:
@@ -175,7 +175,9 @@ class Module(torch.nn.Module):
         super().__init__(*args, **kwargs)
         d = self.__dict__
         d.setdefault("_dt_dims", {})  # name -> dims of a named parameter or buffer
-        d.setdefault("_dt_views", {})  # name -> (container dict, raw, Tensor): the cached view
+        # name -> (container key "_parameters"/"_buffers", raw, Tensor): the cached view. The key, not
+        # the dict: replicas (DataParallel, copy.copy) share this dict but have their own containers.
+        d.setdefault("_dt_views", {})
 
     # -- registration ------------------------------------------------------------------------
     def _dt_record(self, name: str, dims: tuple) -> None:
@@ -250,13 +252,13 @@ class Module(torch.nn.Module):
         if views is not None:
             v = views.get(name)
             if v is not None:
-                container, raw, tensor = v
-                if container.get(name) is raw:
+                key, raw, tensor = v
+                if d[key].get(name) is raw:
                     return tensor
             dims = d["_dt_dims"].get(name)
             if dims is not None:
-                container = d["_parameters"] if name in d["_parameters"] else d["_buffers"]
-                raw = container.get(name)
+                key = "_parameters" if name in d["_parameters"] else "_buffers"
+                raw = d[key].get(name)
                 if raw is None:
                     return None
                 try:
@@ -264,7 +266,7 @@ class Module(torch.nn.Module):
                 except ValueError as e:
                     raise ValueError(f"{type(self).__name__}.{name}: the registered tensor of shape "
                                      f"{tuple(raw.shape)} does not fit its dims ({dims_str(dims)}): {e}") from None
-                views[name] = (container, raw, tensor)
+                views[name] = (key, raw, tensor)
                 return tensor
         return torch.nn.Module.__getattr__(self, name)
 
