@@ -78,16 +78,19 @@ class LSTM(Module):
                     raise ValueError(f"{caller}: the lengths of {dim_str(spatial_dim)} are over {dim_str(d)}, "
                                      f"which x lacks (x dims: {dims_str(x.dims)})")
             lens = lengths.raw_aligned(batch_dims).expand(batch_shape).reshape(n_batch).to("cpu", torch.int64)
-            lens = lens.clamp(0, n_time)
-            empty = lens == 0  # host
-            any_empty = bool(empty.any())  # host lengths: no device read
+            any_empty = int(lens.min()) == 0  # host lengths: no device read
             if any_empty:
+                empty = lens == 0
                 # pack_padded_sequence needs length >= 1: an empty sequence runs one zeroed frame
                 # (so its garbage padding reaches no gradient) and its results are replaced below.
                 keep = empty.to(raw.device, non_blocking=True)
                 raw = raw.masked_fill(keep.view(n_batch, 1, 1), 0)
-            packed = pack_padded_sequence(raw, lens.clamp(min=1), batch_first=True, enforce_sorted=False)
-            hx = (h0.index_select(1, packed.sorted_indices), c0.index_select(1, packed.sorted_indices))
+            packed = pack_padded_sequence(raw, lens.clamp(min=1) if any_empty else lens, batch_first=True,
+                                          enforce_sorted=False)
+            if state is None:  # zeros: the same in any order
+                hx = (h0, c0)
+            else:
+                hx = (h0.index_select(1, packed.sorted_indices), c0.index_select(1, packed.sorted_indices))
             out, h, c = torch._VF.lstm(packed.data, packed.batch_sizes, hx, weights, self.with_bias, 1, 0.0,
                                        self.training, False)
             h = h.index_select(1, packed.unsorted_indices)
