@@ -38,6 +38,9 @@ Parameter names and layouts (a state_dict of `ConformerCTC`; torch layouts, Line
   encoder.layers.{i}.final_layer_norm.{weight,bias}         (D,)
   output.{weight (V+1, D), bias (V+1,)}                     CTC logits; blank = index V (the last)
 
+dimtorch's model (demo/dimtorch_model.py) has the same names, except `scale` for the norms' `weight`
+(`reference_state_dict_to_dimtorch`).
+
 Semantics of the attention: score(i, j) = ((q_i + u) . k_j + (q_i + v) . P[j - i]) / sqrt(Dh), keys
 j beyond the sequence's length masked, softmax over j; P[d] = linear_pos(pe(d)) split into heads,
 pe(d) = concat(sin(d * w), cos(d * w)), w_k = 10000^(-2k / D), k < D/2, for d = -(T-1) .. T-1
@@ -309,9 +312,15 @@ class ConformerCTC(nn.Module):
 
 
 def reference_state_dict_to_dimtorch(state_dict: dict) -> dict:
-    """The reference's state_dict in dimtorch's naming: the identity, as long as dimtorch.nn keeps the
-    names and torch layouts listed in this module's docstring. The one place to add a mapping if not."""
-    return dict(state_dict)
+    """The reference's state_dict in dimtorch's naming: the same names and torch layouts (see the
+    module docstring), except that dt.nn's LayerNorm and BatchNorm call their scale `scale` where
+    torch says `weight`. (dt.nn.torch_state_dict_to_dimtorch(module, sd) does the same, led by a module.)"""
+    out = {}
+    for k, v in state_dict.items():
+        if k.endswith("layer_norm.weight") or k.endswith("conv_block.norm.weight"):
+            k = k[: -len("weight")] + "scale"
+        out[k] = v
+    return out
 
 
 __all__ = ["ModelConfig", "ConformerCTC", "ConformerEncoder", "ConformerEncoderLayer", "RelPosSelfAttention",

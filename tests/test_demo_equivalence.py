@@ -39,6 +39,15 @@ def _batch(n=6, with_empty=False):
     return collate(items)
 
 
+def test_state_dict_names_map_one_to_one():
+    from demo.dimtorch_model import DimtorchConformerCTC
+    from demo.reference_model import reference_state_dict_to_dimtorch
+    ref_sd, ours_sd = ConformerCTC(CFG).state_dict(), DimtorchConformerCTC(CFG).state_dict()
+    mapped = reference_state_dict_to_dimtorch(ref_sd)
+    assert set(mapped) == set(ours_sd)
+    assert all(tuple(mapped[k].shape) == tuple(ours_sd[k].shape) for k in mapped)
+
+
 def _grads(model):
     return {k.replace(".scale", ".weight"): p.grad for k, p in model.named_parameters()}
 
