@@ -228,7 +228,8 @@ def test_attention_errors():
     x = dt.Tensor(torch.zeros(3, 8), (other, feat))
     with pytest.raises(ValueError, match=r"SelfAttention\(\): x lacks the axis 'time'"):
         att(x, axis=pb.time)
-    with pytest.raises(ValueError, match=r"SelfAttention\(\): key_dim_total 'key'\(8\) is not divisible by num_heads 3"):
+    with pytest.raises(ValueError, match=r"SelfAttention\(\): key_dim_total 'key'\(8\) is not divisible by "
+                                         r"num_heads 3"):
         dt.nn.SelfAttention(feat, out, key_dim_total=dt.Dim(8, name="key"), value_dim_total=dt.Dim(9, name="v"),
                             num_heads=3)
     causal, feat2, _ = _self_att(dt.nn.CausalSelfAttention)
@@ -238,3 +239,18 @@ def test_attention_errors():
         causal(x2, axis=other, state=state)
     with pytest.raises(ValueError, match=r"RelPosSelfAttention\(\): pos_emb must be 'sinusoidal' or 'learned'"):
         _self_att(dt.nn.RelPosSelfAttention, pos_emb="rope")
+
+
+def test_frame_mask_cache_follows_the_dim_and_copies_start_empty():
+    import copy
+    pb1 = make_padded_batch([5, 2], feature=D, pad_value=float("nan"), seed=6)
+    att, feat, out = _self_att(dt.nn.RelPosSelfAttention, feat=pb1.feature)
+    att(pb1.x, axis=pb1.time)
+    # a new batch (new dims, other lengths) with the same feature dim
+    pb2 = make_padded_batch([2, 5], feature=D, pad_value=float("nan"), seed=7, dims=None)
+    x2 = dt.Tensor(pb2.x.raw, (pb2.batch, pb2.time, pb1.feature))
+    y2 = att(x2, axis=pb2.time).raw
+    assert torch.isfinite(y2[_valid([2, 5], 5)]).all()
+    twin = copy.deepcopy(att)
+    assert twin._frame_mask_cache.key is None
+    torch.testing.assert_close(twin(x2, axis=pb2.time).raw[_valid([2, 5], 5)], y2[_valid([2, 5], 5)])

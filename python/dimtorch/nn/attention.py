@@ -1,4 +1,4 @@
-"""Multi-head attention: SelfAttention, CausalSelfAttention (with step-by-step state), CrossAttention, RelPosSelfAttention."""
+"""Multi-head attention: SelfAttention, CausalSelfAttention (step state), CrossAttention, RelPosSelfAttention."""
 from __future__ import annotations
 
 import math
@@ -7,6 +7,7 @@ from typing import Dict, Optional, Tuple, Union
 import torch
 import torch.nn.functional as F
 
+from .. import _C
 from .._C import Dim, Tensor
 from .._shape_ops import dim_str, dims_str
 from . import init as _init
@@ -58,16 +59,50 @@ def _valid_frames(axis: Dim, lead: tuple, device) -> Optional[torch.Tensor]:
     return mask.raw if mask.dims == order else mask.raw_aligned(order)
 
 
+class FrameMaskCache:
+    """The last (axis, batch dims, device) -> valid-frames raw of one module: a module calls the same
+    dim over and over within a batch (and each layer of a stack does), and looking up the dim's
+    cached mask from Python costs more than the op it feeds on tiny shapes. Copies and pickles of
+    the module start empty (the entry holds dims of the data, not of the module)."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self):
+        self.key, self.value = None, None
+
+    def get(self, axis: Dim, lead: tuple, device) -> Optional[torch.Tensor]:
+        key = self.key
+        if key is not None and key[0] is axis and key[1] == lead and key[2] == device:
+            return self.value
+        value = _valid_frames(axis, lead, device)
+        self.key, self.value = (axis, lead, device), value
+        return value
+
+    def __deepcopy__(self, memo):
+        return FrameMaskCache()
+
+    def __reduce__(self):
+        return FrameMaskCache, ()
+
+
 def _zero_padding(raw: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
     """raw (*lead, T, d) with the frames beyond each length set to 0: keys and values of padding may
     be NaN/inf garbage, and a masked attention weight of 0 times NaN would still be NaN."""
     return raw if valid is None else torch.where(valid[..., None], raw, 0.0)
 
 
+def _linear(lin: Linear, x: Tensor) -> Tensor:
+    """lin(x) without torch.nn.Module.__call__'s bookkeeping (as torch's MultiheadAttention calls F.linear
+    on its own weights); Linear.forward where it renames its output dim or x lacks its in_dim."""
+    if lin.out_dim is not lin.in_dim and lin.in_dim in x.dims:
+        return _C.linear(x, lin.weight, lin.bias)
+    return lin.forward(x)
+
+
 def _split_heads(raw: torch.Tensor, heads: int, sizes: tuple):
     """(..., T, H*sum(sizes)) with per-head layout h*sum(sizes) + j -> one (..., H, T, size) per size."""
-    raw = raw.unflatten(-1, (heads, sum(sizes))).transpose(-3, -2)
-    return raw.split(sizes, dim=-1)
+    raw = raw.reshape(raw.shape[:-1] + (heads, sum(sizes))).transpose(-3, -2)
+    return raw.split_with_sizes(sizes, -1)
 
 
 def _merge_heads(raw: torch.Tensor) -> torch.Tensor:
@@ -100,6 +135,7 @@ class SelfAttention(Module):
         self.qkv = Linear(in_dim, self.qkv_dim_total, with_bias=with_bias, dtype=dtype, device=device)
         self.proj = (Linear(value_dim_total, proj_dim, with_bias=with_bias, dtype=dtype, device=device)
                      if proj_dim is not None else None)
+        self._frame_mask_cache = FrameMaskCache()
 
     @property
     def _qkv_sizes(self) -> tuple:
@@ -108,7 +144,7 @@ class SelfAttention(Module):
 
     def _project_qkv(self, x: Tensor, lead: tuple, axis: Optional[Dim], valid: Optional[torch.Tensor] = None):
         """q, k, v raws (*lead, H, T, d) (T of size 1 when axis is None); padding zeroed by `valid`."""
-        qkv = self.qkv(x)
+        qkv = _linear(self.qkv, x)
         order = lead + ((axis,) if axis is not None else ()) + (self.qkv_dim_total,)
         raw = qkv.raw if qkv.dims == order else qkv.raw_aligned(order)
         if axis is None:
@@ -123,14 +159,15 @@ class SelfAttention(Module):
             out = out.squeeze(-2)
         y = Tensor(out, lead + ((axis,) if axis is not None else ()) + (self.value_dim_total,),
                    feature_dim=self.value_dim_total)
-        return self.proj(y) if self.proj is not None else y
+        return _linear(self.proj, y) if self.proj is not None else y
 
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
-        valid = _valid_frames(axis, lead, x.raw.device)
+        valid = self._frame_mask_cache.get(axis, lead, x.raw.device)
         q, k, v = self._project_qkv(x, lead, axis, valid)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=valid[..., None, None, :] if valid is not None else None,
-                                             dropout_p=self.att_dropout if self.training else 0.0)
+        mask = valid[..., None, None, :] if valid is not None else None
+        p = self.att_dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         return self._output(out, lead, axis)
 
     def extra_repr(self) -> str:
@@ -165,7 +202,7 @@ class CausalSelfAttention(SelfAttention):
         lead = _check_x(self, x, self.in_dim, axis)
         # Padding is zeroed even though causality hides it from valid frames: torch applies the
         # causal mask by adding -inf, and NaN garbage + -inf is still NaN.
-        valid = _valid_frames(axis, lead, x.raw.device) if axis is not None else None
+        valid = self._frame_mask_cache.get(axis, lead, x.raw.device) if axis is not None else None
         q, k, v = self._project_qkv(x, lead, axis, valid)
         p = self.att_dropout if self.training else 0.0
         if axis is not None:
@@ -216,6 +253,7 @@ class CrossAttention(Module):
         self.kv = Linear(encoder_dim, self.kv_dim_total, with_bias=with_bias, dtype=dtype, device=device)
         self.proj = (Linear(value_dim_total, proj_dim, with_bias=with_bias, dtype=dtype, device=device)
                      if proj_dim is not None else None)
+        self._frame_mask_cache = FrameMaskCache()
 
     def forward(self, x: Tensor, encoder: Tensor, *, axis: Optional[Dim], enc_axis: Dim) -> Tensor:
         name = type(self).__name__
@@ -223,32 +261,34 @@ class CrossAttention(Module):
         enc_lead = _check_x(self, encoder, self.encoder_dim, enc_axis, what="encoder")
         extra = [d for d in enc_lead if not any(d is e for e in lead)]
         if extra:
-            raise ValueError(f"{name}(): encoder has dims ({dims_str(extra)}) that x lacks (x dims: {dims_str(x.dims)}, "
+            raise ValueError(f"{name}(): encoder has dims ({dims_str(extra)}) that x lacks "
+                             f"(x dims: {dims_str(x.dims)}, "
                              f"encoder dims: {dims_str(encoder.dims)})")
         if axis is not None and axis is enc_axis:
             raise ValueError(f"{name}(): axis and enc_axis are the same dim {dim_str(axis)}; use SelfAttention")
-        q = self.query(x)
+        q = _linear(self.query, x)
         q_order = lead + ((axis,) if axis is not None else ()) + (self.key_dim_total,)
         q = q.raw if q.dims == q_order else q.raw_aligned(q_order)
         if axis is None:
             q = q.unsqueeze(-2)
         (q,) = _split_heads(q, self.heads.size, (self.key_dim_per_head.size,))
-        kv = self.kv(encoder)
+        kv = _linear(self.kv, encoder)
         kv_order = lead + (enc_axis, self.kv_dim_total)
         kv = kv.raw if kv.dims == kv_order else kv.raw_aligned(kv_order)
-        valid = _valid_frames(enc_axis, lead, kv.device)
+        valid = self._frame_mask_cache.get(enc_axis, lead, kv.device)
         kv = _zero_padding(kv, valid)
         k, v = _split_heads(kv, self.heads.size, (self.key_dim_per_head.size, self.value_dim_per_head.size))
         if k.shape[:-2] != q.shape[:-2]:
             k, v = k.expand(*q.shape[:-2], -1, -1), v.expand(*q.shape[:-2], -1, -1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=valid[..., None, None, :] if valid is not None else None,
-                                             dropout_p=self.att_dropout if self.training else 0.0)
+        mask = valid[..., None, None, :] if valid is not None else None
+        p = self.att_dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         out = _merge_heads(out)
         if axis is None:
             out = out.squeeze(-2)
         y = Tensor(out, lead + ((axis,) if axis is not None else ()) + (self.value_dim_total,),
                    feature_dim=self.value_dim_total)
-        return self.proj(y) if self.proj is not None else y
+        return _linear(self.proj, y) if self.proj is not None else y
 
     def extra_repr(self) -> str:
         return (f"in_dim={dim_str(self.in_dim)}, encoder_dim={dim_str(self.encoder_dim)}, heads={self.heads.size}, "
@@ -335,7 +375,7 @@ class RelPosSelfAttention(SelfAttention):
 
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
-        valid = _valid_frames(axis, lead, x.raw.device)
+        valid = self._frame_mask_cache.get(axis, lead, x.raw.device)
         q, k, v = self._project_qkv(x, lead, axis, valid)  # (*lead, H, T, d)
         t = q.shape[-2]
         h, dk = self.heads.size, self.key_dim_per_head.size

@@ -1,4 +1,4 @@
-"""Conformer encoder: conv subsampling front end, conv block, encoder layer (macaron FF, rel-pos MHSA, conv) and encoder."""
+"""Conformer: conv subsampling front end, conv block, encoder layer (macaron FF, rel-pos MHSA, conv), encoder."""
 from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple, Union
@@ -10,7 +10,7 @@ from .. import _C
 from .._C import Dim, Tensor
 from .._dropout import dropout as _dropout
 from .._shape_ops import dim_str, dims_str, merge_dims
-from .attention import RelPosSelfAttention, _valid_frames
+from .attention import FrameMaskCache, RelPosSelfAttention
 from .conv import Conv1d, Conv2d
 from .feed_forward import FeedForward
 from .linear import Linear, check_in_dim
@@ -91,6 +91,7 @@ class ConformerConvBlock(Module):
                                      device=device)
         self.norm = BatchNorm(in_dim, dtype=dtype, device=device)
         self.positionwise_conv2 = Linear(in_dim, in_dim, dtype=dtype, device=device)
+        self._frame_mask_cache = FrameMaskCache()
 
     def _depthwise_conv(self, h: Tensor, spatial_dim: Dim) -> Tensor:
         """depthwise_conv over spatial_dim, padding frames zeroed first; the result in h's layout.
@@ -102,7 +103,7 @@ class ConformerConvBlock(Module):
         lead = tuple(d for d in h.dims if d is not spatial_dim and d is not self.in_dim)
         order = lead + (spatial_dim, self.in_dim)
         raw = h.raw if h.dims == order else h.raw_aligned(order)
-        valid = _valid_frames(spatial_dim, lead, raw.device)
+        valid = self._frame_mask_cache.get(spatial_dim, lead, raw.device)
         if valid is not None:
             raw = torch.where(valid[..., None], raw, 0.0)
         lead_shape = raw.shape[:-2]
