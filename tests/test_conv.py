@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 import torch.nn.functional as F
 
 import dimtorch as dt
-from helpers import check_against_torch, make_padded_batch
+from helpers import check_against_torch, check_padding_invariance, make_padded_batch, valid_mask
 
 
 def ceildiv(a, b):
@@ -66,6 +66,15 @@ def test_conv1d_dynamic_time(padding, k, s, dl):
         lambda r, wr, br: per_sequence(r, lengths, seq_conv1d(wr, br, k_eff, s, dl, padding), expected,
                                        max(expected), 5),
         [pb.x, w, bias], rtol=1e-5, atol=1e-5)
+    # NaN/1e30 padding changes nothing valid, and no gradient (of x or of the filter) gets NaN.
+    check_padding_invariance(lambda t: dt.conv(t, dt.Tensor(w.raw, (out_dim, t.dims[2], kd)), in_dim=t.dims[2],
+                                               out_dim=out_dim, in_spatial_dims=[t.dims[1]], filter_size=[kd],
+                                               strides=s, dilation=dl, padding=padding)[0], feature=3)
+    leaf = w.raw.clone().requires_grad_(True)
+    y = dt.conv(pb.x, dt.Tensor(leaf, w.dims), in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time],
+                filter_size=[kd], strides=s, dilation=dl, padding=padding)[0]
+    torch.where(valid_mask(y.dims, y.raw.shape), y.raw, 0).sum().backward()
+    assert torch.isfinite(leaf.grad).all()
 
 
 @pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
@@ -264,6 +273,8 @@ def test_pool1d(mode, padding, k, s):
         lambda r: pool_oracle(r, lengths, mode, k, s, padding, expected), [pb.x])
     check_lone_sequences(lambda x, b, t: (lambda r: (r[0], r[1][0]))(dt.pool(
         x, mode=mode, pool_size=k, strides=s, padding=padding, in_spatial_dims=[t])), pb.x, pb.batch, pb.time, lengths)
+    check_padding_invariance(lambda t: dt.pool(t, mode=mode, pool_size=k, strides=s, padding=padding,
+                                               in_spatial_dims=[t.dims[1]])[0])
 
 
 @pytest.mark.parametrize("mode", ["max", "avg"])

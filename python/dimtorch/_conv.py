@@ -21,6 +21,8 @@ def _is_dynamic(d: Dim) -> bool:
 
 def _per_dim(caller: str, what: str, value, n: int) -> tuple:
     """One int >= 1 per spatial dim, from an int or a sequence of n ints."""
+    if type(value) is int and value >= 1:
+        return (value,) * n
     if isinstance(value, int) and not isinstance(value, bool):
         values = (value,) * n
     else:
@@ -75,7 +77,10 @@ def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim], channel: 
     raw = x.raw if perm == list(range(len(perm))) else x.raw.permute(perm)
     n_lead = len(lead)
     lead_shape = tuple(raw.shape[:n_lead])
-    raw = raw.reshape((math.prod(lead_shape),) + tuple(raw.shape[n_lead:]))
+    if n_lead == 0:
+        raw = raw.unsqueeze(0)
+    elif n_lead > 1:
+        raw = raw.reshape((math.prod(lead_shape),) + tuple(raw.shape[n_lead:]))
     for i, d in enumerate(spatial):
         if _is_dynamic(d):
             a = raw.dim() - len(spatial) + i
@@ -88,8 +93,11 @@ def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim], channel: 
 def _from_layout(raw: torch.Tensor, lead: Sequence[Dim], lead_shape: tuple, rest: Sequence[Dim]) -> torch.Tensor:
     """Inverse of _to_layout's merge: the leading axis back into `lead`; dynamic `rest` axes
     narrowed to their max size (host value)."""
-    raw = raw.reshape(lead_shape + tuple(raw.shape[1:]))
     base = len(lead_shape)
+    if base == 0:
+        raw = raw.squeeze(0)
+    elif base > 1:
+        raw = raw.reshape(lead_shape + tuple(raw.shape[1:]))
     for i, d in enumerate(rest):
         if _is_dynamic(d):
             a = base + i
@@ -109,6 +117,9 @@ def _fit_short_input(raw: torch.Tensor, spatial: Sequence[Dim], need: Sequence[i
                      value=0.0) -> torch.Tensor:
     """Right-pads dynamic spatial axes shorter than one window (every sequence gives 0 frames then;
     the result is narrowed to 0). A static axis that short is an error."""
+    shape = raw.shape
+    if all(shape[len(shape) - len(spatial) + i] >= need[i] for i in range(len(spatial))):
+        return raw
     pad = []
     for i in reversed(range(len(spatial))):
         a = raw.dim() - len(spatial) + i
@@ -171,7 +182,7 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
                          f"{dim_str(out_dim)}")
     filter_in = in_dim if groups == 1 else in_dim // groups
     want = (out_dim, filter_in) + filter_size
-    if len(filter.dims) != len(want) or not all(any(d is w for d in filter.dims) for w in want):
+    if len(filter.dims) != len(want) or {id(d) for d in filter.dims} != {id(d) for d in want}:
         raise ValueError(f"{caller}: filter must have dims ({dims_str(want)}), has ({dims_str(filter.dims)})")
     w = filter.raw_aligned(want)
     b = None
@@ -183,7 +194,9 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
 
     if any(_is_dynamic(d) for d in spatial):
         x = x.copy_masked(0)
-    lead = tuple(d for d in x.dims if d is not in_dim and not any(d is s for s in spatial))
+    skip = {id(in_dim)}
+    skip.update(map(id, spatial))
+    lead = tuple(d for d in x.dims if id(d) not in skip)
     raw, lead_shape = _to_layout(x, lead, spatial, in_dim)
     k_effs = [dl * (fd.size - 1) + 1 for dl, fd in zip(dilation, filter_size)]
     out_spatial = tuple(_out_spatial_dim(d, k, s, padding) for d, k, s in zip(spatial, k_effs, strides))
@@ -277,7 +290,9 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
 
     Padding never counts: for mode="max", padding frames of dynamic spatial dims and the 'same'
     padding are -inf; for mode="avg", they are excluded from the count (the mean of each window's
-    valid frames). Every valid output frame has at least one valid input frame in its window."""
+    valid frames). Every valid output frame has at least one valid input frame in its window. With
+    padding="valid" no window of a valid output frame reaches into padding, so x is not masked
+    (output padding frames may then hold NaN from x's padding; they are padding)."""
     caller = "dimtorch.pool()"
     check_tensor(x, caller)
     if mode not in ("max", "avg"):
@@ -289,7 +304,9 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
     _check_padding(caller, padding)
     if not x.raw.is_floating_point():
         raise TypeError(f"{caller}: x must be floating, got {x.dtype}")
-    dynamic = any(_is_dynamic(d) for d in spatial)
+    # With padding="valid", the window of every valid output frame lies inside its sequence, and
+    # pooling has no weights whose gradient could meet padding values: no mask is needed then.
+    dynamic = padding == "same" and any(_is_dynamic(d) for d in spatial)
     lead = tuple(d for d in x.dims if not any(d is s for s in spatial))
     out_spatial = tuple(_out_spatial_dim(d, k, s, padding) for d, k, s in zip(spatial, ks, strides))
     pads = _same_pads(ks) if padding == "same" else [(0, 0)] * n
