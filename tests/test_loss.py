@@ -56,9 +56,12 @@ def test_cross_entropy_soft_targets_and_class_axis_last():
 def test_cross_entropy_errors():
     batch, time, classes, logits, target, mask = _batch([3, 1])
     x = dt.Tensor(logits, (batch, time, classes))
-    with pytest.raises(ValueError, match=r"dimtorch.cross_entropy\(\): the sparse_dim of target is none, but axis is 'classes'\(5\)"):
+    with pytest.raises(ValueError,
+                       match=r"dimtorch.cross_entropy\(\): the sparse_dim of target is none, "
+                             r"but axis is 'classes'\(5\)"):
         dt.cross_entropy(estimated=x, target=dt.Tensor(target, (batch, time)), axis=classes)
-    with pytest.raises(ValueError, match=r"dimtorch.cross_entropy\(\): target must have the dims of estimated without axis"):
+    with pytest.raises(ValueError,
+                       match=r"dimtorch.cross_entropy\(\): target must have the dims of estimated without axis"):
         dt.cross_entropy(estimated=x, target=dt.Tensor(target[:, 0], (batch,), sparse_dim=classes), axis=classes)
     with pytest.raises(ValueError, match="estimated_type must be"):
         dt.cross_entropy(estimated=x, target=dt.Tensor(target, (batch, time), sparse_dim=classes), axis=classes,
@@ -93,9 +96,11 @@ def test_ctc_loss_errors():
     tgt_time = dt.Dim(2, name="tgt_time")
     targets = dt.Tensor(torch.zeros(2, 2, dtype=torch.int64), (batch, tgt_time))
     x = dt.Tensor(logits, (batch, time, classes))
-    with pytest.raises(ValueError, match=r"dimtorch.ctc_loss\(\): blank_index 5 is out of range for the class dim 'classes'\(5\)"):
+    with pytest.raises(ValueError,
+                       match=r"dimtorch.ctc_loss\(\): blank_index 5 is out of range for the class dim 'classes'\(5\)"):
         dt.ctc_loss(logits=x, targets=targets, input_spatial_dim=time, targets_spatial_dim=tgt_time, blank_index=5)
-    with pytest.raises(ValueError, match=r"dimtorch.ctc_loss\(\): input_spatial_dim 'tgt_time'\(2\) is not a dim of logits"):
+    with pytest.raises(ValueError,
+                       match=r"dimtorch.ctc_loss\(\): input_spatial_dim 'tgt_time'\(2\) is not a dim of logits"):
         dt.ctc_loss(logits=x, targets=targets, input_spatial_dim=tgt_time, targets_spatial_dim=tgt_time, blank_index=0)
 
 

@@ -47,7 +47,7 @@ def test_roundtrip_with_optimizer_and_extra(tmp_path):
 
 
 def test_mismatch_reports_everything_and_loads_nothing(tmp_path):
-    batch, a, b, c = dt.Dim(None, name="batch"), dt.Dim(3, name="a"), dt.Dim(4, name="b"), dt.Dim(2, name="c")
+    a, b, c = dt.Dim(3, name="a"), dt.Dim(4, name="b"), dt.Dim(2, name="c")
     path = tmp_path / "model.pt"
     dt.nn.save_checkpoint(path, Net(a, b, c))
     # same shapes, other dim names: out is (b', c') with b'/c' swapped in name
@@ -66,7 +66,8 @@ def test_mismatch_reports_everything_and_loads_nothing(tmp_path):
     for k, v in other.state_dict().items():
         assert torch.equal(v, before[k])
     small = Net(a, dt.Dim(5, name="b"), c)
-    with pytest.raises(dt.nn.CheckpointError, match=r"shape: lin.weight is \('b'\(5\), 'a'\(3\)\) = \(5, 3\) in the module, \(4, 3\)"):
+    with pytest.raises(dt.nn.CheckpointError,
+                       match=r"shape: lin.weight is \('b'\(5\), 'a'\(3\)\) = \(5, 3\) in the module, \(4, 3\)"):
         dt.nn.load_checkpoint(path, small)
     net = Net(a, b, c)
     with pytest.raises(dt.nn.CheckpointError, match="holds no optimizer state"):

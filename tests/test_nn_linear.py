@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import dimtorch as dt
-from helpers import make_padded_batch, valid_mask
+from helpers import make_padded_batch
 
 
 def _compare_grads(a, b):
@@ -45,7 +45,8 @@ def test_linear_other_dims_order_and_same_in_out_dim():
 def test_linear_lacking_in_dim():
     pb = make_padded_batch((2,), feature=3)
     lin = dt.nn.Linear(dt.Dim(5, name="model"), dt.Dim(2, name="out"))
-    with pytest.raises(ValueError, match=r"Linear\(\): x lacks the in_dim 'model'\(5\) \(x dims: 'batch'.*'feature'\(3\)\)"):
+    with pytest.raises(ValueError,
+                       match=r"Linear\(\): x lacks the in_dim 'model'\(5\) \(x dims: 'batch'.*'feature'\(3\)\)"):
         lin(pb.x)
     with pytest.raises(TypeError, match=r"Linear\(\): x must be a dimtorch.Tensor, got Tensor"):
         lin(torch.zeros(5))

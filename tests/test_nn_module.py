@@ -160,9 +160,11 @@ def test_assignment_rules():
     # copy-assign a dimtorch Tensor with the same dims (any order)
     m.w = dt.Tensor(torch.ones(3, 4), (i, o))
     assert torch.equal(m.w.raw, torch.ones(4, 3)) and isinstance(m.w.raw, torch.nn.Parameter)
-    with pytest.raises(ValueError, match=r"Affine.w = ...: 'w' has dims \('out'\(4\), 'in'\(3\)\), the assigned value \('out'\(4\)\)"):
+    with pytest.raises(ValueError, match=r"Affine.w = ...: 'w' has dims \('out'\(4\), 'in'\(3\)\), "
+                                         r"the assigned value \('out'\(4\)\)"):
         m.w = dt.Tensor(torch.ones(4), (o,))
-    with pytest.raises(ValueError, match=r"Affine.w = ...: 'w' has dims .* shape \(4, 3\), the assigned torch tensor has shape \(3, 4\)"):
+    with pytest.raises(ValueError, match=r"Affine.w = ...: 'w' has dims .* shape \(4, 3\), "
+                                         r"the assigned torch tensor has shape \(3, 4\)"):
         m.w = torch.nn.Parameter(torch.zeros(3, 4))
     # tie: a Tensor whose raw is a Parameter
     other = Affine(i, o)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import dimtorch as dt
-from helpers import make_padded_batch, valid_mask
+from helpers import make_padded_batch
 
 
 def _check_module_vs_torch(mod, ref, pb):

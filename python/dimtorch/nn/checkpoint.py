@@ -70,7 +70,8 @@ def _check_optimizer(optimizer, saved, path, caller) -> None:
     else:
         for i, (g, s) in enumerate(zip(groups, saved_groups)):
             if len(g["params"]) != len(s["params"]):
-                problems.append(f"group {i}: {len(s['params'])} parameters in the file, {len(g['params'])} in the optimizer")
+                problems.append(f"group {i}: {len(s['params'])} parameters in the file, "
+                                f"{len(g['params'])} in the optimizer")
     if problems:
         raise CheckpointError(f"{caller}: the optimizer state in {path!r} does not fit (nothing was loaded): "
                               + "; ".join(problems))

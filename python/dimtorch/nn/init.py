@@ -142,7 +142,8 @@ class VarianceScaling(Initializer):
 
     def __init__(self, scale: float = 1.0, mode: str = "fan_in", distribution: str = "truncated_normal"):
         if mode not in ("fan_in", "fan_out", "fan_avg"):
-            raise ValueError(f"dimtorch.nn.init.VarianceScaling(): mode must be fan_in, fan_out or fan_avg, got {mode!r}")
+            raise ValueError("dimtorch.nn.init.VarianceScaling(): mode must be fan_in, fan_out or fan_avg, "
+                             f"got {mode!r}")
         if distribution not in ("uniform", "normal", "truncated_normal"):
             raise ValueError("dimtorch.nn.init.VarianceScaling(): distribution must be uniform, normal or "
                              f"truncated_normal, got {distribution!r}")

@@ -8,7 +8,6 @@ import torch
 from .._C import Dim, Tensor
 from .._dtypes import to_torch_dtype
 from .._shape_ops import dims_str
-from . import init as _init
 
 __all__ = ["Module", "Parameter", "Buffer", "Sequential", "ModuleList", "ModuleDict", "StateDictError",
            "check_state_dict"]
@@ -364,7 +363,8 @@ def check_state_dict(module: torch.nn.Module, state_dict, *, strict: bool = True
             continue
         v = state_dict[key]
         if not isinstance(v, torch.Tensor):
-            problems.append(f"not a tensor: {key} is a {type(v).__name__}, the module has {_describe_entry(shape, dims)}")
+            problems.append(f"not a tensor: {key} is a {type(v).__name__}, "
+                            f"the module has {_describe_entry(shape, dims)}")
             continue
         if tuple(v.shape) != shape:
             want = f"({dims_str(dims)}) = {shape}" if dims is not None else f"{shape}"
