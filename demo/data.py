@@ -227,7 +227,10 @@ def make_loader(dataset: SequenceDataset, max_frames: int = 4000, max_seqs: int 
         raise ValueError("demo.data.make_loader(): the dataset is empty (0 sequences); nothing to batch")
     sampler = BucketBatchSampler(dataset.input_lengths, max_frames=max_frames, max_seqs=max_seqs, shuffle=shuffle,
                                  seed=seed)
-    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=num_workers)
+    # Its own generator: making an iterator then draws nothing from torch's global random state (which
+    # dropout uses), so a resumed run continues with the same random numbers as an uninterrupted one.
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=num_workers,
+                      generator=torch.Generator().manual_seed(seed))
 
 
 def mean_lengths(dataset: SequenceDataset) -> tuple:

@@ -39,6 +39,10 @@ def test_resume_continues_step_counter(tmp_path):
     assert summary["step"] == 5 and summary["steps_this_run"] == 2
     ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
     assert [s for s, _ in ckpt["history"]["train"]] == [1, 2, 3, 4, 5]
+    # Resuming continues the data and the random numbers (dropout) where they stopped: the same
+    # losses as one run of 5 steps.
+    straight = run(tmp_path / "straight", "--steps", "5")
+    assert summary["dev"][-1]["loss"] == pytest.approx(straight["dev"][-1]["loss"], rel=1e-5)
 
 
 def test_existing_checkpoint_is_not_overwritten_without_flag(tmp_path):
@@ -132,3 +136,17 @@ def test_rel_shift_and_edit_distance():
     i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
     assert torch.equal(rel_shift(x), x[:, i, j - i + t - 1])
     assert edit_distance([1, 2, 3], [1, 3]) == 1 and edit_distance([], [4, 4]) == 2 and edit_distance([1], [1]) == 0
+
+
+def test_dimtorch_impl_trains_resumes_and_matches_the_reference(tmp_path):
+    import dimtorch as dt
+    if not hasattr(dt.nn, "ConformerEncoder"):
+        pytest.skip("dimtorch.nn.ConformerEncoder (issue 6) not there yet")
+    ours = run(tmp_path / "dimtorch", "--impl", "dimtorch", "--steps", "2")
+    ours = run(tmp_path / "dimtorch", "--impl", "dimtorch", "--steps", "3", "--resume")
+    ref = run(tmp_path / "torch", "--impl", "torch", "--steps", "3")
+    assert ours["step"] == 3 and ours["impl"] == "dimtorch"
+    # Same initialization and random state (dropout included): the same losses.
+    assert ours["dev"][-1]["loss"] == pytest.approx(ref["dev"][-1]["loss"], rel=1e-4)
+    with pytest.raises(SystemExit, match="written by --impl dimtorch, not --impl torch"):
+        run(tmp_path / "dimtorch", "--impl", "torch", "--steps", "4", "--resume")
