@@ -13,10 +13,13 @@ def build_raw(kind: int, dim: Dim, pos: tuple, ndim: int, size: int, device: tor
     """Device raw for `dim`, laid out for `ndim` axes (see src/mask.h); called once per layout."""
     lengths = dim.dyn_size
     raw = lengths.raw
-    if raw.device != device:
-        # Once per dim and device; a copy from host memory that never waits for the device.
-        raw = raw.to(device, non_blocking=True)
     k = lengths.ndim
+    if raw.device != device:
+        if kind == _LENGTHS:
+            # The one device copy per dim and device; from host memory, it never waits for the device.
+            return raw.to(device, non_blocking=True)
+        # Every other layout starts from that cached copy.
+        raw = _C._dim_cached_raw(_LENGTHS, dim, tuple(range(k)), k, 0, device)
     order = sorted(range(k), key=lambda i: pos[i])
     if order != list(range(k)):
         raw = raw.permute(order)
@@ -28,7 +31,7 @@ def build_raw(kind: int, dim: Dim, pos: tuple, ndim: int, size: int, device: tor
         # float32: dividing a float sum by an int64 count costs torch a slow mixed-type kernel.
         return raw.clamp(min=1).to(torch.float32)
     if kind == _LENGTHS:
-        return raw
+        return raw  # on the host already
     frame_shape = [1] * ndim
     frame_shape[pos[k]] = size
     return torch.arange(size, device=device).view(frame_shape) < raw
