@@ -30,3 +30,14 @@ from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from . import nn  # noqa: F401
 
 __version__ = "0.1.0"
+
+
+def _star_exports() -> list:
+    """Public names for `from dimtorch import *`, without those that would shadow Python builtins
+    (abs, round, slice): those stay reachable as dt.abs etc."""
+    import builtins
+    return sorted(name for name in globals()
+                  if not name.startswith("_") and name != "torch" and not hasattr(builtins, name))
+
+
+__all__ = _star_exports()
