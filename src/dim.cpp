@@ -284,6 +284,11 @@ PyObject* forward_to_mask_module(const char* name, PyObject* self, PyObject* con
   for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
   return PyObject_Vectorcall(fn.get(), stack, nargs + 1, kwnames);
 }
+PyObject* m_reduce(PyObject* self, PyObject*) {
+  Ref mod(PyImport_ImportModule("dimtorch._pickle"));
+  if (!mod) return nullptr;
+  return PyObject_CallMethod(mod.get(), "reduce_dim", "O", self);
+}
 PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
   return forward_to_mask_module("get_mask", self, args, nargs, kw);
 }
@@ -320,6 +325,8 @@ PyMethodDef dim_methods[] = {
      "0-dim Tensor with the static size."},
     {"__copy__", m_copy, METH_NOARGS, nullptr},
     {"__deepcopy__", m_copy, METH_O, nullptr},
+    {"__reduce__", m_reduce, METH_NOARGS,
+     "Pickling rebuilds a new Dim with the same size, lengths or derivation (dimtorch._pickle)."},
     {nullptr}};
 
 }  // namespace

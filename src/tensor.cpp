@@ -340,6 +340,12 @@ PyObject* m_copy(PyObject* self, PyObject*) {
   return r;
 }
 
+PyObject* m_reduce(PyObject* self, PyObject*) {
+  Ref mod(PyImport_ImportModule("dimtorch._pickle"));
+  if (!mod) return nullptr;
+  return PyObject_CallMethod(mod.get(), "reduce_tensor", "O", self);
+}
+
 PyObject* m_deepcopy(PyObject* self, PyObject* memo) {
   TensorObject* t = as_tensor(self);
   PyObject* raw = raw_or_error(t);
@@ -477,6 +483,7 @@ PyMethodDef tensor_methods[] = {
     {"copy", m_copy, METH_NOARGS, "A new Tensor sharing the raw and metadata."},
     {"__copy__", m_copy, METH_NOARGS, nullptr},
     {"__deepcopy__", m_deepcopy, METH_O, nullptr},
+    {"__reduce__", m_reduce, METH_NOARGS, "Pickled as (raw, dims, sparse_dim, feature_dim, name)."},
     {"copy_transpose", m_copy_transpose, METH_O,
      "copy_transpose(dims): the same values with the raw permuted to `dims` (a permutation of "
      "self.dims)."},
