@@ -1,4 +1,4 @@
-"""Transformer decoder (causal self-attention, cross-attention, feed-forward), full-sequence and step by step with state."""
+"""Transformer decoder (causal self-attention, cross-attention, feed-forward): full sequence or step by step."""
 from __future__ import annotations
 
 import math
