@@ -196,3 +196,29 @@ def test_conformer_errors():
         dt.nn.ConformerEncoderLayer(model, num_heads=3)
     with pytest.raises(ValueError, match=r"ConformerEncoder\(\): input_layer must be 'conv'"):
         dt.nn.ConformerEncoder(feature, model, num_layers=1, input_layer="vgg")
+
+
+def test_conv_subsample_fast_path_equals_general_path():
+    feature = dt.Dim(9, name="feature")
+    chans = (dt.Dim(2, name="c0"), dt.Dim(3, name="c1"))
+    torch.manual_seed(0)
+    fast = dt.nn.ConformerConvSubsample(feature, chans, strides=[(2, 2), (2, 1)])
+    general = dt.nn.ConformerConvSubsample(feature, chans, strides=[(2, 2), (2, 1)],
+                                           activation=lambda h: dt.relu(h))  # not a known raw activation
+    general.load_state_dict(fast.state_dict())
+    assert fast._fast_path_ok() and not general._fast_path_ok()
+    beam, batch = dt.Dim(2, name="beam"), dt.Dim(None, name="batch")
+    lengths = [11, 4, 0]
+    time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
+    raw = torch.randn(2, 3, 12, 9)  # one frame more than the longest sequence
+    raw[:, 1, 4:] = float("nan")
+    x = dt.Tensor(raw, (beam, batch, time, feature))
+    y_fast, t_fast = fast(x, in_spatial_dim=time)
+    y_gen, t_gen = general(x, in_spatial_dim=time)
+    assert y_fast.dims == (beam, batch, t_fast, fast.out_dim)
+    assert t_fast.dyn_size.raw.tolist() == t_gen.dyn_size.raw.tolist() == [3, 1, 0]
+    order = (beam, batch, t_gen, general.out_dim)
+    mask = (torch.arange(3)[None, :] < torch.tensor([3, 1, 0])[:, None])[None, :, :, None].expand(2, 3, 3, 15)
+    a = y_fast.raw
+    b = y_gen.raw_aligned(order)
+    torch.testing.assert_close(a[mask], b[mask])
