@@ -376,7 +376,10 @@ class RelPosSelfAttention(SelfAttention):
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
         valid = self._frame_mask_cache.get(axis, lead, x.raw.device)
-        q, k, v = self._project_qkv(x, lead, axis, valid)  # (*lead, H, T, d)
+        q, k, v = self._project_qkv(x, lead, axis)  # (*lead, H, T, d)
+        if valid is not None:
+            # Only v's padding needs zeroing here: garbage scores of padded keys are replaced below.
+            v = torch.where(valid[..., None, :, None], v, 0.0)
         t = q.shape[-2]
         h, dk = self.heads.size, self.key_dim_per_head.size
         pe = self._pos_emb(t, q)
