@@ -53,7 +53,8 @@ def load_checkpoint(path, impl: str) -> dict:
     if state.get("impl") != impl:
         raise CheckpointError(f"{where} was written by --impl {state.get('impl')}, not --impl {impl}; "
                               f"resume with --impl {state.get('impl')}")
-    missing = [k for k in ("step", "model", "optimizer", "model_config", "task_config", "history") if k not in state]
+    missing = [k for k in ("step", "epoch", "batch_in_epoch", "model", "optimizer", "model_config", "task_config",
+                           "history", "rng_cpu", "args") if k not in state]
     if missing:
         raise CheckpointError(f"{where} lacks {', '.join(missing)}; it was left untouched")
     return state

@@ -243,6 +243,7 @@ def main(argv: Optional[List[str]] = None) -> dict:
         step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         history = state["history"]
         torch.set_rng_state(state["rng_cpu"])
+        args.seed = state["args"].get("seed", args.seed)  # the data order goes on as it was
     model.to(device)
     for group in optimizer.state.values():  # optimizer state follows the parameters' device
         for k, v in group.items():

@@ -82,6 +82,10 @@ def test_mismatched_checkpoints_give_clear_errors_and_are_kept(tmp_path):
     torch.save({"something": "else"}, path)
     with pytest.raises(SystemExit, match="not a demo training checkpoint"):
         run(tmp_path, "--steps", "2", "--resume")
+    del state["rng_cpu"], state["epoch"]
+    torch.save(state, path)
+    with pytest.raises(SystemExit, match="lacks epoch, rng_cpu"):
+        run(tmp_path, "--steps", "2", "--resume")
 
 
 def test_resume_without_checkpoint(tmp_path):
