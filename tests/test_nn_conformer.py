@@ -222,3 +222,22 @@ def test_conv_subsample_fast_path_equals_general_path():
     a = y_fast.raw
     b = y_gen.raw_aligned(order)
     torch.testing.assert_close(a[mask], b[mask])
+
+
+def test_conformer_encoder_without_front_end_and_learned_positions():
+    torch.manual_seed(0)
+    feature, model = dt.Dim(6, name="feature"), dt.Dim(8, name="model")
+    enc = dt.nn.ConformerEncoder(feature, model, num_layers=1, num_heads=2, conv_kernel_size=3, input_layer=None,
+                                 pos_emb="learned", dropout=0.0, att_dropout=0.0)
+    enc.eval()
+    assert enc.input_layer is None and enc.layers[0].self_att.learned_pos_emb.dims[1] is model
+    batch = dt.Dim(None, name="batch")
+    time = dt.Dim(dt.Tensor(torch.tensor([7, 3]), (batch,)), name="time")
+    raw = torch.randn(2, 7, 6)
+    raw[1, 3:] = float("nan")
+    y, out_time = enc(dt.Tensor(raw, (batch, time, feature)), in_spatial_dim=time)
+    assert out_time is time and y.dims == (batch, time, model)
+    one = dt.Dim(None, name="one")
+    t1 = dt.Dim(dt.Tensor(torch.tensor([3]), (one,)), name="t1")
+    y1, _ = enc(dt.Tensor(raw[1:, :3], (one, t1, feature)), in_spatial_dim=t1)
+    torch.testing.assert_close(y.raw[1, :3], y1.raw[0], rtol=1e-5, atol=1e-5)
