@@ -254,3 +254,19 @@ def test_frame_mask_cache_follows_the_dim_and_copies_start_empty():
     twin = copy.deepcopy(att)
     assert twin._frame_mask_cache.key is None
     torch.testing.assert_close(twin(x2, axis=pb2.time).raw[_valid([2, 5], 5)], y2[_valid([2, 5], 5)])
+
+
+def test_causal_state_in_another_dims_order():
+    pb = make_padded_batch([4, 4], feature=D, pad_value=0.0, seed=8)
+    att, feat, out = _self_att(dt.nn.CausalSelfAttention, feat=pb.feature)
+    y, _ = att(pb.x, axis=pb.time)
+    state = None
+    for t in range(4):
+        if state is not None:  # as after a reordering op: other dims order, same content
+            state = dt.nn.CausalSelfAttentionState(state.k.copy_transpose(state.k.dims[::-1]),
+                                                   state.v.copy_transpose(state.v.dims[::-1]))
+        y_t, state = att(dt.Tensor(pb.x.raw[:, t], (pb.batch, pb.feature)), axis=None, state=state)
+        torch.testing.assert_close(y_t.raw, y.raw[:, t], rtol=1e-5, atol=1e-6)
+    bad = dt.nn.CausalSelfAttentionState(dt.Tensor(torch.zeros(2, 8), (pb.batch, pb.feature)), state.v)
+    with pytest.raises(ValueError, match=r"CausalSelfAttention\(\): the state \(k dims: 'batch'.*does not fit x"):
+        att(dt.Tensor(pb.x.raw[:, 0], (pb.batch, pb.feature)), axis=None, state=bad)

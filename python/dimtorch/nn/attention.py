@@ -189,6 +189,15 @@ class CausalSelfAttentionState:
         return f"CausalSelfAttentionState(k=({dims_str(self.k.dims)}), v=({dims_str(self.v.dims)}))"
 
 
+def _history_dim(t: Tensor, lead: tuple, heads: Dim, per_head: Dim) -> Dim:
+    """The history dim of a state tensor over (batch dims, heads, history, per_head) in any order (a
+    state reordered by dt.gather may have another order)."""
+    rest = [d for d in t.dims if d is not heads and d is not per_head and not any(d is e for e in lead)]
+    if len(rest) != 1 or heads not in t.dims or per_head not in t.dims:
+        raise ValueError(f"its dims ({dims_str(t.dims)}) are not (batch dims, heads, history, per-head dim)")
+    return rest[0]
+
+
 class CausalSelfAttention(SelfAttention):
     """SelfAttention where frame t sees frames <= t only (a decoder's self-attention).
 
@@ -211,9 +220,10 @@ class CausalSelfAttention(SelfAttention):
                                  f"got axis {dim_str(axis)} and a state")
             return self._output(F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True), lead, axis), None
         if state is not None:
-            k_order = lead + (self.heads, state.k.dims[-2], self.key_dim_per_head)
-            v_order = lead + (self.heads, state.v.dims[-2], self.value_dim_per_head)
             try:
+                kd, vd = self.key_dim_per_head, self.value_dim_per_head
+                k_order = lead + (self.heads, _history_dim(state.k, lead, self.heads, kd), kd)
+                v_order = lead + (self.heads, _history_dim(state.v, lead, self.heads, vd), vd)
                 k_prev = state.k.raw if state.k.dims == k_order else state.k.raw_aligned(k_order)
                 v_prev = state.v.raw if state.v.dims == v_order else state.v.raw_aligned(v_order)
             except (ValueError, TypeError) as e:
