@@ -117,7 +117,8 @@ class SelfAttention(Module):
     h * (2*dk + dv) + j (per head: query dk, key dk, value dv; RETURNN's layout); proj:
     Linear(value_dim_total, proj_dim), or none when proj_dim is None (output over value_dim_total).
     Keys beyond each sequence's length are masked (bool attn_mask from the dim's cached mask,
-    broadcast over heads and query frames; no device read). Attention dropout only in training.
+    broadcast over heads and query frames; no device read), and their q/k/v are zeroed first, so NaN
+    or inf garbage in padding never reaches valid frames. Attention dropout only in training.
     forward(x, axis=) -> Tensor over x's other dims, axis, proj_dim (x's order with in_dim last)."""
 
     def __init__(self, in_dim: Dim, proj_dim: Optional[Dim], *, key_dim_total: Dim, value_dim_total: Dim,
