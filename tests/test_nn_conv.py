@@ -1,4 +1,4 @@
-"""Tests of dt.nn.Conv1d/Conv2d against torch.nn.Conv1d/Conv2d (copied weights, forward and backward on valid frames)."""
+"""Tests of dt.nn.Conv1d/Conv2d vs torch.nn.Conv1d/Conv2d (copied weights, forward and backward on valid frames)."""
 import pytest
 import torch
 
