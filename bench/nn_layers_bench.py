@@ -3,7 +3,7 @@
 Prints `op  torch_us  dimtorch_us  ratio` (median of interleaved per-round ratios, one process, one thread).
 The torch side of the Conformer layer is demo/reference_model.py's ConformerEncoderLayer with the same
 weights (its key mask is made per call, as its training step does); the torch side of SelfAttention is the
-same SDPA computation written by hand. Run: `python scripts/bench_nn_layers.py [--rounds N]`.
+same SDPA computation written by hand. Run: `python bench/nn_layers_bench.py [--rounds N]`.
 """
 from __future__ import annotations
 
