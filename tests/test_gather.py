@@ -92,3 +92,18 @@ def test_gather_targets_from_logits():
     assert out.dims == (pb.batch, pb.time)
     check_against_torch(lambda t, i: dt.gather(t, indices=i, axis=pb.feature),
                         lambda r, i: r.gather(2, i.unsqueeze(-1)).squeeze(-1), [pb.x, targets])
+
+
+def test_gather_without_batch_dims_takes_the_embedding_path():
+    """No dims shared by x and indices: one F.embedding lookup; x's rest dims on both sides of axis."""
+    v, a, c = dt.Dim(10, name="v"), dt.Dim(3, name="a"), dt.Dim(2, name="c")
+    b, t = dt.Dim(None, name="b"), dt.Dim(4, name="t")
+    raw = torch.randn(3, 10, 2, requires_grad=True)
+    idx = torch.randint(0, 10, (5, 4))
+    y = dt.gather(dt.Tensor(raw, (a, v, c)), indices=dt.Tensor(idx, (b, t), sparse_dim=v), axis=v)
+    assert y.dims == (a, b, t, c)
+    expected = raw[:, idx, :]
+    assert torch.allclose(y.raw, expected)
+    (g,) = torch.autograd.grad(y.raw.sum(), raw)
+    (g_ref,) = torch.autograd.grad(expected.sum(), raw)
+    assert torch.allclose(g, g_ref)
