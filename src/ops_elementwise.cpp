@@ -103,6 +103,16 @@ PyObject* cleared_raw(const char* caller) {
   return nullptr;
 }
 
+/// The same Dims in the same order (the same tuple, or equal items).
+inline bool same_dims(PyObject* a, PyObject* b) {
+  if (a == b) return true;
+  Py_ssize_t n = PyTuple_GET_SIZE(a);
+  if (PyTuple_GET_SIZE(b) != n) return false;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (PyTuple_GET_ITEM(a, i) != PyTuple_GET_ITEM(b, i)) return false;
+  return true;
+}
+
 PyObject* wrap_like(PyObject* raw, TensorObject* t, bool keep_sparse) {
   if (!raw) return nullptr;
   return tensor_make(raw, t->dims, t->sizes, keep_sparse ? t->sparse_dim : nullptr,
@@ -172,9 +182,9 @@ PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_bc, const char* 
     TensorObject* ta = as_tensor(a);
     TensorObject* tb = as_tensor(b);
     if (!ta->raw || !tb->raw) return cleared_raw(caller);
-    if (ta->dims == tb->dims) {
-      /* Same dims tuple (the common case inside a model, where results share their operand's
-         tuple): no alignment, only the sizes of dims that are not static can differ. */
+    if (same_dims(ta->dims, tb->dims)) {
+      /* Same dims in the same order (the common case inside a model, where results share their
+         operand's tuple): no alignment, only the sizes of dims that are not static can differ. */
       for (Py_ssize_t i = 0; i < tensor_ndim(ta); ++i)
         if (ta->sizes[i] != tb->sizes[i]) {
           PyErr_Format(PyExc_ValueError, "%s: dim %s has raw size %zd in a but %zd in b (dims: %s)",
