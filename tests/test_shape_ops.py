@@ -115,3 +115,18 @@ def test_replace_dim():
         dt.replace_dim(pb.x, in_dim=pb.feature, out_dim=dt.Dim(5, name="f5"))
     with pytest.raises(ValueError, match=r"dimtorch\.replace_dim\(\): in_dim 'f2'\(4\) is not a dim of x"):
         dt.replace_dim(pb.x, in_dim=f2)
+
+
+def test_merge_dims_fast_path_matches_the_python_definition():
+    """Adjacent static dims in order take the C++ reshape; the result equals _shape_ops.merge_dims."""
+    from dimtorch import _shape_ops
+    b, h, d = dt.Dim(None, name="b"), dt.Dim(2, name="h"), dt.Dim(4, name="d")
+    raw = torch.randn(3, 2, 4)
+    x = dt.Tensor(raw, (b, h, d), feature_dim=d)
+    fast, m = dt.merge_dims(x, dims=(h, d))
+    slow, m2 = _shape_ops.merge_dims(x, dims=(h, d), out_dim=m)
+    assert fast.dims == slow.dims == (b, m) and m.size == 8 and m.name == "h*d"
+    assert torch.equal(fast.raw, slow.raw) and fast.feature_dim is None
+    out = dt.Dim(8, name="hd")
+    y, o = dt.merge_dims(x, dims=(h, d), out_dim=out)
+    assert o is out and y.dims == (b, out)

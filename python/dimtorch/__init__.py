@@ -24,7 +24,7 @@ from ._sort import cumsum, sort, top_k  # noqa: F401
 from ._stack import split, stack, unstack  # noqa: F401
 from ._slicing import reverse_sequence, shift_left, shift_right, slice  # noqa: F401
 from ._conv import conv, pool, transposed_conv  # noqa: F401
-from ._shape_ops import expand_dim, merge_dims, replace_dim, split_dims, squeeze  # noqa: F401
+from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from . import nn  # noqa: F401
