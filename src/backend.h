@@ -55,6 +55,7 @@ struct Table {
   PyObject* ones = nullptr;
   PyObject* full = nullptr;
   PyObject* var_mean = nullptr;
+  PyObject* cat = nullptr;
   PyObject* zero = nullptr;         // the int 0
   PyObject* float_inf = nullptr;    // float('inf')
   PyObject* float_neg_inf = nullptr;

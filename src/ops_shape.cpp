@@ -1,5 +1,6 @@
-// merge_dims fast path: adjacent static dims in order merge by one reshape; every other case
-// (permuted or dynamic dims, bad input) is handled by the Python definition it falls back to.
+// Fast paths of shape ops composed in Python: merge_dims of adjacent static dims (one reshape) and
+// concat along static dims of tensors in the same layout (one torch.cat). Every other case
+// (permuted or dynamic dims, bad input) goes to the Python definition, which also owns the errors.
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
@@ -9,15 +10,92 @@ namespace dimtorch {
 
 namespace {
 
+/// Calls dimtorch.<module>.<name>(*args, **kwargs): the full definition of an op.
+PyObject* call_python(PyObject** cache, const char* module, const char* name,
+                      PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (!*cache) {
+    Ref mod(PyImport_ImportModule(module));
+    if (!mod) return nullptr;
+    *cache = PyObject_GetAttrString(mod.get(), name);
+    if (!*cache) return nullptr;
+  }
+  return PyObject_Vectorcall(*cache, args, nargs, kwnames);
+}
+
 PyObject* fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static PyObject* fn = nullptr;
-  if (!fn) {
-    Ref mod(PyImport_ImportModule("dimtorch._shape_ops"));
-    if (!mod) return nullptr;
-    fn = PyObject_GetAttrString(mod.get(), "merge_dims");
-    if (!fn) return nullptr;
+  return call_python(&fn, "dimtorch._shape_ops", "merge_dims", args, nargs, kwnames);
+}
+
+PyObject* concat_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static PyObject* fn = nullptr;
+  return call_python(&fn, "dimtorch._concat", "concat", args, nargs, kwnames);
+}
+
+/// concat((x, dim_x), (y, dim_y), ..., out_dim=None): the fast path takes static concat dims of
+/// tensors whose other dims are the same, in the same order and sizes.
+PyObject* f_concat(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject* out_dim = nullptr;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nkw > 1 || (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out_dim")))
+    return concat_fallback(args, nargsf, kwnames);
+  if (nkw == 1 && args[nargs] != Py_None) out_dim = args[nargs];
+  if (nargs < 1 || nargs > kMaxDims) return concat_fallback(args, nargsf, kwnames);
+  TensorObject* first = nullptr;
+  int axis = -1;
+  Py_ssize_t total = 0;
+  Ref raws(PyList_New(nargs));
+  if (!raws) return nullptr;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    PyObject* pair = args[i];
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return concat_fallback(args, nargsf, kwnames);
+    PyObject* t = PyTuple_GET_ITEM(pair, 0);
+    PyObject* d = PyTuple_GET_ITEM(pair, 1);
+    if (!is_tensor(t) || !as_tensor(t)->raw || !is_dim(d) || !dim_is_static(d))
+      return concat_fallback(args, nargsf, kwnames);
+    TensorObject* x = as_tensor(t);
+    int a = dims_index(x->dims, d);
+    if (a < 0) return concat_fallback(args, nargsf, kwnames);
+    if (!first) {
+      first = x;
+      axis = a;
+    } else {
+      if (a != axis || tensor_ndim(x) != tensor_ndim(first)) return concat_fallback(args, nargsf, kwnames);
+      for (Py_ssize_t j = 0; j < tensor_ndim(x); ++j)
+        if (j != a && (PyTuple_GET_ITEM(x->dims, j) != PyTuple_GET_ITEM(first->dims, j) ||
+                       x->sizes[j] != first->sizes[j]))
+          return concat_fallback(args, nargsf, kwnames);
+    }
+    total += x->sizes[a];
+    PyList_SET_ITEM(raws.get(), i, Py_NewRef(x->raw));
   }
-  return PyObject_Vectorcall(fn, args, nargs, kwnames);
+  // The out dim: dim_0 + dim_1 + ... by dim math (cached), or the given one when it fits.
+  Ref sum = Ref::borrow(PyTuple_GET_ITEM(args[0], 1));
+  for (Py_ssize_t i = 1; i < nargs; ++i) {
+    sum = Ref(dim_derive(as_dim(sum.get()), DimOp::kConcat, 0, as_dim(PyTuple_GET_ITEM(args[i], 1)),
+                         "dimtorch.concat()"));
+    if (!sum) return nullptr;
+  }
+  if (out_dim && (!is_dim(out_dim) || as_dim(out_dim)->size != total))
+    return concat_fallback(args, nargsf, kwnames);
+  PyObject* out = out_dim ? out_dim : sum.get();
+  Py_ssize_t nd = tensor_ndim(first);
+  Ref out_dims(PyTuple_New(nd));
+  if (!out_dims) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  for (Py_ssize_t j = 0; j < nd; ++j) {
+    PyTuple_SET_ITEM(out_dims.get(), j, Py_NewRef(j == axis ? out : PyTuple_GET_ITEM(first->dims, j)));
+    sizes[j] = j == axis ? total : first->sizes[j];
+  }
+  Ref axis_obj(PyLong_FromLong(axis));
+  PyObject* raw = backend::call2(backend::T.cat, raws.get(), axis_obj.get());
+  if (!raw) return nullptr;
+  PyObject* concat_dim = PyTuple_GET_ITEM(args[0], 1);
+  PyObject* feature = first->feature_dim && first->feature_dim != concat_dim ? first->feature_dim : nullptr;
+  Ref t(tensor_make(raw, out_dims.get(), sizes, first->sparse_dim, feature));
+  if (!t) return nullptr;
+  return PyTuple_Pack(2, t.get(), out);
 }
 
 PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -93,6 +171,11 @@ PyMethodDef kFunctions[] = {
      "merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
      "slowest) into one dim at the place of the first. Adjacent static dims in order are one "
      "reshape here; other cases are dimtorch._shape_ops.merge_dims."},
+    {"concat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_concat)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "concat((x, dim_x), (y, dim_y), ..., out_dim=None) -> (tensor, out_dim): see "
+     "dimtorch._concat.concat; static concat dims of tensors in the same layout are one torch.cat "
+     "here."},
     {nullptr}};
 
 }  // namespace

@@ -129,3 +129,20 @@ def test_concat_dynamic_fuzz(lens_x, lens_y, extra):
     check_against_torch(lambda p, q: dt.concat((p, a.time), (q, u))[0],
                         lambda p, q: seq_concat([(p, lens_x), (q, lens_y)], max(sums)), [a.x, y],
                         mask_padding=False)
+
+
+def test_concat_fast_path_matches_the_python_definition():
+    """Static concat dims, same layout otherwise: one C++ torch.cat; equal to _concat.concat."""
+    from dimtorch import _concat
+    b, t = dt.Dim(None, name="b"), dt.Dim(5, name="t")
+    f1, f2 = dt.Dim(3, name="f1"), dt.Dim(4, name="f2")
+    x = dt.Tensor(torch.randn(2, 5, 3, requires_grad=True), (b, t, f1), feature_dim=f1)
+    y = dt.Tensor(torch.randn(2, 5, 4), (b, t, f2))
+    fast, out = dt.concat((x, f1), (y, f2))
+    slow, out2 = _concat.concat((x, f1), (y, f2))
+    assert out is out2 is f1 + f2 and fast.dims == slow.dims == (b, t, out)
+    assert torch.equal(fast.raw, slow.raw) and fast.feature_dim is None
+    given = dt.Dim(7, name="f")
+    assert dt.concat((x, f1), (y, f2), out_dim=given)[1] is given
+    with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): out_dim"):
+        dt.concat((x, f1), (y, f2), out_dim=dt.Dim(8, name="wrong"))
