@@ -88,7 +88,8 @@ bool init() {
        get_attr(F, "linear", &T.linear) && get_attr(F, "layer_norm", &T.layer_norm) &&
        get_attr(F, "rms_norm", &T.rms_norm) && get_attr(t, "zeros", &T.zeros) &&
        get_attr(t, "ones", &T.ones) && get_attr(t, "full", &T.full) &&
-       get_attr(t, "var_mean", &T.var_mean) && get_attr(t, "cat", &T.cat);
+       get_attr(t, "var_mean", &T.var_mean) && get_attr(t, "cat", &T.cat) &&
+       get_attr(F, "embedding", &T.embedding);
   if (!ok) return false;
   T.zero = PyLong_FromLong(0);
   T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);

@@ -56,6 +56,7 @@ struct Table {
   PyObject* full = nullptr;
   PyObject* var_mean = nullptr;
   PyObject* cat = nullptr;
+  PyObject* embedding = nullptr;   // torch.nn.functional.embedding
   PyObject* zero = nullptr;         // the int 0
   PyObject* float_inf = nullptr;    // float('inf')
   PyObject* float_neg_inf = nullptr;

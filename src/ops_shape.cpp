@@ -165,7 +165,54 @@ PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   return PyTuple_Pack(2, t.get(), out.get());
 }
 
+PyObject* gather_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static PyObject* fn = nullptr;
+  return call_python(&fn, "dimtorch._gather", "gather", args, nargs, kwnames);
+}
+
+/// gather(x, *, indices, axis): the fast path is an embedding lookup — x over (axis, feature),
+/// int64 indices sharing no dim with x — which is one F.embedding.
+PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "indices", "axis"};
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 3, v, "dimtorch.gather()")) {
+    PyErr_Clear();
+    return gather_fallback(args, nargs, kwnames);
+  }
+  if (!is_tensor(v[0]) || !is_tensor(v[1]) || !is_dim(v[2]))
+    return gather_fallback(args, nargs, kwnames);
+  TensorObject* x = as_tensor(v[0]);
+  TensorObject* idx = as_tensor(v[1]);
+  if (!x->raw || !idx->raw || tensor_ndim(x) != 2 || PyTuple_GET_ITEM(x->dims, 0) != v[2] ||
+      idx->sparse_dim != v[2] || tensor_ndim(idx) + 1 > kMaxDims)
+    return gather_fallback(args, nargs, kwnames);
+  for (Py_ssize_t j = 0; j < tensor_ndim(idx); ++j)
+    if (dims_index(x->dims, PyTuple_GET_ITEM(idx->dims, j)) >= 0) return gather_fallback(args, nargs, kwnames);
+  PyObject* dtype = backend::raw_dtype_name(idx->raw);
+  if (!dtype) return nullptr;
+  if (PyUnicode_CompareWithASCIIString(dtype, "int64") != 0) return gather_fallback(args, nargs, kwnames);
+  Py_ssize_t nd = tensor_ndim(idx) + 1;
+  Ref out_dims(PyTuple_New(nd));
+  if (!out_dims) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  for (Py_ssize_t j = 0; j + 1 < nd; ++j) {
+    PyTuple_SET_ITEM(out_dims.get(), j, Py_NewRef(PyTuple_GET_ITEM(idx->dims, j)));
+    sizes[j] = idx->sizes[j];
+  }
+  PyObject* rest = PyTuple_GET_ITEM(x->dims, 1);
+  PyTuple_SET_ITEM(out_dims.get(), nd - 1, Py_NewRef(rest));
+  sizes[nd - 1] = x->sizes[1];
+  PyObject* raw = backend::call2(backend::T.embedding, idx->raw, x->raw);
+  if (!raw) return nullptr;
+  return tensor_make(raw, out_dims.get(), sizes, x->sparse_dim,
+                     x->feature_dim == rest ? rest : nullptr);
+}
+
 PyMethodDef kFunctions[] = {
+    {"gather", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_gather)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "gather(x, *, indices, axis): see dimtorch._gather.gather; an embedding lookup (x over "
+     "(axis, feature), int64 indices sharing no dim with x) is one F.embedding here."},
     {"merge_dims", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_merge_dims)),
      METH_FASTCALL | METH_KEYWORDS,
      "merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "

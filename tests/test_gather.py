@@ -107,3 +107,18 @@ def test_gather_without_batch_dims_takes_the_embedding_path():
     (g,) = torch.autograd.grad(y.raw.sum(), raw)
     (g_ref,) = torch.autograd.grad(expected.sum(), raw)
     assert torch.allclose(g, g_ref)
+
+
+def test_gather_embedding_fast_path_matches_the_python_definition():
+    """x over (vocab, feature), int64 indices sharing no dim with x: one F.embedding in C++."""
+    from dimtorch import _gather
+    v, f = dt.Dim(10, name="v"), dt.Dim(4, name="f")
+    b, t = dt.Dim(None, name="b"), dt.Dim(3, name="t")
+    emb = dt.Tensor(torch.randn(10, 4, requires_grad=True), (v, f), feature_dim=f)
+    idx = dt.Tensor(torch.randint(0, 10, (2, 3)), (b, t), sparse_dim=v)
+    fast = dt.gather(emb, indices=idx, axis=v)
+    slow = _gather.gather(emb, indices=idx, axis=v)
+    assert fast.dims == slow.dims == (b, t, f) and fast.feature_dim is f
+    assert torch.equal(fast.raw, slow.raw) and torch.equal(fast.raw, F.embedding(idx.raw, emb.raw))
+    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): the sparse_dim of indices"):
+        dt.gather(emb, indices=dt.Tensor(idx.raw, (b, t)), axis=v)
