@@ -16,7 +16,7 @@ struct DimObject {
   Py_ssize_t min_size;   // host min of the lengths; -1 until known (0 means some sequence is empty)
   Py_ssize_t total_size; // host sum of the lengths (valid frames of a batch); -1 until known
   struct MaskCache* masks;  // device lengths and masks (mask.cpp); made lazily
-  PyObject* cache;       // dict: dim-math results (weak references); made lazily
+  PyObject* cache;       // dict: dim-math results; made lazily
   DimOp derive_op;       // dim math: the op, operands and constant that define this dim
   PyObject* derive_a;
   PyObject* derive_b;    // second Dim operand (A + B), or NULL

@@ -74,19 +74,14 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
     a->cache = PyDict_New();
     if (!a->cache) return nullptr;
   }
-  /* The cache holds weak references (and B by address), so that a derived dim, which holds its
-     operands, forms no reference cycle with them: a batch's dims are freed by reference counting,
-     not by the cyclic collector. While anything holds the result, the same object comes back. */
-  Ref key(Py_BuildValue("(in)", static_cast<int>(op),
-                        op == DimOp::kConcat ? reinterpret_cast<Py_ssize_t>(b) : k));
+  /* Cached strongly on the operand: a derived dim made again and again (pad, conv in a loop) keeps
+     its lengths and masks. The operand and its derived dims form a cycle, which the cyclic
+     collector frees once nothing else holds them. */
+  Ref key(op == DimOp::kConcat ? Py_BuildValue("(iO)", static_cast<int>(op), b)
+                               : Py_BuildValue("(in)", static_cast<int>(op), k));
   if (!key) return nullptr;
   PyObject* hit = PyDict_GetItemWithError(a->cache, key.get());
-  if (hit) {
-    PyObject* cached = PyWeakref_GetObject(hit);  // borrowed; None once the dim is gone
-    if (cached && cached != Py_None && (op != DimOp::kConcat || as_dim(cached)->derive_b ==
-                                                                     reinterpret_cast<PyObject*>(b)))
-      return Py_NewRef(cached);
-  }
+  if (hit) return Py_NewRef(hit);
   if (PyErr_Occurred()) return nullptr;
 
   bool all_static = a->size >= 0 && (op != DimOp::kConcat || b->size >= 0);
@@ -104,8 +99,7 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
     d->derive_b = b ? Py_NewRef(reinterpret_cast<PyObject*>(b)) : nullptr;
     d->derive_k = k;
   }
-  Ref weak(PyWeakref_NewRef(dim.get(), nullptr));
-  if (!weak || PyDict_SetItem(a->cache, key.get(), weak.get()) < 0) return nullptr;
+  if (PyDict_SetItem(a->cache, key.get(), dim.get()) < 0) return nullptr;
   return dim.release();
 }
 

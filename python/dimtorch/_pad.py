@@ -6,10 +6,12 @@ from typing import Sequence, Union
 import torch
 import torch.nn.functional as F
 
+from . import _C
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
 _CALLER = "dimtorch.pad()"
+_MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
 
 
 def _pairs(axes: tuple, padding) -> list:
@@ -48,9 +50,9 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
     axis); returns (tensor, out_dims), out dims = left + dim + right by dim math (the same dim when
     both are 0). For a dynamic dim, left padding shifts every sequence and right padding follows
     each sequence's own end; frames beyond a sequence's new end also hold `value` (a dim padded by
-    (0, 0) is left as it is, padding frames included). The mask comes
-    from host lengths, copied to the device without waiting for it (no sync). Only
-    mode="constant" is implemented so far."""
+    (0, 0) is left as it is, padding frames included). The mask is the dim's cached one (from host
+    lengths, copied to the device once without waiting for it: no sync). Only mode="constant" is
+    implemented so far."""
     check_tensor(x, _CALLER)
     if mode != "constant":
         raise NotImplementedError(f"{_CALLER}: mode {mode!r} is not implemented yet (only 'constant')")
@@ -91,16 +93,18 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
                                  f"not a dim of x (dims: {dims_str(x.dims)})")
         n_out = od.get_max_size()
         size = raw.shape[a]
-        raw = F.pad(raw.movedim(a, -1), (left, max(0, n_out - left - size)), value=value).movedim(-1, a)
-        raw = raw.narrow(a, 0, n_out)
-        frames = torch.arange(n_out, dtype=torch.int64)
-        lens = lengths.raw.to(torch.int64).unsqueeze(-1)
-        valid = (frames >= left) & (frames < left + lens)  # the frames that hold x's valid frames
-        mask_dims = tuple(lengths.dims) + (od,)
+        # F.pad puts `value` in the left frames; the frames after each sequence's own end (x's
+        # padding moved right, and the right padding) are where left + dim's mask is False. That
+        # mask is cached on the dim per layout and device: one F.pad and one where per call.
+        k = raw.dim() - 1 - a
+        flat = [0] * (2 * k) + [left, max(0, n_out - left - size)]
+        raw = F.pad(raw, flat, mode="constant", value=value)
+        if raw.shape[a] != n_out:  # x's raw axis was longer than its longest sequence
+            raw = raw.narrow(a, 0, n_out)
         dims[a] = od
-        mask = Tensor(valid, mask_dims).raw_aligned(tuple(dims))
-        if mask.device != raw.device:
-            mask = mask.to(raw.device, non_blocking=True)
+        shifted = left + d if left else d
+        pos = tuple(dims.index(b) for b in lengths.dims) + (a,)
+        mask = _C._dim_cached_raw(_MASK, shifted, pos, len(dims), n_out, raw.device)
         raw = torch.where(mask, raw, value)
     for d, od in zip(axes, out_dims):
         dims[dims.index(d) if d in dims else dims.index(od)] = od
