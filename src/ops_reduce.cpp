@@ -201,38 +201,64 @@ PyObject* divide_by_count(PyObject* sum, PyObject* count) {
   return PyNumber_TrueDivide(sum, c.get());
 }
 
-PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-                 const char* caller) {
+/// What a reduction over named dims needs from its (x, axis, use_mask) arguments.
+struct Reduction {
+  TensorObject* x = nullptr;
+  int axes[kMaxDims];
+  int n_axes = 0;
+  bool reduced[kMaxDims] = {};
+  int mask_axes[kMaxDims];  // x's axes whose padding the reduction must mask
+  int n_mask = 0;
+  Ref out_dims;             // x's dims without the reduced ones
+  Py_ssize_t out_sizes[kMaxDims];
+  Ref dim;                  // torch's dim argument: an int, or a tuple of ints
+  PyObject* feature = nullptr;  // x's feature dim where the output keeps it
+};
+
+/// Parses (x, axis, use_mask=True) and fills `r`; false with a Python error naming `caller`.
+bool prepare_reduction(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                       const char* caller, Reduction* r) {
   static const char* const names[] = {"x", "axis", "use_mask"};
   PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return nullptr;
-  if (!is_tensor(v[0])) {
+  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return false;
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw) {
     PyErr_Format(PyExc_TypeError, "%s: x must be a dimtorch.Tensor, got %.80s", caller,
                  Py_TYPE(v[0])->tp_name);
-    return nullptr;
+    return false;
   }
-  TensorObject* x = as_tensor(v[0]);
+  TensorObject* x = r->x = as_tensor(v[0]);
   int use_mask = v[2] ? PyObject_IsTrue(v[2]) : 1;
-  if (use_mask < 0) return nullptr;
-  int axes[kMaxDims], n_axes;
-  if (!axes_arg(x, v[1], axes, &n_axes, caller)) return nullptr;
+  if (use_mask < 0 || !axes_arg(x, v[1], r->axes, &r->n_axes, caller)) return false;
+  for (int j = 0; j < r->n_axes; ++j) r->reduced[r->axes[j]] = true;
+  if (use_mask)
+    for (int i = 0; i < tensor_ndim(x); ++i)
+      if (masked_by_reduction(x, i, r->reduced)) r->mask_axes[r->n_mask++] = i;
+  r->out_dims = Ref(dims_without(x, r->reduced, r->out_sizes));
+  if (!r->out_dims) return false;
+  r->dim = Ref(dim_arg(r->axes, r->n_axes));
+  if (!r->dim) return false;
+  if (x->feature_dim && dims_index(r->out_dims.get(), x->feature_dim) >= 0) r->feature = x->feature_dim;
+  return true;
+}
+
+PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                 const char* caller) {
+  Reduction r;
+  if (!prepare_reduction(args, nargs, kwnames, caller, &r)) return nullptr;
+  TensorObject* x = r.x;
+  const int* axes = r.axes;
+  const int n_axes = r.n_axes;
+  const bool* reduced = r.reduced;
+  const int* mask_axes = r.mask_axes;
+  const int n_mask = r.n_mask;
+  Ref& out_dims = r.out_dims;
+  Py_ssize_t* out_sizes = r.out_sizes;
+  Ref& dim = r.dim;
   bool is_arg = mode == Reduce::kArgMax || mode == Reduce::kArgMin;
   if (is_arg && n_axes != 1) {
     PyErr_Format(PyExc_ValueError, "%s: axis must be a single dim", caller);
     return nullptr;
   }
-  bool reduced[kMaxDims] = {};
-  for (int j = 0; j < n_axes; ++j) reduced[axes[j]] = true;
-  int mask_axes[kMaxDims], n_mask = 0;
-  if (use_mask)
-    for (int i = 0; i < tensor_ndim(x); ++i)
-      if (masked_by_reduction(x, i, reduced)) mask_axes[n_mask++] = i;
-
-  Py_ssize_t out_sizes[kMaxDims];
-  Ref out_dims(dims_without(x, reduced, out_sizes));
-  if (!out_dims) return nullptr;
-  Ref dim(dim_arg(axes, n_axes));
-  if (!dim) return nullptr;
 
   Ref fill;
   switch (mode) {
@@ -286,9 +312,7 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
   PyObject* sparse = is_arg ? PyTuple_GET_ITEM(x->dims, axes[0])
                      : (mode == Reduce::kMax || mode == Reduce::kMin) ? x->sparse_dim
                                                                       : nullptr;
-  PyObject* feature =
-      x->feature_dim && dims_index(out_dims.get(), x->feature_dim) >= 0 ? x->feature_dim : nullptr;
-  return tensor_make(out.release(), out_dims.get(), out_sizes, sparse, feature);
+  return tensor_make(out.release(), out_dims.get(), out_sizes, sparse, r.feature);
 }
 
 /// moments; with `count_out`, also the number of frames each statistic is over (a Python number,
@@ -296,32 +320,16 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
 /// Tensor over x's dims); both stay NULL when nothing was masked.
 PyObject* moments_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                        PyObject** count_out, PyObject** centered_out, const char* caller) {
-  static const char* const names[] = {"x", "axis", "use_mask"};
-  PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return nullptr;
-  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw) {
-    PyErr_Format(PyExc_TypeError, "%s: x must be a dimtorch.Tensor, got %.80s", caller,
-                 Py_TYPE(v[0])->tp_name);
-    return nullptr;
-  }
-  TensorObject* x = as_tensor(v[0]);
-  int use_mask = v[2] ? PyObject_IsTrue(v[2]) : 1;
-  if (use_mask < 0) return nullptr;
-  int axes[kMaxDims], n_axes;
-  if (!axes_arg(x, v[1], axes, &n_axes, caller)) return nullptr;
-  bool reduced[kMaxDims] = {};
-  for (int j = 0; j < n_axes; ++j) reduced[axes[j]] = true;
-  int mask_axes[kMaxDims], n_mask = 0;
-  if (use_mask)
-    for (int i = 0; i < tensor_ndim(x); ++i)
-      if (masked_by_reduction(x, i, reduced)) mask_axes[n_mask++] = i;
-  Py_ssize_t out_sizes[kMaxDims];
-  Ref out_dims(dims_without(x, reduced, out_sizes));
-  if (!out_dims) return nullptr;
-  Ref dim(dim_arg(axes, n_axes));
-  if (!dim) return nullptr;
-  PyObject* feature =
-      x->feature_dim && dims_index(out_dims.get(), x->feature_dim) >= 0 ? x->feature_dim : nullptr;
+  Reduction r;
+  if (!prepare_reduction(args, nargs, kwnames, caller, &r)) return nullptr;
+  TensorObject* x = r.x;
+  const bool* reduced = r.reduced;
+  const int* mask_axes = r.mask_axes;
+  const int n_mask = r.n_mask;
+  Ref& out_dims = r.out_dims;
+  Py_ssize_t* out_sizes = r.out_sizes;
+  Ref& dim = r.dim;
+  PyObject* feature = r.feature;
   using backend::T;
   Ref mean_raw, var_raw;
   if (!n_mask) {  // one fused torch call
