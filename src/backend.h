@@ -57,6 +57,10 @@ struct Table {
   PyObject* var_mean = nullptr;
   PyObject* cat = nullptr;
   PyObject* embedding = nullptr;   // torch.nn.functional.embedding
+  PyObject* dropout = nullptr;     // torch.nn.functional.dropout
+  PyObject* new_empty = nullptr;   // TensorBase.new_empty
+  PyObject* bernoulli_ = nullptr;  // TensorBase.bernoulli_
+  PyObject* div_ = nullptr;        // TensorBase.div_
   PyObject* zero = nullptr;         // the int 0
   PyObject* float_inf = nullptr;    // float('inf')
   PyObject* float_neg_inf = nullptr;

@@ -14,7 +14,6 @@ from ._creation import (  # noqa: F401
 )
 from ._mask import sequence_mask  # noqa: F401
 from ._normalization import batch_norm  # noqa: F401
-from ._dropout import dropout  # noqa: F401
 from ._gather import one_hot  # noqa: F401  (gather: C++ fast path)
 from ._pad import pad  # noqa: F401
 from ._scatter import scatter  # noqa: F401

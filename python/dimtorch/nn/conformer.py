@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from .. import _C
 from .._C import Dim, Tensor
-from .._dropout import dropout as _dropout
+from .._C import dropout as _dropout
 from .._shape_ops import dim_str, dims_str, merge_dims
 from .attention import FrameMaskCache, RelPosSelfAttention
 from .conv import Conv1d, Conv2d

@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 import torch
 
 from .._C import Dim, Tensor
-from .._dropout import dropout as _dropout
+from .._C import dropout as _dropout
 from .._shape_ops import dim_str, dims_str
 from .attention import CausalSelfAttention, CausalSelfAttentionState, CrossAttention
 from .embedding import Embedding
