@@ -33,18 +33,6 @@ def _describe(x: Tensor) -> str:
     return ", ".join(f"{d.name}:{n}" for d, n in zip(x.dims, x.shape))
 
 
-def _masked_axes(x: Tensor, reduced: list) -> list:
-    """Axes of x whose padding a reduction over `reduced` must mask: dims with lengths that are
-    reduced themselves or whose lengths vary along a reduced dim (the rule of src/ops_reduce.cpp)."""
-    out = []
-    for i, d in enumerate(x.dims):
-        if not d.is_dynamic():
-            continue
-        if i in reduced or any(any(bd is x.dims[j] for j in reduced) for bd in d.dyn_size.dims):
-            out.append(i)
-    return out
-
-
 def _param_raw(p, name: str, axis: Dim, ndim: int, ax: int, caller: str, for_fused: bool):
     """Raw of a per-feature Tensor over (axis,): as is for F.batch_norm, else viewed for broadcasting."""
     if p is None:
@@ -87,9 +75,10 @@ def batch_norm(x: Tensor, axis: Dim = None, running_mean: Tensor = None, running
         raise ValueError(f"{caller}: training=False needs running_mean and running_var")
     if axis.is_dynamic():
         raise ValueError(f"{caller}: axis {axis!r} has lengths; batch norm needs a static feature dim")
-    reduced = [i for i in range(x.ndim) if i != ax]
-    masked = _masked_axes(x, reduced) if training and use_mask else []
-    ndim = x.ndim
+    x_dims = x.dims
+    # Every dim but the (static) axis is reduced, so padding needs masking iff any dim has lengths.
+    masked = training and use_mask and any(d.dyn_size is not None for d in x_dims)
+    ndim = len(x_dims)
     if not masked:
         # Fused path: F.batch_norm with the feature axis at position 1 (a view; no copy).
         raw = x.raw
@@ -112,7 +101,7 @@ def batch_norm(x: Tensor, axis: Dim = None, running_mean: Tensor = None, running
         _param_raw(p, n, axis, ndim, ax, caller, True)
     # Masked statistics from the C++ core: the count is a host number in the common case (all
     # batch and time frames reduced), so the running update below needs no device count.
-    reduced_dims = tuple(d for i, d in enumerate(x.dims) if i != ax)
+    reduced_dims = x_dims[:ax] + x_dims[ax + 1:]
     mean, var, count, centered = _C._moments_with_count(x, reduced_dims)
     if running_mean is not None:
         with torch.no_grad():
