@@ -6,6 +6,7 @@ import copy
 import torch
 
 from .._C import Dim, Tensor
+from .._creation import _dims_tuple
 from .._dtypes import to_torch_dtype
 from .._shape_ops import dims_str
 
@@ -17,16 +18,10 @@ class StateDictError(RuntimeError):
     """A state dict does not fit a module; the message lists every mismatch; nothing was loaded."""
 
 
-def _dims_tuple(dims, caller: str) -> tuple:
-    if isinstance(dims, Dim):
-        dims = (dims,)
-    try:
-        dims = tuple(dims)
-    except TypeError:
-        raise TypeError(f"{caller}: dims must be a Dim or a sequence of Dims, got {type(dims).__name__}") from None
+def _parameter_dims(dims, caller: str) -> tuple:
+    """dims as a tuple of Dims (as the creation functions take them), each static and given once."""
+    dims = _dims_tuple(dims, caller)
     for i, d in enumerate(dims):
-        if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: dims[{i}] must be a Dim, got {type(d).__name__}")
         if not d.is_static() or d.size is None:
             raise ValueError(f"{caller}: dim {d!r} has no static size; parameters need static dims")
         if any(e is d for e in dims[:i]):
@@ -74,7 +69,7 @@ class Parameter:
     def __init__(self, dims, dtype="float32", init=None, *, requires_grad: bool = True, device=None,
                  in_dims=None, out_dims=None):
         caller = "dimtorch.nn.Parameter()"
-        self.dims = _dims_tuple(dims, caller)
+        self.dims = _parameter_dims(dims, caller)
         torch_dtype = to_torch_dtype(dtype, caller)
         raw = _initial_raw(init, self.dims, torch_dtype, device, in_dims, out_dims, caller)
         trainable = torch_dtype.is_floating_point or torch_dtype.is_complex
@@ -96,7 +91,7 @@ class Buffer:
 
     def __init__(self, dims, dtype="float32", init=None, *, persistent: bool = True, device=None):
         caller = "dimtorch.nn.Buffer()"
-        self.dims = _dims_tuple(dims, caller)
+        self.dims = _parameter_dims(dims, caller)
         self.raw = _initial_raw(init, self.dims, to_torch_dtype(dtype, caller), device, None, None, caller)
         self.persistent = persistent
 
