@@ -62,6 +62,17 @@ def _out_spatial_dim(d: Dim, k_eff: int, stride: int, padding: str) -> Dim:
     return ceildiv(d, stride)
 
 
+def _checked_conv_args(caller: str, x, filter, in_dim, out_dim, in_spatial_dims) -> tuple:
+    """The checks conv and transposed_conv share; returns the spatial dims."""
+    check_tensor(x, caller)
+    check_tensor(filter, caller, what="filter")
+    for what, d in (("in_dim", in_dim), ("out_dim", out_dim)):
+        if not isinstance(d, Dim):
+            raise TypeError(f"{caller}: {what} must be a Dim, got {type(d).__name__}")
+    axis_of(x, in_dim, caller, what="in_dim")
+    return _spatial_dims(caller, x, in_spatial_dims)
+
+
 def _check_padding(caller: str, padding) -> str:
     if padding not in ("valid", "same"):
         raise ValueError(f"{caller}: padding must be 'valid' or 'same', got {padding!r}")
@@ -154,13 +165,7 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
       (batch independence); unlike TF's 'same' with stride > 1, the padding does not depend on T.
     Output padding frames hold garbage (bias and partial sums), as padding may."""
     caller = "dimtorch.conv()"
-    check_tensor(x, caller)
-    check_tensor(filter, caller, what="filter")
-    for what, d in (("in_dim", in_dim), ("out_dim", out_dim)):
-        if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: {what} must be a Dim, got {type(d).__name__}")
-    axis_of(x, in_dim, caller, what="in_dim")
-    spatial = _spatial_dims(caller, x, in_spatial_dims)
+    spatial = _checked_conv_args(caller, x, filter, in_dim, out_dim, in_spatial_dims)
     n = len(spatial)
     if any(d is in_dim for d in spatial):
         raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} is also in in_spatial_dims ({dims_str(spatial)})")
@@ -231,13 +236,7 @@ def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_
     An empty sequence (T = 0) thus gives max(k_eff - s, 0) frames with padding="valid", holding the bias.
     Padding of x is zeroed first, so each sequence gets what it gets alone."""
     caller = "dimtorch.transposed_conv()"
-    check_tensor(x, caller)
-    check_tensor(filter, caller, what="filter")
-    for what, d in (("in_dim", in_dim), ("out_dim", out_dim)):
-        if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: {what} must be a Dim, got {type(d).__name__}")
-    axis_of(x, in_dim, caller, what="in_dim")
-    spatial = _spatial_dims(caller, x, in_spatial_dims)
+    spatial = _checked_conv_args(caller, x, filter, in_dim, out_dim, in_spatial_dims)
     if len(spatial) != 1:
         raise ValueError(f"{caller}: only 1-D is supported, got spatial dims ({dims_str(spatial)})")
     if spatial[0] is in_dim:

@@ -103,6 +103,13 @@ def _shift_checks(x, axis, amount, caller) -> int:
     return a
 
 
+def _filled(raw: torch.Tensor, axis: int, k: int, value) -> torch.Tensor:
+    """k frames of `value` along `axis`, with raw's other sizes, dtype and device."""
+    shape = list(raw.shape)
+    shape[axis] = k
+    return raw.new_full(shape, value)
+
+
 def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     """Frames move `amount` later along `axis` (same dim): out[t] = x[t - amount], and the first
     `amount` frames hold `pad_value`. Every sequence starts at frame 0, so this is the same for
@@ -114,9 +121,7 @@ def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor
     raw = x.raw
     n = raw.shape[a]
     k = min(amount, n)
-    shape = list(raw.shape)
-    shape[a] = k
-    raw = torch.cat([raw.new_full(shape, pad_value), raw.narrow(a, 0, n - k)], a)
+    raw = torch.cat([_filled(raw, a, k, pad_value), raw.narrow(a, 0, n - k)], a)
     return keep_markers(x, raw, x.dims)
 
 
@@ -132,9 +137,7 @@ def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     raw = x.raw
     n = raw.shape[a]
     k = min(amount, n)
-    shape = list(raw.shape)
-    shape[a] = k
-    raw = torch.cat([raw.narrow(a, k, n - k), raw.new_full(shape, pad_value)], a)
+    raw = torch.cat([raw.narrow(a, k, n - k), _filled(raw, a, k, pad_value)], a)
     if axis.dyn_size is not None:
         lengths = _lengths_over_x(x, axis, caller)
         frames = torch.arange(n, dtype=torch.int64)
