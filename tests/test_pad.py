@@ -1,11 +1,13 @@
-"""Tests of python/dimtorch/_pad.py: constant padding of static dims and of dynamic dims (per-sequence ends)."""
+"""Tests of python/dimtorch/_pad.py: constant, reflect, replicate and circular padding of static dims and of dynamic dims (per-sequence ends)."""
 import pytest
 import torch
 from hypothesis import given, strategies as st
 import torch.nn.functional as F
 
 import dimtorch as dt
-from helpers import check_against_torch, grads_of, make_padded_batch
+from helpers import PAD_LARGE, PAD_NAN, check_against_torch, grads_of, make_padded_batch
+
+MODES = ("reflect", "replicate", "circular")
 
 
 def seq_pad(raw, lengths, left, right, n_out, value):
@@ -83,8 +85,8 @@ def test_pad_errors():
     g = dt.Dim(3, name="g")
     with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): axis 'g'\(3\) is not a dim of x \(dims: 'batch'\(\?\), 'time'\[batch\], 'feature'\(2\)\)"):
         dt.pad(pb.x, axes=g, padding=(1, 1))
-    with pytest.raises(NotImplementedError, match=r"dimtorch\.pad\(\): mode 'reflect' is not implemented yet"):
-        dt.pad(pb.x, axes=pb.feature, padding=(1, 1), mode="reflect")
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): mode 'edge' is not one of 'constant', 'reflect', 'replicate', 'circular'"):
+        dt.pad(pb.x, axes=pb.feature, padding=(1, 1), mode="edge")
     with pytest.raises(TypeError, match=r"dimtorch\.pad\(\): padding of 'feature'\(2\) must be a pair of ints"):
         dt.pad(pb.x, axes=pb.feature, padding=[(1.5, 1)])
 
@@ -120,4 +122,133 @@ def test_pad_dynamic_time_major():
     assert out.dims == (d, pb.feature, pb.batch) and d.dyn_size.raw.tolist() == [5, 2, 4]
     check_against_torch(lambda t: dt.pad(t, axes=pb.time, padding=(1, 1), value=-1.0)[0],
                         lambda r: seq_pad(r.permute(2, 0, 1), lengths, 1, 1, 5, -1.0).permute(1, 2, 0), [xt],
+                        mask_padding=False)
+
+
+# --- reflect / replicate / circular ---------------------------------------------------------------
+
+def seq_pad_mode(raw, lengths, left, right, n_out, value, mode):
+    """Positional oracle over (batch, time, feat): each sequence alone through F.pad(mode), then
+    `value` up to n_out."""
+    out = []
+    for b, n in enumerate(lengths):
+        one = F.pad(raw[b:b + 1, :n].transpose(1, 2), (left, right), mode=mode).transpose(1, 2)[0]
+        out.append(torch.cat([one, raw.new_full((n_out - one.shape[0], raw.shape[2]), value)]))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pad_modes_static_last_axis(mode):
+    pb = make_padded_batch((3, 2), feature=4)
+    out, (d,) = dt.pad(pb.x, axes=pb.feature, padding=(2, 1), mode=mode)
+    assert d is pb.feature + 3 and out.dims == (pb.batch, pb.time, d) and out.feature_dim is None
+    check_against_torch(lambda t: dt.pad(t, axes=pb.feature, padding=(2, 1), mode=mode)[0],
+                        lambda r: F.pad(r, (2, 1), mode=mode), [pb.x])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pad_modes_static_two_axes_and_inner_axis(mode):
+    a, b, c = dt.Dim(2, name="a"), dt.Dim(3, name="b"), dt.Dim(4, name="c")
+    x = dt.Tensor(torch.randn(2, 3, 4), (a, b, c))
+    out, (db, dc) = dt.pad(x, axes=(b, c), padding=((1, 2), (3, 0)), mode=mode)  # last two axes: one F.pad
+    assert out.dims == (a, db, dc) and out.raw.shape == (2, 6, 7)
+    check_against_torch(lambda t: dt.pad(t, axes=(b, c), padding=((1, 2), (3, 0)), mode=mode)[0],
+                        lambda r: F.pad(r, (3, 0, 1, 2), mode=mode), [x])
+    # An inner axis (not where torch's kernels want it): the positional oracle moves it last.
+    check_against_torch(lambda t: dt.pad(t, axes=b, padding=(2, 1), mode=mode)[0],
+                        lambda r: F.pad(r.transpose(1, 2), (2, 1), mode=mode).transpose(1, 2), [x])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pad_modes_static_int_and_bool(mode):
+    f = dt.Dim(3, name="f")
+    g = dt.Dim(2, name="g")
+    x = dt.Tensor(torch.arange(6).view(2, 3), (g, f))
+    out, _ = dt.pad(x, axes=f, padding=(1, 2), mode=mode)
+    assert torch.equal(out.raw, F.pad(x.raw, (1, 2), mode=mode))
+    mask = dt.Tensor(torch.tensor([[True, False, False], [False, True, True]]), (g, f))
+    out, _ = dt.pad(mask, axes=f, padding=(2, 1), mode=mode)  # no bool kernel in torch: index_select
+    expected = F.pad(mask.raw.to(torch.int64), (2, 1), mode=mode).bool()
+    assert out.raw.dtype == torch.bool and torch.equal(out.raw, expected)
+
+
+@pytest.mark.parametrize("pad_value", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("left,right", [(1, 2), (0, 2), (2, 0)])
+def test_pad_modes_dynamic(mode, left, right, pad_value):
+    lengths = [3, 5, 3, 4]  # reflect needs padding < every length
+    pb = make_padded_batch(lengths, feature=3, extra_time=1, pad_value=pad_value)
+    out, (d,) = dt.pad(pb.x, axes=pb.time, padding=(left, right), value=-2.0, mode=mode)
+    assert d is pb.time + (left + right) and d.dyn_size.raw.tolist() == [n + left + right for n in lengths]
+    n_out = 5 + left + right
+    assert out.dims == (pb.batch, d, pb.feature) and out.raw.shape == (4, n_out, 3)
+    check_against_torch(lambda t: dt.pad(t, axes=pb.time, padding=(left, right), value=-2.0, mode=mode)[0],
+                        lambda r: seq_pad_mode(r, lengths, left, right, n_out, -2.0, mode), [pb.x],
+                        mask_padding=False)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pad_modes_batch_independence(mode):
+    pb = make_padded_batch((5, 3, 4), feature=2, extra_time=2, pad_value=PAD_NAN)
+    out, (d,) = dt.pad(pb.x, axes=pb.time, padding=(2, 1), mode=mode)
+    for b, n in enumerate(pb.lengths):
+        b1 = dt.Dim(None, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+        x1 = dt.Tensor(pb.x.raw[b:b + 1, :n], (b1, t1, pb.feature))
+        o1, (d1,) = dt.pad(x1, axes=t1, padding=(2, 1), mode=mode)
+        assert d1.dyn_size.raw.tolist() == [n + 3] and o1.raw.shape == (1, n + 3, 2)
+        torch.testing.assert_close(o1.raw, out.raw[b:b + 1, :n + 3])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pad_modes_dynamic_time_major_with_static_axis(mode):
+    lengths = [3, 2, 4]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    xt = pb.x.copy_transpose((pb.time, pb.feature, pb.batch))
+    out, (d, f) = dt.pad(xt, axes=(pb.time, pb.feature), padding=((1, 1), (1, 0)), mode=mode)
+    assert out.dims == (d, f, pb.batch) and d.dyn_size.raw.tolist() == [5, 4, 6] and f.size == 3
+
+    def oracle(r):
+        r = F.pad(r.permute(2, 0, 1), (1, 0), mode=mode)  # (batch, time, feature + 1)
+        return seq_pad_mode(r, lengths, 1, 1, 6, 0.0, mode).permute(1, 2, 0)
+    check_against_torch(lambda t: dt.pad(t, axes=(pb.time, pb.feature), padding=((1, 1), (1, 0)), mode=mode)[0],
+                        oracle, [xt], mask_padding=False)
+
+
+def test_pad_modes_errors():
+    pb = make_padded_batch((4, 2, 3), feature=3)
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): mode 'reflect' needs padding smaller than the length of "
+                                         r"every sequence, but 'time'\[batch\] has a sequence of length 2 for padding \(0, 2\)"):
+        dt.pad(pb.x, axes=pb.time, padding=(0, 2), mode="reflect")
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): mode 'circular' needs padding no larger than the length "
+                                         r"of every sequence \(it wraps around once\), but 'time'\[batch\] has a "
+                                         r"sequence of length 2 for padding \(3, 0\)"):
+        dt.pad(pb.x, axes=pb.time, padding=(3, 0), mode="circular")
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): mode 'reflect' needs padding smaller .* but 'feature'\(3\) "
+                                         r"has size 3 for padding \(3, 0\)"):
+        dt.pad(pb.x, axes=pb.feature, padding=(3, 0), mode="reflect")
+    empty = make_padded_batch((2, 0), feature=3)
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): mode 'replicate' needs at least one frame to repeat, but "
+                                         r"'time'\[batch\] has a sequence of length 0 for padding \(1, 0\)"):
+        dt.pad(empty.x, axes=empty.time, padding=(1, 0), mode="replicate")
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): the lengths of 'time'\[batch\] vary over 'batch'\(\?\), "
+                                         r"which is padded too"):
+        dt.pad(pb.x, axes=(pb.time, pb.batch), padding=((1, 1), (1, 0)))
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.integers(0, 3), st.integers(0, 3),
+       st.integers(0, 2), st.sampled_from(MODES))
+def test_pad_modes_dynamic_fuzz(lengths, left, right, extra, mode):
+    shortest = min(lengths)
+    limit = shortest - 1 if mode == "reflect" else shortest
+    left, right = min(left, limit), min(right, limit)
+    pb = make_padded_batch(lengths, feature=2, extra_time=extra, pad_value=PAD_LARGE)
+    out, (d,) = dt.pad(pb.x, axes=pb.time, padding=(left, right), mode=mode, value=5.0)
+    assert d.dyn_size.raw.tolist() == [n + left + right for n in lengths]
+    if left == right == 0:
+        assert d is pb.time and out.raw is pb.x.raw
+        return
+    n_out = max(lengths) + left + right
+    check_against_torch(lambda t: dt.pad(t, axes=pb.time, padding=(left, right), mode=mode, value=5.0)[0],
+                        lambda r: seq_pad_mode(r, lengths, left, right, n_out, 5.0, mode), [pb.x],
                         mask_padding=False)

@@ -1,4 +1,4 @@
-"""pad: constant padding of static dims (F.pad) and of dynamic dims, where right padding follows each sequence's own end."""
+"""pad: constant, reflect, replicate and circular padding of static dims (F.pad) and of dynamic dims, about each sequence's own end."""
 from __future__ import annotations
 
 from typing import Sequence, Union
@@ -12,6 +12,7 @@ from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
 _CALLER = "dimtorch.pad()"
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
+_MODES = ("constant", "reflect", "replicate", "circular")
 
 
 def _pairs(axes: tuple, padding) -> list:
@@ -37,25 +38,107 @@ def _pairs(axes: tuple, padding) -> list:
 def _out_dim(d: Dim, left: int, right: int) -> Dim:
     if d.size is None and d.dyn_size is None:
         return d if left == right == 0 else Dim(None, name=f"{d.name}+pad")
-    out = d
-    if left:
-        out = left + out
-    if right:
-        out = out + right
-    return out
+    return d + (left + right)  # dim math: the same object as left + d + right
+
+
+def _check_sizes(d: Dim, left: int, right: int, shortest: int, mode: str) -> None:
+    """torch's limits of each mode, applied to the shortest sequence (or the size) of d."""
+    what = f"{dim_str(d)} has a sequence of length {shortest}" if d.dyn_size is not None else \
+        f"{dim_str(d)} has size {shortest}"
+    if mode == "reflect" and max(left, right) >= shortest:
+        raise ValueError(f"{_CALLER}: mode 'reflect' needs padding smaller than the length of every sequence, "
+                         f"but {what} for padding {(left, right)}")
+    if mode == "replicate" and shortest < 1:
+        raise ValueError(f"{_CALLER}: mode 'replicate' needs at least one frame to repeat, but {what} for "
+                         f"padding {(left, right)}")
+    if mode == "circular" and max(left, right) > shortest:
+        raise ValueError(f"{_CALLER}: mode 'circular' needs padding no larger than the length of every "
+                         f"sequence (it wraps around once), but {what} for padding {(left, right)}")
+
+
+def _source_frames(p: torch.Tensor, n: torch.Tensor, mode: str) -> torch.Tensor:
+    """For positions p relative to a sequence's start (p < 0 or p >= n on the padding), the frame
+    of the n-frame sequence that `mode` copies there. Padding never exceeds torch's limits here."""
+    if mode == "reflect":
+        p = p.abs()
+        return torch.where(p < n, p, 2 * (n - 1) - p)
+    if mode == "replicate":
+        return torch.minimum(p.clamp(min=0), n - 1)
+    return torch.remainder(p, n)  # circular
+
+
+def _pad_static_modes(raw: torch.Tensor, items: list, mode: str) -> torch.Tensor:
+    """Non-constant padding of static axes, items = [(axis, left, right)]: one F.pad when the axes
+    are the last k <= 3 (the layouts torch's kernels take), else one index_select per axis."""
+    nd, k = raw.dim(), len(items)
+    by_axis = {a: (left, right) for a, left, right in items}
+    if k <= 3 and sorted(by_axis) == list(range(nd - k, nd)) and raw.dtype != torch.bool:
+        flat = [v for a in reversed(range(nd - k, nd)) for v in by_axis[a]]
+        lead = raw.shape[:nd - k]
+        out = F.pad(raw.reshape((-1,) + raw.shape[nd - k:]), flat, mode=mode)
+        return out.reshape(lead + out.shape[1:])
+    for a, left, right in items:
+        n = raw.shape[a]
+        index = _source_frames(torch.arange(-left, n + right), torch.tensor(n), mode)
+        raw = raw.index_select(a, index.to(raw.device, non_blocking=True))
+    return raw
+
+
+def _pad_dynamic_modes(raw: torch.Tensor, dims: list, a: int, d: Dim, od: Dim, left: int, right: int,
+                       mode: str, value) -> torch.Tensor:
+    """Non-constant padding of the dynamic dim d (axis a of raw, dims order `dims` with od at a):
+    one gather with an index from the host lengths (copied to the device without waiting), then
+    `value` beyond each sequence's new end by od's cached mask."""
+    lengths = d.dyn_size
+    n_out = od.get_max_size()
+    lens = lengths.raw.to(torch.int64).unsqueeze(-1)
+    p = torch.arange(n_out, dtype=torch.int64) - left
+    index = torch.where(p < lens + right, _source_frames(p, lens, mode), 0)
+    index = Tensor(index, tuple(lengths.dims) + (od,)).raw_aligned(tuple(dims))
+    if index.device != raw.device:
+        index = index.to(raw.device, non_blocking=True)
+    shape = list(raw.shape)
+    shape[a] = n_out
+    raw = torch.gather(raw, a, index.expand(shape))
+    pos = tuple(dims.index(b) for b in lengths.dims) + (a,)
+    mask = _C._dim_cached_raw(_MASK, od, pos, len(dims), n_out, raw.device)
+    return torch.where(mask, raw, value)
+
+
+def _pad_dynamic_constant(raw: torch.Tensor, dims: list, a: int, d: Dim, od: Dim, left: int, right: int,
+                          value) -> torch.Tensor:
+    """Constant padding of the dynamic dim d: F.pad puts `value` in the left frames; the frames after
+    each sequence's own end (x's padding moved right, and the right padding) are where the mask of
+    left + d is False. That mask is cached on the dim per layout and device: one F.pad and one
+    where per call."""
+    lengths = d.dyn_size
+    n_out = od.get_max_size()
+    size = raw.shape[a]
+    k = raw.dim() - 1 - a
+    raw = F.pad(raw, [0] * (2 * k) + [left, max(0, n_out - left - size)], mode="constant", value=value)
+    if raw.shape[a] != n_out:  # x's raw axis was longer than its longest sequence
+        raw = raw.narrow(a, 0, n_out)
+    shifted = d + left
+    pos = tuple(dims.index(b) for b in lengths.dims) + (a,)
+    mask = _C._dim_cached_raw(_MASK, shifted, pos, len(dims), n_out, raw.device)
+    return torch.where(mask, raw, value)
 
 
 def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: str = "constant"):
-    """Pads `axes` of x with `value` by `padding` ((left, right) for one axis, else one pair per
-    axis); returns (tensor, out_dims), out dims = left + dim + right by dim math (the same dim when
-    both are 0). For a dynamic dim, left padding shifts every sequence and right padding follows
-    each sequence's own end; frames beyond a sequence's new end also hold `value` (a dim padded by
-    (0, 0) is left as it is, padding frames included). The mask is the dim's cached one (from host
-    lengths, copied to the device once without waiting for it: no sync). Only mode="constant" is
-    implemented so far."""
+    """Pads `axes` of x by `padding` ((left, right) for one axis, else one pair per axis); returns
+    (tensor, out_dims), out dims = left + dim + right by dim math (the same dim when both are 0).
+
+    `mode` as in torch.nn.functional.pad: "constant" (`value`), "reflect" (mirrored about the edge
+    frame, padding < length), "replicate" (the edge frame repeated, length >= 1) or "circular"
+    (wrapped around, padding <= length). For a dynamic dim every sequence is padded as it would be
+    alone: left padding shifts it, right padding (and reflection, replication, wrapping) is about its
+    own end, and the limits hold for each sequence's length (checked on the host lengths). Frames
+    beyond a sequence's new end hold `value` in every mode (a dim padded by (0, 0) is left as it
+    is, padding frames included). Masks and indices come from the host lengths; their device
+    copies do not wait for the device (no sync)."""
     check_tensor(x, _CALLER)
-    if mode != "constant":
-        raise NotImplementedError(f"{_CALLER}: mode {mode!r} is not implemented yet (only 'constant')")
+    if mode not in _MODES:
+        raise ValueError(f"{_CALLER}: mode {mode!r} is not one of {', '.join(map(repr, _MODES))}")
     if isinstance(axes, Dim):
         axes = (axes,)
     axes = tuple(axes)
@@ -67,47 +150,46 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
 
     raw = x.raw
     dims = list(x.dims)
-    out_dims = []
-    # Static dims (and dims sized from data) in one F.pad call; F.pad lists pairs from the last axis.
-    flat = [0] * (2 * raw.dim())
-    any_static = False
-    for d, (left, right) in zip(axes, pairs):
-        out_dims.append(_out_dim(d, left, right))
-        if d.dyn_size is None and (left or right):
-            a = dims.index(d)
-            k = raw.dim() - 1 - a
-            flat[2 * k], flat[2 * k + 1] = left, right
-            any_static = True
-    if any_static:
-        last = max(i for i, v in enumerate(flat) if v) + 1
-        raw = F.pad(raw, flat[:last + (last % 2)], mode="constant", value=value)
-
-    for d, (left, right), od in zip(axes, pairs, out_dims):
-        if d.dyn_size is None or not (left or right):
+    out_dims = [_out_dim(d, left, right) for d, (left, right) in zip(axes, pairs)]
+    padded = [(d, left, right, od) for d, (left, right), od in zip(axes, pairs, out_dims) if left or right]
+    for d, left, right, _ in padded:
+        if d.dyn_size is None:
+            if mode != "constant":
+                _check_sizes(d, left, right, raw.shape[dims.index(d)], mode)
             continue
-        a = dims.index(d)
-        lengths = d.dyn_size
-        for b in lengths.dims:
+        for b in d.dyn_size.dims:
             if not any(b is e for e in dims):
                 raise ValueError(f"{_CALLER}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is "
                                  f"not a dim of x (dims: {dims_str(x.dims)})")
-        n_out = od.get_max_size()
-        size = raw.shape[a]
-        # F.pad puts `value` in the left frames; the frames after each sequence's own end (x's
-        # padding moved right, and the right padding) are where left + dim's mask is False. That
-        # mask is cached on the dim per layout and device: one F.pad and one where per call.
-        k = raw.dim() - 1 - a
-        flat = [0] * (2 * k) + [left, max(0, n_out - left - size)]
-        raw = F.pad(raw, flat, mode="constant", value=value)
-        if raw.shape[a] != n_out:  # x's raw axis was longer than its longest sequence
-            raw = raw.narrow(a, 0, n_out)
+            if any(b is e for e, *_ in padded):
+                raise ValueError(f"{_CALLER}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is "
+                                 f"padded too (axes: {dims_str(axes)})")
+        if mode != "constant":
+            _check_sizes(d, left, right, int(d.dyn_size.raw.min()) if d.dyn_size.raw.numel() else 0, mode)
+
+    # Static dims (and dims sized from data) first, in one call; F.pad lists pairs from the last axis.
+    static = [(dims.index(d), left, right) for d, left, right, _ in padded if d.dyn_size is None]
+    if static and mode == "constant":
+        flat = [0] * (2 * raw.dim())
+        for a, left, right in static:
+            k = raw.dim() - 1 - a
+            flat[2 * k], flat[2 * k + 1] = left, right
+        last = max(i for i, v in enumerate(flat) if v) + 1
+        raw = F.pad(raw, flat[:last + (last % 2)], mode="constant", value=value)
+    elif static:
+        raw = _pad_static_modes(raw, static, mode)
+    for d, left, right, od in padded:
+        if d.dyn_size is None:
+            dims[dims.index(d)] = od
+    for d, left, right, od in padded:
+        if d.dyn_size is None:
+            continue
+        a = dims.index(d)
         dims[a] = od
-        shifted = left + d if left else d
-        pos = tuple(dims.index(b) for b in lengths.dims) + (a,)
-        mask = _C._dim_cached_raw(_MASK, shifted, pos, len(dims), n_out, raw.device)
-        raw = torch.where(mask, raw, value)
-    for d, od in zip(axes, out_dims):
-        dims[dims.index(d) if d in dims else dims.index(od)] = od
+        if mode == "constant":
+            raw = _pad_dynamic_constant(raw, dims, a, d, od, left, right, value)
+        else:
+            raw = _pad_dynamic_modes(raw, dims, a, d, od, left, right, mode, value)
     feature_dim = x.feature_dim if x.feature_dim is not None and x.feature_dim in dims else None
     out = Tensor(raw, tuple(dims), sparse_dim=x.sparse_dim, feature_dim=feature_dim)
     return out, tuple(out_dims)
