@@ -1,4 +1,4 @@
-"""Tests of python/dimtorch/_gather.py: gather by an index tensor (with batch dims) or an int, and one_hot."""
+"""Tests of python/dimtorch/_gather.py: gather by an index tensor (with batch dims) or an int, one_hot, sparse_to_dense."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -122,3 +122,48 @@ def test_gather_embedding_fast_path_matches_the_python_definition():
     assert torch.equal(fast.raw, slow.raw) and torch.equal(fast.raw, F.embedding(idx.raw, emb.raw))
     with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): the sparse_dim of indices"):
         dt.gather(emb, indices=dt.Tensor(idx.raw, (b, t)), axis=v)
+
+
+def test_sparse_to_dense_against_one_hot():
+    pb = make_padded_batch((4, 2, 0), feature=1)
+    vocab = dt.Dim(5, name="vocab")
+    raw = torch.tensor([[0, 4, 2, 1], [3, 3, -1, 99], [7, -5, 0, 0]])  # padding holds out-of-range labels
+    labels = dt.Tensor(raw, (pb.batch, pb.time), sparse_dim=vocab)
+    out = dt.sparse_to_dense(labels, label_value=2.5, other_value=-1.0)
+    assert out.dims == (pb.batch, pb.time, vocab) and out.dtype == "float32" and out.feature_dim is vocab
+    check_against_torch(lambda t: dt.sparse_to_dense(t, label_value=2.5, other_value=-1.0),
+                        lambda r: torch.where(F.one_hot(r.clamp(0, 4), 5).bool() & (r >= 0)[..., None]
+                                              & (r < 5)[..., None], 2.5, -1.0), [labels])
+    # Out-of-range labels (here in the padding) give other_value everywhere, with no error.
+    assert (out.raw[1, 3] == -1.0).all() and (out.raw[2, 1] == -1.0).all()
+    ints = dt.sparse_to_dense(labels, label_value=1, other_value=0)
+    assert ints.dtype == "int64"
+    assert torch.equal(ints.raw[0], F.one_hot(raw[0], 5))
+    flags = dt.sparse_to_dense(labels, label_value=True, other_value=False, axis=vocab)
+    assert flags.dtype == "bool" and torch.equal(flags.raw, ints.raw.bool())
+    half = dt.Tensor(torch.tensor(0.5), ())
+    assert torch.equal(dt.sparse_to_dense(labels, label_value=half, other_value=0.0).raw, ints.raw * 0.5)
+
+
+def test_sparse_to_dense_axis_and_errors():
+    b, v = dt.Dim(None, name="b"), dt.Dim(3, name="v")
+    plain = dt.Tensor(torch.tensor([2, 0]), (b,))
+    out = dt.sparse_to_dense(plain, label_value=1.0, other_value=0.0, axis=v)
+    assert out.dims == (b, v) and out.raw.tolist() == [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    with pytest.raises(ValueError, match=r"dimtorch\.sparse_to_dense\(\): labels have no sparse_dim; give axis "
+                                         r"\(labels dims: 'b'\(\?\)\)"):
+        dt.sparse_to_dense(plain, label_value=1.0, other_value=0.0)
+    with pytest.raises(TypeError, match=r"dimtorch\.sparse_to_dense\(\): labels must be of an integer dtype, got float32"):
+        dt.sparse_to_dense(dt.Tensor(torch.zeros(2), (b,)), label_value=1.0, other_value=0.0, axis=v)
+    sparse = dt.Tensor(torch.tensor([1, 0]), (b,), sparse_dim=v)
+    with pytest.raises(ValueError, match=r"dimtorch\.sparse_to_dense\(\): axis 'w'\(3\) is not the sparse_dim "
+                                         r"'v'\(3\) of labels"):
+        dt.sparse_to_dense(sparse, label_value=1.0, other_value=0.0, axis=dt.Dim(3, name="w"))
+    with pytest.raises(ValueError, match=r"dimtorch\.sparse_to_dense\(\): axis 'n'\(\?\) must be static"):
+        dt.sparse_to_dense(plain, label_value=1.0, other_value=0.0, axis=dt.Dim(None, name="n"))
+    with pytest.raises(ValueError, match=r"dimtorch\.sparse_to_dense\(\): label_value must be a scalar, got a Tensor "
+                                         r"over \('v'\(3\)\)"):
+        dt.sparse_to_dense(sparse, label_value=dt.Tensor(torch.ones(3), (v,)), other_value=0.0)
+    with pytest.raises(TypeError, match=r"dimtorch\.sparse_to_dense\(\): other_value must be a Python scalar or a "
+                                        r"0-dim dimtorch\.Tensor, got str"):
+        dt.sparse_to_dense(sparse, label_value=1.0, other_value="0")

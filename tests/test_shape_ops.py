@@ -1,9 +1,10 @@
 """Tests of python/dimtorch/_shape_ops.py: merge_dims, split_dims, expand_dim, squeeze, replace_dim."""
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 import dimtorch as dt
-from helpers import check_against_torch, make_padded_batch
+from helpers import PAD_LARGE, check_against_torch, check_padding_invariance, make_padded_batch, valid_mask
 
 
 def static_x(*sizes, names="abcd"):
@@ -56,9 +57,6 @@ def test_merge_dims_errors():
         dt.merge_dims(x, dims=(a, b), out_dim=other)
     with pytest.raises(ValueError, match=r"dimtorch\.merge_dims\(\): dims is empty"):
         dt.merge_dims(x, dims=())
-    pb = make_padded_batch((3, 1))
-    with pytest.raises(NotImplementedError, match=r"dimtorch\.merge_dims\(\): merging the dynamic dim 'time'"):
-        dt.merge_dims(pb.x, dims=(pb.batch, pb.time))
 
 
 def test_split_dims():
@@ -73,9 +71,6 @@ def test_split_dims():
         dt.split_dims(x, axis=k, dims=(h,))
     with pytest.raises(ValueError, match=r"dimtorch\.split_dims\(\): 'a'\(2\) is already a dim of x"):
         dt.split_dims(x, axis=b, dims=(a, dt.Dim(6, name="six")))
-    pb = make_padded_batch((3, 1))
-    with pytest.raises(NotImplementedError, match=r"dimtorch\.split_dims\(\): splitting the dynamic dim 'time'"):
-        dt.split_dims(pb.x, axis=pb.time, dims=(h,))
 
 
 def test_expand_dim_is_a_view():
@@ -130,3 +125,194 @@ def test_merge_dims_fast_path_matches_the_python_definition():
     out = dt.Dim(8, name="hd")
     y, o = dt.merge_dims(x, dims=(h, d), out_dim=out)
     assert o is out and y.dims == (b, out)
+
+
+# --- dynamic dims: merge_dims / split_dims ------------------------------------------------------------
+
+def lengths_of(dim):
+    return dim.dyn_size.raw.tolist()
+
+
+def check_each_sequence(fn, pb, out_axis_of):
+    """Batch independence of an op on pb.x whose output keeps batch first and has one dynamic dim:
+    each sequence alone (its own dims, its frames only) gives what it gives inside the batch, on its
+    valid frames. `out_axis_of(out)` is the raw axis of the output's dynamic dim."""
+    full = fn(pb.x, pb.batch, pb.time)
+    ax = out_axis_of(full)
+    full_len = lengths_of(full.dims[ax])
+    for b, n in enumerate(pb.lengths):
+        b1 = dt.Dim(None, name="batch1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="time1")
+        one = fn(dt.Tensor(pb.x.raw[b:b + 1, :n], (b1, t1, pb.feature)), b1, t1)
+        m = lengths_of(one.dims[ax])[0]
+        assert m == full_len[b], f"sequence {b}: length {m} alone, {full_len[b]} in the batch"
+        torch.testing.assert_close(one.raw.narrow(ax, 0, m), full.raw[b:b + 1].narrow(ax, 0, m), equal_nan=True)
+
+
+def test_merge_dims_dynamic_first_keeps_a_prefix():
+    pb = make_padded_batch((5, 3, 0), feature=2, extra_time=1)
+    out, m = dt.merge_dims(pb.x, dims=(pb.time, pb.feature))
+    assert m is pb.time * 2 and dt.merge_dims(pb.x, dims=(pb.time, pb.feature))[1] is m
+    assert lengths_of(m) == [10, 6, 0] and out.dims == (pb.batch, m) and out.shape == (3, 12)
+    check_against_torch(lambda t: dt.merge_dims(t, dims=(pb.time, pb.feature))[0], lambda r: r.reshape(3, 12),
+                        [pb.x], expect_dims=(pb.batch, m))
+    check_padding_invariance(lambda t: dt.merge_dims(t, dims=t.dims[1:])[0])
+    check_each_sequence(lambda t, b, tm: dt.merge_dims(t, dims=(tm, pb.feature))[0], pb, lambda o: 1)
+    # Given out_dim: the canonical one, or a dim with the same lengths; others are rejected.
+    same = dt.Dim(dt.Tensor(torch.tensor([10, 6, 0]), (pb.batch,)), name="same")
+    assert dt.merge_dims(pb.x, dims=(pb.time, pb.feature), out_dim=same)[1] is same
+    other = dt.Dim(dt.Tensor(torch.tensor([10, 6, 1]), (pb.batch,)), name="other")
+    with pytest.raises(ValueError, match=r"dimtorch\.merge_dims\(\): out_dim 'other'\[batch\] does not have the "
+                                         r"lengths of the merged dim 'time\*2'\[batch\]"):
+        dt.merge_dims(pb.x, dims=(pb.time, pb.feature), out_dim=other)
+
+
+def test_merge_dims_dynamic_permuted_into_place():
+    """x (feature, batch, heads, time): time (first in dims) then heads, feature; put where feature was."""
+    pb = make_padded_batch((4, 1, 2), feature=3)
+    h = dt.Dim(2, name="heads")
+    raw = pb.x.raw.permute(2, 0, 1)[:, :, None, :].expand(3, 3, 2, 4) * torch.tensor([1.0, -1.0]).view(1, 1, 2, 1)
+    x = dt.Tensor(raw.contiguous(), (pb.feature, pb.batch, h, pb.time))
+    out, m = dt.merge_dims(x, dims=(pb.time, h, pb.feature))
+    assert m is pb.time * 6 and lengths_of(m) == [24, 6, 12] and out.dims == (m, pb.batch)
+    check_against_torch(lambda t: dt.merge_dims(t, dims=(pb.time, h, pb.feature))[0],
+                        lambda r: r.permute(3, 2, 0, 1).reshape(24, 3), [x])
+
+
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=4), feature=st.integers(1, 3),
+       extra=st.integers(0, 2))
+def test_merge_dims_dynamic_property(lengths, feature, extra):
+    if max(lengths) + extra == 0:
+        extra = 1
+    pb = make_padded_batch(lengths, feature=feature, extra_time=extra, pad_value=PAD_LARGE)
+    out, m = dt.merge_dims(pb.x, dims=(pb.time, pb.feature))
+    assert lengths_of(m) == [n * feature for n in lengths]
+    mask = valid_mask(out.dims, out.shape)
+    for b, n in enumerate(lengths):
+        assert bool(mask[b, :n * feature].all()) and not bool(mask[b, n * feature:].any())
+        assert torch.equal(out.raw[b, :n * feature], pb.x.raw[b, :n].reshape(-1))
+
+
+def test_merge_dims_with_the_batch_dim_keeps_padding_frames():
+    pb = make_padded_batch((3, 1), feature=2)
+    out, m = dt.merge_dims(pb.x, dims=(pb.batch, pb.time))
+    assert m.dyn_size is None and m.size is None and m.name == "batch*time" and out.dims == (m, pb.feature)
+    torch.testing.assert_close(out.raw, pb.x.raw.reshape(6, 2), equal_nan=True)
+    out, m = dt.merge_dims(pb.x, dims=(pb.time, pb.batch, pb.feature))
+    assert m.dyn_size is None and out.dims == (m,)
+    torch.testing.assert_close(out.raw, pb.x.raw.permute(1, 0, 2).reshape(12), equal_nan=True)
+    static = dt.Dim(6, name="bt")
+    assert dt.merge_dims(pb.x, dims=(pb.batch, pb.time), out_dim=static)[1] is static
+
+
+def test_merge_dims_dynamic_errors():
+    pb = make_padded_batch((3, 1), feature=2)
+    with pytest.raises(ValueError, match=r"dimtorch\.merge_dims\(\): the dynamic dim 'time'\[batch\] must be the only "
+                                         r"dynamic dim and come first in dims .*interleave with padding \(dims: "
+                                         r"'feature'\(2\), 'time'\[batch\]\)"):
+        dt.merge_dims(pb.x, dims=(pb.feature, pb.time))
+    u = dt.Dim(dt.Tensor(torch.tensor([2, 2]), (pb.batch,)), name="u")
+    y = dt.Tensor(torch.zeros(2, 3, 2), (pb.batch, pb.time, u))
+    with pytest.raises(ValueError, match=r"the dynamic dim 'u'\[batch\] must be the only dynamic dim"):
+        dt.merge_dims(y, dims=(pb.time, u))
+    with pytest.raises(ValueError, match=r"dimtorch\.merge_dims\(\): the lengths of 'time'\[batch\] vary over "
+                                         r"'batch'\(\?\), which would be merged away"):
+        dt.merge_dims(pb.x, dims=(pb.batch, pb.feature))
+    with pytest.raises(ValueError, match=r"dimtorch\.merge_dims\(\): out_dim 'o'\(5\) does not fit the merged size 6"):
+        dt.merge_dims(pb.x, dims=(pb.batch, pb.time), out_dim=dt.Dim(5, name="o"))
+
+
+def test_split_dims_dynamic_exact_multiples():
+    pb = make_padded_batch((8, 4, 0), feature=2, extra_time=1)
+    k = dt.Dim(4, name="k")
+    t2 = pb.time // 4
+    out = dt.split_dims(pb.x, axis=pb.time, dims=(t2, k))
+    assert out.dims == (pb.batch, t2, k, pb.feature) and lengths_of(t2) == [2, 1, 0] and out.shape == (3, 2, 4, 2)
+    check_against_torch(lambda t: dt.split_dims(t, axis=pb.time, dims=(t2, k)),
+                        lambda r: r[:, :8].reshape(3, 2, 4, 2), [pb.x])
+    # merge_dims undoes it: (time // 4) * 4 has the lengths of time again.
+    back, m = dt.merge_dims(out, dims=(t2, k))
+    assert lengths_of(m) == [8, 4, 0]
+    torch.testing.assert_close(back.raw, pb.x.raw[:, :8], equal_nan=True)
+    with pytest.raises(ValueError, match=r"dimtorch\.split_dims\(\): the lengths of 'time'\[batch\] \(\[8, 4, 0\]\) "
+                                         r"are not all multiples of 3; give pad_to_multiples=True"):
+        dt.split_dims(pb.x, axis=pb.time, dims=(pb.time // 3, dt.Dim(3, name="three")))
+
+
+def test_split_dims_dynamic_pad_to_multiples():
+    pb = make_padded_batch((5, 3, 0, 4), feature=2)
+    k = dt.Dim(2, name="k")
+    t2 = dt.ceildiv(pb.time, 2)
+
+    def oracle(r):
+        keep = (torch.arange(5)[None, :] < torch.tensor(pb.lengths)[:, None])[:, :, None]
+        return torch.nn.functional.pad(torch.where(keep, r, -1.0), (0, 0, 0, 1), value=-1.0).reshape(4, 3, 2, 2)
+
+    out = dt.split_dims(pb.x, axis=pb.time, dims=(t2, k), pad_value=-1.0)
+    assert out.dims == (pb.batch, t2, k, pb.feature) and lengths_of(t2) == [3, 2, 0, 2]
+    check_against_torch(lambda t: dt.split_dims(t, axis=pb.time, dims=(t2, k), pad_value=-1.0), oracle, [pb.x])
+    # The frames added inside a sequence's last chunk are valid frames holding pad_value.
+    assert (out.raw[0, 2, 1] == -1.0).all() and (out.raw[1, 1, 1] == -1.0).all()
+    check_padding_invariance(lambda t: dt.split_dims(t, axis=t.dims[1], dims=(dt.ceildiv(t.dims[1], 2), k)))
+    check_each_sequence(lambda t, b, tm: dt.split_dims(t, axis=tm, dims=(dt.ceildiv(tm, 2), k)), pb, lambda o: 1)
+    same = dt.split_dims(pb.x, axis=pb.time, dims=(t2, k), pad_to_multiples=True, pad_value=-1.0)
+    assert torch.equal(same.raw, out.raw)
+    # A raw time axis longer than the longest sequence is cut to the chunks that hold frames.
+    long = make_padded_batch((3, 1), feature=1, extra_time=4)
+    assert dt.split_dims(long.x, axis=long.time, dims=(dt.ceildiv(long.time, 2), k)).shape == (2, 2, 2, 1)
+
+
+def test_split_dims_dynamic_errors():
+    pb = make_padded_batch((4, 2), feature=2)
+    k = dt.Dim(2, name="k")
+    with pytest.raises(ValueError, match=r"dimtorch\.split_dims\(\): the dynamic part of dims must be "
+                                         r"dt\.ceildiv\(time, 2\) by dim math, got 'time//2'\["):
+        dt.split_dims(pb.x, axis=pb.time, dims=(pb.time // 2, k), pad_to_multiples=True)
+    with pytest.raises(ValueError, match=r"the dynamic part of dims must be time // 2 by dim math, got "
+                                         r"'ceildiv\(time,2\)'\["):
+        dt.split_dims(pb.x, axis=pb.time, dims=(dt.ceildiv(pb.time, 2), k), pad_to_multiples=False)
+    with pytest.raises(ValueError, match=r"the dynamic part of dims must be time // 2 \(or dt\.ceildiv\(time, 2\) to "
+                                         r"pad\) by dim math, got 'other'\[batch\]"):
+        dt.split_dims(pb.x, axis=pb.time, dims=(dt.Dim(pb.time.dyn_size, name="other"), k))
+    with pytest.raises(ValueError, match=r"dimtorch\.split_dims\(\): splitting the dynamic dim 'time'\[batch\] needs "
+                                         r"dims whose first entry is the dynamic part"):
+        dt.split_dims(pb.x, axis=pb.time, dims=(k, pb.time // 2))
+    with pytest.raises(ValueError, match=r"dimtorch\.split_dims\(\): dims is empty"):
+        dt.split_dims(pb.x, axis=pb.time, dims=())
+
+
+def test_split_dims_static_pad_to_multiples():
+    x, (a, b) = static_x(2, 10)
+    h, k = dt.Dim(3, name="h"), dt.Dim(4, name="k")
+    check_against_torch(lambda t: dt.split_dims(t, axis=b, dims=(h, k), pad_to_multiples=True, pad_value=0.5),
+                        lambda r: torch.nn.functional.pad(r, (0, 2), value=0.5).reshape(2, 3, 4), [x])
+    with pytest.raises(ValueError, match=r"multiply to 12, but axis 'b'\(10\) has size 10"):
+        dt.split_dims(x, axis=b, dims=(h, k))
+    with pytest.raises(ValueError, match=r"multiply to 16, but axis 'b'\(10\) has size 10"):
+        dt.split_dims(x, axis=b, dims=(dt.Dim(4, name="four"), k), pad_to_multiples=True)
+
+
+def test_dynamic_shape_ops_read_nothing_from_the_device():
+    """On the meta device any read of device values raises; host-to-device copies must not block."""
+    from test_array_ops_syncs import copy_counter
+    b = dt.Dim(None, name="batch")
+    t = dt.Dim(dt.Tensor(torch.tensor([4, 2, 0]), (b,)), name="time")
+    f, k = dt.Dim(3, name="f"), dt.Dim(2, name="k")
+    u = dt.Dim(dt.Tensor(torch.tensor([1, 1, 0]), (b,)), name="u")
+    rest = dt.Dim(dt.Tensor(torch.tensor([3, 1, 0]), (b,)), name="rest")
+    x = dt.Tensor(torch.randn(3, 5, 3, device="meta"), (b, t, f))
+    labels = dt.Tensor(torch.zeros(3, 5, dtype=torch.int64, device="meta"), (b, t), sparse_dim=f)
+    ops = {
+        "merge_dims": lambda: dt.merge_dims(x, dims=(t, f)),
+        "merge_dims batch": lambda: dt.merge_dims(x, dims=(b, t)),
+        "split_dims //": lambda: dt.split_dims(x, axis=t, dims=(t // 2, k)),
+        "split_dims ceildiv": lambda: dt.split_dims(x, axis=t, dims=(dt.ceildiv(t, 2), k)),
+        "split": lambda: dt.split(x, axis=t, out_dims=(u, rest)),
+        "unstack": lambda: dt.unstack(x, axis=t),
+        "sparse_to_dense": lambda: dt.sparse_to_dense(labels, label_value=1.0, other_value=0.0),
+    }
+    for name, op in ops.items():
+        with copy_counter() as c:
+            op()
+        assert c.blocking == 0, f"{name}: {c.blocking} blocking host-to-device copies"
+        assert c.copies <= 1, f"{name}: {c.copies} host-to-device copies (at most one index or mask)"

@@ -14,7 +14,7 @@ from ._creation import (  # noqa: F401
 )
 from ._mask import sequence_mask  # noqa: F401
 from ._normalization import batch_norm  # noqa: F401
-from ._gather import one_hot  # noqa: F401  (gather: C++ fast path)
+from ._gather import one_hot, sparse_to_dense  # noqa: F401  (gather: C++ fast path)
 from ._pad import pad  # noqa: F401
 from ._scatter import scatter  # noqa: F401
 from ._packing import pack_padded, unpack_padded  # noqa: F401

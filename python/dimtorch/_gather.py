@@ -1,4 +1,4 @@
-"""gather (index along a dim by an index tensor or an int) and one_hot."""
+"""gather (index along a dim by an index tensor or an int), one_hot and sparse_to_dense."""
 from __future__ import annotations
 
 import math
@@ -91,3 +91,41 @@ def one_hot(indices: Tensor) -> Tensor:
         raise TypeError(f"{caller}: indices must be of an integer dtype, got {indices.dtype}")
     raw = F.one_hot(indices.raw.to(torch.int64), num_classes=d.size)
     return Tensor(raw, tuple(indices.dims) + (d,), feature_dim=d)
+
+
+def sparse_to_dense(labels: Tensor, *, label_value, other_value, axis: Dim = None) -> Tensor:
+    """Dense tensor over labels' dims then `axis` (default: labels' sparse_dim; static): label_value
+    where the position along axis equals the label, other_value elsewhere (rf.sparse_to_dense; one_hot
+    with chosen values). Values are Python scalars (dtype as torch.where gives it: float32 for
+    floats, int64 for ints) or 0-dim Tensors. A label outside [0, size) gives other_value everywhere;
+    nothing reads the labels on the host."""
+    caller = "dimtorch.sparse_to_dense()"
+    check_tensor(labels, caller, what="labels")
+    if labels.raw.dtype not in _INT_DTYPES:
+        raise TypeError(f"{caller}: labels must be of an integer dtype, got {labels.dtype}")
+    if axis is None:
+        axis = labels.sparse_dim
+        if axis is None:
+            raise ValueError(f"{caller}: labels have no sparse_dim; give axis (labels dims: {dims_str(labels.dims)})")
+    elif not isinstance(axis, Dim):
+        raise TypeError(f"{caller}: axis must be a Dim, got {type(axis).__name__}")
+    elif labels.sparse_dim is not None and labels.sparse_dim is not axis:
+        raise ValueError(f"{caller}: axis {dim_str(axis)} is not the sparse_dim {dim_str(labels.sparse_dim)} of labels")
+    if axis.size is None:
+        raise ValueError(f"{caller}: axis {dim_str(axis)} must be static")
+    if any(d is axis for d in labels.dims):
+        raise ValueError(f"{caller}: axis {dim_str(axis)} is already a dim of labels (dims: {dims_str(labels.dims)})")
+    values = []
+    for what, v in (("label_value", label_value), ("other_value", other_value)):
+        if isinstance(v, Tensor):
+            if v.dims:
+                raise ValueError(f"{caller}: {what} must be a scalar, got a Tensor over ({dims_str(v.dims)})")
+            v = v.raw
+        elif isinstance(v, torch.Tensor) or not isinstance(v, (bool, int, float)):
+            raise TypeError(f"{caller}: {what} must be a Python scalar or a 0-dim dimtorch.Tensor, got "
+                            f"{type(v).__name__}")
+        values.append(v)
+    raw = labels.raw
+    positions = torch.arange(axis.size, dtype=raw.dtype, device=raw.device)
+    hit = raw.unsqueeze(-1) == positions
+    return Tensor(torch.where(hit, values[0], values[1]), tuple(labels.dims) + (axis,), feature_dim=axis)

@@ -9,28 +9,96 @@ from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
 
 
+def _part_lengths(d: Dim, bdims: tuple, caller: str) -> torch.Tensor:
+    """Host int64 lengths of an out dim of split, over `bdims` (size 1 where they do not vary)."""
+    if d.dyn_size is None:
+        return torch.full([1] * len(bdims), d.size, dtype=torch.int64)
+    for b in d.dyn_size.dims:
+        if not any(b is e for e in bdims):
+            raise ValueError(f"{caller}: the lengths of out dim {dim_str(d)} vary over {dim_str(b)}, the axis' "
+                             f"lengths do not (they vary over: {dims_str(bdims)})")
+    return d.dyn_size.raw_aligned(bdims).to(torch.int64)
+
+
+def _concat_parts(axis: Dim) -> list:
+    """The dims that dim math concatenated into `axis` (A + B + C gives [A, B, C]), else [axis]."""
+    op, a, b, _ = axis.derivation or (None, None, None, None)
+    if op != "concat":
+        return [axis]
+    return _concat_parts(a) + [b]
+
+
+def _split_dynamic(x: Tensor, a: int, axis: Dim, out_dims: tuple, caller: str) -> list:
+    """Parts of the dynamic `axis`, sequence by sequence (see split)."""
+    lengths = axis.dyn_size
+    bdims = tuple(lengths.dims)
+    for b in bdims:
+        if not any(b is e for e in x.dims):
+            raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which is not a dim "
+                             f"of x (dims: {dims_str(x.dims)})")
+    parts = [_part_lengths(d, bdims, caller) for d in out_dims]
+    parts_of_axis = _concat_parts(axis)
+    if not (len(parts_of_axis) == len(out_dims) and all(p is d for p, d in zip(parts_of_axis, out_dims))):
+        total = sum(parts)
+        if not torch.equal(total.expand(lengths.raw.shape), lengths.raw.to(torch.int64)):  # host: no sync
+            raise ValueError(f"{caller}: the lengths of out_dims ({dims_str(out_dims)}) add up to "
+                             f"{total.expand(lengths.raw.shape).tolist()}, not to the lengths "
+                             f"{lengths.raw.tolist()} of axis {dim_str(axis)}")
+    raw = x.raw
+    size = raw.shape[a]
+    out = []
+    offset = 0  # an int while every earlier part is static, else host lengths over bdims
+    for d, n in zip(out_dims, parts):
+        width = d.size if d.size is not None else d.get_max_size()
+        part_dims = x.dims[:a] + (d,) + x.dims[a + 1:]
+        if isinstance(offset, int):
+            part = raw.narrow(a, offset, width)
+        else:
+            # Sequence b's part starts at its own offset: one gather with an index from host lengths.
+            frames = torch.arange(width, dtype=torch.int64)
+            index = (offset.unsqueeze(-1) + frames).clamp(max=size - 1)
+            index = Tensor(index, bdims + (d,)).raw_aligned(part_dims)
+            if index.device != raw.device:
+                index = index.to(raw.device, non_blocking=True)  # from host memory: no wait
+            shape = list(raw.shape)
+            shape[a] = width
+            part = torch.gather(raw, a, index.expand(shape))
+        out.append(keep_markers(x, part, part_dims))
+        offset = offset + d.size if isinstance(offset, int) and d.size is not None else offset + n
+    return out
+
+
 def split(x: Tensor, *, axis: Dim, out_dims: Sequence[Dim]) -> list:
-    """Splits `axis` of x into consecutive parts, one per static Dim in `out_dims` (their sizes
-    must add up to the size of axis); returns one tensor per part, each a view with `axis`
-    replaced by its out dim. `axis` must not be dynamic (parts of sequences have no lengths)."""
+    """Splits `axis` of x into consecutive parts, one per Dim in `out_dims`; returns one tensor per
+    part, with `axis` replaced by its out dim.
+
+    - static axis (or sized from data): static out dims whose sizes add up to the size of axis;
+      each part is a view.
+    - dynamic axis: out dims static or dynamic whose lengths add up, per sequence, to the lengths of
+      axis (checked on the host, no sync; skipped when axis is their sum by dim math, A + B). Each
+      sequence's parts follow each other from its start, so split undoes concat: sequence b's part i
+      starts at the sum of its earlier parts' lengths. Parts after a dynamic part are one gather
+      each (index from host lengths); the others are views."""
     caller = "dimtorch.split()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
-    if axis.dyn_size is not None:
-        raise ValueError(f"{caller}: axis {dim_str(axis)} is dynamic; only static dims or dims sized from data "
-                         f"can be split")
     if isinstance(out_dims, Dim):
         out_dims = (out_dims,)
     out_dims = tuple(out_dims)
-    if not out_dims or not all(isinstance(d, Dim) and d.size is not None for d in out_dims):
-        raise ValueError(f"{caller}: out_dims must be static Dims, got {out_dims!r}")
+    dynamic = axis.dyn_size is not None
+    if not out_dims or not all(isinstance(d, Dim) and (d.size is not None or (dynamic and d.dyn_size is not None))
+                               for d in out_dims):
+        what = "static or dynamic Dims" if dynamic else "static Dims"
+        raise ValueError(f"{caller}: out_dims must be {what}, got {out_dims!r}")
+    for d in out_dims:
+        if any(d is e for e in x.dims) and d is not axis:
+            raise ValueError(f"{caller}: out dim {dim_str(d)} is already a dim of x (dims: {dims_str(x.dims)})")
+    if dynamic:
+        return _split_dynamic(x, a, axis, out_dims, caller)
     sizes = [d.size for d in out_dims]
     if sum(sizes) != x.raw.shape[a]:
         raise ValueError(f"{caller}: the sizes of out_dims ({dims_str(out_dims)}) add up to {sum(sizes)}, not to the "
                          f"size {x.raw.shape[a]} of axis {dim_str(axis)}")
-    for d in out_dims:
-        if any(d is e for e in x.dims) and d is not axis:
-            raise ValueError(f"{caller}: out dim {dim_str(d)} is already a dim of x (dims: {dims_str(x.dims)})")
     parts = torch.split(x.raw, sizes, dim=a)
     return [keep_markers(x, p, x.dims[:a] + (d,) + x.dims[a + 1:]) for p, d in zip(parts, out_dims)]
 
@@ -67,12 +135,14 @@ def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = None):
 
 
 def unstack(x: Tensor, *, axis: Dim) -> list:
-    """One tensor per index of `axis` (static or sized from data), without that dim; views."""
+    """One tensor per index of `axis`, without that dim; views. For a dynamic axis, one per
+    position up to the longest sequence (its host max length): in the tensor of position t, the
+    entries of sequences not longer than t are padding (whatever x held there, not masked)."""
     caller = "dimtorch.unstack()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
-    if axis.dyn_size is not None:
-        raise ValueError(f"{caller}: axis {dim_str(axis)} is dynamic; only static dims or dims sized from data "
-                         f"can be unstacked")
+    raw = x.raw
+    if axis.dyn_size is not None and axis.get_max_size() < raw.shape[a]:
+        raw = raw.narrow(a, 0, axis.get_max_size())
     dims = x.dims[:a] + x.dims[a + 1:]
-    return [keep_markers(x, r, dims) for r in torch.unbind(x.raw, a)]
+    return [keep_markers(x, r, dims) for r in torch.unbind(raw, a)]
