@@ -91,7 +91,9 @@ bool init() {
        get_attr(t, "var_mean", &T.var_mean) && get_attr(t, "cat", &T.cat) &&
        get_attr(F, "embedding", &T.embedding) && get_attr(F, "dropout", &T.dropout) &&
        get_attr(tb, "new_empty", &T.new_empty) && get_attr(tb, "bernoulli_", &T.bernoulli_) &&
-       get_attr(tb, "div_", &T.div_);
+       get_attr(tb, "div_", &T.div_) && get_attr(tb, "lerp_", &T.lerp_) &&
+       get_attr(tb, "detach", &T.detach) && get_attr(t, "addcmul", &T.addcmul) &&
+       get_attr(F, "batch_norm", &T.batch_norm);
   if (!ok) return false;
   T.zero = PyLong_FromLong(0);
   T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);

@@ -61,6 +61,10 @@ struct Table {
   PyObject* new_empty = nullptr;   // TensorBase.new_empty
   PyObject* bernoulli_ = nullptr;  // TensorBase.bernoulli_
   PyObject* div_ = nullptr;        // TensorBase.div_
+  PyObject* lerp_ = nullptr;       // TensorBase.lerp_
+  PyObject* detach = nullptr;      // TensorBase.detach
+  PyObject* addcmul = nullptr;
+  PyObject* batch_norm = nullptr;  // torch.nn.functional.batch_norm
   PyObject* zero = nullptr;         // the int 0
   PyObject* float_inf = nullptr;    // float('inf')
   PyObject* float_neg_inf = nullptr;

@@ -23,7 +23,7 @@ bool export_ops_shape(PyObject* module);  // ops_shape.cpp
 NB_MODULE(_C, m) {
   if (!backend::init() || !export_dim(m.ptr()) || !export_tensor(m.ptr()) ||
       !export_ops_elementwise(m.ptr()) || !export_dim_math(m.ptr()) || !export_mask(m.ptr()) ||
-      !export_ops_reduce(m.ptr()) || !export_ops_nn(m.ptr()) ||
+      !export_ops_reduce(m.ptr()) || !export_ops_nn(m.ptr()) || !export_ops_batch_norm(m.ptr()) ||
       !export_ops_matmul(m.ptr()) || !export_creation(m.ptr()) ||
       !export_ops_shape(m.ptr()))
     throw nb::python_error();

@@ -315,9 +315,8 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
   return tensor_make(out.release(), out_dims.get(), out_sizes, sparse, r.feature);
 }
 
-/// moments; with `count_out`, also the number of frames each statistic is over (a Python number,
-/// or a raw laid out like the statistics) and the centered x (zeroed padding minus the mean, a
-/// Tensor over x's dims); both stay NULL when nothing was masked.
+}  // namespace
+
 PyObject* moments_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                        PyObject** count_out, PyObject** centered_out, const char* caller) {
   Reduction r;
@@ -380,20 +379,10 @@ PyObject* moments_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwname
   return PyTuple_Pack(2, mean_t.get(), var_t.get());
 }
 
+namespace {
+
 PyObject* f_moments(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return moments_impl(args, nargs, kwnames, nullptr, nullptr, "dimtorch.moments()");
-}
-
-PyObject* f_moments_with_count(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                               PyObject* kwnames) {
-  PyObject* count = nullptr;
-  PyObject* centered = nullptr;
-  Ref stats(moments_impl(args, nargs, kwnames, &count, &centered, "dimtorch.batch_norm()"));
-  Ref count_ref(count ? count : Py_NewRef(Py_None));
-  Ref centered_ref(centered ? centered : Py_NewRef(Py_None));
-  if (!stats) return nullptr;
-  return PyTuple_Pack(4, PyTuple_GET_ITEM(stats.get(), 0), PyTuple_GET_ITEM(stats.get(), 1),
-                      count_ref.get(), centered_ref.get());
 }
 
 #define DIMTORCH_REDUCE(fn, mode, pyname)                                                   \
@@ -418,11 +407,6 @@ PyMethodDef kFunctions[] = {
      "moments(x, axis, use_mask=True) -> (mean, variance) over the dim(s) `axis`; the variance is "
      "biased (as in layer and batch norm); padding of dynamic dims is excluded and gets no "
      "gradient; an empty sequence gives 0 and 0."},
-    {"_moments_with_count", FASTCALL(f_moments_with_count),
-     "_moments_with_count(x, axis, use_mask=True) -> (mean, variance, count, centered): count is "
-     "the number of valid frames per statistic (a Python number or a raw over the statistics' "
-     "dims), centered is x minus the mean with zeroed padding (both None without masking); for "
-     "batch_norm."},
     {"reduce_sum", FASTCALL(f_sum),
      "reduce_sum(x, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."},
     {"reduce_mean", FASTCALL(f_mean),

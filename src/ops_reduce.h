@@ -13,11 +13,19 @@ PyObject* dims_without(TensorObject* x, const bool* removed, Py_ssize_t* sizes_o
 /// Neutral fill for max (low=true: -inf / dtype min) or min (+inf / dtype max) of raw's dtype.
 PyObject* extreme_fill(PyObject* raw, bool low);
 
+/// moments(x, axis, use_mask=True) from vectorcall args; with `count_out`, also the number of frames
+/// each statistic is over (a Python float, or a raw over the statistics' dims) and the centered x
+/// (a Tensor, zeroed padding minus the mean); both stay NULL when nothing was masked.
+PyObject* moments_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                       PyObject** count_out, PyObject** centered_out, const char* caller);
+
 bool export_ops_reduce(PyObject* module);
 /// softmax, log_softmax, linear, layer_norm, rms_norm (ops_nn.cpp).
 bool export_ops_nn(PyObject* module);
 /// matmul, dot (ops_matmul.cpp); its plan cache is emptied by matmul_cache_clear.
 bool export_ops_matmul(PyObject* module);
 void matmul_cache_clear();
+/// batch_norm (ops_batch_norm.cpp).
+bool export_ops_batch_norm(PyObject* module);
 
 }  // namespace dimtorch

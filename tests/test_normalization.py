@@ -97,15 +97,19 @@ def test_batch_norm_masked_against_packed_torch(pad, lengths):
     torch.testing.assert_close(rv.raw, rv_t)  # unbiased running variance, as F.batch_norm
 
 
-def test_batch_norm_masked_does_not_call_fused(monkeypatch):
+def _aten_ops(fn) -> set:
+    """Names of the aten ops that fn() runs (CPU profiler)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return {e.name for e in prof.events()}
+
+
+def test_batch_norm_masked_does_not_call_fused():
     pb = make_padded_batch((5, 2), pad_value=PAD_NAN)
-    calls = []
-    real = F.batch_norm
-    monkeypatch.setattr(F, "batch_norm", lambda *a, **k: calls.append(1) or real(*a, **k))
     y = dt.batch_norm(pb.x)
-    assert not calls and not y.raw[pb.mask].isnan().any()
-    dt.batch_norm(pb.x, use_mask=False)
-    assert len(calls) == 1
+    assert not y.raw[pb.mask].isnan().any()
+    assert "aten::batch_norm" not in _aten_ops(lambda: dt.batch_norm(pb.x))
+    assert "aten::batch_norm" in _aten_ops(lambda: dt.batch_norm(pb.x, use_mask=False))
 
 
 @settings(max_examples=20)
@@ -174,6 +178,27 @@ def test_batch_norm_over_two_dynamic_dims():
     y = dt.batch_norm(x, axis=feat)
     expect = F.batch_norm(raw[mask], None, None, training=True)
     torch.testing.assert_close(y.raw[mask], expect, rtol=1e-4, atol=1e-5)
+    # With running stats, weight and bias (the frame count is a device tensor here, not a host total).
+    w, b = params(feat, seed=1)
+    rm, rv = dt.Tensor(torch.randn(2), (feat,)), dt.Tensor(torch.rand(2) + 0.5, (feat,))
+    rm_t, rv_t = rm.raw.clone(), rv.raw.clone()
+    y = dt.batch_norm(x, axis=feat, running_mean=rm, running_var=rv, weight=w, bias=b, momentum=0.3)
+    expect = F.batch_norm(raw[mask], rm_t, rv_t, w.raw, b.raw, True, 0.3)
+    torch.testing.assert_close(y.raw[mask], expect, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(rm.raw, rm_t)
+    torch.testing.assert_close(rv.raw, rv_t)
+
+
+@pytest.mark.parametrize("order", [(2, 0, 1), (1, 2, 0), (0, 2, 1)])
+def test_batch_norm_masked_feature_axis_anywhere(order):
+    """Masked statistics whatever the position of the feature axis (the output keeps x's dims)."""
+    pb = make_padded_batch((5, 3, 1), pad_value=PAD_NAN)
+    w, b = params(pb.feature)
+    x = pb.x.copy_transpose([pb.x.dims[i] for i in order])
+    y = dt.batch_norm(x, weight=w, bias=b)
+    assert y.dims == x.dims and y.feature_dim is pb.feature
+    expect = packed_batch_norm(pb.mask)(pb.x.raw, w.raw, b.raw)
+    torch.testing.assert_close(y.copy_transpose(pb.x.dims).raw[pb.mask], expect[pb.mask])
 
 
 def test_batch_norm_bad_input():
@@ -193,6 +218,12 @@ def test_batch_norm_bad_input():
     bad = dt.Tensor(torch.zeros(2), (dt.Dim(2, name="g"),))
     with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): weight must have dims \(.*feature"):
         dt.batch_norm(pb.x, weight=bad)
+    with pytest.raises(TypeError, match=r"dimtorch\.batch_norm\(\): bias must be a dimtorch\.Tensor over \('feature'\(4\),\), got Tensor"):
+        dt.batch_norm(pb.x, bias=torch.zeros(4))
+    with pytest.raises(TypeError, match=r"dimtorch\.batch_norm\(\): x must be a dimtorch\.Tensor, got Tensor"):
+        dt.batch_norm(pb.x.raw)
+    with pytest.raises(TypeError, match=r"dimtorch\.batch_norm\(\): momentum must be a float, got NoneType"):
+        dt.batch_norm(pb.x, momentum=None)
     with pytest.raises(ValueError, match=r"dimtorch\.batch_norm\(\): dim .*'g'.* is not in x"):
         dt.batch_norm(pb.x, axis=bad.dims[0])
 

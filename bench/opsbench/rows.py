@@ -85,6 +85,35 @@ def _torch_masked_variance(x, mask, n_valid):
     mean = torch.where(mask, x, 0.0).sum(dim=(0, 1)) / n_valid
     return torch.where(mask, (x - mean) ** 2, 0.0).sum(dim=(0, 1)) / n_valid
 
+def _torch_masked_batch_norm(x, mask, n_valid, w, b, running_mean, running_var, momentum=0.1):
+    """Training batch norm over (batch, time) of the valid frames with running stats, as a PyTorch user
+    writes it (n_valid a host number; F.batch_norm's unbiased running variance)."""
+    xz = torch.where(mask, x, 0.0)
+    mean = xz.sum(dim=(0, 1)) / n_valid
+    centered = xz - mean
+    var = torch.where(mask, centered.square(), 0.0).sum(dim=(0, 1)) / n_valid
+    with torch.no_grad():
+        running_mean.mul_(1 - momentum).add_(mean, alpha=momentum)
+        running_var.mul_(1 - momentum).add_(var * (n_valid / max(n_valid - 1, 1)), alpha=momentum)
+    return centered * torch.rsqrt(var + EPS) * w + b
+
+
+_OPEN_CONTEXTS = []
+
+
+def _rf_batch_norm(side):
+    rf = _rf(side)
+    # Training statistics, as inside a RETURNN train step; the flag is set for rf.BatchNorm alone (no other
+    # row uses it) and stays set (the context is kept open), so no context switch lands in the timed region.
+    train_flag = rf.get_run_ctx().train_flag_ctx(True, func=rf.BatchNorm.__call__)
+    train_flag.__enter__()
+    _OPEN_CONTEXTS.append(train_flag)
+    module = rf.BatchNorm(side.feature, use_mask=True, eps=EPS)
+    module.gamma.raw_tensor = torch.nn.Parameter(side.raw.ln_w.clone(), requires_grad=False)
+    module.beta.raw_tensor = torch.nn.Parameter(side.raw.ln_b.clone(), requires_grad=False)
+    return module
+
+
 ROWS = (
     # --- elementwise -------------------------------------------------------------------------------------
     Row("add_same_dims", "x + y, both (batch, time, feature)", out=BTF,
@@ -171,6 +200,16 @@ ROWS = (
         torch=lambda s: lambda x=s.x, m=s.mask3, n=s.n_valid: _torch_masked_variance(x, m, n),
         dimtorch=lambda s: lambda x=s.x, b=s.batch, t=s.time: dt.moments(x, axis=(b, t))[1],
         returnn=lambda s: lambda x=s.x, b=s.batch, t=s.time, mom=_rf(s).moments: mom(x, axis=[b, t])[1]),
+    Row("batch_norm_masked", "batch norm over feature, training: statistics over valid (batch, time) frames, "
+        "running stats updated, weight and bias; RETURNN: rf.BatchNorm(use_mask=True)", out=BTF,
+        valid_frames="mask3", requires=("batch_norm",),
+        torch=lambda s: lambda x=s.x, m=s.mask3, n=float(s.lengths.sum()), w=s.ln_w, b=s.ln_b,
+            rm=torch.zeros_like(s.ln_w), rv=torch.ones_like(s.ln_w): _torch_masked_batch_norm(x, m, n, w, b, rm, rv),
+        dimtorch=lambda s: lambda x=s.x, f=s.feature, w=s.ln_w, b=s.ln_b,
+            rm=dt.Tensor(torch.zeros_like(s.ln_w.raw), (s.feature,)),
+            rv=dt.Tensor(torch.ones_like(s.ln_w.raw), (s.feature,)):
+            dt.batch_norm(x, f, running_mean=rm, running_var=rv, weight=w, bias=b, momentum=0.1, eps=EPS),
+        returnn=lambda s: lambda x=s.x, norm=_rf_batch_norm(s): norm(x)),
     # --- matmul, linear, normalization, dropout ----------------------------------------------------------
     Row("matmul", "x (batch, time, feature) . w (feature, out)", out=("batch", "time", "out"),
         requires=("matmul",),
