@@ -1,6 +1,6 @@
 """Fails if an op of issue 4 synchronizes host and device: each runs on CUDA, forward and backward, under torch.cuda.set_sync_debug_mode("error").
 
-Usage: python bench/check_syncs.py [--cpu] [--filter REGEX]
+Usage: python bench/check_syncs.py [--meta | --cpu] [--filter REGEX]
 
 Passes, each op wrapped on its own so that one failure does not hide the others:
   warm-up    unchecked: CUDA context, cuBLAS/cuDNN handles, the caching allocator, and each dim's
@@ -12,9 +12,12 @@ Passes, each op wrapped on its own so that one failure does not hide the others:
 torch's sync debug mode sees blocking copies, .item(), bool() of device values, nonzero and the like
 (not every possible sync: see torch.cuda.set_sync_debug_mode); the copy counter adds what it misses.
 
-Without a CUDA device it prints "skipped: no CUDA" and exits 0. --cpu runs every op on the CPU,
-unchecked, so that the script itself can be tested where there is no GPU. Exit status 1 when an op
-synchronizes, copies in the steady pass, copies blocking in the first-use pass, or fails.
+Without a CUDA device it prints "skipped: no CUDA" and exits 0. --meta is the check that needs no
+GPU: the same passes on torch's "meta" device, which has no values, so any read of device data
+(.item(), bool(), nonzero, a copy back to the host) raises, and the copy counter applies as on CUDA;
+it cannot see syncs that only a real device has (e.g. a kernel that synchronizes internally).
+--cpu runs every op on the CPU, unchecked, so that the script itself can be tested. Exit status 1
+when an op synchronizes, copies in the steady pass, copies blocking in the first-use pass, or fails.
 """
 from __future__ import annotations
 
@@ -187,7 +190,7 @@ def run_op(fn, setup):
     return outs
 
 
-def run_pass(name, ops, setup, checked, on_cuda):
+def run_pass(name, ops, setup, checked, on_cuda, count_copies):
     """{op name: None if clean, else a message}."""
     results = {}
     for op_name, fn in ops:
@@ -207,7 +210,7 @@ def run_pass(name, ops, setup, checked, on_cuda):
             frames = traceback.extract_tb(e.__traceback__)
             if frames:
                 error += f"  (at {frames[-1].filename}:{frames[-1].lineno})"
-        if error is None and checked and on_cuda:
+        if error is None and checked and count_copies:
             if name == "steady" and counter.copies:
                 error = f"{counter.copies} host-to-device copies in the steady pass (should be cached)"
             elif counter.blocking:
@@ -218,33 +221,38 @@ def run_pass(name, ops, setup, checked, on_cuda):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--meta", action="store_true",
+                        help="check on the meta device (no GPU needed): device reads raise, copies are counted")
     parser.add_argument("--cpu", action="store_true", help="run the ops on the CPU, unchecked (tests this script)")
     parser.add_argument("--filter", default="", help="regex searched in op names")
     args = parser.parse_args(argv)
-    on_cuda = torch.cuda.is_available() and not args.cpu
-    if not on_cuda and not args.cpu:
+    on_cuda = torch.cuda.is_available() and not args.cpu and not args.meta
+    if not on_cuda and not args.cpu and not args.meta:
         print("skipped: no CUDA")
         return 0
     import dimtorch as dt
 
-    device = torch.device("cuda", torch.cuda.current_device()) if on_cuda else torch.device("cpu")
+    device = torch.device("cuda", torch.cuda.current_device()) if on_cuda else \
+        torch.device("meta" if args.meta else "cpu")
+    count_copies = on_cuda or args.meta
     ops = [(n, f) for n, f in _ops() if re.search(args.filter, n)]
     torch.manual_seed(0)
     warm = Setup(dt, device)
-    results = {"warm-up": run_pass("warm-up", ops, warm, False, on_cuda)}
+    results = {"warm-up": run_pass("warm-up", ops, warm, False, on_cuda, count_copies)}
     if on_cuda:
         torch.cuda.synchronize()
-    results["steady"] = run_pass("steady", ops, warm, True, on_cuda)
+    results["steady"] = run_pass("steady", ops, warm, True, on_cuda, count_copies)
     if on_cuda:
         torch.cuda.synchronize()
     fresh = Setup(dt, device)  # new dims: first device copies of lengths happen in the check
     if on_cuda:
         torch.cuda.synchronize()
-    results["first use"] = run_pass("first use", ops, fresh, True, on_cuda)
+    results["first use"] = run_pass("first use", ops, fresh, True, on_cuda, count_copies)
     if on_cuda:
         torch.cuda.synchronize()
 
-    where = f"CUDA ({torch.cuda.get_device_name(device)})" if on_cuda else "CPU (--cpu: unchecked)"
+    where = f"CUDA ({torch.cuda.get_device_name(device)})" if on_cuda else \
+        "meta (--meta: device reads raise, copies counted)" if args.meta else "CPU (--cpu: unchecked)"
     print(f"dimtorch sync check on {where}, torch {torch.__version__}")
     width = max(len(n) for n, _ in ops)
     print(f"{'op':<{width}}  " + "  ".join(f"{p:<9}" for p in PASSES))
@@ -259,7 +267,7 @@ def main(argv=None) -> int:
         print(f"{op_name:<{width}}  " + "  ".join(f"{c:<9}" for c in cells))
     for op_name, p, err in failed:
         print(f"FAIL {op_name} [{p}]: {err}")
-    print(f"{len(ops)} ops, {len(failed)} failures" + ("" if on_cuda else " (no sync check on CPU)"))
+    print(f"{len(ops)} ops, {len(failed)} failures" + ("" if count_copies else " (no sync check on CPU)"))
     return 1 if failed else 0
 
 

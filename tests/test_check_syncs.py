@@ -37,3 +37,24 @@ def test_copy_counter_sees_blocking_copies():
         torch.empty(3, device="meta").copy_(src, True)
     assert (c.copies, c.blocking) == (3, 1)
     assert {n: torch.Tensor.__dict__.get(n) for n in before} == before  # torch.Tensor restored
+
+
+def test_every_op_passes_the_meta_check(capsys):
+    """The check that needs no GPU: on the meta device a read of device values raises, and the copy
+    counter applies as on CUDA (lengths copied once per dim, non_blocking)."""
+    assert load().main(["--meta"]) == 0, capsys.readouterr().out
+    assert "37 ops, 0 failures" in capsys.readouterr().out
+
+
+def test_meta_check_catches_device_reads_and_blocking_copies(capsys, monkeypatch):
+    mod = load()
+    bad = [
+        ("reads a device value", lambda s: [s.x * float(s.x.raw.detach().sum())]),
+        ("data-dependent shape", lambda s: [s.x * s.x.raw.nonzero().shape[0]]),
+        ("blocking copy", lambda s: [s.x * s.bias.raw.new_tensor([2.0]).cpu().to(s.device)[0]]),
+    ]
+    monkeypatch.setattr(mod, "_ops", lambda: bad)
+    assert mod.main(["--meta"]) == 1
+    out = capsys.readouterr().out
+    for name, _ in bad:
+        assert f"FAIL {name} [steady]" in out, out
