@@ -1,4 +1,4 @@
-"""Tests of python/dimtorch/_conv.py: conv (1-D, 2-D), transposed_conv (1-D) and pool, against per-sequence torch."""
+"""Tests of python/dimtorch/_conv.py: conv (1-D, 2-D) and pool, against per-sequence torch (transposed: own file)."""
 import pytest
 import torch
 from hypothesis import given, settings
@@ -206,41 +206,6 @@ def test_conv_errors():
                 in_spatial_dims=[s], filter_size=[kd])
 
 
-@pytest.mark.parametrize("padding,k,s", [("valid", 3, 1), ("same", 3, 2), ("valid", 1, 2), ("valid", 4, 3),
-                                         ("same", 4, 3)])
-def test_transposed_conv1d(padding, k, s):
-    lengths = [5, 2, 0, 1]
-    pb = make_padded_batch(lengths, feature=3, extra_time=1)
-    out_dim, kd = dt.Dim(2, name="out"), dt.Dim(k, name="k")
-    g = torch.Generator().manual_seed(3)
-    w = dt.Tensor(torch.randn(3, 2, k, generator=g), (pb.feature, out_dim, kd))
-    bias = dt.Tensor(torch.randn(2, generator=g), (out_dim,))
-    extra = max(k - s, 0)
-    expected = [n * s + (extra if padding == "valid" else 0) for n in lengths]
-
-    def call(t, wt, bt):
-        return dt.transposed_conv(t, wt, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time],
-                                  filter_size=[kd], strides=s, padding=padding, bias=bt)
-
-    y, (ot,) = call(pb.x, w, bias)
-    assert ot.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, out_dim, ot)
-
-    def fn(wr, br):
-        def one(seq):
-            if seq.shape[-1] == 0:  # an empty sequence gives max(k - s, 0) frames of bias ("valid")
-                return br.view(1, 2, 1).expand(1, 2, extra)
-            o = F.conv_transpose1d(seq, wr, br, stride=s, output_padding=max(s - k, 0))
-            return o[:, :, extra // 2:] if padding == "same" else o
-        return one
-
-    check_against_torch(lambda t, wt, bt: call(t, wt, bt)[0],
-                        lambda r, wr, br: per_sequence(r, lengths, fn(wr, br), expected, max(expected), 2),
-                        [pb.x, w, bias], rtol=1e-5, atol=1e-5)
-    check_lone_sequences(lambda x, b, t: (lambda r: (r[0], r[1][0]))(dt.transposed_conv(
-        x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd], strides=s, padding=padding,
-        bias=bias)), pb.x, pb.batch, pb.time, lengths)
-
-
 def pool_oracle(raw, lengths, mode, k, s, padding, out_lengths):
     """Loop oracle over raw (batch, time, feat): each output frame reduces its window's valid frames."""
     left = (k - 1) // 2 if padding == "same" else 0
@@ -372,20 +337,6 @@ def test_pool2d_dynamic_time_same(mode):
 
     check_against_torch(lambda t: dt.pool(t, mode=mode, pool_size=(2, 3), strides=(2, 1), padding="same",
                                           in_spatial_dims=(pb.time, pb.feature))[0], oracle, [pb.x])
-
-
-def test_transposed_conv1d_static_dilation_matches_torch():
-    batch, t, c, out_dim, kd = (dt.Dim(2, name="batch"), dt.Dim(5, name="t"), dt.Dim(3, name="c"),
-                                dt.Dim(4, name="out"), dt.Dim(3, name="k"))
-    x = dt.Tensor(torch.randn(2, 5, 3), (batch, t, c))
-    w = dt.Tensor(torch.randn(4, 3, 3), (out_dim, c, kd))  # any dims order
-    y, (ot,) = dt.transposed_conv(x, w, in_dim=c, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd], strides=2,
-                                  dilation=2)
-    assert ot.size == 5 * 2 + (2 * 2 + 1 - 2) and y.dims == (batch, out_dim, ot)
-    check_against_torch(
-        lambda a, wt: dt.transposed_conv(a, wt, in_dim=c, out_dim=out_dim, in_spatial_dims=[t], filter_size=[kd],
-                                         strides=2, dilation=2)[0],
-        lambda r, wr: F.conv_transpose1d(r.transpose(1, 2), wr.transpose(0, 1), stride=2, dilation=2), [x, w])
 
 
 def test_conv2d_static_dilation_tuple_matches_torch():

@@ -1,4 +1,4 @@
-"""Tests of dt.nn.Conv1d/Conv2d vs torch.nn.Conv1d/Conv2d (copied weights, forward and backward on valid frames)."""
+"""Tests of dt.nn conv layers vs torch.nn.Conv1d/2d and ConvTranspose1d/2d (copied weights, valid frames)."""
 import pytest
 import torch
 
@@ -48,3 +48,47 @@ def test_conv2d_strided_lengths_and_errors():
         dt.nn.Conv1d(pb.feature, chan_out, 3, groups=4)
     with pytest.raises(ValueError, match=r"Conv2d\(\): filter_size must be 2 ints >= 1, got \(3,\)"):
         dt.nn.Conv2d(chan_in, chan_out, (3,))
+
+
+@pytest.mark.parametrize("groups,padding", [(1, "valid"), (2, "same")])
+def test_transposed_conv1d_vs_torch(groups, padding):
+    lengths = [6, 3, 1]
+    pb = make_padded_batch(lengths, feature=4, pad_value=float("nan"), extra_time=1, seed=3)
+    out = dt.Dim(6, name="out")
+    tconv = dt.nn.TransposedConv1d(pb.feature, out, 4, strides=2, padding=padding, groups=groups)
+    assert tconv.weight.raw.shape == (4, 6 // groups, 4)
+    ref = torch.nn.ConvTranspose1d(4, 6, 4, stride=2, groups=groups)
+    with torch.no_grad():
+        ref.weight.copy_(tconv.weight.raw)
+        ref.bias.copy_(tconv.bias.raw)
+    y, out_time = tconv(pb.x, in_spatial_dim=pb.time)
+    crop = 1 if padding == "same" else 0  # 'same': T * 2 frames, (k - s) // 2 cropped on the left
+    expected = [n * 2 + (2 if padding == "valid" else 0) for n in lengths]
+    assert out_time.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, out, out_time)
+    g = torch.Generator().manual_seed(0)
+    for b, (n, m) in enumerate(zip(lengths, expected)):  # each sequence alone through torch's module
+        y_ref = ref(pb.x.raw[b:b + 1, :n].transpose(1, 2))[0, :, crop:crop + m]
+        torch.testing.assert_close(y.raw[b, :, :m], y_ref)
+        cot = torch.randn(y_ref.shape, generator=g)
+        (y.raw[b, :, :m] * cot).sum().backward(retain_graph=True)
+        (y_ref * cot).sum().backward()
+    torch.testing.assert_close(tconv.weight.raw.grad, ref.weight.grad)
+    torch.testing.assert_close(tconv.bias.raw.grad, ref.bias.grad)
+
+
+def test_transposed_conv2d_vs_torch_state_dict_and_errors():
+    batch, cin, h, w = dt.Dim(2, name="batch"), dt.Dim(3, name="cin"), dt.Dim(4, name="h"), dt.Dim(5, name="w")
+    cout = dt.Dim(2, name="cout")
+    tconv = dt.nn.TransposedConv2d(cin, cout, (3, 2), strides=(2, 1), output_padding=(1, 0), remove_padding=(1, 0))
+    ref = torch.nn.ConvTranspose2d(3, 2, (3, 2), stride=(2, 1), padding=(1, 0), output_padding=(1, 0))
+    tconv.load_state_dict(ref.state_dict())
+    x = dt.Tensor(torch.randn(2, 3, 4, 5), (batch, cin, h, w))
+    y, (oh, ow) = tconv(x, in_spatial_dims=(h, w))
+    assert (oh.size, ow.size) == (8, 6) and y.dims == (batch, cout, oh, ow)
+    torch.testing.assert_close(y.raw, ref(x.raw))
+    with pytest.raises(ValueError, match=r"TransposedConv2d\(\): x lacks the in_dim 'cin'\(3\)"):
+        tconv(dt.Tensor(torch.randn(4, 5), (h, w)), in_spatial_dims=(h, w))
+    with pytest.raises(ValueError, match=r"TransposedConv1d\(\): groups=2 does not divide in_dim 'cin'\(3\)"):
+        dt.nn.TransposedConv1d(cin, cout, 3, groups=2)
+    with pytest.raises(ValueError, match=r"TransposedConv2d\(\): filter_size must be 2 ints >= 1, got \(3,\)"):
+        dt.nn.TransposedConv2d(cin, cout, (3,))

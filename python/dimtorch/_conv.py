@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Optional, Sequence, Union
 
 import torch
@@ -11,6 +12,7 @@ from ._C import Dim, Tensor, ceildiv
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
 _CONV_FNS = {1: F.conv1d, 2: F.conv2d}
+_TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d}
 _MAX_POOL_FNS = {1: F.max_pool1d, 2: F.max_pool2d}
 _AVG_POOL_FNS = {1: F.avg_pool1d, 2: F.avg_pool2d}
 
@@ -19,9 +21,9 @@ def _is_dynamic(d: Dim) -> bool:
     return d.dyn_size is not None
 
 
-def _per_dim(caller: str, what: str, value, n: int) -> tuple:
-    """One int >= 1 per spatial dim, from an int or a sequence of n ints."""
-    if type(value) is int and value >= 1:
+def _per_dim(caller: str, what: str, value, n: int, minimum: int = 1) -> tuple:
+    """One int >= minimum per spatial dim, from an int or a sequence of n ints."""
+    if type(value) is int and value >= minimum:
         return (value,) * n
     if isinstance(value, int) and not isinstance(value, bool):
         values = (value,) * n
@@ -32,8 +34,8 @@ def _per_dim(caller: str, what: str, value, n: int) -> tuple:
             raise TypeError(f"{caller}: {what} must be an int or a sequence of {n} ints, got {value!r}") from None
     if len(values) != n or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise TypeError(f"{caller}: {what} must be an int or a sequence of {n} ints, got {value!r}")
-    if any(v < 1 for v in values):
-        raise ValueError(f"{caller}: {what} must be >= 1, got {value!r}")
+    if any(v < minimum for v in values):
+        raise ValueError(f"{caller}: {what} must be >= {minimum}, got {value!r}")
     return values
 
 
@@ -62,27 +64,164 @@ def _out_spatial_dim(d: Dim, k_eff: int, stride: int, padding: str) -> Dim:
     return ceildiv(d, stride)
 
 
-def _checked_conv_args(caller: str, x, filter, in_dim, out_dim, in_spatial_dims) -> tuple:
-    """The checks conv and transposed_conv share; returns the spatial dims."""
-    check_tensor(x, caller)
-    check_tensor(filter, caller, what="filter")
-    for what, d in (("in_dim", in_dim), ("out_dim", out_dim)):
-        if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: {what} must be a Dim, got {type(d).__name__}")
-    axis_of(x, in_dim, caller, what="in_dim")
-    return _spatial_dims(caller, x, in_spatial_dims)
-
-
 def _check_padding(caller: str, padding) -> str:
     if padding not in ("valid", "same"):
         raise ValueError(f"{caller}: padding must be 'valid' or 'same', got {padding!r}")
     return padding
 
 
-def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim], channel: Optional[Dim]):
-    """x's raw as (N, [C,] *S): `lead` dims merged into one axis N (size 1 when there are none),
-    then `channel`, then `spatial`; dynamic spatial axes narrowed to their max size."""
-    order = tuple(lead) + ((channel,) if channel is not None else ()) + tuple(spatial)
+def _check_x_args(caller: str, x, in_dim, in_spatial_dims) -> tuple:
+    """The checks of x and its dims that conv and transposed_conv share; returns the spatial dims."""
+    check_tensor(x, caller)
+    if not isinstance(in_dim, Dim):
+        raise TypeError(f"{caller}: in_dim must be a Dim, got {type(in_dim).__name__}")
+    axis_of(x, in_dim, caller, what="in_dim")
+    spatial = _spatial_dims(caller, x, in_spatial_dims)
+    if any(d is in_dim for d in spatial):
+        raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} is also in in_spatial_dims ({dims_str(spatial)})")
+    return spatial
+
+
+def _x_positions(caller: str, x, in_dim, in_spatial_dims) -> tuple:
+    """(spatial dims, their axes in x, in_dim's axis), checked; the full checks run only to raise."""
+    try:
+        spatial = (in_spatial_dims,) if isinstance(in_spatial_dims, Dim) else tuple(in_spatial_dims)
+        if isinstance(x, Tensor) and isinstance(in_dim, Dim) and len(spatial) in (1, 2):
+            dims = x.dims
+            ci = dims.index(in_dim)
+            pos = [dims.index(d) for d in spatial]
+            if ci not in pos and (len(pos) == 1 or pos[0] != pos[1]):
+                return spatial, pos, ci
+    except (TypeError, ValueError):
+        pass
+    _check_x_args(caller, x, in_dim, in_spatial_dims)
+    raise AssertionError(f"{caller}: argument check missed a case")  # the full checks raise on every case above
+
+
+def _filter_size(caller: str, filter_size, spatial: tuple) -> tuple:
+    if isinstance(filter_size, Dim):
+        filter_size = (filter_size,)
+    try:
+        filter_size = tuple(filter_size)
+    except TypeError:
+        filter_size = (filter_size,)
+    n = len(spatial)
+    if len(filter_size) != n or not all(isinstance(d, Dim) and d.size is not None for d in filter_size):
+        raise ValueError(f"{caller}: filter_size must be {n} static Dims (one per spatial dim "
+                         f"{dims_str(spatial)}), got {filter_size!r}")
+    return filter_size
+
+
+def _check_channels(caller: str, in_dim, out_dim, groups) -> None:
+    if not isinstance(out_dim, Dim):
+        raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
+    if type(groups) is not int or groups < 1:
+        raise ValueError(f"{caller}: groups must be an int >= 1, got {groups!r}")
+    if in_dim.size is None or out_dim.size is None:
+        raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} and out_dim {dim_str(out_dim)} must be static")
+    if groups > 1 and (in_dim.size % groups or out_dim.size % groups):
+        raise ValueError(f"{caller}: groups={groups} does not divide in_dim {dim_str(in_dim)} and out_dim "
+                         f"{dim_str(out_dim)}")
+
+
+def _check_filter_dims(caller: str, filter, want: tuple) -> None:
+    check_tensor(filter, caller, what="filter")
+    if len(filter.dims) != len(want) or {id(d) for d in filter.dims} != {id(d) for d in want}:
+        raise ValueError(f"{caller}: filter must have dims ({dims_str(want)}), has ({dims_str(filter.dims)})")
+
+
+def _bias_raw(caller: str, bias, out_dim: Dim):
+    if bias is None:
+        return None
+    if isinstance(bias, Tensor) and len(bias.dims) == 1 and bias.dims[0] is out_dim:
+        return bias.raw
+    check_tensor(bias, caller, what="bias")
+    raise ValueError(f"{caller}: bias must have dims ({dim_str(out_dim)}), has ({dims_str(bias.dims)})")
+
+
+class _Plan:
+    """What conv/transposed_conv derive from the filter and the static arguments alone (checks,
+    filter layout, torch arguments, output dim math), kept per filter Tensor.
+
+    /* A module's weight reads as the same Tensor object call after call (dt.nn.Module caches its
+       view), so the checks and arithmetic here run once per filter and arguments, and a call does
+       only what depends on x. The filter is held weakly: its plan goes with it. */
+    """
+
+    __slots__ = ("ref", "args", "n", "want", "aligned", "torch_args", "pre_pad", "need", "out_math", "crops")
+
+    def matches(self, filter, args: tuple, n: int) -> bool:
+        return self.ref() is filter and self.n == n and self.args == args
+
+
+_CONV_PLANS: dict = {}
+_TRANSPOSED_PLANS: dict = {}
+
+
+def _frozen(args: tuple) -> tuple:
+    """args with lists copied, so that a caller's later change of a list cannot match a stale plan."""
+    return tuple(list(a) if type(a) is list else a for a in args)
+
+
+def _store(plans: dict, filter: Tensor, plan: _Plan, args: tuple, n: int) -> _Plan:
+    key = id(filter)
+
+    def forget(ref, plans=plans, key=key):
+        if plans.get(key) is not None and plans[key].ref is ref:
+            del plans[key]
+
+    plan.ref, plan.args, plan.n = weakref.ref(filter, forget), _frozen(args), n
+    plans[key] = plan
+    return plan
+
+
+_IDENTITY = [list(range(n)) for n in range(25)]  # up to kMaxDims (src/common.h) axes
+_SWAP_LAST = [None, None] + [list(range(n - 2)) + [n - 1, n - 2] for n in range(2, 25)]
+
+
+def _torch_input(x: Tensor, spatial: tuple, pos: list, ci: int):
+    """x's raw as torch's conv wants it, (N, C, *S): padding of dynamic spatial dims zeroed (so that
+    it never reaches valid output frames or the filter's gradient), x's other dims (lead) merged
+    into N, dynamic spatial axes narrowed to their max size. Returns (raw, lead dims, lead shape)."""
+    dims = x.dims
+    nd = len(dims)
+    for d in spatial:
+        if d.dyn_size is not None:
+            x = x.copy_masked(0)
+            break
+    raw = x.raw
+    if nd == len(pos) + 2:  # one lead dim, the usual batch
+        li = (nd * (nd - 1)) // 2 - ci - sum(pos)
+        order = [li, ci] + pos
+        lead = (dims[li],)
+        lead_shape = None
+    else:
+        used = set(pos)
+        used.add(ci)
+        rest = [i for i in range(nd) if i not in used]
+        order = rest + [ci] + pos
+        lead = tuple(dims[i] for i in rest)
+    if order == _SWAP_LAST[nd]:
+        raw = raw.mT  # (batch, time, feature) -> (batch, feature, time): the cheapest view call
+    elif order != _IDENTITY[nd]:
+        raw = raw.permute(*order)
+    shape = raw.shape
+    if len(lead) != 1:
+        lead_shape = tuple(shape[:len(lead)])
+        raw = raw.unsqueeze(0) if not lead else raw.reshape((math.prod(lead_shape),) + tuple(shape[len(lead):]))
+        shape = raw.shape
+    for i, d in enumerate(spatial):
+        if d.dyn_size is not None:
+            n = d.get_max_size()
+            if shape[2 + i] > n:
+                raw = raw.narrow(2 + i, 0, n)
+    return raw, lead, lead_shape
+
+
+def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim]):
+    """x's raw as (N, *S) (pooling): `lead` dims merged into one axis N (size 1 when there are none),
+    then `spatial`; dynamic spatial axes narrowed to their max size."""
+    order = tuple(lead) + tuple(spatial)
     dims = x.dims
     perm = [dims.index(d) for d in order]
     raw = x.raw if perm == list(range(len(perm))) else x.raw.permute(perm)
@@ -101,19 +240,22 @@ def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim], channel: 
     return raw, lead_shape
 
 
-def _from_layout(raw: torch.Tensor, lead: Sequence[Dim], lead_shape: tuple, rest: Sequence[Dim]) -> torch.Tensor:
-    """Inverse of _to_layout's merge: the leading axis back into `lead`; dynamic `rest` axes
-    narrowed to their max size (host value)."""
-    base = len(lead_shape)
-    if base == 0:
-        raw = raw.squeeze(0)
-    elif base > 1:
-        raw = raw.reshape(lead_shape + tuple(raw.shape[1:]))
+def _from_layout(raw: torch.Tensor, lead_shape: Optional[tuple], rest: Sequence[Dim]) -> torch.Tensor:
+    """Inverse of the lead merge: the leading axis back into the lead dims (`lead_shape`; None: one
+    lead dim, nothing to do); dynamic `rest` axes narrowed to their max size (host value)."""
+    base = 1
+    if lead_shape is not None:
+        base = len(lead_shape)
+        if base == 0:
+            raw = raw.squeeze(0)
+        elif base > 1:
+            raw = raw.reshape(lead_shape + tuple(raw.shape[1:]))
+    shape = raw.shape
     for i, d in enumerate(rest):
-        if _is_dynamic(d):
+        if d.dyn_size is not None:
             a = base + i
             n = d.get_max_size()
-            if raw.shape[a] != n:
+            if shape[a] != n:
                 raw = raw.narrow(a, 0, n)
     return raw
 
@@ -129,19 +271,49 @@ def _fit_short_input(raw: torch.Tensor, spatial: Sequence[Dim], need: Sequence[i
     """Right-pads dynamic spatial axes shorter than one window (every sequence gives 0 frames then;
     the result is narrowed to 0). A static axis that short is an error."""
     shape = raw.shape
-    if all(shape[len(shape) - len(spatial) + i] >= need[i] for i in range(len(spatial))):
+    first = len(shape) - len(spatial)
+    for i, k in enumerate(need):
+        if shape[first + i] < k:
+            break
+    else:
         return raw
     pad = []
     for i in reversed(range(len(spatial))):
-        a = raw.dim() - len(spatial) + i
-        short = max(0, need[i] - raw.shape[a])
+        a = first + i
+        short = max(0, need[i] - shape[a])
         if short and not _is_dynamic(spatial[i]):
-            raise ValueError(f"{caller}: spatial dim {dim_str(spatial[i])} has size {raw.shape[a]}, smaller than "
+            raise ValueError(f"{caller}: spatial dim {dim_str(spatial[i])} has size {shape[a]}, smaller than "
                              f"the window ({need[i]})")
         pad += [0, short]
-    if any(pad):
-        raw = F.pad(raw, pad, value=value)
-    return raw
+    return F.pad(raw, pad, value=value)
+
+
+def _conv_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
+    in_dim, out_dim, filter_size, strides, dilation, padding, groups = args
+    n = len(spatial)
+    filter_size = _filter_size(caller, filter_size, spatial)
+    strides = _per_dim(caller, "strides", strides, n)
+    dilation = _per_dim(caller, "dilation", dilation, n)
+    _check_padding(caller, padding)
+    _check_channels(caller, in_dim, out_dim, groups)
+    want = (out_dim, in_dim if groups == 1 else in_dim // groups) + filter_size
+    _check_filter_dims(caller, filter, want)
+    plan = _Plan()
+    plan.want, plan.aligned = want, filter.dims == want
+    k_effs = [dl * (fd.size - 1) + 1 for dl, fd in zip(dilation, filter_size)]
+    plan.out_math = tuple(zip(k_effs, strides))
+    plan.pre_pad, torch_padding = None, 0
+    if padding == "same":
+        plan.need = (1,) * n
+        pads = _same_pads(k_effs)
+        if all(left == right for left, right in pads):
+            torch_padding = tuple(left for left, _ in pads)
+        else:
+            plan.pre_pad = [p for pair in reversed(pads) for p in pair]
+    else:
+        plan.need = tuple(k_effs)
+    plan.torch_args = (strides, torch_padding, dilation, groups)
+    return plan
 
 
 def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
@@ -165,120 +337,132 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
       (batch independence); unlike TF's 'same' with stride > 1, the padding does not depend on T.
     Output padding frames hold garbage (bias and partial sums), as padding may."""
     caller = "dimtorch.conv()"
-    spatial = _checked_conv_args(caller, x, filter, in_dim, out_dim, in_spatial_dims)
+    spatial, pos, ci = _x_positions(caller, x, in_dim, in_spatial_dims)
     n = len(spatial)
-    if any(d is in_dim for d in spatial):
-        raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} is also in in_spatial_dims ({dims_str(spatial)})")
-    if isinstance(filter_size, Dim):
-        filter_size = (filter_size,)
-    filter_size = tuple(filter_size)
-    if len(filter_size) != n or not all(isinstance(d, Dim) and d.size is not None for d in filter_size):
-        raise ValueError(f"{caller}: filter_size must be {n} static Dims (one per spatial dim "
-                         f"{dims_str(spatial)}), got {filter_size!r}")
-    strides = _per_dim(caller, "strides", strides, n)
-    dilation = _per_dim(caller, "dilation", dilation, n)
-    _check_padding(caller, padding)
-    if not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"{caller}: groups must be an int >= 1, got {groups!r}")
-    if in_dim.size is None or out_dim.size is None:
-        raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} and out_dim {dim_str(out_dim)} must be static")
-    if groups > 1 and (in_dim.size % groups or out_dim.size % groups):
-        raise ValueError(f"{caller}: groups={groups} does not divide in_dim {dim_str(in_dim)} and out_dim "
-                         f"{dim_str(out_dim)}")
-    filter_in = in_dim if groups == 1 else in_dim // groups
-    want = (out_dim, filter_in) + filter_size
-    if len(filter.dims) != len(want) or {id(d) for d in filter.dims} != {id(d) for d in want}:
-        raise ValueError(f"{caller}: filter must have dims ({dims_str(want)}), has ({dims_str(filter.dims)})")
-    w = filter.raw_aligned(want)
-    b = None
-    if bias is not None:
-        check_tensor(bias, caller, what="bias")
-        if len(bias.dims) != 1 or bias.dims[0] is not out_dim:
-            raise ValueError(f"{caller}: bias must have dims ({dim_str(out_dim)}), has ({dims_str(bias.dims)})")
-        b = bias.raw
-
-    if any(_is_dynamic(d) for d in spatial):
-        x = x.copy_masked(0)
-    skip = {id(in_dim)}
-    skip.update(map(id, spatial))
-    lead = tuple(d for d in x.dims if id(d) not in skip)
-    raw, lead_shape = _to_layout(x, lead, spatial, in_dim)
-    k_effs = [dl * (fd.size - 1) + 1 for dl, fd in zip(dilation, filter_size)]
-    out_spatial = tuple(_out_spatial_dim(d, k, s, padding) for d, k, s in zip(spatial, k_effs, strides))
-    if padding == "same":
-        raw = _fit_short_input(raw, spatial, [1] * n, caller)
-        pads = _same_pads(k_effs)
-        if all(l == r for l, r in pads):
-            torch_padding = tuple(l for l, _ in pads)
-        else:
-            raw = F.pad(raw, [p for pair in reversed(pads) for p in pair])
-            torch_padding = 0
+    args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups)
+    plan = _CONV_PLANS.get(id(filter))
+    if plan is None or not plan.matches(filter, args, n):
+        plan = _store(_CONV_PLANS, filter, _conv_plan(caller, filter, spatial, args), args, n)
+    w = filter.raw if plan.aligned else filter.raw_aligned(plan.want)
+    b = _bias_raw(caller, bias, out_dim)
+    raw, lead, lead_shape = _torch_input(x, spatial, pos, ci)
+    raw = _fit_short_input(raw, spatial, plan.need, caller)
+    if plan.pre_pad is not None:
+        raw = F.pad(raw, plan.pre_pad)
+    out = _CONV_FNS[n](raw, w, b, *plan.torch_args)
+    if n == 1:
+        k_eff, s = plan.out_math[0]
+        out_spatial = (_out_spatial_dim(spatial[0], k_eff, s, padding),)
     else:
-        raw = _fit_short_input(raw, spatial, k_effs, caller)
-        torch_padding = 0
-    out = _CONV_FNS[n](raw, w, b, stride=strides, padding=torch_padding, dilation=dilation, groups=groups)
-    out = _from_layout(out, lead, lead_shape, (out_dim,) + out_spatial)
+        out_spatial = tuple(_out_spatial_dim(d, k, s, padding) for d, (k, s) in zip(spatial, plan.out_math))
+    out = _from_layout(out, lead_shape, (out_dim,) + out_spatial)
     return Tensor(out, lead + (out_dim,) + out_spatial, feature_dim=out_dim), out_spatial
 
 
-def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
-                    filter_size: Sequence[Dim], strides: Union[int, Sequence[int]] = 1,
-                    dilation: Union[int, Sequence[int]] = 1, padding: str = "valid",
-                    bias: Optional[Tensor] = None):
-    """1-D transposed convolution (F.conv_transpose1d) of x over one spatial dim; returns (tensor,
-    out_spatial_dims), the tensor over (x's other dims, out_dim, out spatial dim). `filter` has dims
-    (in_dim, out_dim, k) in any order (`filter_size` = (k,), a static Dim); `bias` (out_dim,).
+def _optional_per_dim(caller: str, what: str, value, n: int) -> tuple:
+    """One int >= 0 or None per spatial dim, from None, an int or a sequence of n such values."""
+    if value is None or isinstance(value, int):
+        values = (value,) * n
+    else:
+        try:
+            values = tuple(value)
+        except TypeError:
+            values = ()
+    if len(values) != n or not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values):
+        raise TypeError(f"{caller}: {what} must be None, an int or a sequence of {n} ints, got {value!r}")
+    if any(v is not None and v < 0 for v in values):
+        raise ValueError(f"{caller}: {what} must be >= 0, got {value!r}")
+    return values
 
-    Output lengths by dim math, as RETURNN's deconv output length (k_eff = dilation * (k - 1) + 1):
-    - padding="valid": T * s + max(k_eff - s, 0) — every frame some valid input frame touches
-      (when k_eff < s, the frames between windows are output too and hold the bias).
-    - padding="same": T * s, the valid result cropped by max(k_eff - s, 0) // 2 frames on the left.
-    An empty sequence (T = 0) thus gives max(k_eff - s, 0) frames with padding="valid", holding the bias.
-    Padding of x is zeroed first, so each sequence gets what it gets alone."""
-    caller = "dimtorch.transposed_conv()"
-    spatial = _checked_conv_args(caller, x, filter, in_dim, out_dim, in_spatial_dims)
-    if len(spatial) != 1:
-        raise ValueError(f"{caller}: only 1-D is supported, got spatial dims ({dims_str(spatial)})")
-    if spatial[0] is in_dim:
-        raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} is also in in_spatial_dims ({dims_str(spatial)})")
-    if isinstance(filter_size, Dim):
-        filter_size = (filter_size,)
-    filter_size = tuple(filter_size)
-    if len(filter_size) != 1 or not isinstance(filter_size[0], Dim) or filter_size[0].size is None:
-        raise ValueError(f"{caller}: filter_size must be one static Dim, got {filter_size!r}")
-    (s,) = _per_dim(caller, "strides", strides, 1)
-    (dl,) = _per_dim(caller, "dilation", dilation, 1)
+
+def _transposed_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
+    in_dim, out_dim, filter_size, strides, dilation, padding, groups, output_padding, remove_padding = args
+    n = len(spatial)
+    filter_size = _filter_size(caller, filter_size, spatial)
+    strides = tuple(d.size for d in filter_size) if strides is None else _per_dim(caller, "strides", strides, n)
+    dilation = _per_dim(caller, "dilation", dilation, n)
     _check_padding(caller, padding)
-    want = (in_dim, out_dim) + filter_size
-    if len(filter.dims) != 3 or not all(any(d is w for d in filter.dims) for w in want):
-        raise ValueError(f"{caller}: filter must have dims ({dims_str(want)}), has ({dims_str(filter.dims)})")
-    w = filter.raw_aligned(want)
-    b = None
-    if bias is not None:
-        check_tensor(bias, caller, what="bias")
-        if len(bias.dims) != 1 or bias.dims[0] is not out_dim:
-            raise ValueError(f"{caller}: bias must have dims ({dim_str(out_dim)}), has ({dims_str(bias.dims)})")
-        b = bias.raw
-    (t,) = spatial
-    if t.size is None and t.dyn_size is None:
-        raise ValueError(f"{caller}: spatial dim {dim_str(t)} takes its size from data; it needs lengths or a size")
-    if _is_dynamic(t):
-        x = x.copy_masked(0)
-    lead = tuple(d for d in x.dims if d is not in_dim and d is not t)
-    raw, lead_shape = _to_layout(x, lead, spatial, in_dim)
-    k_eff = dl * (filter_size[0].size - 1) + 1
-    extra = max(k_eff - s, 0)
-    out_t = t * s
-    if padding == "valid" and extra:
-        out_t = out_t + extra
-    # torch gives (T - 1) * s + k_eff + output_padding frames; output_padding fills up to T * s when k_eff < s.
-    n_in = raw.shape[-1]
-    raw = _fit_short_input(raw, spatial, [1], caller)  # all sequences empty: one zero frame, cropped below
-    out = F.conv_transpose1d(raw, w, b, stride=s, output_padding=max(s - k_eff, 0), dilation=dl)
-    if padding == "same" and extra:
-        out = out.narrow(-1, extra // 2, n_in * s)
-    out = _from_layout(out, lead, lead_shape, (out_dim, out_t))
-    return Tensor(out, lead + (out_dim, out_t), feature_dim=out_dim), (out_t,)
+    output_padding = _optional_per_dim(caller, "output_padding", output_padding, n)
+    remove_padding = _per_dim(caller, "remove_padding", remove_padding, n, minimum=0)
+    _check_channels(caller, in_dim, out_dim, groups)
+    want = (in_dim, out_dim if groups == 1 else out_dim // groups) + filter_size
+    _check_filter_dims(caller, filter, want)
+    plan = _Plan()
+    plan.want, plan.aligned = want, filter.dims == want
+    out_math, crops, torch_output_padding = [], [], []
+    for fd, s, dl, p, r in zip(filter_size, strides, dilation, output_padding, remove_padding):
+        k_eff = dl * (fd.size - 1) + 1
+        if p is not None and p >= max(s, dl):
+            raise ValueError(f"{caller}: output_padding must be smaller than the stride or the dilation, got "
+                             f"output_padding={p}, stride={s}, dilation={dl}")
+        # Out length T * s + extra, the frames [left, left + T * s + extra) of the full result.
+        if p is None:
+            extra, left = max(k_eff - s, 0), 0
+            if padding == "same":
+                extra, left = 0, extra // 2
+        else:
+            half = k_eff // 2 if padding == "same" else 0
+            extra, left = k_eff - s - 2 * half + p, half
+        extra, left = extra - 2 * r, left + r
+        # torch gives (T - 1) * s + k_eff (+ output_padding) frames: frames the result needs beyond
+        # that (bias only, no input reaches them) come as torch's output_padding (< s by the above).
+        torch_output_padding.append(max(left + extra - (k_eff - s), 0))
+        out_math.append((s, extra))
+        crops.append(left)
+    plan.out_math, plan.crops, plan.need = tuple(out_math), tuple(crops), (1,) * n
+    plan.torch_args = (strides, 0, tuple(torch_output_padding), groups, dilation)
+    return plan
+
+
+def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
+                    filter_size: Sequence[Dim], strides: Optional[Union[int, Sequence[int]]] = None,
+                    dilation: Union[int, Sequence[int]] = 1, padding: str = "valid",
+                    remove_padding: Union[int, Sequence[int]] = 0,
+                    output_padding: Optional[Union[int, Sequence[Optional[int]]]] = None, groups: int = 1,
+                    bias: Optional[Tensor] = None):
+    """1-D or 2-D transposed convolution (F.conv_transpose1d/2d) of x over `in_spatial_dims`;
+    returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
+
+    `filter` has dims (in_dim, out_dim // groups, *filter_size) in any order (`out_dim` itself when
+    groups == 1; torch's layout); `filter_size` are static Dims; `bias` (out_dim,). `strides`
+    defaults to the filter size (as RETURNN's transposed_conv). Per spatial dim, with
+    k_eff = dilation * (k - 1) + 1 and stride s, the output length is, as RETURNN's:
+    - output_padding None, padding="valid": T * s + max(k_eff - s, 0), every frame some input frame
+      touches (when k_eff < s, the frames between windows are output too and hold the bias);
+      padding="same": T * s, that result cropped by max(k_eff - s, 0) // 2 frames on the left.
+    - output_padding p (0 <= p < max(s, dilation)): torch's (T - 1) * s + k_eff + p, with
+      padding="same" cropped by k_eff // 2 frames on each side.
+    - remove_padding r then crops r frames on each side (from each sequence's own end).
+    Lengths follow by dim math on the host (never below 0); an empty sequence (T = 0) gives the
+    frames above that no input reaches, holding the bias. Padding of x is zeroed first, and every
+    crop is the same for all sequences, so each sequence gets what it gets alone."""
+    caller = "dimtorch.transposed_conv()"
+    spatial, pos, ci = _x_positions(caller, x, in_dim, in_spatial_dims)
+    n = len(spatial)
+    args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups, output_padding, remove_padding)
+    plan = _TRANSPOSED_PLANS.get(id(filter))
+    if plan is None or not plan.matches(filter, args, n):
+        plan = _store(_TRANSPOSED_PLANS, filter, _transposed_plan(caller, filter, spatial, args), args, n)
+    w = filter.raw if plan.aligned else filter.raw_aligned(plan.want)
+    b = _bias_raw(caller, bias, out_dim)
+    for d in spatial:
+        if d.size is None and d.dyn_size is None:
+            raise ValueError(f"{caller}: spatial dim {dim_str(d)} takes its size from data; it needs lengths or a size")
+    raw, lead, lead_shape = _torch_input(x, spatial, pos, ci)
+    raw = _fit_short_input(raw, spatial, plan.need, caller)  # all sequences empty: one zero frame, cropped below
+    out = _TRANSPOSED_CONV_FNS[n](raw, w, b, *plan.torch_args)
+    out_spatial = []
+    for i, (d, (s, extra), left) in enumerate(zip(spatial, plan.out_math, plan.crops)):
+        od = d * s
+        od = od + extra if extra >= 0 else od - (-extra)
+        out_spatial.append(od)
+        size = od.size if od.size is not None else od.get_max_size()
+        have = out.shape[2 + i]
+        if have != size:
+            out = out.narrow(2 + i, min(left, have - size), size)
+    out_spatial = tuple(out_spatial)
+    out = _from_layout(out, lead_shape, ())
+    return Tensor(out, lead + (out_dim,) + out_spatial, feature_dim=out_dim), out_spatial
 
 
 def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spatial_dims: Sequence[Dim],
@@ -313,7 +497,7 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
     if mode == "max":
         if dynamic:
             x = x.copy_masked(float("-inf"))
-        raw, lead_shape = _to_layout(x, lead, spatial, None)
+        raw, lead_shape = _to_layout(x, lead, spatial)
         if any(flat_pad):
             raw = _fit_short_input(raw, spatial, [1] * n, caller, value=float("-inf"))
             raw = F.pad(raw, flat_pad, value=float("-inf"))
@@ -333,7 +517,7 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
                 if _is_dynamic(d) and xr.shape[a] > d.get_max_size():
                     xr = xr.narrow(a, 0, d.get_max_size())
             x = Tensor(torch.where(mask.raw_aligned(x.dims), xr, 0), x.dims, feature_dim=x.feature_dim)
-        raw, lead_shape = _to_layout(x, lead, spatial, None)
+        raw, lead_shape = _to_layout(x, lead, spatial)
         if dynamic or any(flat_pad):
             # Mean over valid frames = pooled sum of x / pooled count of valid frames.
             if dynamic:
@@ -353,6 +537,6 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
         else:
             raw = _fit_short_input(raw, spatial, ks, caller)
             out = _AVG_POOL_FNS[n](raw, ks, strides)
-    out = _from_layout(out, lead, lead_shape, out_spatial)
+    out = _from_layout(out, lead_shape, out_spatial)
     feature_dim = x.feature_dim if x.feature_dim is not None and any(x.feature_dim is d for d in lead) else None
     return Tensor(out, lead + out_spatial, sparse_dim=None, feature_dim=feature_dim), out_spatial
