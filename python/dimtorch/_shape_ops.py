@@ -33,15 +33,17 @@ def axis_of(x: Tensor, dim, caller: str, what: str = "axis", of: str = "x") -> i
     """Raw axis of `dim` in `x`, or a clear error naming x's dims."""
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: {what} must be a Dim, got {type(dim).__name__}")
-    for i, d in enumerate(x.dims):
-        if d is dim:
-            return i
+    dims = x.dims
+    if dim in dims:  # Dim equality is identity
+        return dims.index(dim)
     raise ValueError(f"{caller}: {what} {dim_str(dim)} is not a dim of {of} (dims: {dims_str(x.dims)})")
 
 
 def keep_markers(x: Tensor, raw, dims: tuple) -> Tensor:
     """Tensor over `dims` keeping x's sparse_dim, and its feature_dim where that is still in `dims`."""
-    feature_dim = x.feature_dim if x.feature_dim is not None and any(d is x.feature_dim for d in dims) else None
+    feature_dim = x.feature_dim
+    if feature_dim is not None and feature_dim not in dims:  # Dim equality is identity
+        feature_dim = None
     return Tensor(raw, dims, sparse_dim=x.sparse_dim, feature_dim=feature_dim)
 
 
