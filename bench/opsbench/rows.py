@@ -287,3 +287,5 @@ ROWS = (
         dimtorch=lambda s: conformer.build_dimtorch(s, backward=True),
         returnn=lambda s: conformer.build_returnn(s, backward=True)),
 )
+from .rows_array import ARRAY_ROWS  # noqa: E402  (it imports Row from here, so it comes last)
+ROWS += ARRAY_ROWS
