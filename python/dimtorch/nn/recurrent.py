@@ -1,4 +1,4 @@
-"""LSTM: torch's fused LSTM kernel on packed sequences, lengths from the host."""
+"""LSTM: torch's fused LSTM kernel (stacked, bidirectional) on packed sequences, lengths from the host."""
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
@@ -6,7 +6,7 @@ from typing import NamedTuple, Optional
 import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from .._C import Dim, Tensor
+from .._C import Dim, Tensor, zeros
 from .._shape_ops import dim_str, dims_str
 from . import init as _init
 from .linear import check_in_dim
@@ -14,40 +14,71 @@ from .module import Module, Parameter
 
 
 class LstmState(NamedTuple):
-    """Hidden and cell state, each over (batch dims..., out_dim)."""
+    """Hidden and cell state, each over (lstm.state_dims..., batch dims..., out_dim)."""
     h: Tensor
     c: Tensor
 
 
 class LSTM(Module):
-    """One LSTM layer, in_dim -> out_dim, with torch.nn.LSTM's parameter layout (gates i, f, g, o):
-    weight_ih (4·out, in), weight_hh (4·out, out), bias_ih and bias_hh (4·out,), the gate dim being
-    `out_dim * 4`. Weights are uniform(±1/sqrt(out)) as in torch.nn.LSTM, so copying them to or from
-    an nn.LSTM gives the same results.
+    """LSTM in_dim -> out_dim: torch.nn.LSTM's kernel and parameter layout (gates i, f, g, o).
+
+    out_dim is the hidden size of each direction (torch's hidden_size, RETURNN's LSTM out_dim).
+    Per layer k and direction, torch's parameters under torch's names less the `_l0` of the first
+    layer: `weight_ih` (4·out, in), `weight_hh` (4·out, out), `bias_ih`, `bias_hh` (4·out,) for layer
+    0; `weight_ih_l1`, …; the backward direction adds `_reverse` (`weight_ih_reverse`, `weight_ih_l1_reverse`).
+    The gate dim is `out_dim * 4`; weights are uniform(±1/sqrt(out)) as in torch.nn.LSTM, so copying
+    them to or from an nn.LSTM gives the same results.
+
+    num_layers stacks layers (torch's `dropout` between them, training only). bidirectional runs a
+    second LSTM over each sequence backwards (from its last valid frame, not from the padding) and
+    concatenates the two: y's feature dim `y_dim` is then `out_dim + out_dim` (forward then backward,
+    the dim dt.concat of the two directions makes), else out_dim itself. Layer k > 0 reads y_dim.
 
     `lstm(x, spatial_dim=time, state=None)` -> (y, LstmState): y has the batch dims of x (all dims
-    other than spatial_dim and in_dim, in x's order) then spatial_dim, out_dim; padding frames of y
-    are 0; the final state is that after each sequence's last valid frame (the initial state for a
-    length-0 sequence). A dynamic spatial_dim runs as a packed sequence (pack_padded_sequence with
-    lengths from the host, enforce_sorted=False); no device value is read.
+    other than spatial_dim and in_dim, in x's order) then spatial_dim, y_dim; padding frames of y
+    are 0. The state's h and c are over `state_dims` (`layer_dim` (num_layers) when num_layers > 1,
+    `direction_dim` (2: forward, backward) when bidirectional; none for one forward layer), the batch
+    dims, then out_dim; the initial state (default zeros) takes the same dims in any order. The final
+    state is that after each sequence's last valid frame, for every layer and direction (the backward
+    direction ends at frame 0); a length-0 sequence keeps its initial state and gets y = 0.
+    A dynamic spatial_dim runs as a packed sequence (pack_padded_sequence with lengths from the host,
+    enforce_sorted=False); no device value is read.
     """
 
-    def __init__(self, in_dim: Dim, out_dim: Dim, *, with_bias: bool = True, dtype="float32", device=None):
+    def __init__(self, in_dim: Dim, out_dim: Dim, *, num_layers: int = 1, bidirectional: bool = False,
+                 dropout: float = 0.0, with_bias: bool = True, dtype="float32", device=None):
         super().__init__()
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"LSTM(): num_layers must be an int >= 1, got {num_layers!r}")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"LSTM(): dropout must be in [0, 1], got {dropout!r}")
         self.in_dim, self.out_dim = in_dim, out_dim
+        self.num_layers, self.bidirectional, self.dropout = num_layers, bool(bidirectional), float(dropout)
+        self.y_dim = out_dim + out_dim if bidirectional else out_dim
+        self.layer_dim = Dim(num_layers, name="lstm_layer") if num_layers > 1 else None
+        self.direction_dim = Dim(2, name="lstm_direction") if bidirectional else None
+        self.state_dims = tuple(d for d in (self.layer_dim, self.direction_dim) if d is not None)
         gates = out_dim * 4
         self.gate_dim = gates
-        u = _init.Uniform(-out_dim.size ** -0.5, out_dim.size ** -0.5)
-        self.weight_ih = Parameter((gates, in_dim), dtype, init=u, device=device)
-        self.weight_hh = Parameter((gates, out_dim), dtype, init=u, device=device)
         self.with_bias = with_bias
-        if with_bias:
-            self.bias_ih = Parameter((gates,), dtype, init=u, device=device)
-            self.bias_hh = Parameter((gates,), dtype, init=u, device=device)
+        u = _init.Uniform(-out_dim.size ** -0.5, out_dim.size ** -0.5)
+        names = []
+        for k in range(num_layers):
+            layer_in = in_dim if k == 0 else self.y_dim
+            for suffix in ("", "_reverse")[:2 if bidirectional else 1]:
+                sfx = (f"_l{k}" if k else "") + suffix
+                setattr(self, "weight_ih" + sfx, Parameter((gates, layer_in), dtype, init=u, device=device))
+                setattr(self, "weight_hh" + sfx, Parameter((gates, out_dim), dtype, init=u, device=device))
+                names += ["weight_ih" + sfx, "weight_hh" + sfx]
+                if with_bias:
+                    setattr(self, "bias_ih" + sfx, Parameter((gates,), dtype, init=u, device=device))
+                    setattr(self, "bias_hh" + sfx, Parameter((gates,), dtype, init=u, device=device))
+                    names += ["bias_ih" + sfx, "bias_hh" + sfx]
+        self._weight_names = tuple(names)  # the order torch's kernel takes them in
 
     def default_initial_state(self, batch_dims, *, dtype="float32", device=None) -> LstmState:
-        from .._creation import zeros
-        dims = tuple(batch_dims) + (self.out_dim,)
+        """Zeros over (state_dims, batch_dims, out_dim); the batch dims need sizes (dt.zeros)."""
+        dims = self.state_dims + tuple(batch_dims) + (self.out_dim,)
         return LstmState(zeros(dims, dtype=dtype, device=device), zeros(dims, dtype=dtype, device=device))
 
     def forward(self, x: Tensor, *, spatial_dim: Dim, state: Optional[LstmState] = None):
@@ -63,14 +94,16 @@ class LSTM(Module):
         n_time = x.raw.shape[x.dims.index(spatial_dim)]
         raw = x.raw_aligned(batch_dims + (spatial_dim, self.in_dim)).reshape(n_batch, n_time, self.in_dim.size)
         hidden = self.out_dim.size
+        n_states = self.num_layers * (2 if self.bidirectional else 1)  # torch's state rows: layer-major
         if state is None:
-            h0 = raw.new_zeros(1, n_batch, hidden)
+            h0 = raw.new_zeros(n_states, n_batch, hidden)
             c0 = h0
         else:
-            h0, c0 = (self._state_raw(s, name, batch_dims, n_batch, caller) for s, name in zip(state, ("h", "c")))
-        weights = [self.weight_ih.raw, self.weight_hh.raw]
-        if self.with_bias:
-            weights += [self.bias_ih.raw, self.bias_hh.raw]
+            h0, c0 = (self._state_raw(s, name, batch_dims, n_states, n_batch, caller)
+                      for s, name in zip(state, ("h", "c")))
+        params = self._parameters  # the torch Parameters themselves: no named views made per call
+        weights = [params[name] for name in self._weight_names]
+        args = (self.with_bias, self.num_layers, self.dropout, self.training, self.bidirectional)
         if spatial_dim.is_dynamic():
             lengths = spatial_dim.dyn_size
             for d in lengths.dims:
@@ -78,7 +111,7 @@ class LSTM(Module):
                     raise ValueError(f"{caller}: the lengths of {dim_str(spatial_dim)} are over {dim_str(d)}, "
                                      f"which x lacks (x dims: {dims_str(x.dims)})")
             lens = lengths.raw_aligned(batch_dims).expand(batch_shape).reshape(n_batch).to("cpu", torch.int64)
-            any_empty = int(lens.min()) == 0  # host lengths: no device read
+            any_empty = n_batch > 0 and int(lens.min()) == 0  # host lengths: no device read
             if any_empty:
                 empty = lens == 0
                 # pack_padded_sequence needs length >= 1: an empty sequence runs one zeroed frame
@@ -91,8 +124,7 @@ class LSTM(Module):
                 hx = (h0, c0)
             else:
                 hx = (h0.index_select(1, packed.sorted_indices), c0.index_select(1, packed.sorted_indices))
-            out, h, c = torch._VF.lstm(packed.data, packed.batch_sizes, hx, weights, self.with_bias, 1, 0.0,
-                                       self.training, False)
+            out, h, c = torch._VF.lstm(packed.data, packed.batch_sizes, hx, weights, *args)
             h = h.index_select(1, packed.unsorted_indices)
             c = c.index_select(1, packed.unsorted_indices)
             y, _ = pad_packed_sequence(PackedSequence(out, packed.batch_sizes, packed.sorted_indices,
@@ -102,20 +134,25 @@ class LSTM(Module):
                 h = torch.where(keep.view(1, n_batch, 1), h0, h)
                 c = torch.where(keep.view(1, n_batch, 1), c0, c)
         else:
-            y, h, c = torch._VF.lstm(raw, (h0, c0), weights, self.with_bias, 1, 0.0, self.training, False, True)
-        out_dims = batch_dims + (spatial_dim, self.out_dim)
-        y = Tensor(y.reshape(*batch_shape, n_time, hidden), out_dims, feature_dim=self.out_dim)
-        state_dims = batch_dims + (self.out_dim,)
-        h = Tensor(h.reshape(*batch_shape, hidden), state_dims, feature_dim=self.out_dim)
-        c = Tensor(c.reshape(*batch_shape, hidden), state_dims, feature_dim=self.out_dim)
+            y, h, c = torch._VF.lstm(raw, (h0, c0), weights, *args, True)
+        out_dims = batch_dims + (spatial_dim, self.y_dim)
+        y = Tensor(y.reshape(*batch_shape, n_time, self.y_dim.size), out_dims, feature_dim=self.y_dim)
+        state_shape = [d.size for d in self.state_dims] + batch_shape + [hidden]
+        state_dims = self.state_dims + batch_dims + (self.out_dim,)
+        h = Tensor(h.reshape(state_shape), state_dims, feature_dim=self.out_dim)
+        c = Tensor(c.reshape(state_shape), state_dims, feature_dim=self.out_dim)
         return y, LstmState(h, c)
 
-    def _state_raw(self, s: Tensor, name: str, batch_dims: tuple, n_batch: int, caller: str) -> torch.Tensor:
-        want = batch_dims + (self.out_dim,)
+    def _state_raw(self, s: Tensor, name: str, batch_dims: tuple, n_states: int, n_batch: int,
+                   caller: str) -> torch.Tensor:
+        want = self.state_dims + batch_dims + (self.out_dim,)
         if not isinstance(s, Tensor) or len(s.dims) != len(want) or not all(any(d is e for e in s.dims) for d in want):
             got = dims_str(s.dims) if isinstance(s, Tensor) else type(s).__name__
             raise ValueError(f"{caller}: state.{name} must have dims ({dims_str(want)}), got ({got})")
-        return s.raw_aligned(want).reshape(1, n_batch, self.out_dim.size)
+        return s.raw_aligned(want).reshape(n_states, n_batch, self.out_dim.size)
 
     def extra_repr(self) -> str:
-        return f"in_dim={dim_str(self.in_dim)}, out_dim={dim_str(self.out_dim)}"
+        extra = f", num_layers={self.num_layers}" if self.num_layers > 1 else ""
+        extra += ", bidirectional=True" if self.bidirectional else ""
+        extra += f", dropout={self.dropout}" if self.dropout else ""
+        return f"in_dim={dim_str(self.in_dim)}, out_dim={dim_str(self.out_dim)}{extra}"
