@@ -56,6 +56,7 @@ struct Table {
   PyObject* full = nullptr;
   PyObject* var_mean = nullptr;
   PyObject* cat = nullptr;
+  PyObject* constant_pad_nd = nullptr;
   PyObject* embedding = nullptr;   // torch.nn.functional.embedding
   PyObject* dropout = nullptr;     // torch.nn.functional.dropout
   PyObject* new_empty = nullptr;   // TensorBase.new_empty

@@ -252,3 +252,47 @@ def test_pad_modes_dynamic_fuzz(lengths, left, right, extra, mode):
     check_against_torch(lambda t: dt.pad(t, axes=pb.time, padding=(left, right), mode=mode, value=5.0)[0],
                         lambda r: seq_pad_mode(r, lengths, left, right, n_out, 5.0, mode), [pb.x],
                         mask_padding=False)
+
+
+# --- the C++ fast path (src/ops_shape.cpp): constant padding of one dim ---------------------------
+
+@pytest.mark.parametrize("case", ["static", "dynamic", "dynamic_long_raw", "time_major", "left_only", "int_value"])
+def test_pad_fast_path_matches_the_python_definition(case):
+    from dimtorch import _pad
+    pb = make_padded_batch((4, 2, 0, 3), feature=3, extra_time=2 if case == "dynamic_long_raw" else 0,
+                           pad_value=PAD_LARGE)
+    x, axis, padding, value = pb.x, pb.time, (1, 2), -3.0
+    if case == "static":
+        axis = pb.feature
+    elif case == "time_major":
+        x = pb.x.copy_transpose((pb.feature, pb.time, pb.batch))
+    elif case == "left_only":
+        padding = (2, 0)
+    elif case == "int_value":
+        x, value = dt.Tensor(torch.arange(4 * 4 * 3).view(4, 4, 3), pb.x.dims), 7
+    fast, (d,) = dt.pad(x, axes=axis, padding=padding, value=value)
+    slow, (d2,) = _pad.pad(x, axes=axis, padding=padding, value=value)
+    assert d is d2 and fast.dims == slow.dims and fast.raw.dtype == slow.raw.dtype
+    assert fast.feature_dim is slow.feature_dim and fast.raw.shape == fast.shape
+    assert torch.equal(fast.raw, slow.raw)
+    check_against_torch(lambda t: dt.pad(t, axes=axis, padding=padding, value=value)[0],
+                        lambda r: _pad.pad(dt.Tensor(r, x.dims), axes=axis, padding=padding, value=value)[0].raw,
+                        [x], mask_padding=False)
+
+
+def test_pad_fast_path_falls_back_for_other_arguments():
+    pb = make_padded_batch((3, 1), feature=2)
+    out, (d,) = dt.pad(pb.x, axes=[pb.time], padding=[(1, 0)], value=0.5)  # lists: the Python definition
+    assert d is pb.time + 1 and out.dims == (pb.batch, d, pb.feature)
+    out, (d,) = dt.pad(pb.x, axes=(pb.time,), padding=((0, 1),))
+    assert d is pb.time + 1
+    with pytest.raises(TypeError, match=r"dimtorch\.pad\(\): padding of 'time'\[batch\] must be a pair of ints, got \(1, True\)"):
+        dt.pad(pb.x, axes=pb.time, padding=(1, True))
+    with pytest.raises(TypeError, match=r"dimtorch\.pad\(\): x must be a dimtorch\.Tensor, got Tensor"):
+        dt.pad(pb.x.raw, axes=pb.time, padding=(1, 1))
+    other = dt.Dim(None, name="other")
+    t2 = dt.Dim(dt.Tensor(torch.tensor([2]), (other,)), name="t2")
+    x2 = dt.Tensor(torch.zeros(3, 2), (pb.batch, t2))
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): the lengths of 't2'\[other\] vary over 'other'\(\?\), "
+                                         r"which is not a dim of x \(dims: 'batch'\(\?\), 't2'\[other\]\)"):
+        dt.pad(x2, axes=t2, padding=(1, 1))
