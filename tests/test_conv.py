@@ -351,3 +351,30 @@ def test_conv2d_static_dilation_tuple_matches_torch():
         lambda a, ft: dt.conv(a, ft, in_dim=c, out_dim=out_dim, in_spatial_dims=[h, wd], filter_size=[kh, kw],
                               dilation=(2, 1), strides=(1, 2))[0],
         lambda r, fr: F.conv2d(r.permute(2, 0, 1)[None], fr, dilation=(2, 1), stride=(1, 2))[0], [x, f])
+
+
+def test_conv_plan_and_layout_reuse_match_fresh_calls():
+    """One filter through x of changing dims orders, raw sizes and batches (the per-filter plan and
+    the last x layout are reused where they fit) gives what a fresh filter gives each time."""
+    out_dim, kd, feat = dt.Dim(3, name="out"), dt.Dim(3, name="k"), dt.Dim(2, name="feature")
+    w = make_filter(out_dim, feat, (kd,))
+    calls = []
+    for seed, (lengths, extra) in enumerate([([5, 2], 0), ([5, 2], 2), ([4, 4, 1], 0)]):
+        pb = make_padded_batch(lengths, feature=2, extra_time=extra, seed=seed)
+        x = dt.Tensor(pb.x.raw, (pb.batch, pb.time, feat))
+        calls += [(x, pb.time), (dt.Tensor(pb.x.raw * 2, x.dims), pb.time),  # the same layout again
+                  (dt.Tensor(pb.x.raw.permute(2, 0, 1), (feat, pb.batch, pb.time)), pb.time)]
+    calls.append(calls[0])
+    for padding in ("same", "valid"):
+        for x, time in calls:
+            y, (ot,) = dt.conv(x, w, in_dim=feat, out_dim=out_dim, in_spatial_dims=[time], filter_size=[kd],
+                               padding=padding)
+            fresh = dt.Tensor(w.raw.clone(), w.dims)
+            y2, (ot2,) = dt.conv(x, fresh, in_dim=feat, out_dim=out_dim, in_spatial_dims=[time], filter_size=[kd],
+                                 padding=padding)
+            assert ot is ot2 and y.dims == y2.dims
+            torch.testing.assert_close(y.raw, y2.raw, equal_nan=True)
+    batch = calls[0][0].dims[0]
+    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): in_dim 'feature'\(2\) is not a dim of x"):
+        dt.conv(dt.Tensor(torch.randn(2, 3), (batch, out_dim)), w, in_dim=feat, out_dim=out_dim,
+                in_spatial_dims=[batch], filter_size=[kd], padding="valid")

@@ -1,0 +1,133 @@
+"""Argument checks and raw layouts that conv, transposed_conv and pool share (spatial dims, per-dim ints, windows)."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ._C import Dim, Tensor, ceildiv
+from ._shape_ops import axis_of, dim_str, dims_str
+
+
+def is_dynamic(d: Dim) -> bool:
+    return d.dyn_size is not None
+
+
+def per_dim(caller: str, what: str, value, n: int, minimum: int = 1) -> tuple:
+    """One int >= minimum per spatial dim, from an int or a sequence of n ints."""
+    if type(value) is int and value >= minimum:
+        return (value,) * n
+    if isinstance(value, int) and not isinstance(value, bool):
+        values = (value,) * n
+    else:
+        try:
+            values = tuple(value)
+        except TypeError:
+            raise TypeError(f"{caller}: {what} must be an int or a sequence of {n} ints, got {value!r}") from None
+    if len(values) != n or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise TypeError(f"{caller}: {what} must be an int or a sequence of {n} ints, got {value!r}")
+    if any(v < minimum for v in values):
+        raise ValueError(f"{caller}: {what} must be >= {minimum}, got {value!r}")
+    return values
+
+
+def spatial_dims(caller: str, x: Tensor, in_spatial_dims) -> tuple:
+    if isinstance(in_spatial_dims, Dim):
+        in_spatial_dims = (in_spatial_dims,)
+    if in_spatial_dims is None:
+        raise TypeError(f"{caller}: in_spatial_dims is required (dims of x: {dims_str(x.dims)})")
+    dims = tuple(in_spatial_dims)
+    if len(dims) not in (1, 2):
+        raise ValueError(f"{caller}: {len(dims)} spatial dims ({dims_str(dims)}); only 1-D and 2-D are supported")
+    for d in dims:
+        axis_of(x, d, caller, what="in_spatial_dims entry")
+    if len(dims) == 2 and dims[0] is dims[1]:
+        raise ValueError(f"{caller}: in_spatial_dims lists a dim twice ({dims_str(dims)})")
+    return dims
+
+
+def out_spatial_dim(d: Dim, k_eff: int, stride: int, padding: str) -> Dim:
+    """valid: ceildiv(T - (k_eff - 1), s) = (T - k_eff) // s + 1 (0 when T < k_eff);
+    same: ceildiv(T, s). By dim math, so lengths follow on the host (and static sizes stay static)."""
+    if d.size is None and d.dyn_size is None:
+        return Dim(None, name=f"{d.name}:conv")  # size from data: the raw result decides
+    if padding == "valid":
+        d = d - (k_eff - 1)
+    return ceildiv(d, stride)
+
+
+def check_padding(caller: str, padding) -> str:
+    if padding not in ("valid", "same"):
+        raise ValueError(f"{caller}: padding must be 'valid' or 'same', got {padding!r}")
+    return padding
+
+
+def same_pads(k_effs: Sequence[int]) -> list:
+    """(left, right) per spatial dim for 'same': total k_eff - 1 whatever the length, left =
+    total // 2, right = the rest (RETURNN's consistent 'same' padding)."""
+    return [((k - 1) // 2, (k - 1) - (k - 1) // 2) for k in k_effs]
+
+
+def to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim]):
+    """x's raw as (N, *S) (pooling): `lead` dims merged into one axis N (size 1 when there are none),
+    then `spatial`; dynamic spatial axes narrowed to their max size."""
+    order = tuple(lead) + tuple(spatial)
+    dims = x.dims
+    perm = [dims.index(d) for d in order]
+    raw = x.raw if perm == list(range(len(perm))) else x.raw.permute(perm)
+    n_lead = len(lead)
+    lead_shape = tuple(raw.shape[:n_lead])
+    if n_lead == 0:
+        raw = raw.unsqueeze(0)
+    elif n_lead > 1:
+        raw = raw.reshape((math.prod(lead_shape),) + tuple(raw.shape[n_lead:]))
+    for i, d in enumerate(spatial):
+        if is_dynamic(d):
+            a = raw.dim() - len(spatial) + i
+            n = d.get_max_size()
+            if raw.shape[a] > n:
+                raw = raw.narrow(a, 0, n)
+    return raw, lead_shape
+
+
+def from_layout(raw: torch.Tensor, lead_shape: Optional[tuple], rest: Sequence[Dim]) -> torch.Tensor:
+    """Inverse of the lead merge: the leading axis back into the lead dims (`lead_shape`; None: one
+    lead dim, nothing to do); dynamic `rest` axes narrowed to their max size (host value)."""
+    base = 1
+    if lead_shape is not None:
+        base = len(lead_shape)
+        if base == 0:
+            raw = raw.squeeze(0)
+        elif base > 1:
+            raw = raw.reshape(lead_shape + tuple(raw.shape[1:]))
+    shape = raw.shape
+    for i, d in enumerate(rest):
+        if d.dyn_size is not None:
+            a = base + i
+            n = d.get_max_size()
+            if shape[a] != n:
+                raw = raw.narrow(a, 0, n)
+    return raw
+
+
+def short_pads(caller: str, sizes: Sequence[int], spatial: Sequence[Dim], need: Sequence[int]) -> Optional[list]:
+    """F.pad's list that right-pads the spatial axes (raw `sizes`) shorter than one window `need`,
+    or None when none is: a dynamic axis that short holds sequences that give 0 frames (its result
+    is narrowed to 0); a static axis that short is an error."""
+    if all(size >= k for size, k in zip(sizes, need)):
+        return None
+    pad = []
+    for d, size, k in reversed(tuple(zip(spatial, sizes, need))):
+        if size < k and not is_dynamic(d):
+            raise ValueError(f"{caller}: spatial dim {dim_str(d)} has size {size}, smaller than the window ({k})")
+        pad += [0, max(0, k - size)]
+    return pad
+
+
+def fit_short_input(raw: torch.Tensor, spatial: Sequence[Dim], need: Sequence[int], caller: str,
+                    value=0.0) -> torch.Tensor:
+    """raw (spatial axes last) right-padded with `value` by short_pads."""
+    pad = short_pads(caller, raw.shape[raw.dim() - len(spatial):], spatial, need)
+    return raw if pad is None else F.pad(raw, pad, value=value)
