@@ -316,3 +316,22 @@ def test_dynamic_shape_ops_read_nothing_from_the_device():
             op()
         assert c.blocking == 0, f"{name}: {c.blocking} blocking host-to-device copies"
         assert c.copies <= 1, f"{name}: {c.copies} host-to-device copies (at most one index or mask)"
+
+
+@given(lengths=st.lists(st.integers(0, 9), min_size=1, max_size=4), k=st.integers(1, 4), extra=st.integers(0, 3),
+       pad=st.booleans())
+def test_split_dims_dynamic_property(lengths, k, extra, pad):
+    """Against a per-sequence reshape: sequence b gives ceil (pad) or exact len_b / k chunks of k frames."""
+    if not pad:
+        lengths = [n - n % k for n in lengths]
+    if max(lengths) + extra == 0:
+        extra = 1
+    pb = make_padded_batch(lengths, feature=2, extra_time=extra, pad_value=PAD_LARGE)
+    kd = dt.Dim(k, name="k")
+    t2 = dt.ceildiv(pb.time, k) if pad else pb.time // k
+    out = dt.split_dims(pb.x, axis=pb.time, dims=(t2, kd), pad_value=-3.0)
+    chunks = [-(-n // k) for n in lengths]
+    assert lengths_of(t2) == chunks and out.shape == (len(lengths), max(chunks), k, 2)
+    for b, n in enumerate(lengths):
+        frames = torch.cat([pb.x.raw[b, :n], torch.full((chunks[b] * k - n, 2), -3.0)])
+        assert torch.equal(out.raw[b, :chunks[b]], frames.reshape(chunks[b], k, 2))

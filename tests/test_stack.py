@@ -1,6 +1,7 @@
 """Tests of python/dimtorch/_stack.py: split, stack, unstack against torch.split/stack/unbind."""
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 import dimtorch as dt
 from helpers import PAD_LARGE, check_against_torch, check_padding_invariance, make_padded_batch
@@ -138,3 +139,29 @@ def test_unstack_dynamic_gives_one_tensor_per_position():
     check_against_torch(lambda t: dt.unstack(t, axis=pb.time), lambda r: list(torch.unbind(r[:, :3], 1)), [pb.x])
     empty = make_padded_batch((0, 0), feature=2)
     assert dt.unstack(empty.x, axis=empty.time) == []
+
+
+@given(data=st.data(), n_parts=st.integers(1, 3))
+def test_split_dynamic_property(data, n_parts):
+    """Random per-sequence partitions of time into static and dynamic parts, against seq_parts."""
+    lengths = data.draw(st.lists(st.integers(0, 6), min_size=1, max_size=3))
+    pb = make_padded_batch(lengths, feature=1, extra_time=data.draw(st.integers(0, 2)) or int(max(lengths) == 0))
+    parts, rest = [], list(lengths)
+    for i in range(n_parts):
+        if i == n_parts - 1:
+            lens = rest
+        elif data.draw(st.booleans()):
+            size = data.draw(st.integers(0, min(rest)))
+            parts.append((dt.Dim(size, name=f"s{i}"), [size] * len(lengths)))
+            rest = [r - size for r in rest]
+            continue
+        else:
+            lens = [data.draw(st.integers(0, r)) for r in rest]
+        parts.append((dyn(lens, pb.batch, f"d{i}"), lens))
+        rest = [r - n for r, n in zip(rest, lens)]
+    out_dims = tuple(d for d, _ in parts)
+    outs = dt.split(pb.x, axis=pb.time, out_dims=out_dims)
+    expected = seq_parts(pb.x.raw, lengths, [lens for _, lens in parts])
+    for o, e, (_, lens) in zip(outs, expected, parts):
+        for b, n in enumerate(lens):
+            torch.testing.assert_close(o.raw[b, :n], e[b, :n], equal_nan=True)
