@@ -146,3 +146,30 @@ def test_concat_fast_path_matches_the_python_definition():
     assert dt.concat((x, f1), (y, f2), out_dim=given)[1] is given
     with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): out_dim"):
         dt.concat((x, f1), (y, f2), out_dim=dt.Dim(8, name="wrong"))
+
+
+def test_concat_dynamic_index_is_cached_per_out_dim_and_layout():
+    """The gather index is built once per (out dim, layout); another raw size or layout gets its own."""
+    from dimtorch import _concat
+    a = make_padded_batch((4, 2, 0, 1), feature=3, extra_time=1)
+    u = dt.Dim(dt.Tensor(torch.tensor([1, 3, 2, 0]), (a.batch,)), name="u")
+    y = dt.Tensor(torch.randn(4, 3, 3), (a.batch, u, a.feature))
+    first, d = dt.concat((a.x, a.time), (y, u))
+    again, _ = dt.concat((a.x, a.time), (y, u))
+    assert torch.equal(first.raw.nan_to_num(), again.raw.nan_to_num()) and len(_concat._INDEX_CACHE[d]) == 1
+    lens_x, lens_y = [4, 2, 0, 1], [1, 3, 2, 0]
+    # Longer raw time axes (more padding): other offsets into the joined raws.
+    longer = make_padded_batch(lens_x, feature=3, extra_time=3, dims=(a.batch, a.time, a.feature))
+    check_against_torch(lambda p, q: dt.concat((p, a.time), (q, u))[0],
+                        lambda p, q: seq_concat([(p, lens_x), (q, lens_y)], 5), [longer.x, y], mask_padding=False)
+    # Time-major: the index laid out for the other dims order.
+    xt, yt = a.x.copy_transpose((a.time, a.feature, a.batch)), y.copy_transpose((u, a.feature, a.batch))
+    check_against_torch(lambda p, q: dt.concat((p, a.time), (q, u))[0],
+                        lambda p, q: seq_concat([(p.permute(2, 0, 1), lens_x), (q.permute(2, 0, 1), lens_y)],
+                                                5).permute(1, 2, 0), [xt, yt], mask_padding=False)
+    assert len(_concat._INDEX_CACHE[d]) == 3
+    # A given out_dim with the same lengths shares the entry of the canonical dim.
+    same = dt.Dim(dt.Tensor(torch.tensor([5, 5, 2, 1]), (a.batch,)), name="same")
+    out, d2 = dt.concat((a.x, a.time), (y, u), out_dim=same)
+    assert d2 is same and torch.equal(out.raw.nan_to_num(), first.raw.nan_to_num())
+    assert len(_concat._INDEX_CACHE[d]) == 3 and same not in _concat._INDEX_CACHE

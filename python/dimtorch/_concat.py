@@ -1,6 +1,7 @@
 """concat: joining tensors along one dim each, static dims by torch.cat, dynamic dims sequence by sequence."""
 from __future__ import annotations
 
+import weakref
 from typing import Optional
 
 import torch
@@ -9,6 +10,9 @@ from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
 _CALLER = "dimtorch.concat()"
+# Gather indices of dynamic concats: canonical out dim (dim_0 + dim_1 + ...) -> {layout: device raw}.
+# Weak keys: an entry goes with its dim, and the raws hold no dim.
+_INDEX_CACHE: "weakref.WeakKeyDictionary[Dim, dict]" = weakref.WeakKeyDictionary()
 
 
 def _length_raw(dim: Dim, bdims: tuple) -> torch.Tensor:
@@ -16,6 +20,38 @@ def _length_raw(dim: Dim, bdims: tuple) -> torch.Tensor:
     if dim.dyn_size is None:
         return torch.full([1] * len(bdims), dim.size, dtype=torch.int64)
     return dim.dyn_size.raw_aligned(bdims).to(torch.int64)
+
+
+def _gather_index(canonical: Dim, cat_dims: list, sizes: tuple, bdims: tuple, out_dims: tuple, axis: int,
+                  device: torch.device) -> torch.Tensor:
+    """Index into the sources' raws joined along `axis` (then one zero frame) of every output frame,
+    laid out for out_dims (size 1 but for bdims and the out dim). Built from host lengths once per
+    canonical out dim and layout (raw sizes along axis, places of bdims, device), then cached: its
+    device copy is made once, without waiting for the device."""
+    layout = (sizes, tuple(i for i, d in enumerate(out_dims) if any(d is b for b in bdims)), len(out_dims), axis,
+              device)
+    per_dim = _INDEX_CACHE.get(canonical)
+    if per_dim is None:
+        per_dim = _INDEX_CACHE[canonical] = {}
+    index = per_dim.get(layout)
+    if index is not None:
+        return index
+    n_out = canonical.get_max_size()
+    frames = torch.arange(n_out, dtype=torch.int64).view([1] * len(bdims) + [n_out])
+    index = torch.full([1] * len(bdims) + [n_out], sum(sizes), dtype=torch.int64)  # -> the zero frame
+    start, offset = 0, 0
+    for size, d in zip(sizes, cat_dims):
+        length = _length_raw(d, bdims).unsqueeze(-1)
+        inside = (frames >= start) & (frames < start + length)
+        index = torch.where(inside, frames - start + offset, index)
+        start = start + length
+        offset += size
+    index = Tensor(index, bdims + (canonical,)).raw_aligned(
+        tuple(canonical if i == axis else d for i, d in enumerate(out_dims)))
+    if index.device != device:
+        index = index.to(device, non_blocking=True)
+    per_dim[layout] = index
+    return index
 
 
 def concat(*sources, out_dim: Optional[Dim] = None):
@@ -99,21 +135,8 @@ def concat(*sources, out_dim: Optional[Dim] = None):
                     bset.append(b)
     bdims = tuple(d for d in others if any(d is b for b in bset))
     n_out = out_dim.get_max_size()
-    frames = torch.arange(n_out, dtype=torch.int64).view([1] * len(bdims) + [n_out])
-    total_raw = sum(r.shape[axis] for r in raws)
-    index = torch.full([1] * len(bdims) + [n_out], total_raw, dtype=torch.int64)  # -> the zero frame
-    start, offset = 0, 0
-    for r, d in zip(raws, cat_dims):
-        length = _length_raw(d, bdims).unsqueeze(-1)
-        inside = (frames >= start) & (frames < start + length)
-        index = torch.where(inside, frames - start + offset, index)
-        start = start + length
-        offset += r.shape[axis]
-    index_dims = bdims + (out_dim,)
-    index = Tensor(index, index_dims).raw_aligned(out_dims)
-    device = x0.raw.device
-    if index.device != device:
-        index = index.to(device, non_blocking=True)
+    index = _gather_index(canonical, cat_dims, tuple(r.shape[axis] for r in raws), bdims, out_dims, axis,
+                          x0.raw.device)
     zero_shape = list(raws[0].shape)
     zero_shape[axis] = 1
     zero = raws[0].new_zeros(zero_shape)
