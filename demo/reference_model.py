@@ -1,4 +1,4 @@
-"""The demo's Conformer + CTC, hand-written in pure PyTorch: positional axes, hand-written masks.
+"""The demo's Conformer + CTC (optionally + attention decoder), in pure PyTorch: positional axes, hand-written masks.
 
 This is the reference that dimtorch's model (dimtorch.nn.ConformerEncoder + a Linear) must match:
 same parameters (names and torch layouts below), same loss and gradients on the same batch. The
@@ -37,6 +37,8 @@ Parameter names and layouts (a state_dict of `ConformerCTC`; torch layouts, Line
   encoder.layers.{i}.ffn2_layer_norm, ffn2.linear_ff, ffn2.linear_out       as ffn1
   encoder.layers.{i}.final_layer_norm.{weight,bias}         (D,)
   output.{weight (V+1, D), bias (V+1,)}                     CTC logits; blank = index V (the last)
+  decoder.*                                                 only with a DecoderConfig: the attention
+                                                            decoder (names in demo/reference_decoder.py)
 
 dimtorch's model (demo/dimtorch_model.py) has the same names, except `scale` for the norms' `weight`
 (`reference_state_dict_to_dimtorch`).
@@ -51,11 +53,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Dict, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from demo.reference_decoder import IGNORE_INDEX, TransformerDecoder, aed_targets, greedy_decode
 
 
 @dataclass(frozen=True)
@@ -283,17 +287,47 @@ class ConformerEncoder(nn.Module):
         return x, lengths
 
 
-class ConformerCTC(nn.Module):
-    """ConformerEncoder + Linear to num_labels + 1 (blank last); `loss` gives the CTC loss."""
+@dataclass(frozen=True)
+class DecoderConfig:
+    """The optional attention decoder (demo/reference_decoder.py) and the joint loss
+    ctc_scale * CTC + aed_scale * CE (RETURNN-style joint CTC/attention training). The decoder shares
+    the encoder's model_dim, num_heads and dropouts."""
+    num_layers: int = 2
+    ff_dim: int = 256
+    ctc_scale: float = 0.3
+    aed_scale: float = 0.7
+    label_smoothing: float = 0.1
 
-    def __init__(self, cfg: ModelConfig = ModelConfig()):
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict) -> "DecoderConfig":
+        return DecoderConfig(**d)
+
+
+class ConformerCTC(nn.Module):
+    """ConformerEncoder + Linear to num_labels + 1 (blank last); `loss` gives the CTC loss. With a
+    DecoderConfig also an attention decoder (`decoder`, over num_labels + 1 classes, EOS = BOS last)
+    trained jointly: loss = ctc_scale * CTC + aed_scale * label-smoothed CE, the CE summed over each
+    sequence's labels and its EOS and divided by their number (sum of target_lengths + 1)."""
+
+    def __init__(self, cfg: ModelConfig = ModelConfig(), decoder: Optional[DecoderConfig] = None):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.dec_cfg = cfg, decoder
         self.encoder = ConformerEncoder(cfg)
         self.output = nn.Linear(cfg.model_dim, cfg.num_labels + 1)
+        if decoder is not None:
+            self.decoder = TransformerDecoder(cfg.model_dim, cfg.num_labels + 1, cfg.model_dim,
+                                              num_layers=decoder.num_layers, ff_dim=decoder.ff_dim,
+                                              num_heads=cfg.num_heads, dropout=cfg.dropout, att_dropout=cfg.att_dropout)
 
     @property
     def blank_index(self) -> int:
+        return self.cfg.num_labels
+
+    @property
+    def eos_index(self) -> int:
         return self.cfg.num_labels
 
     def forward(self, features: torch.Tensor, feature_lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -302,13 +336,29 @@ class ConformerCTC(nn.Module):
         return self.output(h), lengths
 
     def loss(self, features, feature_lengths, targets, target_lengths) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(loss per target label, logits, out lengths). zero_infinity: a sequence too short for its
-        target (impossible with the demo data) adds 0 instead of inf."""
-        logits, out_lengths = self(features, feature_lengths)
+        """(loss, CTC logits, out lengths); the loss is the CTC loss per target label, or with the
+        decoder the joint loss. zero_infinity: a sequence too short for its target (impossible with the
+        demo data) adds 0 instead of inf."""
+        h, out_lengths = self.encoder(features, feature_lengths)
+        logits = self.output(h)
         log_probs = F.log_softmax(logits.float(), dim=-1).transpose(0, 1)  # (T', B, V+1)
         loss = F.ctc_loss(log_probs, targets, out_lengths, target_lengths, blank=self.blank_index,
                           reduction="sum", zero_infinity=True)
-        return loss / max(1, int(target_lengths.sum())), logits, out_lengths
+        loss = loss / max(1, int(target_lengths.sum()))
+        if self.dec_cfg is None:
+            return loss, logits, out_lengths
+        dec_in, dec_out = aed_targets(targets, target_lengths, self.eos_index)
+        dec_logits = self.decoder(dec_in, h, sequence_mask(out_lengths, h.shape[1], h.device))
+        ce = F.cross_entropy(dec_logits.flatten(0, 1).float(), dec_out.flatten(), ignore_index=IGNORE_INDEX, reduction="sum",
+                             label_smoothing=self.dec_cfg.label_smoothing)
+        ce = ce / int(target_lengths.sum() + target_lengths.numel())
+        return self.dec_cfg.ctc_scale * loss + self.dec_cfg.aed_scale * ce, logits, out_lengths
+
+    @torch.no_grad()
+    def aed_greedy_decode(self, features, feature_lengths, max_len_factor: int = 2) -> List[List[int]]:
+        """Greedy attention decoding (see demo.reference_decoder.greedy_decode)."""
+        h, out_lengths = self.encoder(features, feature_lengths)
+        return greedy_decode(self.decoder, h, out_lengths, self.eos_index, max_len_factor)
 
 
 def reference_state_dict_to_dimtorch(state_dict: dict) -> dict:
@@ -323,6 +373,6 @@ def reference_state_dict_to_dimtorch(state_dict: dict) -> dict:
     return out
 
 
-__all__ = ["ModelConfig", "ConformerCTC", "ConformerEncoder", "ConformerEncoderLayer", "RelPosSelfAttention",
+__all__ = ["ModelConfig", "DecoderConfig", "ConformerCTC", "ConformerEncoder", "ConformerEncoderLayer", "RelPosSelfAttention",
            "ConformerConvBlock", "ConformerConvSubsample", "MaskedBatchNorm", "relative_positional_encoding",
            "rel_shift", "sequence_mask", "subsampled_length", "reference_state_dict_to_dimtorch"]

@@ -158,3 +158,33 @@ def test_dimtorch_impl_trains_resumes_and_matches_the_reference(tmp_path):
     assert ours["dev"][-1]["loss"] == pytest.approx(ref["dev"][-1]["loss"], rel=2e-3)
     with pytest.raises(SystemExit, match="written by --impl dimtorch, not --impl torch"):
         run(tmp_path / "dimtorch", "--impl", "torch", "--steps", "4", "--resume")
+
+
+def test_aed_decoder_trains_resumes_and_both_impls_match(tmp_path):
+    import dimtorch as dt
+    if not hasattr(dt.nn, "TransformerDecoder"):
+        pytest.skip("dimtorch.nn.TransformerDecoder missing")
+    run(tmp_path / "dimtorch", "--impl", "dimtorch", "--decoder", "aed", "--steps", "2")
+    ours = run(tmp_path / "dimtorch", "--impl", "dimtorch", "--decoder", "aed", "--steps", "3", "--resume")
+    ref = run(tmp_path / "torch", "--impl", "torch", "--decoder", "aed", "--steps", "3")
+    assert ours["step"] == 3 and ours["decoder"] == "aed" and ours["decoder_config"]["ctc_scale"] == 0.3
+    assert all("aed_ler" in d and "ler" in d for d in ours["dev"]) and ours["final_dev_aed_ler"] is not None
+    # Same initialization and random state (dropout included); tolerance as in the CTC-only test above.
+    assert ours["dev"][-1]["loss"] == pytest.approx(ref["dev"][-1]["loss"], rel=2e-3)
+    path = tmp_path / "torch" / "checkpoint.pt"
+    before = path.read_bytes()
+    with pytest.raises(SystemExit, match="another configuration .*--decoder aed in the checkpoint, --decoder none here"):
+        run(tmp_path / "torch", "--impl", "torch", "--steps", "4", "--resume")
+    assert path.read_bytes() == before
+
+
+def test_checkpoint_without_decoder_config_resumes_as_ctc_only(tmp_path):
+    run(tmp_path, "--steps", "1")
+    path = tmp_path / "checkpoint.pt"
+    state = torch.load(path, weights_only=False)
+    assert state["decoder_config"] is None
+    del state["decoder_config"]  # as written before --decoder existed
+    torch.save(state, path)
+    assert run(tmp_path, "--steps", "2", "--resume")["step"] == 2
+    with pytest.raises(SystemExit, match="--decoder none in the checkpoint, --decoder aed here"):
+        run(tmp_path, "--steps", "3", "--resume", "--decoder", "aed")
