@@ -1,7 +1,6 @@
-"""Argument checks and raw layouts that conv, transposed_conv and pool share (spatial dims, per-dim ints, windows)."""
+"""Argument checks that conv, transposed_conv and pool share: spatial dims, per-dim ints, padding, short inputs."""
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence
 
 import torch
@@ -68,48 +67,6 @@ def same_pads(k_effs: Sequence[int]) -> list:
     """(left, right) per spatial dim for 'same': total k_eff - 1 whatever the length, left =
     total // 2, right = the rest (RETURNN's consistent 'same' padding)."""
     return [((k - 1) // 2, (k - 1) - (k - 1) // 2) for k in k_effs]
-
-
-def to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim]):
-    """x's raw as (N, *S) (pooling): `lead` dims merged into one axis N (size 1 when there are none),
-    then `spatial`; dynamic spatial axes narrowed to their max size."""
-    order = tuple(lead) + tuple(spatial)
-    dims = x.dims
-    perm = [dims.index(d) for d in order]
-    raw = x.raw if perm == list(range(len(perm))) else x.raw.permute(perm)
-    n_lead = len(lead)
-    lead_shape = tuple(raw.shape[:n_lead])
-    if n_lead == 0:
-        raw = raw.unsqueeze(0)
-    elif n_lead > 1:
-        raw = raw.reshape((math.prod(lead_shape),) + tuple(raw.shape[n_lead:]))
-    for i, d in enumerate(spatial):
-        if is_dynamic(d):
-            a = raw.dim() - len(spatial) + i
-            n = d.get_max_size()
-            if raw.shape[a] > n:
-                raw = raw.narrow(a, 0, n)
-    return raw, lead_shape
-
-
-def from_layout(raw: torch.Tensor, lead_shape: Optional[tuple], rest: Sequence[Dim]) -> torch.Tensor:
-    """Inverse of the lead merge: the leading axis back into the lead dims (`lead_shape`; None: one
-    lead dim, nothing to do); dynamic `rest` axes narrowed to their max size (host value)."""
-    base = 1
-    if lead_shape is not None:
-        base = len(lead_shape)
-        if base == 0:
-            raw = raw.squeeze(0)
-        elif base > 1:
-            raw = raw.reshape(lead_shape + tuple(raw.shape[1:]))
-    shape = raw.shape
-    for i, d in enumerate(rest):
-        if d.dyn_size is not None:
-            a = base + i
-            n = d.get_max_size()
-            if shape[a] != n:
-                raw = raw.narrow(a, 0, n)
-    return raw
 
 
 def short_pads(caller: str, sizes: Sequence[int], spatial: Sequence[Dim], need: Sequence[int]) -> Optional[list]:

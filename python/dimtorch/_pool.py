@@ -8,14 +8,51 @@ import torch
 import torch.nn.functional as F
 
 from ._C import Dim, Tensor
-from ._conv_args import (
-    check_padding, fit_short_input, from_layout, is_dynamic, out_spatial_dim, per_dim, same_pads, spatial_dims,
-    to_layout,
-)
+from ._conv_args import check_padding, fit_short_input, is_dynamic, out_spatial_dim, per_dim, same_pads, spatial_dims
 from ._shape_ops import check_tensor
 
 _MAX_POOL_FNS = {1: F.max_pool1d, 2: F.max_pool2d}
 _AVG_POOL_FNS = {1: F.avg_pool1d, 2: F.avg_pool2d}
+
+
+def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim]):
+    """x's raw as (N, *S): `lead` dims merged into one axis N (size 1 when there are none),
+    then `spatial`; dynamic spatial axes narrowed to their max size."""
+    order = tuple(lead) + tuple(spatial)
+    dims = x.dims
+    perm = [dims.index(d) for d in order]
+    raw = x.raw if perm == list(range(len(perm))) else x.raw.permute(perm)
+    n_lead = len(lead)
+    lead_shape = tuple(raw.shape[:n_lead])
+    if n_lead == 0:
+        raw = raw.unsqueeze(0)
+    elif n_lead > 1:
+        raw = raw.reshape((math.prod(lead_shape),) + tuple(raw.shape[n_lead:]))
+    for i, d in enumerate(spatial):
+        if is_dynamic(d):
+            a = raw.dim() - len(spatial) + i
+            n = d.get_max_size()
+            if raw.shape[a] > n:
+                raw = raw.narrow(a, 0, n)
+    return raw, lead_shape
+
+
+def _from_layout(raw: torch.Tensor, lead_shape: tuple, rest: Sequence[Dim]) -> torch.Tensor:
+    """Inverse of _to_layout's merge: the leading axis back into the lead dims (`lead_shape`);
+    dynamic `rest` axes narrowed to their max size (host value)."""
+    base = len(lead_shape)
+    if base == 0:
+        raw = raw.squeeze(0)
+    elif base > 1:
+        raw = raw.reshape(lead_shape + tuple(raw.shape[1:]))
+    shape = raw.shape
+    for i, d in enumerate(rest):
+        if d.dyn_size is not None:
+            a = base + i
+            n = d.get_max_size()
+            if shape[a] != n:
+                raw = raw.narrow(a, 0, n)
+    return raw
 
 
 def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spatial_dims: Sequence[Dim],
@@ -50,7 +87,7 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
     if mode == "max":
         if dynamic:
             x = x.copy_masked(float("-inf"))
-        raw, lead_shape = to_layout(x, lead, spatial)
+        raw, lead_shape = _to_layout(x, lead, spatial)
         if any(flat_pad):
             raw = fit_short_input(raw, spatial, [1] * n, caller, value=float("-inf"))
             raw = F.pad(raw, flat_pad, value=float("-inf"))
@@ -70,7 +107,7 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
                 if is_dynamic(d) and xr.shape[a] > d.get_max_size():
                     xr = xr.narrow(a, 0, d.get_max_size())
             x = Tensor(torch.where(mask.raw_aligned(x.dims), xr, 0), x.dims, feature_dim=x.feature_dim)
-        raw, lead_shape = to_layout(x, lead, spatial)
+        raw, lead_shape = _to_layout(x, lead, spatial)
         if dynamic or any(flat_pad):
             # Mean over valid frames = pooled sum of x / pooled count of valid frames.
             if dynamic:
@@ -90,6 +127,6 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
         else:
             raw = fit_short_input(raw, spatial, ks, caller)
             out = _AVG_POOL_FNS[n](raw, ks, strides)
-    out = from_layout(out, lead_shape, out_spatial)
+    out = _from_layout(out, lead_shape, out_spatial)
     feature_dim = x.feature_dim if x.feature_dim is not None and any(x.feature_dim is d for d in lead) else None
     return Tensor(out, lead + out_spatial, sparse_dim=None, feature_dim=feature_dim), out_spatial
