@@ -119,23 +119,26 @@ def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = None):
     if not tensors:
         raise ValueError(f"{caller}: no tensors to stack")
     first = tensors[0]
-    check_tensor(first, caller, what="tensors[0]")
-    dims, dtype, sparse_dim = first.dims, first.raw.dtype, first.sparse_dim
-    raws = [first.raw]
+    if not isinstance(first, Tensor):
+        check_tensor(first, caller, what="tensors[0]")
+    raw = first.raw
+    dims, dtype, sparse_dim = first.dims, raw.dtype, first.sparse_dim
+    raws = [raw]
     for i in range(1, len(tensors)):
         t = tensors[i]
-        check_tensor(t, caller, what=f"tensors[{i}]")
-        if t.dims == dims:  # the common case; Dim equality is identity
-            raws.append(t.raw)
-        elif len(t.dims) == len(dims) and all(d in t.dims for d in dims):
-            raws.append(t.raw_aligned(dims))
-        else:
-            raise ValueError(f"{caller}: tensors[{i}] has dims ({dims_str(t.dims)}), tensors[0] has "
-                             f"({dims_str(dims)}); all must have the same dims")
-        if t.raw.dtype is not dtype:
+        if not isinstance(t, Tensor):
+            check_tensor(t, caller, what=f"tensors[{i}]")
+        raw = t.raw
+        if t.dims != dims:  # Dim equality is identity; equal tuples are the common case
+            if len(t.dims) != len(dims) or not all(d in t.dims for d in dims):
+                raise ValueError(f"{caller}: tensors[{i}] has dims ({dims_str(t.dims)}), tensors[0] has "
+                                 f"({dims_str(dims)}); all must have the same dims")
+            raw = t.raw_aligned(dims)
+        if raw.dtype is not dtype:
             raise TypeError(f"{caller}: tensors[{i}] has dtype {t.dtype}, tensors[0] has {first.dtype}")
         if t.sparse_dim is not sparse_dim:
             sparse_dim = None
+        raws.append(raw)
     if out_dim is None:
         out_dim = Dim(len(tensors), name="stack")
     elif not isinstance(out_dim, Dim):
