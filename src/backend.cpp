@@ -89,7 +89,8 @@ bool init() {
        get_attr(F, "rms_norm", &T.rms_norm) && get_attr(t, "zeros", &T.zeros) &&
        get_attr(t, "ones", &T.ones) && get_attr(t, "full", &T.full) &&
        get_attr(t, "var_mean", &T.var_mean) && get_attr(t, "cat", &T.cat) &&
-       get_attr(t, "constant_pad_nd", &T.constant_pad_nd) &&
+       get_attr(t, "constant_pad_nd", &T.constant_pad_nd) && get_attr(t, "gather", &T.gather) &&
+       get_attr(tb, "new_zeros", &T.new_zeros) &&
        get_attr(F, "embedding", &T.embedding) && get_attr(F, "dropout", &T.dropout) &&
        get_attr(tb, "new_empty", &T.new_empty) && get_attr(tb, "bernoulli_", &T.bernoulli_) &&
        get_attr(tb, "div_", &T.div_) && get_attr(tb, "lerp_", &T.lerp_) &&

@@ -57,6 +57,8 @@ struct Table {
   PyObject* var_mean = nullptr;
   PyObject* cat = nullptr;
   PyObject* constant_pad_nd = nullptr;
+  PyObject* gather = nullptr;
+  PyObject* new_zeros = nullptr;   // TensorBase.new_zeros
   PyObject* embedding = nullptr;   // torch.nn.functional.embedding
   PyObject* dropout = nullptr;     // torch.nn.functional.dropout
   PyObject* new_empty = nullptr;   // TensorBase.new_empty

@@ -173,3 +173,37 @@ def test_concat_dynamic_index_is_cached_per_out_dim_and_layout():
     out, d2 = dt.concat((a.x, a.time), (y, u), out_dim=same)
     assert d2 is same and torch.equal(out.raw.nan_to_num(), first.raw.nan_to_num())
     assert len(_concat._INDEX_CACHE[d]) == 3 and same not in _concat._INDEX_CACHE
+
+
+@pytest.mark.parametrize("layout", ["batch_major", "time_major", "static_prefix", "longer_raw"])
+def test_concat_fast_path_dynamic_matches_the_python_definition(layout):
+    """Dynamic concat dims, same layout otherwise: one C++ cat + gather by the cached index."""
+    from dimtorch import _concat
+    a = make_padded_batch((4, 2, 0, 1), feature=3, extra_time=2 if layout == "longer_raw" else 0,
+                          pad_value=PAD_LARGE)
+    u = dt.Dim(dt.Tensor(torch.tensor([1, 3, 2, 0]), (a.batch,)), name="u")
+    y = dt.Tensor(torch.randn(4, 3, 3), (a.batch, u, a.feature))
+    x = a.x
+    if layout == "time_major":
+        x, y = x.copy_transpose((a.time, a.feature, a.batch)), y.copy_transpose((u, a.feature, a.batch))
+    elif layout == "static_prefix":
+        u = dt.Dim(2, name="prefix")
+        y = dt.Tensor(torch.randn(4, 2, 3), (a.batch, u, a.feature))
+    for _ in range(2):  # the second call takes the cached index
+        fast, d = dt.concat((x, a.time), (y, u))
+        slow, d2 = _concat.concat((x, a.time), (y, u))
+        assert d is d2 and fast.dims == slow.dims and fast.raw.shape == fast.shape
+        assert torch.equal(fast.raw, slow.raw) and fast.feature_dim is slow.feature_dim
+    check_against_torch(lambda p, q: dt.concat((p, a.time), (q, u))[0],
+                        lambda p, q: _concat.concat((dt.Tensor(p, x.dims), a.time), (dt.Tensor(q, y.dims), u))[0].raw,
+                        [x, y], mask_padding=False)
+
+
+def test_concat_fast_path_dynamic_errors_come_from_the_python_definition():
+    a = make_padded_batch((3, 1), feature=2)
+    other = dt.Dim(None, name="other")
+    u = dt.Dim(dt.Tensor(torch.tensor([1]), (other,)), name="u")
+    y = dt.Tensor(torch.randn(2, 1, 2), (a.batch, u, a.feature))
+    with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): the lengths of 'u'\[other\] vary over 'other'\(\?\), "
+                                         r"which is not a dim of the tensors \('batch'\(\?\), 'feature'\(2\)\)"):
+        dt.concat((a.x, a.time), (y, u))

@@ -1,4 +1,4 @@
-"""pad: constant, reflect, replicate and circular padding of static dims (F.pad) and of dynamic dims, about each sequence's own end."""
+"""pad: constant, reflect, replicate and circular padding; a dynamic dim is padded about each sequence's own end."""
 from __future__ import annotations
 
 from typing import Sequence, Union
