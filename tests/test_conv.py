@@ -365,10 +365,11 @@ def test_conv_plan_and_layout_reuse_match_fresh_calls():
         calls += [(x, pb.time), (dt.Tensor(pb.x.raw * 2, x.dims), pb.time),  # the same layout again
                   (dt.Tensor(pb.x.raw.permute(2, 0, 1), (feat, pb.batch, pb.time)), pb.time)]
     calls.append(calls[0])
+    spatial_args = [lambda t: [t], lambda t: (t,), lambda t: t, lambda t: iter([t])]  # any iterable of dims, or a Dim
     for padding in ("same", "valid"):
-        for x, time in calls:
-            y, (ot,) = dt.conv(x, w, in_dim=feat, out_dim=out_dim, in_spatial_dims=[time], filter_size=[kd],
-                               padding=padding)
+        for i, (x, time) in enumerate(calls):
+            y, (ot,) = dt.conv(x, w, in_dim=feat, out_dim=out_dim, in_spatial_dims=spatial_args[i % 4](time),
+                               filter_size=[kd], padding=padding)
             fresh = dt.Tensor(w.raw.clone(), w.dims)
             y2, (ot2,) = dt.conv(x, fresh, in_dim=feat, out_dim=out_dim, in_spatial_dims=[time], filter_size=[kd],
                                  padding=padding)

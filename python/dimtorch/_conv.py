@@ -79,6 +79,17 @@ def _optional_per_dim(caller: str, what: str, value, n: int) -> tuple:
     return values
 
 
+def _spatial_arg(in_spatial_dims):
+    """in_spatial_dims as given, or as a tuple when it is another iterable (read once: checks and
+    layouts read it again)."""
+    if in_spatial_dims is None or isinstance(in_spatial_dims, (Dim, list)):
+        return in_spatial_dims
+    try:
+        return tuple(in_spatial_dims)
+    except TypeError:
+        return in_spatial_dims
+
+
 # --- plans: what a call derives from the filter and the static arguments ---------------------------
 
 class _Plan:
@@ -330,6 +341,8 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
       (batch independence); unlike TF's 'same' with stride > 1, the padding does not depend on T.
     Output padding frames hold garbage (bias and partial sums), as padding may."""
     caller = "dimtorch.conv()"
+    if type(in_spatial_dims) is not tuple:
+        in_spatial_dims = _spatial_arg(in_spatial_dims)
     args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups)
     plan = _cached_plan(_CONV_PLANS, caller, x, filter, args, in_spatial_dims, _conv_plan)
     return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, bias)
@@ -358,6 +371,8 @@ def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_
     frames above that no input reaches, holding the bias. Padding of x is zeroed first, and every
     crop is the same for all sequences, so each sequence gets what it gets alone."""
     caller = "dimtorch.transposed_conv()"
+    if type(in_spatial_dims) is not tuple:
+        in_spatial_dims = _spatial_arg(in_spatial_dims)
     args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups, output_padding, remove_padding)
     plan = _cached_plan(_TRANSPOSED_PLANS, caller, x, filter, args, in_spatial_dims, _transposed_plan)
     return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, bias)
