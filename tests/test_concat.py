@@ -207,3 +207,24 @@ def test_concat_fast_path_dynamic_errors_come_from_the_python_definition():
     with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): the lengths of 'u'\[other\] vary over 'other'\(\?\), "
                                          r"which is not a dim of the tensors \('batch'\(\?\), 'feature'\(2\)\)"):
         dt.concat((a.x, a.time), (y, u))
+
+
+def test_concat_dynamic_reads_nothing_from_the_device():
+    """On the meta device (any read of device values raises), under bench/check_syncs.py's
+    CopyCounter: the index is copied once without blocking, then taken from the cache."""
+    import importlib.util
+    import pathlib
+    spec = importlib.util.spec_from_file_location(
+        "check_syncs", pathlib.Path(__file__).resolve().parent.parent / "bench" / "check_syncs.py")
+    check_syncs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check_syncs)
+    b, f = dt.Dim(None, name="batch"), dt.Dim(4, name="f")
+    t = dt.Dim(dt.Tensor(torch.tensor([5, 3, 4]), (b,)), name="time")
+    u = dt.Dim(dt.Tensor(torch.tensor([1, 2, 0]), (b,)), name="u")
+    x = dt.Tensor(torch.randn(3, 5, 4, device="meta"), (b, t, f))
+    y = dt.Tensor(torch.randn(3, 2, 4, device="meta"), (b, u, f))
+    for copies in (1, 0):
+        with check_syncs.CopyCounter() as c:
+            out, d = dt.concat((x, t), (y, u))
+        assert out.raw.device.type == "meta" and out.raw.shape == (3, 6, 4)
+        assert c.blocking == 0 and c.copies == copies

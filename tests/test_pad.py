@@ -296,3 +296,25 @@ def test_pad_fast_path_falls_back_for_other_arguments():
     with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): the lengths of 't2'\[other\] vary over 'other'\(\?\), "
                                          r"which is not a dim of x \(dims: 'batch'\(\?\), 't2'\[other\]\)"):
         dt.pad(x2, axes=t2, padding=(1, 1))
+
+
+def test_pad_reads_nothing_from_the_device():
+    """On the meta device (any read of device values raises), under bench/check_syncs.py's
+    CopyCounter: no blocking host-to-device copy in any mode; the index is copied once."""
+    import importlib.util
+    import pathlib
+    spec = importlib.util.spec_from_file_location(
+        "check_syncs", pathlib.Path(__file__).resolve().parent.parent / "bench" / "check_syncs.py")
+    check_syncs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check_syncs)
+    b = dt.Dim(None, name="batch")
+    t = dt.Dim(dt.Tensor(torch.tensor([5, 3, 4]), (b,)), name="time")
+    f = dt.Dim(4, name="f")
+    x = dt.Tensor(torch.randn(3, 5, 4, device="meta"), (b, t, f))
+    for mode in ("constant",) + MODES:
+        for axis, inner in ((t, False), (f, False), (f, True)):
+            xs = x.copy_transpose((b, f, t)) if inner else x
+            with check_syncs.CopyCounter() as c:
+                out, _ = dt.pad(xs, axes=axis, padding=(1, 2), mode=mode)
+            assert out.raw.device.type == "meta"
+            assert c.blocking == 0 and c.copies <= 2, (mode, axis, inner, c.blocking, c.copies)
