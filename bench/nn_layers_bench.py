@@ -1,126 +1,467 @@
-"""Benchmark of dt.nn layers vs hand-written PyTorch: SelfAttention, one ConformerEncoderLayer (fwd, fwd+bwd).
+"""Layer benchmark: dt.nn Linear, LayerNorm, SelfAttention, ConformerEncoderLayer vs hand-written PyTorch and RETURNN.
 
-Prints `op  torch_us  dimtorch_us  ratio` (median of interleaved per-round ratios, one process, one thread).
-The torch side of the Conformer layer is demo/reference_model.py's ConformerEncoderLayer with the same
-weights (its key mask is made per call, as its training step does); the torch side of SelfAttention is the
-same SDPA computation written by hand. Run: `python bench/nn_layers_bench.py [--rounds N]`.
+Each row times one layer call (`fwd`) or a layer call, a loss and the gradients of the input and all weights
+(`fwd+bwd`, torch.autograd.grad), three ways on the same data and, where the layouts allow, the same weights:
+hand-written PyTorch (torch.nn.Linear / LayerNorm, a SelfAttention module on F.scaled_dot_product_attention,
+demo/reference_model.py's ConformerEncoderLayer), dimtorch's dt.nn layers and RETURNN frontend's rf layers
+(PyTorch backend, native helpers on). Outputs and input gradients are compared on valid frames first.
+Ratios are medians of interleaved per-round ratios against PyTorch (bench/opsbench/timing.py), one thread.
+Run: `python bench/nn_layers_bench.py [--quick] [--shapes tiny,small] [--filter REGEX] [--no-returnn]`.
+Writes nn_layers_bench.md (also on stdout) and nn_layers_bench.json to --out (default bench/out/).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
+import json
+import math
 import pathlib
-import statistics
+import platform
+import re
 import sys
 import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
 
 import dimtorch as dt
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 from demo.reference_model import ConformerEncoderLayer as RefLayer, ModelConfig, sequence_mask  # noqa: E402
+from opsbench import timing  # noqa: E402
+from opsbench.frameworks import setup_returnn  # noqa: E402
+
+PAD = 30.0  # padding frames of the input: large enough that a leak into valid frames fails the check
+EPS = 1e-5
 
 
-def conformer_layer(b, t, d, h, ff, k):
-    cfg = ModelConfig(model_dim=d, num_heads=h, ff_dim=ff, conv_kernel_size=k, dropout=0.0, att_dropout=0.0)
+@dataclass(frozen=True)
+class Shapes:
+    batch: int
+    time: int  # the longest sequence; lengths time, time - 3, time - 6, ... (at least 1)
+    model: int
+    heads: int
+    ff: int
+    kernel: int
+
+    @property
+    def lengths(self) -> list:
+        return [max(1, self.time - 3 * i) for i in range(self.batch)]
+
+
+SHAPES = {"tiny": Shapes(batch=3, time=20, model=16, heads=4, ff=32, kernel=5),
+          "small": Shapes(batch=8, time=50, model=96, heads=4, ff=384, kernel=15)}
+
+
+@dataclass
+class Impl:
+    """One side of a row: `forward()` (timed for fwd) -> the framework's output, `raw_of` its raw (own layout),
+    `to_torch_layout` / `from_torch_layout` between that and (batch, time, model), `leaves` (input first)."""
+    forward: Callable
+    leaves: list
+    raw_of: Callable = lambda y: y  # noqa: E731
+    to_torch_layout: Callable = lambda raw: raw  # noqa: E731
+    from_torch_layout: Callable = lambda raw: raw  # noqa: E731
+
+
+@dataclass
+class ImplResult:
+    status: str  # ok, differs, error, n/a
+    us: Optional[float] = None
+    quartiles_us: Optional[list] = None
+    detail: str = ""
+
+
+@dataclass
+class RowResult:
+    row: str
+    weights: str
+    impls: dict
+    ratio: Optional[float] = None
+    ratio_quartiles: Optional[list] = None
+    returnn_ratio: Optional[float] = None
+    returnn_ratio_quartiles: Optional[list] = None
+
+
+@dataclass
+class Data:
+    """The shared input: raw x (padding = PAD), lengths, masks, and each framework's dims over them."""
+    shapes: Shapes
+    x: torch.Tensor
+    lengths: torch.Tensor
+    mask: torch.Tensor  # (B, T) bool
+    dt_dims: dict = field(default_factory=dict)
+    rf_dims: dict = field(default_factory=dict)
+
+
+def make_data(shapes: Shapes, rf) -> Data:
     torch.manual_seed(0)
-    ref = RefLayer(cfg)
-    model = dt.Dim(d, name="model")
-    ours = dt.nn.ConformerEncoderLayer(model, ff_dim=dt.Dim(ff, name="ff"), num_heads=h, conv_kernel_size=k,
-                                       dropout=0.0, att_dropout=0.0)
-    ours.load_state_dict(dt.nn.torch_state_dict_to_dimtorch(ours, ref.state_dict()))
-    lengths = torch.tensor([max(1, t - 3 * i) for i in range(b)])
+    lengths = torch.tensor(shapes.lengths)
+    mask = sequence_mask(lengths, shapes.time, "cpu")
+    x = torch.randn(shapes.batch, shapes.time, shapes.model).masked_fill(~mask[:, :, None], PAD)
+    data = Data(shapes, x, lengths, mask)
     batch = dt.Dim(None, name="batch")
-    time_dim = dt.Dim(dt.Tensor(lengths, (batch,)), name="time")
-    x_ref = torch.randn(b, t, d, requires_grad=True)
-    x_dt = dt.Tensor(x_ref.detach().clone().requires_grad_(True), (batch, time_dim, model))
-
-    def f_torch(backward):
-        y = ref(x_ref, sequence_mask(lengths, t, x_ref.device))
-        if backward:
-            y.sum().backward()
-        return y
-
-    def f_dt(backward):
-        y = ours(x_dt, spatial_dim=time_dim).raw
-        if backward:
-            y.sum().backward()
-        return y
-
-    mask = sequence_mask(lengths, t, "cpu")
-    torch.testing.assert_close(f_dt(False)[mask], f_torch(False)[mask], rtol=1e-5, atol=1e-5)
-    return f_torch, f_dt
+    data.dt_dims = {"batch": batch, "time": dt.Dim(dt.Tensor(lengths, (batch,)), name="time"),
+                    "model": dt.Dim(shapes.model, name="model")}
+    if rf is not None:
+        from returnn.tensor import Dim
+        rbatch = Dim(shapes.batch, name="batch")
+        data.rf_dims = {"batch": rbatch, "time": Dim(rf.convert_to_tensor(lengths, dims=[rbatch]), name="time"),
+                        "model": Dim(shapes.model, name="model")}
+    return data
 
 
-def self_attention(b, t, d, h):
-    batch = dt.Dim(None, name="batch")
-    lengths = torch.tensor([max(1, t - 3 * i) for i in range(b)])
-    time_dim = dt.Dim(dt.Tensor(lengths, (batch,)), name="time")
-    feat = dt.Dim(d, name="feature")
-    att = dt.nn.SelfAttention(feat, feat, key_dim_total=dt.Dim(d, name="key"), value_dim_total=dt.Dim(d, name="value"),
-                              num_heads=h, att_dropout=0.0)
-    x = torch.randn(b, t, d, requires_grad=True)
-    x_dt = dt.Tensor(x, (batch, time_dim, feat))
-    wq, bq, wo, bo = att.qkv.weight.raw, att.qkv.bias.raw, att.proj.weight.raw, att.proj.bias.raw
-    dh = d // h
+def _leaf(x: torch.Tensor) -> torch.Tensor:
+    return x.detach().clone().requires_grad_(True)
 
-    def f_torch(backward):
+
+def _dt_impl(data: Data, module, make_forward: Callable) -> Impl:
+    """make_forward(x) -> the zero-argument call of the layer on the dimtorch input x."""
+    d = data.dt_dims
+    x = _leaf(data.x)
+    forward = make_forward(dt.Tensor(x, (d["batch"], d["time"], d["model"])))
+    y = forward()
+    assert y.dims[:2] == (d["batch"], d["time"]) and len(y.dims) == 3, y.dims  # raw in the torch layout
+    return Impl(forward, [x] + list(module.parameters()), raw_of=lambda y: y.raw)
+
+
+def _rf_impl(data: Data, rf, module, make_forward: Callable) -> Impl:
+    from returnn.torch.frontend.bridge import rf_module_to_pt_module
+    d = data.rf_dims
+    x = _leaf(data.x)
+    forward = make_forward(rf.convert_to_tensor(x, dims=[d["batch"], d["time"], d["model"]], feature_dim=d["model"]))
+    dims = forward().dims  # RETURNN may return any order: permute to (batch, time, out) by name
+    order = [next(i for i, dim in enumerate(dims) if dim.name == name) for name in ("batch", "time")]
+    perm = order + [i for i in range(3) if i not in order]
+    inverse = [perm.index(i) for i in range(3)]
+    return Impl(forward, [x] + list(rf_module_to_pt_module(module).parameters()), raw_of=lambda y: y.raw_tensor,
+                to_torch_layout=lambda raw: raw.permute(perm), from_torch_layout=lambda raw: raw.permute(inverse))
+
+
+def _copy_rf_weights(rf_module, source: dict) -> str:
+    """Copies dimtorch/torch-layout weights (`source`: state-dict name -> raw) into a RETURNN module: its linear
+    weights are (in, out), its conv filter and batch norm scale are called `filter` and `gamma`/`beta`."""
+    from returnn.torch.frontend.bridge import rf_module_to_pt_module
+    pt = rf_module_to_pt_module(rf_module)
+    with torch.no_grad():
+        for name, p in list(pt.named_parameters()) + list(pt.named_buffers()):
+            key = re.sub(r"\.filter$", ".weight", name)
+            key = re.sub(r"\.gamma$", ".scale", re.sub(r"\.beta$", ".bias", key))
+            key = re.sub(r"\.running_variance$", ".running_var", key)
+            value = source[key]
+            if name.endswith(".weight") or name == "weight":
+                value = value.t()
+            p.copy_(value)
+    return "same"
+
+
+# ------------------------------------------------------------------------------------------------ rows
+
+def build_linear(data: Data, rf) -> tuple:
+    s = data.shapes
+    torch.manual_seed(1)
+    ref = torch.nn.Linear(s.model, s.model)
+    ours = dt.nn.Linear(data.dt_dims["model"], dt.Dim(s.model, name="out"))
+    with torch.no_grad():
+        ours.weight.raw.copy_(ref.weight)
+        ours.bias.raw.copy_(ref.bias)
+    x = _leaf(data.x)
+    impls = {"torch": Impl(lambda: ref(x), [x] + list(ref.parameters())),
+             "dimtorch": _dt_impl(data, ours, lambda x: lambda: ours(x))}
+    if rf is not None:
+        theirs = rf.Linear(data.rf_dims["model"], _rf_dim(s.model, "out"))
+        _copy_rf_weights(theirs, {"weight": ref.weight, "bias": ref.bias})
+        impls["returnn"] = _rf_impl(data, rf, theirs, lambda x: lambda: theirs(x))
+    return impls, "same"
+
+
+def build_layer_norm(data: Data, rf) -> tuple:
+    s = data.shapes
+    torch.manual_seed(1)
+    ref = torch.nn.LayerNorm(s.model, eps=EPS)
+    with torch.no_grad():
+        ref.weight.normal_()
+        ref.bias.normal_()
+    ours = dt.nn.LayerNorm(data.dt_dims["model"], eps=EPS)
+    with torch.no_grad():
+        ours.scale.raw.copy_(ref.weight)
+        ours.bias.raw.copy_(ref.bias)
+    x = _leaf(data.x)
+    impls = {"torch": Impl(lambda: ref(x), [x] + list(ref.parameters())),
+             "dimtorch": _dt_impl(data, ours, lambda x: lambda: ours(x))}
+    if rf is not None:
+        theirs = rf.LayerNorm(data.rf_dims["model"], eps=EPS)
+        _copy_rf_weights(theirs, {"scale": ref.weight, "bias": ref.bias})
+        impls["returnn"] = _rf_impl(data, rf, theirs, lambda x: lambda: theirs(x))
+    return impls, "same"
+
+
+class TorchSelfAttention(torch.nn.Module):
+    """Multi-head self-attention as a PyTorch user writes it: one qkv projection (per head q, k, v), SDPA with
+    the key padding mask (B, 1, 1, T) made per call from the lengths, output projection."""
+
+    def __init__(self, model: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(model, 3 * model)
+        self.proj = torch.nn.Linear(model, model)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
         mask = sequence_mask(lengths, t, x.device)
-        qkv = torch.where(mask[:, :, None], F.linear(x, wq, bq), 0.0).view(b, t, h, 3 * dh).transpose(1, 2)
-        q, k, v = qkv.split(dh, dim=-1)
+        qkv = self.qkv(x).view(b, t, self.heads, 3 * d // self.heads).transpose(1, 2)
+        q, k, v = qkv.split(d // self.heads, dim=-1)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
-        y = F.linear(o.transpose(1, 2).reshape(b, t, d), wo, bo)
-        if backward:
-            y.sum().backward()
-        return y
-
-    def f_dt(backward):
-        y = att(x_dt, axis=time_dim).raw
-        if backward:
-            y.sum().backward()
-        return y
-
-    torch.testing.assert_close(f_dt(False), f_torch(False))
-    return f_torch, f_dt
+        return self.proj(o.transpose(1, 2).reshape(b, t, d))
 
 
-def measure(f_torch, f_dt, backward, rounds, n=20):
-    def timed(f):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f(backward)
-        return (time.perf_counter() - t0) / n * 1e6
+def build_self_attention(data: Data, rf) -> tuple:
+    s = data.shapes
+    torch.manual_seed(1)
+    ref = TorchSelfAttention(s.model, s.heads)
+    model = data.dt_dims["model"]
+    ours = dt.nn.SelfAttention(model, model, key_dim_total=dt.Dim(s.model, name="key"),
+                               value_dim_total=dt.Dim(s.model, name="value"), num_heads=s.heads, att_dropout=0.0)
+    state = {k: v for k, v in ref.state_dict().items()}
+    ours.load_state_dict(state)
+    x, lengths = _leaf(data.x), data.lengths
+    time_dim = data.dt_dims["time"]
+    impls = {"torch": Impl(lambda: ref(x, lengths), [x] + list(ref.parameters())),
+             "dimtorch": _dt_impl(data, ours, lambda x: lambda: ours(x, axis=time_dim))}
+    if rf is not None:
+        rmodel = data.rf_dims["model"]
+        theirs = rf.SelfAttention(rmodel, rmodel, key_dim_total=_rf_dim(s.model, "key"),
+                                  value_dim_total=_rf_dim(s.model, "value"), num_heads=s.heads, att_dropout=0.0)
+        _copy_rf_weights(theirs, state)
+        rtime = data.rf_dims["time"]
+        impls["returnn"] = _rf_impl(data, rf, theirs, lambda x: lambda: theirs(x, axis=rtime))
+    return impls, "same"
 
-    for _ in range(3):
-        f_torch(backward), f_dt(backward)
-    ts, ds = [], []
-    for r in range(rounds):  # interleaved, alternating which goes first
-        if r % 2:
-            ts.append(timed(f_torch))
-            ds.append(timed(f_dt))
+
+def build_conformer_layer(data: Data, rf) -> tuple:
+    s = data.shapes
+    cfg = ModelConfig(model_dim=s.model, num_heads=s.heads, ff_dim=s.ff, conv_kernel_size=s.kernel, dropout=0.0,
+                      att_dropout=0.0)
+    torch.manual_seed(1)
+    ref = RefLayer(cfg)
+    ours = dt.nn.ConformerEncoderLayer(data.dt_dims["model"], ff_dim=dt.Dim(s.ff, name="ff"), num_heads=s.heads,
+                                       conv_kernel_size=s.kernel, dropout=0.0, att_dropout=0.0)
+    ours.load_state_dict(dt.nn.torch_state_dict_to_dimtorch(ours, ref.state_dict()))
+    x, lengths = _leaf(data.x), data.lengths
+    time_dim = data.dt_dims["time"]
+
+    def torch_forward():  # the key mask made per call, as the reference's training step does
+        return ref(x, sequence_mask(lengths, s.time, x.device))
+    impls = {"torch": Impl(torch_forward, [x] + list(ref.parameters())),
+             "dimtorch": _dt_impl(data, ours, lambda x: lambda: ours(x, spatial_dim=time_dim))}
+    weights = "same"
+    if rf is not None:
+        from returnn.frontend.encoder.conformer import ConformerEncoderLayer
+        # Batch norm as the reference's: masked statistics, eps 1e-5 (RETURNN's default eps is 1e-3).
+        theirs = ConformerEncoderLayer(data.rf_dims["model"], ff_dim=_rf_dim(s.ff, "ff"), num_heads=s.heads,
+                                       conv_kernel_size=s.kernel, dropout=0.0, att_dropout=0.0,
+                                       conv_norm_opts={"use_mask": True, "eps": EPS})
+        weights = _copy_rf_weights(theirs, {k: v.detach() for k, v in ours.state_dict().items()})
+        rtime = data.rf_dims["time"]
+        impls["returnn"] = _rf_impl(data, rf, theirs, lambda x: lambda: theirs(x, spatial_dim=rtime))
+    return impls, weights
+
+
+def _rf_dim(size: int, name: str):
+    from returnn.tensor import Dim
+    return Dim(size, name=name)
+
+
+ROWS = {"Linear": build_linear, "LayerNorm": build_layer_norm, "SelfAttention": build_self_attention,
+        "ConformerEncoderLayer": build_conformer_layer}
+
+
+# ---------------------------------------------------------------------------------------------- checking
+
+def _fwd_bwd(impl: Impl, grad_out: torch.Tensor) -> Callable:
+    """The timed forward+backward: loss = sum(y * grad_out) (grad_out in the implementation's own output
+    layout, zero on padding), gradients of the input and all weights."""
+    leaves, forward, raw_of = impl.leaves, impl.forward, impl.raw_of
+
+    def fwd_bwd():
+        return torch.autograd.grad((raw_of(forward()) * grad_out).sum(), leaves)
+    return fwd_bwd
+
+
+def check(impls: dict, data: Data, tolerance: float) -> tuple:
+    """Agreement with PyTorch on valid frames (output, input gradient): (problems by impl, grad_out by impl)."""
+    mask = data.mask
+    torch.manual_seed(2)
+    g = torch.randn(data.x.shape).masked_fill(~mask[:, :, None], 0.0)
+    ref = impls["torch"]
+    y_ref = ref.forward().detach()
+    gx_ref = torch.autograd.grad((ref.forward() * g).sum(), ref.leaves[0])[0]
+    scale = float(y_ref[mask].abs().max())
+    gscale = float(gx_ref[mask].abs().max())
+    problems, grads = {}, {"torch": g}
+    for name, impl in impls.items():
+        if name == "torch":
+            continue
+        try:
+            y = impl.to_torch_layout(impl.raw_of(impl.forward()).detach())
+            g_own = impl.from_torch_layout(g).contiguous()
+            gx = torch.autograd.grad((impl.raw_of(impl.forward()) * g_own).sum(), impl.leaves[0])[0]
+        except Exception as exc:  # noqa: BLE001 - reported per implementation
+            problems[name] = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            continue
+        grads[name] = g_own
+        dy = float((y[mask] - y_ref[mask]).abs().max())
+        dg = float((gx[mask] - gx_ref[mask]).abs().max())
+        if not (dy <= tolerance * max(scale, 1.0)) or not (dg <= tolerance * max(gscale, 1.0)):
+            problems[name] = f"differs: max |dy| {dy:.2e} (|y| up to {scale:.2e}), max |dx grad| {dg:.2e}"
+    return problems, grads
+
+
+# ----------------------------------------------------------------------------------------------- timing
+
+def time_row(label: str, impls: dict, fns: dict, problems: dict, plan, overhead: float, weights: str) -> RowResult:
+    names = [n for n in ("torch", "dimtorch", "returnn") if n in fns and not problems.get(n, "").startswith("error")]
+    samples = timing.measure({n: fns[n] for n in names}, plan, overhead)
+    results = {}
+    for name in ("torch", "dimtorch", "returnn"):
+        if name not in impls:
+            results[name] = ImplResult("n/a", detail="RETURNN not available")
+        elif name not in samples:
+            results[name] = ImplResult("error", detail=problems[name])
         else:
-            ds.append(timed(f_dt))
-            ts.append(timed(f_torch))
-    return statistics.median(ts), statistics.median(ds), statistics.median(d / t for t, d in zip(ts, ds))
+            q = [v * 1e6 for v in timing.quartiles(samples[name])]
+            status = "differs" if name in problems else "ok"
+            results[name] = ImplResult(status, q[1], q, problems.get(name, ""))
+    row = RowResult(label, weights, results)
+    if "dimtorch" in samples:
+        q = timing.quartiles(timing.round_ratios(samples["dimtorch"], samples["torch"]))
+        row.ratio, row.ratio_quartiles = q[1], list(q)
+    if "returnn" in samples:
+        q = timing.quartiles(timing.round_ratios(samples["returnn"], samples["torch"]))
+        row.returnn_ratio, row.returnn_ratio_quartiles = q[1], list(q)
+    return row
 
 
-def main(argv=None):
+# ----------------------------------------------------------------------------------------------- report
+
+def _us(v) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
+
+
+def _cell(r: ImplResult) -> str:
+    if r.status in ("n/a", "error"):
+        return r.status.upper() if r.status == "error" else "n/a"
+    return _us(r.us) + (" DIFFERS" if r.status == "differs" else "")
+
+
+def _ratio(v) -> str:
+    return "—" if v is None else f"{v:.2f}"
+
+
+def _geomean(values: list) -> Optional[float]:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def markdown(sets: list, header: list) -> str:
+    lines = ["# dimtorch layer benchmark", ""] + header + [""]
+    for name, shapes, rows in sets:
+        lines += [f"## {name}: batch {shapes.batch}, lengths {', '.join(map(str, shapes.lengths))}, model "
+                  f"{shapes.model}, heads {shapes.heads}, ff {shapes.ff}, conv kernel {shapes.kernel}", "",
+                  "| layer | torch_us | dimtorch_us | ratio | returnn_us | returnn_ratio | weights |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        for r in rows:
+            lines.append(f"| {r.row} | {_cell(r.impls['torch'])} | {_cell(r.impls['dimtorch'])} | {_ratio(r.ratio)} "
+                         f"| {_cell(r.impls['returnn'])} | {_ratio(r.returnn_ratio)} | {r.weights} |")
+        gd = _geomean([r.ratio for r in rows if r.ratio is not None])
+        gr = _geomean([r.returnn_ratio for r in rows if r.returnn_ratio is not None])
+        lines += ["", f"Geometric mean ratio: dimtorch {_ratio(gd)}, RETURNN {_ratio(gr)}", ""]
+        problems = [(r.row, n, i.detail) for r in rows for n, i in r.impls.items() if i.status in ("error", "differs")]
+        if problems:
+            lines += ["Problems:", ""] + [f"- {row} / {n}: {d}" for row, n, d in problems] + [""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="rough numbers in well under a minute")
+    parser.add_argument("--shapes", default="tiny,small", help="comma-separated: " + ", ".join(SHAPES))
+    parser.add_argument("--filter", default="", help="regex searched in the row names (e.g. 'Linear|fwd\\+bwd')")
+    parser.add_argument("--rounds", type=int, default=None, help="at most this many rounds per row")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "out"))
+    parser.add_argument("--no-returnn", action="store_true", help="skip RETURNN frontend")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    cases = [
-        ("SelfAttention B3 T20 D16 H4", self_attention(3, 20, 16, 4)),
-        ("ConformerEncoderLayer B3 T20 D16 H4 FF32 K5", conformer_layer(3, 20, 16, 4, 32, 5)),
-        ("ConformerEncoderLayer B8 T50 D96 H4 FF384 K15", conformer_layer(8, 50, 96, 4, 384, 15)),
-    ]
-    print(f"{'op':58s} {'torch_us':>10s} {'dimtorch_us':>12s} {'ratio':>7s}")
-    for name, (f_torch, f_dt) in cases:
-        for backward in (False, True):
-            t, d, ratio = measure(f_torch, f_dt, backward, args.rounds)
-            print(f"{name + (' fwd+bwd' if backward else ' fwd'):58s} {t:10.1f} {d:12.1f} {ratio:7.3f}")
+    plan = timing.QUICK if args.quick else timing.TimingPlan(warmup_s=0.1, batch_s=0.002, rounds=101, min_rounds=9,
+                                                             budget_s=3.0)
+    if args.rounds:
+        plan = timing.TimingPlan(plan.warmup_s, plan.batch_s, args.rounds, min(plan.min_rounds, args.rounds),
+                                 plan.budget_s)
+    rf, rf_line = None, "RETURNN frontend: skipped (--no-returnn)"
+    if not args.no_returnn:
+        setup = setup_returnn()
+        rf_line = setup.describe()
+        if setup.available:
+            rf = setup.rf
+            from returnn.util.basic import BehaviorVersion
+            # The newest behavior version, as a new RETURNN config sets it: among others, conv masks the
+            # padding of its input (older versions let the padding into the valid frames near the end).
+            BehaviorVersion.set(BehaviorVersion._latest_behavior_version)
+            rf_line += f", behavior version {BehaviorVersion.get()}"
+            with contextlib.redirect_stdout(sys.stderr):
+                rf.init_train_step_run_ctx(train_flag=True, step=0, epoch=1)  # batch norm: batch statistics
+    pattern = re.compile(args.filter, re.IGNORECASE)
+    overhead = timing.harness_overhead_s()
+    started = time.time()
+    sets, document = [], {"versions": {"torch": torch.__version__, "dimtorch": dt.__version__,
+                                       "python": platform.python_version()},
+                          "returnn": rf_line, "plan": asdict(plan), "threads": 1, "shape_sets": []}
+    failed = False
+    for set_name in [s.strip() for s in args.shapes.split(",") if s.strip()]:
+        shapes = SHAPES[set_name]
+        data = make_data(shapes, rf)
+        rows = []
+        for layer, build in ROWS.items():
+            labels = [(f"{layer} {mode}", mode) for mode in ("fwd", "fwd+bwd")]
+            labels = [(label, mode) for label, mode in labels if pattern.search(label)]
+            if not labels:
+                continue
+            print(f"[{set_name}] {layer} ...", file=sys.stderr)
+            with contextlib.redirect_stdout(sys.stderr):  # RETURNN's warnings stay out of the report
+                impls, weights = build(data, rf)
+                problems, grads = check(impls, data, tolerance=1e-3 if layer == "ConformerEncoderLayer" else 1e-4)
+            failed |= any(n != "returnn" for n in problems)
+            for label, mode in labels:
+                if mode == "fwd":
+                    fns = {n: i.forward for n, i in impls.items()}
+                else:
+                    fns = {n: _fwd_bwd(i, grads[n]) for n, i in impls.items() if n in grads}
+                gc.collect()
+                with contextlib.redirect_stdout(sys.stderr):
+                    rows.append(time_row(label, impls, fns, problems, plan, overhead, weights))
+        sets.append((set_name, shapes, rows))
+        document["shape_sets"].append({"name": set_name, "shapes": asdict(shapes), "lengths": shapes.lengths,
+                                       "rows": [asdict(r) for r in rows]})
+    header = [f"torch {torch.__version__}, dimtorch {dt.__version__}, CPU, 1 thread; {rf_line}.",
+              "Ratios: median over interleaved rounds of (time / hand-written PyTorch time in the same round); "
+              "`fwd+bwd` = the call, sum(y * g) and the gradients of the input and all weights. `weights`: "
+              "`same` = the three sides run the same weights and agree on valid frames (outputs and input "
+              "gradients); see bench/README.md for what each side is.",
+              f"Run took {time.time() - started:.0f} s{' (--quick: rough numbers)' if args.quick else ''}."]
+    report = markdown(sets, header)
+    print(report)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "nn_layers_bench.md").write_text(report + "\n")
+    (out / "nn_layers_bench.json").write_text(json.dumps(document, indent=1) + "\n")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

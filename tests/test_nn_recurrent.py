@@ -1,4 +1,4 @@
-"""Tests of dt.nn.LSTM (stacked, bidirectional) against torch.nn.LSTM on packed sequences: copied weights, forward and backward, final states."""
+"""Tests of dt.nn.LSTM (stacked, bidirectional) vs torch.nn.LSTM on packed sequences: copied weights, fwd, bwd."""
 import re
 
 import pytest
