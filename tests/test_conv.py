@@ -379,3 +379,15 @@ def test_conv_plan_and_layout_reuse_match_fresh_calls():
     with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): in_dim 'feature'\(2\) is not a dim of x"):
         dt.conv(dt.Tensor(torch.randn(2, 3), (batch, out_dim)), w, in_dim=feat, out_dim=out_dim,
                 in_spatial_dims=[batch], filter_size=[kd], padding="valid")
+
+
+def test_conv_plan_goes_with_its_filter():
+    from dimtorch import _conv
+    pb = make_padded_batch([3, 2], feature=2)
+    out_dim, kd = dt.Dim(3, name="out"), dt.Dim(2, name="k")
+    w = make_filter(out_dim, pb.feature, (kd,))
+    key = id(w)
+    dt.conv(pb.x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time], filter_size=[kd])
+    assert _conv._CONV_PLANS[key].ref() is w
+    del w
+    assert key not in _conv._CONV_PLANS

@@ -99,9 +99,9 @@ class _Plan:
 
     /* A module's weight reads as the same Tensor object call after call (dt.nn.Module caches its
        view), and a training loop calls each layer with x of the same dims layout and raw shape
-       (often the same dims): the checks and arithmetic then run once, and a call does the torch
-       calls only (on tiny shapes the Python around them was ~2x the hand-written cost). The filter
-       is held weakly: its plan goes with it. */
+       (often the same dims): the checks and arithmetic then run once, and a call makes the torch
+       calls and a few comparisons (tiny conv1d: ~35 us of Python per call before, 1.42x of the
+       hand-written; now ~1.05x). The filter is held weakly: its plan goes with it. */
     """
 
     __slots__ = ("ref", "args", "n", "want", "aligned", "fn", "torch_args", "pre_pad", "need", "out_math",
