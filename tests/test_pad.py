@@ -318,3 +318,13 @@ def test_pad_reads_nothing_from_the_device():
                 out, _ = dt.pad(xs, axes=axis, padding=(1, 2), mode=mode)
             assert out.raw.device.type == "meta"
             assert c.blocking == 0 and c.copies <= 2, (mode, axis, inner, c.blocking, c.copies)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pad_modes_dim_sized_from_data(mode):
+    batch, f = dt.Dim(None, name="batch"), dt.Dim(2, name="f")
+    x = dt.Tensor(torch.randn(3, 2), (batch, f))
+    out, (b2,) = dt.pad(x, axes=batch, padding=(2, 1), mode=mode)
+    assert b2.size is None and b2.dyn_size is None and out.dims == (b2, f) and out.raw.shape == (6, 2)
+    check_against_torch(lambda t: dt.pad(t, axes=batch, padding=(2, 1), mode=mode)[0],
+                        lambda r: F.pad(r.t(), (2, 1), mode=mode).t(), [x])
