@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Optional, Sequence
 
 import torch
 
+from . import _dim_cache
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
 
@@ -45,9 +47,17 @@ def _sizes(dims: tuple, x: Optional[Tensor], caller: str) -> list:
     return sizes
 
 
-def _valid_index(dims: tuple, sizes: list) -> torch.Tensor:
-    """Host int64 positions, in the row-major order of `dims`, of the frames valid in every
-    dynamic dim among dims; computed from host lengths only."""
+def _valid_index(dims: tuple, sizes: list, device) -> torch.Tensor:
+    """int64 positions on `device`, in the row-major order of `dims`, of the frames valid in every
+    dynamic dim among dims; computed from host lengths once per dims and sizes, then cached weakly on
+    the first dynamic dim (its device copy does not wait for the device)."""
+    owner = next((d for d in dims if d.dyn_size is not None), None)
+    # Weak refs: the other dims stay out of the owner's lifetime, and a dead one's id is not reused here.
+    key = (tuple(map(weakref.ref, dims)), tuple(sizes), device)
+    if owner is not None:
+        index = _dim_cache.lookup(owner, key)
+        if index is not None:
+            return index
     valid = torch.ones(sizes, dtype=torch.bool)
     for i, d in enumerate(dims):
         if d.dyn_size is None:
@@ -57,7 +67,10 @@ def _valid_index(dims: tuple, sizes: list) -> torch.Tensor:
         shape = [1] * len(dims)
         shape[i] = sizes[i]
         valid = valid & (torch.arange(sizes[i]).view(shape) < lens)
-    return valid.reshape(-1).nonzero().squeeze(1)
+    index = valid.reshape(-1).nonzero().squeeze(1)
+    if index.device != device:
+        index = index.to(device, non_blocking=True)
+    return index if owner is None else _dim_cache.store(owner, key, index)
 
 
 def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None):
@@ -67,14 +80,17 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
 
     The packed size is data-dependent: it is the number of valid frames, taken from the HOST
     lengths of the dynamic dims (never read from the device), and so is the index of the frames
-    kept (copied to x's device without waiting). A new pack_dim is static with that size."""
+    kept (made once per dims and sizes, copied to x's device without waiting). A new pack_dim is
+    static with that size."""
     caller = "dimtorch.pack_padded()"
     check_tensor(x, caller)
     dims = _check_dims(x, dims, caller)
+    x_dims = x.dims
     for d in dims:
         axis_of(x, d, caller, what="dims entry")
     sizes = _sizes(dims, x, caller)
-    index = _valid_index(dims, sizes)
+    raw = x.raw
+    index = _valid_index(dims, sizes, raw.device)
     total = index.shape[0]
     if out_dim is None:
         out_dim = Dim(total, name="pack")
@@ -83,16 +99,18 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     elif out_dim.size != total:
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not fit the {total} valid frames of "
                          f"({dims_str(dims)})")
-    rest = tuple(d for d in x.dims if not any(d is e for e in dims))
-    raw = x.raw
-    for d, n in zip(dims, sizes):
-        a = x.dims.index(d)
-        if raw.shape[a] > n:
-            raw = raw.narrow(a, 0, n)
-    raw = Tensor(raw, x.dims).raw_aligned(dims + rest)
+    n = len(dims)
+    if x_dims[:n] == dims and list(raw.shape[:n]) == sizes:
+        # The common case first: dims lead x in their order, no frames beyond the max lengths.
+        raw = raw.flatten(0, n - 1) if n > 1 else raw
+        return keep_markers(x, raw.index_select(0, index), (out_dim,) + x_dims[n:]), out_dim
+    rest = tuple(d for d in x_dims if d not in dims)
+    for d, size in zip(dims, sizes):
+        a = x_dims.index(d)
+        if raw.shape[a] > size:
+            raw = raw.narrow(a, 0, size)
+    raw = Tensor(raw, x_dims).raw_aligned(dims + rest)
     raw = raw.reshape((math.prod(sizes),) + tuple(raw.shape[len(dims):]))
-    if index.device != raw.device:
-        index = index.to(raw.device, non_blocking=True)
     return keep_markers(x, raw.index_select(0, index), (out_dim,) + rest), out_dim
 
 
@@ -108,13 +126,11 @@ def unpack_padded(x: Tensor, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
         if any(d is e for e in x.dims):
             raise ValueError(f"{caller}: {dim_str(d)} is already a dim of x (dims: {dims_str(x.dims)})")
     sizes = _sizes(dims, None, caller)
-    index = _valid_index(dims, sizes)
+    raw = x.raw.movedim(a, 0) if a else x.raw
+    index = _valid_index(dims, sizes, raw.device)
     if index.shape[0] != x.raw.shape[a]:
         raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} has {x.raw.shape[a]} frames, but ({dims_str(dims)}) "
                          f"have {index.shape[0]} valid frames")
     rest = tuple(d for d in x.dims if d is not in_dim)
-    raw = x.raw.movedim(a, 0) if a else x.raw
-    if index.device != raw.device:
-        index = index.to(raw.device, non_blocking=True)
     out = raw.new_zeros((math.prod(sizes),) + tuple(raw.shape[1:])).index_copy(0, index, raw)
     return keep_markers(x, out.reshape(tuple(sizes) + tuple(raw.shape[1:])), dims + rest)

@@ -6,9 +6,11 @@ from typing import Optional, Sequence, Union
 
 import torch
 
+from . import _C
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
 
+_MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
@@ -31,7 +33,8 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
     for d in in_dims:
         axis_of(x, d, caller, what="indices_dim")
         axis_of(indices, d, caller, what="indices_dim", of="indices")
-    if indices.raw.dtype not in _INT_DTYPES:
+    xr, ir = x.raw, indices.raw
+    if ir.dtype not in _INT_DTYPES:
         raise TypeError(f"{caller}: indices must be of an integer dtype, got {indices.dtype}")
     if out_dim is None:
         out_dim = indices.sparse_dim
@@ -41,22 +44,50 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
     elif indices.sparse_dim is not None and indices.sparse_dim is not out_dim:
         raise ValueError(f"{caller}: the sparse_dim of indices is {dim_str(indices.sparse_dim)}, but out_dim is "
                          f"{dim_str(out_dim)}")
-    if any(out_dim is d for d in x.dims):
-        raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of x (dims: {dims_str(x.dims)})")
-    if out_dim.size is not None:
-        n_out = out_dim.size
-    elif out_dim.dyn_size is not None:
+    x_dims, i_dims = x.dims, indices.dims
+    if out_dim in x_dims:  # Dim equality is identity
+        raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of x (dims: {dims_str(x_dims)})")
+    n_out = out_dim.size
+    if n_out is None:
+        if out_dim.dyn_size is None:
+            raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; it needs a size")
         n_out = out_dim.get_max_size()
-    else:
-        raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; it needs a size")
-    extra = [d for d in indices.dims if not any(d is e for e in x.dims)]
-    if extra:
-        raise ValueError(f"{caller}: indices have dims that x lacks ({dims_str(extra)}); x has ({dims_str(x.dims)})")
-    common = [d for d in x.dims if any(d is e for e in indices.dims) and not any(d is e for e in in_dims)]
-    for d in common + list(in_dims):
-        sx, si = x.raw.shape[x.dims.index(d)], indices.raw.shape[indices.dims.index(d)]
+    dynamic = []
+    for i, d in enumerate(i_dims):
+        if d not in x_dims:
+            extra = [e for e in i_dims if e not in x_dims]
+            raise ValueError(f"{caller}: indices have dims that x lacks ({dims_str(extra)}); x has "
+                             f"({dims_str(x_dims)})")
+        sx, si = xr.shape[x_dims.index(d)], ir.shape[i]
         if sx != si:
             raise ValueError(f"{caller}: dim {dim_str(d)} has size {sx} in x but {si} in indices")
+        if d.dyn_size is not None:
+            dynamic.append(d)
+    if len(in_dims) == 1 and (in_dims[0].dyn_size is None or len(dynamic) == 1):
+        # One indices dim: one scatter_add_ along it, x in its own layout. The padding of a dynamic
+        # one is sent to an extra last row that is cut off: no where over x, garbage indices unused.
+        d = in_dims[0]
+        a = x_dims.index(d)
+        ir = indices.raw_aligned(x_dims)
+        out_shape = list(xr.shape)
+        out_shape[a] = n_out
+        if d.dyn_size is not None:
+            pos = []
+            for b in d.dyn_size.dims:
+                if b not in x_dims:
+                    raise ValueError(f"{caller}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not a "
+                                     f"dim of x (dims: {dims_str(x_dims)})")
+                pos.append(x_dims.index(b))
+            pos.append(a)
+            ir = torch.where(_C._dim_cached_raw(_MASK, d, pos, len(x_dims), xr.shape[a], xr.device), ir, n_out)
+            out_shape[a] = n_out + 1
+        if ir.dtype != torch.int64:
+            ir = ir.to(torch.int64)
+        raw = xr.new_zeros(out_shape).scatter_add_(a, ir.expand(xr.shape), xr)
+        if d.dyn_size is not None:
+            raw = raw.narrow(a, 0, n_out)
+        return keep_markers(x, raw, x_dims[:a] + (out_dim,) + x_dims[a + 1:])
+    common = [d for d in x_dims if d in i_dims and d not in in_dims]
     rest = [d for d in x.dims if not any(d is e for e in common) and not any(d is e for e in in_dims)]
     if any(d.dyn_size is not None for d in in_dims):
         # One mask (over indices' dims, in x's order) zeroes the padding of both x and indices.

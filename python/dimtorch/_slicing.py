@@ -6,6 +6,7 @@ from typing import Optional
 
 import torch
 
+from . import _dim_cache
 from ._C import Dim, Tensor, ceildiv
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
 
@@ -54,8 +55,15 @@ def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, st
         raise ValueError(f"{caller}: step must be >= 1, got {step}")
     raw = x.raw
     size = raw.shape[a]
-    name = f"{axis.name}[{start}:{'' if end is None else end}{'' if step == 1 else f':{step}'}]"
-    if axis.dyn_size is None:
+    lengths = axis.dyn_size
+    if lengths is not None and end is None and step == 1 and start >= 0:
+        # The common case first: dropping the first frames of a dynamic dim is one view.
+        _lengths_over_x(x, axis, caller)
+        out_dim = axis - start if start else axis
+        s = min(start, size)
+        raw = raw.narrow(a, s, min(size - s, out_dim.get_max_size()))
+        return keep_markers(x, raw, x.dims[:a] + (out_dim,) + x.dims[a + 1:]), out_dim
+    if lengths is None:
         if axis.size is not None:
             s = start + size if start < 0 else start
             e = size if end is None else (end + size if end < 0 else end)
@@ -68,7 +76,8 @@ def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, st
             s, e = min(start, size), size if end is None else min(end, size)
         e = max(e, s)
         n = len(range(s, e, step))
-        out_dim = Dim(n, name=name) if axis.size is not None else Dim(None, name=name)
+        out_dim = Dim(n, name=_slice_name(axis, start, end, step)) if axis.size is not None else \
+            Dim(None, name=_slice_name(axis, start, end, step))
     else:
         if start < 0:
             raise ValueError(f"{caller}: start={start} on the dynamic dim {dim_str(axis)}; start must be >= 0 "
@@ -82,7 +91,7 @@ def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, st
         else:
             n = (torch.minimum(lengths.raw.to(torch.int64), torch.tensor(end)) - start).clamp(min=0)
             n = -((-n) // step)
-            out_dim = Dim(Tensor(n, lengths.dims), name=name)
+            out_dim = Dim(Tensor(n, lengths.dims), name=_slice_name(axis, start, end, step))
         s = min(start, size)
         e = min(size, max_len if end is None else (max_len + end if end < 0 else end))
         e = max(e, s)
@@ -95,6 +104,10 @@ def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, st
     return keep_markers(x, raw, dims), out_dim
 
 
+def _slice_name(axis: Dim, start: int, end: Optional[int], step: int) -> str:
+    return f"{axis.name}[{start}:{'' if end is None else end}{'' if step == 1 else f':{step}'}]"
+
+
 def _shift_checks(x, axis, amount, caller) -> int:
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
@@ -103,11 +116,9 @@ def _shift_checks(x, axis, amount, caller) -> int:
     return a
 
 
-def _filled(raw: torch.Tensor, axis: int, k: int, value) -> torch.Tensor:
-    """k frames of `value` along `axis`, with raw's other sizes, dtype and device."""
-    shape = list(raw.shape)
-    shape[axis] = k
-    return raw.new_full(shape, value)
+def _pad_spec(raw: torch.Tensor, axis: int, left: int, right: int) -> tuple:
+    """constant_pad_nd's padding (last axis first) of `left`/`right` frames along `axis`."""
+    return (0, 0) * (raw.dim() - 1 - axis) + (left, right)
 
 
 def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
@@ -121,15 +132,15 @@ def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor
     raw = x.raw
     n = raw.shape[a]
     k = min(amount, n)
-    raw = torch.cat([_filled(raw, a, k, pad_value), raw.narrow(a, 0, n - k)], a)
+    raw = torch.constant_pad_nd(raw.narrow(a, 0, n - k), _pad_spec(raw, a, k, 0), pad_value)
     return keep_markers(x, raw, x.dims)
 
 
 def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     """Frames move `amount` earlier along `axis` (same dim): out[t] = x[t + amount] while
     t + amount < T, else `pad_value`. For a dynamic dim, T is each sequence's own length, so the
-    frames entering at each sequence's end hold pad_value (the mask comes from host lengths; its
-    device copy does not wait, no sync)."""
+    frames entering at each sequence's end hold pad_value (the mask comes from host lengths, once
+    per dim and layout; its device copy does not wait, no sync)."""
     caller = "dimtorch.shift_left()"
     a = _shift_checks(x, axis, amount, caller)
     if amount == 0:
@@ -137,31 +148,38 @@ def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     raw = x.raw
     n = raw.shape[a]
     k = min(amount, n)
-    raw = torch.cat([raw.narrow(a, k, n - k), _filled(raw, a, k, pad_value)], a)
+    raw = torch.constant_pad_nd(raw.narrow(a, k, n - k), _pad_spec(raw, a, 0, k), pad_value)
     if axis.dyn_size is not None:
-        lengths = _lengths_over_x(x, axis, caller)
-        frames = torch.arange(n, dtype=torch.int64)
-        keep = frames < (lengths.raw.to(torch.int64) - amount).unsqueeze(-1)
-        mask = _host_to_x(keep, tuple(lengths.dims) + (axis,), x)
-        raw = torch.where(mask, raw, pad_value)
+        key = ("shift_left", amount, n, tuple(map(id, x.dims)), raw.device)
+        keep = _dim_cache.lookup(axis, key)
+        if keep is None:
+            lengths = _lengths_over_x(x, axis, caller)
+            frames = torch.arange(n, dtype=torch.int64)
+            keep = frames < (lengths.raw.to(torch.int64) - amount).unsqueeze(-1)
+            keep = _dim_cache.store(axis, key, _host_to_x(keep, tuple(lengths.dims) + (axis,), x))
+        raw = torch.where(keep, raw, pad_value)
     return keep_markers(x, raw, x.dims)
 
 
 def reverse_sequence(x: Tensor, *, axis: Dim) -> Tensor:
     """Reverses each sequence along `axis` (same dim): frame t of sequence b gets frame
     len_b - 1 - t for t < len_b; padding frames stay where they are. A static dim is flipped.
-    For a dynamic dim, one gather with an index built from the host lengths (its device copy does
-    not wait, no sync)."""
+    For a dynamic dim, one gather with an index built from the host lengths once per dim and
+    layout (raw shape, dims order, device), then cached weakly on the dim; its device copy does
+    not wait (no sync)."""
     caller = "dimtorch.reverse_sequence()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
     raw = x.raw
     if axis.dyn_size is None:
         return keep_markers(x, raw.flip(a), x.dims)
-    lengths = _lengths_over_x(x, axis, caller)
-    n = raw.shape[a]
-    frames = torch.arange(n, dtype=torch.int64)
-    lens = lengths.raw.to(torch.int64).unsqueeze(-1)
-    index = torch.where(frames < lens, lens - 1 - frames, frames)
-    index = _host_to_x(index, tuple(lengths.dims) + (axis,), x).expand(raw.shape)
+    # The ids of x's dims fix the places of axis and its (live) lengths dims; the shape fixes sizes.
+    key = (raw.shape, tuple(map(id, x.dims)), raw.device)
+    index = _dim_cache.lookup(axis, key)
+    if index is None:
+        lengths = _lengths_over_x(x, axis, caller)
+        frames = torch.arange(raw.shape[a], dtype=torch.int64)
+        lens = lengths.raw.to(torch.int64).unsqueeze(-1)
+        index = torch.where(frames < lens, lens - 1 - frames, frames)
+        index = _dim_cache.store(axis, key, _host_to_x(index, tuple(lengths.dims) + (axis,), x).expand(raw.shape))
     return keep_markers(x, torch.gather(raw, a, index), x.dims)

@@ -6,8 +6,11 @@ from typing import Sequence, Union
 
 import torch
 
+from . import _C
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+
+_MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 
 
 def _lowest(raw: torch.Tensor, caller: str):
@@ -27,23 +30,28 @@ def _highest(raw: torch.Tensor, caller: str):
     return torch.iinfo(raw.dtype).max
 
 
-def _masked(x: Tensor, axes: Sequence[Dim], value) -> Tensor:
-    """x with the padding of the dynamic dims among `axes` set to `value` (other dims untouched)."""
-    dyn = [d for d in axes if d.dyn_size is not None]
-    if not dyn:
-        return x
-    raw = x.raw
-    for d in dyn:
-        for b in d.dyn_size.dims:
-            if not any(b is e for e in x.dims):
-                raise ValueError(f"dimtorch: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not a dim "
-                                 f"of x (dims: {dims_str(x.dims)})")
-        n = raw.shape[x.dims.index(d)]
+def _masked(x: Tensor, axes: Sequence[Dim], value, caller: str) -> torch.Tensor:
+    """x's raw with the padding of the dynamic dims among `axes` set to `value` (frames beyond a
+    dim's max length dropped), by the mask cached on each dim for x's layout."""
+    raw, dims = x.raw, x.dims
+    for d in axes:
+        lengths = d.dyn_size
+        if lengths is None:
+            continue
+        pos = []
+        for b in lengths.dims:
+            if b not in dims:  # Dim equality is identity
+                raise ValueError(f"{caller}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not a "
+                                 f"dim of x (dims: {dims_str(dims)})")
+            pos.append(dims.index(b))
+        a = dims.index(d)
+        n = raw.shape[a]
         if n > d.get_max_size():
-            raw = raw.narrow(x.dims.index(d), 0, d.get_max_size())
-        mask = d.get_mask(x.dims, raw.device).raw_aligned(x.dims)
-        raw = torch.where(mask, raw, value)
-    return Tensor(raw, x.dims)
+            n = d.get_max_size()
+            raw = raw.narrow(a, 0, n)
+        pos.append(a)
+        raw = torch.where(_C._dim_cached_raw(_MASK, d, pos, len(dims), n, raw.device), raw, value)
+    return raw
 
 
 def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
@@ -60,6 +68,15 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     used as it is) and entries beyond the valid count are padding (value -inf)."""
     caller = "dimtorch.top_k()"
     check_tensor(x, caller)
+    if type(k) is int and isinstance(axis, Dim) and axis.dyn_size is None:
+        # The common case first: one static dim (nothing to mask), an int k within its size.
+        a = axis_of(x, axis, caller, what="axis")
+        raw = x.raw
+        if 1 <= k <= raw.shape[a] and raw.is_floating_point():
+            k_dim = Dim(k, name=f"top{k}")
+            values, idx = torch.topk(raw, k, dim=a)
+            dims = x.dims[:a] + (k_dim,) + x.dims[a + 1:]
+            return keep_markers(x, values, dims), Tensor(idx, dims, sparse_dim=axis), k_dim
     axes = (axis,) if isinstance(axis, Dim) else tuple(axis)
     if not axes:
         raise ValueError(f"{caller}: axis is empty")
@@ -74,8 +91,7 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
         k_dim, k_int = None, k
     else:
         raise ValueError(f"{caller}: k must be an int >= 1 or a static Dim, got {k!r}")
-    xm = _masked(x, axes, _lowest(x.raw, caller))
-    raw = xm.raw
+    raw = _masked(x, axes, _lowest(x.raw, caller), caller)
     sizes = [raw.shape[p] for p in positions]
     total = math.prod(sizes)
     dynamic_k = len(axes) == 1 and axes[0].dyn_size is not None and k_dim is None
@@ -118,8 +134,8 @@ def sort(x: Tensor, *, axis: Dim, descending: bool = False):
     caller = "dimtorch.sort()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
-    xm = _masked(x, (axis,), _lowest(x.raw, caller) if descending else _highest(x.raw, caller))
-    values, idx = torch.sort(xm.raw, dim=a, descending=descending, stable=True)
+    raw = _masked(x, (axis,), _lowest(x.raw, caller) if descending else _highest(x.raw, caller), caller)
+    values, idx = torch.sort(raw, dim=a, descending=descending, stable=True)
     return keep_markers(x, values, x.dims), Tensor(idx, x.dims, sparse_dim=axis)
 
 
@@ -129,5 +145,4 @@ def cumsum(x: Tensor, *, axis: Dim) -> Tensor:
     caller = "dimtorch.cumsum()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
-    raw = _masked(x, (axis,), 0).raw
-    return keep_markers(x, torch.cumsum(raw, dim=a), x.dims)
+    return keep_markers(x, torch.cumsum(_masked(x, (axis,), 0, caller), dim=a), x.dims)
