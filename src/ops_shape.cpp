@@ -232,6 +232,26 @@ PyObject* merged_dim(PyObject* dims, Py_ssize_t total) {
   return dim.release();
 }
 
+/// _merged_dim(dims): merged_dim for the Python definition of merge_dims, so that both paths give
+/// the same dim for the same static dims.
+PyObject* f_merged_dim(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 1 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) == 0) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch._C._merged_dim(dims): dims must be a non-empty tuple of Dims");
+    return nullptr;
+  }
+  PyObject* dims = args[0];
+  Py_ssize_t total = 1;
+  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(dims); ++j) {
+    PyObject* d = PyTuple_GET_ITEM(dims, j);
+    if (!is_dim(d) || !dim_is_static(d)) {
+      PyErr_Format(PyExc_ValueError, "dimtorch._C._merged_dim(dims): every dim must be static, got %R", d);
+      return nullptr;
+    }
+    total *= as_dim(d)->size;
+  }
+  return merged_dim(dims, total);
+}
+
 PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "dims", "out_dim"};
   PyObject* v[3];
@@ -254,6 +274,17 @@ PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
     if (PyTuple_GET_ITEM(x->dims, first + j) != d || !dim_is_static(d))
       return fallback(args, nargs, kwnames);
     total *= x->sizes[first + j];
+  }
+  // A dim left in x whose lengths vary along a merged dim: the Python definition refuses that.
+  for (Py_ssize_t i = 0; i < nd; ++i) {
+    if (i >= first && i < first + n) continue;
+    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, i));
+    if (!dim_has_lengths(d)) continue;
+    PyObject* lengths = dim_dyn_size(d);
+    if (!lengths) return PyErr_Occurred() ? nullptr : fallback(args, nargs, kwnames);
+    for (Py_ssize_t j = 0; j < n; ++j)
+      if (dims_index(as_tensor(lengths)->dims, PyTuple_GET_ITEM(dims, j)) >= 0)
+        return fallback(args, nargs, kwnames);
   }
   Ref out;
   if (out_dim) {
@@ -439,6 +470,8 @@ PyObject* f_pad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kw
 }
 
 PyMethodDef kFunctions[] = {
+    {"_merged_dim", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_merged_dim)),
+     METH_FASTCALL, "_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."},
     {"gather", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_gather)),
      METH_FASTCALL | METH_KEYWORDS,
      "gather(x, *, indices, axis): see dimtorch._gather.gather; an embedding lookup (x over "

@@ -1,4 +1,5 @@
 """Tests of src/ops_shape.cpp beyond its ops' own test files: the merged dim that merge_dims' fast path caches."""
+import pytest
 import torch
 
 import dimtorch as dt
@@ -26,3 +27,19 @@ def test_merge_dims_when_x_holds_the_cached_dim_already():
     y, m2 = dt.merge_dims(x, dims=(h, d))  # m again would appear twice: a new dim
     assert m2 is not m and m2.size == 8 and y.dims == (m, m2)
     assert torch.equal(y.raw, x.raw.reshape(8, 8))
+
+
+def test_merge_dims_python_path_gives_the_fast_paths_dim():
+    """Adjacent dims take the C++ fast path, permuted ones the Python definition: same merged dim."""
+    batch, heads, d = dt.Dim(None, name="batch"), dt.Dim(2, name="heads"), dt.Dim(3, name="d")
+    _, fast = dt.merge_dims(dt.Tensor(torch.randn(4, 2, 3), (batch, heads, d)), dims=(heads, d))
+    _, slow = dt.merge_dims(dt.Tensor(torch.randn(2, 4, 3), (heads, batch, d)), dims=(heads, d))
+    assert fast is slow and fast.size == 6
+
+
+def test_merge_dims_fast_path_refuses_merging_away_what_lengths_vary_over():
+    beam, hyp = dt.Dim(2, name="beam"), dt.Dim(2, name="hyp")
+    t = dt.Dim(dt.Tensor(torch.tensor([[3, 1], [2, 2]]), (beam, hyp)), name="t")
+    x = dt.Tensor(torch.randn(2, 2, 3), (beam, hyp, t))  # beam, hyp adjacent: the fast path's case
+    with pytest.raises(ValueError, match=r"dimtorch\.merge_dims\(\): the lengths of 't'\[beam,hyp\] vary over 'beam'\(2\)"):
+        dt.merge_dims(x, dims=(beam, hyp))

@@ -123,8 +123,12 @@ def merge_dims(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None)
             out_dim = canonical
         else:
             name = "*".join(str(d.name) for d in dims)
-            static = all(d.size is not None for d in dims)
-            out_dim = Dim(total, name=name) if static else Dim(None, name=name)
+            if all(d.size is not None for d in dims):
+                out_dim = _C._merged_dim(tuple(dims))  # the dim the C++ fast path gives, too
+                if any(d is out_dim for d in x.dims):  # x holds it already: a new one
+                    out_dim = Dim(total, name=name)
+            else:
+                out_dim = Dim(None, name=name)
     elif not isinstance(out_dim, Dim):
         raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
     elif any(d is out_dim for d in x.dims):
