@@ -144,7 +144,7 @@ def aed_targets(targets: torch.Tensor, target_lengths: torch.Tensor, eos: int) -
     """Decoder input and output, both (B, L+1): input = BOS (= eos) then the labels; output = the labels
     then EOS at each sequence's own end (position target_lengths[b]), ignore_index beyond it. Masks
     from the host lengths (copied without waiting): no device read."""
-    b, n = targets.shape
+    n = targets.shape[1]
     pos = torch.arange(n + 1)[None, :]
     lengths = target_lengths[:, None]
     dec_in = F.pad(targets, (1, 0), value=eos)

@@ -349,8 +349,8 @@ class ConformerCTC(nn.Module):
             return loss, logits, out_lengths
         dec_in, dec_out = aed_targets(targets, target_lengths, self.eos_index)
         dec_logits = self.decoder(dec_in, h, sequence_mask(out_lengths, h.shape[1], h.device))
-        ce = F.cross_entropy(dec_logits.flatten(0, 1).float(), dec_out.flatten(), ignore_index=IGNORE_INDEX, reduction="sum",
-                             label_smoothing=self.dec_cfg.label_smoothing)
+        ce = F.cross_entropy(dec_logits.flatten(0, 1).float(), dec_out.flatten(), ignore_index=IGNORE_INDEX,
+                             reduction="sum", label_smoothing=self.dec_cfg.label_smoothing)
         ce = ce / int(target_lengths.sum() + target_lengths.numel())
         return self.dec_cfg.ctc_scale * loss + self.dec_cfg.aed_scale * ce, logits, out_lengths
 
@@ -373,6 +373,7 @@ def reference_state_dict_to_dimtorch(state_dict: dict) -> dict:
     return out
 
 
-__all__ = ["ModelConfig", "DecoderConfig", "ConformerCTC", "ConformerEncoder", "ConformerEncoderLayer", "RelPosSelfAttention",
-           "ConformerConvBlock", "ConformerConvSubsample", "MaskedBatchNorm", "relative_positional_encoding",
-           "rel_shift", "sequence_mask", "subsampled_length", "reference_state_dict_to_dimtorch"]
+__all__ = ["ModelConfig", "DecoderConfig", "ConformerCTC", "ConformerEncoder", "ConformerEncoderLayer",
+           "RelPosSelfAttention", "ConformerConvBlock", "ConformerConvSubsample", "MaskedBatchNorm",
+           "relative_positional_encoding", "rel_shift", "sequence_mask", "subsampled_length",
+           "reference_state_dict_to_dimtorch"]

@@ -173,7 +173,7 @@ def test_aed_decoder_trains_resumes_and_both_impls_match(tmp_path):
     assert ours["dev"][-1]["loss"] == pytest.approx(ref["dev"][-1]["loss"], rel=2e-3)
     path = tmp_path / "torch" / "checkpoint.pt"
     before = path.read_bytes()
-    with pytest.raises(SystemExit, match="another configuration .*--decoder aed in the checkpoint, --decoder none here"):
+    with pytest.raises(SystemExit, match="another configuration .*--decoder aed in the checkpoint, --decoder none"):
         run(tmp_path / "torch", "--impl", "torch", "--steps", "4", "--resume")
     assert path.read_bytes() == before
 
