@@ -88,6 +88,9 @@ class DimtorchConformerCTC(dt.nn.Module):
     def aed_greedy_decode(self, features, feature_lengths, max_len_factor: int = 2) -> List[List[int]]:
         """Greedy attention decoding, one step at a time with the decoder's state; sequence b ends at
         EOS or after max_len_factor * (its encoder frames) labels. Reads each step's labels on the host."""
+        if self.dec_cfg is None:
+            raise ValueError("DimtorchConformerCTC.aed_greedy_decode(): this model has no attention decoder (made "
+                             "without a DecoderConfig; train.py --decoder aed makes one)")
         h, batch, out_time = self.encode(features, feature_lengths)
         hyps = GreedyHypotheses(out_time.dyn_size.raw, self.eos_index, max_len_factor)
         bos = torch.full((features.shape[0],), self.eos_index, dtype=torch.int64, device=features.device)

@@ -357,6 +357,9 @@ class ConformerCTC(nn.Module):
     @torch.no_grad()
     def aed_greedy_decode(self, features, feature_lengths, max_len_factor: int = 2) -> List[List[int]]:
         """Greedy attention decoding (see demo.reference_decoder.greedy_decode)."""
+        if self.dec_cfg is None:
+            raise ValueError("ConformerCTC.aed_greedy_decode(): this model has no attention decoder (made without "
+                             "a DecoderConfig; train.py --decoder aed makes one)")
         h, out_lengths = self.encoder(features, feature_lengths)
         return greedy_decode(self.decoder, h, out_lengths, self.eos_index, max_len_factor)
 

@@ -128,6 +128,14 @@ def test_greedy_decoding_gives_the_same_labels():
     assert all(ref.eos_index not in h for h in hyps_r)
 
 
+def test_greedy_decoding_without_decoder_is_a_clear_error():
+    from demo.dimtorch_model import DimtorchConformerCTC
+    batch = _batch(n=2)
+    for model in (ConformerCTC(CFG), DimtorchConformerCTC(CFG)):
+        with pytest.raises(ValueError, match=r"ConformerCTC.aed_greedy_decode\(\): this model has no attention"):
+            model.aed_greedy_decode(batch.features, batch.feature_lengths)
+
+
 def test_reference_decoder_is_batch_independent_and_ignores_padding():
     ref, _ = _pair()
     ref.eval()
