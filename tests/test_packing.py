@@ -47,3 +47,28 @@ def test_pack_padded_errors():
     with pytest.raises(ValueError, match=r"dimtorch\.unpack_padded\(\): in_dim 'feature'\(2\) has 2 frames, but "
                                          r"\('batch'\(\?\), 'time'\[batch\]\) have 4 valid frames"):
         dt.unpack_padded(y, dims=(pb.batch, pb.time), in_dim=pb.feature)
+
+
+def test_pack_padded_cached_index_per_dims_and_layout():
+    """The index is cached per dims and layout: other dims orders, other raw sizes and other dims of the
+    same sizes get their own; a cached call still checks out_dim."""
+    lengths = [3, 0, 2]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    bt = torch.cat([pb.x.raw[b, :n] for b, n in enumerate(lengths)])
+    tb = torch.stack([pb.x.raw[0, 0], pb.x.raw[2, 0], pb.x.raw[0, 1], pb.x.raw[2, 1], pb.x.raw[0, 2]])
+    x_tb = dt.Tensor(pb.x.raw.permute(1, 0, 2), (pb.time, pb.batch, pb.feature))
+    x_short = dt.Tensor(pb.x.raw[:, :3], pb.x.dims)
+    for _ in range(2):
+        for x, dims, expected in [(pb.x, (pb.batch, pb.time), bt), (x_short, (pb.batch, pb.time), bt),
+                                  (x_tb, (pb.time, pb.batch), tb), (x_tb, (pb.batch, pb.time), bt)]:
+            y, pack = dt.pack_padded(x, dims=dims)
+            assert pack.size == 5 and y.dims == (pack, pb.feature)
+            torch.testing.assert_close(y.raw, expected)
+    with pytest.raises(ValueError, match=r"dimtorch\.pack_padded\(\): out_dim 'p'\(4\) does not fit the 5 valid"):
+        dt.pack_padded(pb.x, dims=(pb.batch, pb.time), out_dim=dt.Dim(4, name="p"))
+    other = make_padded_batch([1, 3, 2], feature=2, extra_time=1, seed=1)  # same sizes, other lengths
+    y, pack = dt.pack_padded(other.x, dims=(other.batch, other.time))
+    assert pack.size == 6
+    torch.testing.assert_close(y.raw, torch.cat([other.x.raw[b, :n] for b, n in enumerate([1, 3, 2])]))
+    check_against_torch(lambda t: dt.pack_padded(t, dims=(pb.batch, pb.time), out_dim=dt.Dim(5, name="p5"))[0],
+                        lambda r: torch.cat([r[b, :n] for b, n in enumerate(lengths)]), [pb.x], mask_padding=False)

@@ -114,3 +114,57 @@ def test_reverse_sequence_static():
     check_against_torch(lambda t: dt.reverse_sequence(t, axis=f), lambda r: r.flip(1), [x])
     with pytest.raises(ValueError, match=r"dimtorch\.reverse_sequence\(\): axis 'b'\(3\) is not a dim of x"):
         dt.reverse_sequence(x, axis=dt.Dim(3, name="b"))
+
+
+def test_cached_indices_follow_layout_and_size_and_die_with_the_dim():
+    """reverse_sequence's index and shift_left's mask are cached per dim and layout: the same dim in
+    other dims orders and raw sizes gets its own, and the cache entry goes when the dim goes."""
+    import gc
+
+    from dimtorch import _dim_cache
+    n_entries = len(_dim_cache._CACHE)
+
+    def run():
+        lengths = [5, 2, 0]
+        pb = make_padded_batch(lengths, feature=2)
+        for extra in (0, 2, 0):  # the same dims, more raw frames
+            raw = torch.cat([pb.x.raw, pb.x.raw.new_full((3, extra, 2), float("nan"))], 1)
+            for perm in [(0, 1, 2), (1, 0, 2), (2, 1, 0)]:
+                dims = tuple(pb.x.dims[i] for i in perm)
+                x = dt.Tensor(raw.permute(perm), dims)
+                for _ in range(2):  # the second call uses the cached index
+                    check_against_torch(
+                        lambda t: dt.reverse_sequence(t, axis=pb.time),
+                        lambda r: per_sequence(r.permute(perm), lengths, lambda s: s.flip(0), lengths,
+                                               5 + extra).permute(perm), [x])
+                    check_against_torch(
+                        lambda t: dt.shift_left(t, axis=pb.time, amount=1, pad_value=-3.0),
+                        lambda r: per_sequence(r.permute(perm), lengths, lambda s: shifted_left(s, 1, -3.0), lengths,
+                                               5 + extra).permute(perm), [x])
+        assert len(_dim_cache._CACHE) > n_entries
+
+    run()
+    gc.collect()
+    assert len(_dim_cache._CACHE) == n_entries
+
+
+def test_same_layout_other_dim_gets_its_own_index():
+    """Two dims of the same sizes but other lengths, in the same layout, never share an index."""
+    for lengths in ([3, 1], [1, 3], [2, 2]):
+        pb = make_padded_batch(lengths, feature=1)
+        y = dt.reverse_sequence(pb.x, axis=pb.time)
+        for b, n in enumerate(lengths):
+            torch.testing.assert_close(y.raw[b, :n], pb.x.raw[b, :n].flip(0))
+
+
+def test_slice_fast_path_markers():
+    pb = make_padded_batch([4, 2], feature=3)
+    x = dt.Tensor(pb.x.raw, pb.x.dims, feature_dim=pb.time)
+    y, d = dt.slice(x, axis=pb.time, start=1)
+    assert y.feature_dim is None and d.dyn_size.raw.tolist() == [3, 1] and y.raw.shape == (2, 3, 3)
+    y0, d0 = dt.slice(x, axis=pb.time, start=0)
+    assert d0 is pb.time and y0.feature_dim is pb.time
+    y9, d9 = dt.slice(x, axis=pb.time, start=9)
+    assert d9.dyn_size.raw.tolist() == [0, 0] and y9.raw.shape == (2, 0, 3)
+    with pytest.raises(TypeError, match=r"dimtorch\.slice\(\): x must be a dimtorch\.Tensor, got Tensor"):
+        dt.slice(pb.x.raw, axis=pb.time, start=1)

@@ -119,3 +119,25 @@ def test_top_k_over_dynamic_time_and_feature_never_selects_padding():
     check_against_torch(lambda t: dt.top_k(t, axis=(pb.time, pb.feature), k=k2)[0],
                         lambda r: torch.stack([torch.topk(r[b, :n].reshape(-1), 2)[0] for b, n in enumerate(lengths)]),
                         [pb.x])
+
+
+def test_top_k_static_keeps_markers_and_int_dtype():
+    pb = make_padded_batch([3, 1], feature=4)
+    x = dt.Tensor(pb.x.raw, pb.x.dims, feature_dim=pb.time)
+    values, idx, k_dim = dt.top_k(x, axis=pb.feature, k=2)
+    assert values.feature_dim is pb.time and idx.sparse_dim is pb.feature and k_dim.size == 2
+    values, idx, k_dim = dt.top_k(pb.x, axis=pb.feature, k=2)
+    assert values.feature_dim is None and values.dims == (pb.batch, pb.time, k_dim)
+    xi = dt.Tensor(torch.tensor([[3, 9, 1], [4, 0, 8]]), (pb.batch, dt.Dim(3, name="v")))
+    values, idx, _ = dt.top_k(xi, axis=xi.dims[1], k=1)
+    assert values.raw.tolist() == [[9], [8]] and idx.raw.tolist() == [[1], [2]]
+
+
+def test_cumsum_errors_and_static():
+    b2 = dt.Dim(None, name="b2")
+    t = dt.Dim(dt.Tensor(torch.tensor([2, 1]), (b2,)), name="t")
+    x = dt.Tensor(torch.randn(2, 3), (t, dt.Dim(3, name="f")))
+    with pytest.raises(ValueError, match=r"dimtorch\.cumsum\(\): the lengths of 't'\[b2\] vary over 'b2'"):
+        dt.cumsum(x, axis=t)
+    with pytest.raises(TypeError, match=r"dimtorch\.cumsum\(\): x must be a dimtorch\.Tensor"):
+        dt.cumsum(x.raw, axis=t)

@@ -80,30 +80,34 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
 
     The packed size is data-dependent: it is the number of valid frames, taken from the HOST
     lengths of the dynamic dims (never read from the device), and so is the index of the frames
-    kept (made once per dims and sizes, copied to x's device without waiting). A new pack_dim is
+    kept (made once per dims and layout, copied to x's device without waiting). A new pack_dim is
     static with that size."""
     caller = "dimtorch.pack_padded()"
     check_tensor(x, caller)
+    raw = x.raw
+    owner = _owner(dims)
+    if owner is not None:
+        # Weak refs: a dead dim's reused id cannot match; the ids of x's dims then fix the places of dims.
+        key = (tuple(map(weakref.ref, dims)), tuple(map(id, x.dims)), raw.shape, raw.device)
+        plan = _dim_cache.lookup(owner, key)
+        if plan is not None:
+            # The checks passed for this key; only out_dim is new.
+            index, n = plan
+            out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
+            return keep_markers(x, raw.flatten(0, n - 1).index_select(0, index), (out_dim,) + x.dims[n:]), out_dim
     dims = _check_dims(x, dims, caller)
     x_dims = x.dims
     for d in dims:
         axis_of(x, d, caller, what="dims entry")
     sizes = _sizes(dims, x, caller)
-    raw = x.raw
     index = _valid_index(dims, sizes, raw.device)
-    total = index.shape[0]
-    if out_dim is None:
-        out_dim = Dim(total, name="pack")
-    elif not isinstance(out_dim, Dim):
-        raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
-    elif out_dim.size != total:
-        raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not fit the {total} valid frames of "
-                         f"({dims_str(dims)})")
+    out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
     n = len(dims)
     if x_dims[:n] == dims and list(raw.shape[:n]) == sizes:
-        # The common case first: dims lead x in their order, no frames beyond the max lengths.
-        raw = raw.flatten(0, n - 1) if n > 1 else raw
-        return keep_markers(x, raw.index_select(0, index), (out_dim,) + x_dims[n:]), out_dim
+        # dims lead x in their order, no frames beyond the max lengths: one flatten (a view).
+        if owner is not None:
+            _dim_cache.store(owner, key, (index, n))
+        return keep_markers(x, raw.flatten(0, n - 1).index_select(0, index), (out_dim,) + x_dims[n:]), out_dim
     rest = tuple(d for d in x_dims if d not in dims)
     for d, size in zip(dims, sizes):
         a = x_dims.index(d)
@@ -112,6 +116,30 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     raw = Tensor(raw, x_dims).raw_aligned(dims + rest)
     raw = raw.reshape((math.prod(sizes),) + tuple(raw.shape[len(dims):]))
     return keep_markers(x, raw.index_select(0, index), (out_dim,) + rest), out_dim
+
+
+def _owner(dims) -> Optional[Dim]:
+    """The first dynamic dim of a tuple of Dims (the plan cache's owner), else None."""
+    if type(dims) is not tuple:
+        return None
+    owner = None
+    for d in dims:
+        if not isinstance(d, Dim):
+            return None
+        if owner is None and d.dyn_size is not None:
+            owner = d
+    return owner
+
+
+def _pack_dim(out_dim: Optional[Dim], total: int, dims: tuple, caller: str) -> Dim:
+    if out_dim is None:
+        return Dim(total, name="pack")
+    if not isinstance(out_dim, Dim):
+        raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
+    if out_dim.size != total:
+        raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not fit the {total} valid frames of "
+                         f"({dims_str(dims)})")
+    return out_dim
 
 
 def unpack_padded(x: Tensor, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:

@@ -14,6 +14,21 @@ _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
+_SCALARS: dict = {}  # (value, dtype) -> 0-dim host tensor; a few per program (out dim sizes)
+
+
+def _host_scalar(value: int, dtype: torch.dtype) -> torch.Tensor:
+    """A cached 0-dim host tensor: torch.where takes it as a scalar on any device, and skips
+    wrapping a Python int on every call."""
+    key = (value, dtype)
+    t = _SCALARS.get(key)
+    if t is None:
+        if len(_SCALARS) >= 64:
+            _SCALARS.clear()
+        t = _SCALARS[key] = torch.tensor(value, dtype=dtype)
+    return t
+
+
 def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], out_dim: Optional[Dim] = None
             ) -> Tensor:
     """Scatter-add: the entries of x along `indices_dim` (one dim or several) are added into
@@ -53,12 +68,13 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
             raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; it needs a size")
         n_out = out_dim.get_max_size()
     dynamic = []
+    x_shape, i_shape = xr.shape, ir.shape
     for i, d in enumerate(i_dims):
         if d not in x_dims:
             extra = [e for e in i_dims if e not in x_dims]
             raise ValueError(f"{caller}: indices have dims that x lacks ({dims_str(extra)}); x has "
                              f"({dims_str(x_dims)})")
-        sx, si = xr.shape[x_dims.index(d)], ir.shape[i]
+        sx, si = x_shape[x_dims.index(d)], i_shape[i]
         if sx != si:
             raise ValueError(f"{caller}: dim {dim_str(d)} has size {sx} in x but {si} in indices")
         if d.dyn_size is not None:
@@ -69,7 +85,7 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
         d = in_dims[0]
         a = x_dims.index(d)
         ir = indices.raw_aligned(x_dims)
-        out_shape = list(xr.shape)
+        out_shape = list(x_shape)
         out_shape[a] = n_out
         if d.dyn_size is not None:
             pos = []
@@ -79,11 +95,12 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
                                      f"dim of x (dims: {dims_str(x_dims)})")
                 pos.append(x_dims.index(b))
             pos.append(a)
-            ir = torch.where(_C._dim_cached_raw(_MASK, d, pos, len(x_dims), xr.shape[a], xr.device), ir, n_out)
+            mask = _C._dim_cached_raw(_MASK, d, pos, len(x_dims), x_shape[a], xr.device)
+            ir = torch.where(mask, ir, _host_scalar(n_out, ir.dtype))
             out_shape[a] = n_out + 1
         if ir.dtype != torch.int64:
             ir = ir.to(torch.int64)
-        raw = xr.new_zeros(out_shape).scatter_add_(a, ir.expand(xr.shape), xr)
+        raw = xr.new_zeros(out_shape).scatter_add_(a, ir.expand(x_shape), xr)
         if d.dyn_size is not None:
             raw = raw.narrow(a, 0, n_out)
         return keep_markers(x, raw, x_dims[:a] + (out_dim,) + x_dims[a + 1:])

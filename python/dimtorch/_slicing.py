@@ -11,15 +11,19 @@ from ._C import Dim, Tensor, ceildiv
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _lengths_in(lengths: Tensor, dims: tuple) -> bool:
+    """Whether every dim the lengths vary over is in `dims`."""
+    for b in lengths.dims:
+        if b not in dims:  # Dim equality is identity
+            return False
+    return True
 
 
 def _lengths_over_x(x: Tensor, axis: Dim, caller: str) -> Tensor:
     """Host lengths of the dynamic `axis`, after checking that they vary only over dims of x."""
     lengths = axis.dyn_size
     for b in lengths.dims:
-        if not any(b is e for e in x.dims):
+        if b not in x.dims:  # Dim equality is identity
             raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which is not a dim "
                              f"of x (dims: {dims_str(x.dims)})")
     return lengths
@@ -45,10 +49,26 @@ def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, st
       or < 0 the out dim comes from dim math (ceildiv(T - start - (-end), step), cached: the same
       slice twice gives the same dim); with end >= 0 it is a new dynamic Dim.
     - a dim sized from data: start/end >= 0 only, out_dim a new Dim(None)."""
+    if end is None and step == 1 and type(start) is int and start >= 0 and type(x) is Tensor and type(axis) is Dim:
+        # The common case first: dropping the first frames of a dynamic dim is one view.
+        lengths, dims = axis.dyn_size, x.dims
+        if lengths is not None and axis in dims and _lengths_in(lengths, dims):
+            a = dims.index(axis)
+            out_dim = axis - start if start else axis
+            raw = x.raw
+            size = raw.shape[a]
+            s = start if start < size else size
+            n = out_dim.get_max_size()
+            raw = raw.narrow(a, s, n if n < size - s else size - s)
+            feature_dim = x.feature_dim
+            if feature_dim is axis and out_dim is not axis:
+                feature_dim = None
+            return Tensor(raw, dims[:a] + (out_dim,) + dims[a + 1:], sparse_dim=x.sparse_dim,
+                          feature_dim=feature_dim), out_dim
     caller = "dimtorch.slice()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
-    if not _is_int(start) or (end is not None and not _is_int(end)) or not _is_int(step):
+    if type(start) is not int or (end is not None and type(end) is not int) or type(step) is not int:
         raise TypeError(f"{caller}: start, end and step must be ints (end may be None), got "
                         f"start={start!r}, end={end!r}, step={step!r}")
     if step < 1:
@@ -56,13 +76,6 @@ def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, st
     raw = x.raw
     size = raw.shape[a]
     lengths = axis.dyn_size
-    if lengths is not None and end is None and step == 1 and start >= 0:
-        # The common case first: dropping the first frames of a dynamic dim is one view.
-        _lengths_over_x(x, axis, caller)
-        out_dim = axis - start if start else axis
-        s = min(start, size)
-        raw = raw.narrow(a, s, min(size - s, out_dim.get_max_size()))
-        return keep_markers(x, raw, x.dims[:a] + (out_dim,) + x.dims[a + 1:]), out_dim
     if lengths is None:
         if axis.size is not None:
             s = start + size if start < 0 else start
@@ -109,11 +122,12 @@ def _slice_name(axis: Dim, start: int, end: Optional[int], step: int) -> str:
 
 
 def _shift_checks(x, axis, amount, caller) -> int:
-    check_tensor(x, caller)
-    a = axis_of(x, axis, caller, what="axis")
-    if not _is_int(amount) or amount < 0:
+    if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
+        check_tensor(x, caller)
+        axis_of(x, axis, caller, what="axis")
+    if type(amount) is not int or amount < 0:  # bool is no amount
         raise ValueError(f"{caller}: amount must be an int >= 0, got {amount!r}")
-    return a
+    return x.dims.index(axis)
 
 
 def _pad_spec(raw: torch.Tensor, axis: int, left: int, right: int) -> tuple:
@@ -133,7 +147,7 @@ def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor
     n = raw.shape[a]
     k = min(amount, n)
     raw = torch.constant_pad_nd(raw.narrow(a, 0, n - k), _pad_spec(raw, a, k, 0), pad_value)
-    return keep_markers(x, raw, x.dims)
+    return Tensor(raw, x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
 
 
 def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
@@ -167,19 +181,21 @@ def reverse_sequence(x: Tensor, *, axis: Dim) -> Tensor:
     For a dynamic dim, one gather with an index built from the host lengths once per dim and
     layout (raw shape, dims order, device), then cached weakly on the dim; its device copy does
     not wait (no sync)."""
-    caller = "dimtorch.reverse_sequence()"
-    check_tensor(x, caller)
-    a = axis_of(x, axis, caller, what="axis")
+    if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
+        check_tensor(x, "dimtorch.reverse_sequence()")
+        axis_of(x, axis, "dimtorch.reverse_sequence()", what="axis")
+    dims = x.dims
+    a = dims.index(axis)
     raw = x.raw
     if axis.dyn_size is None:
-        return keep_markers(x, raw.flip(a), x.dims)
+        return Tensor(raw.flip(a), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
     # The ids of x's dims fix the places of axis and its (live) lengths dims; the shape fixes sizes.
-    key = (raw.shape, tuple(map(id, x.dims)), raw.device)
+    key = (raw.shape, tuple(map(id, dims)), raw.device)
     index = _dim_cache.lookup(axis, key)
     if index is None:
-        lengths = _lengths_over_x(x, axis, caller)
+        lengths = _lengths_over_x(x, axis, "dimtorch.reverse_sequence()")
         frames = torch.arange(raw.shape[a], dtype=torch.int64)
         lens = lengths.raw.to(torch.int64).unsqueeze(-1)
         index = torch.where(frames < lens, lens - 1 - frames, frames)
         index = _dim_cache.store(axis, key, _host_to_x(index, tuple(lengths.dims) + (axis,), x).expand(raw.shape))
-    return keep_markers(x, torch.gather(raw, a, index), x.dims)
+    return Tensor(raw.gather(a, index), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)

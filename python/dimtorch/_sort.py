@@ -30,6 +30,14 @@ def _highest(raw: torch.Tensor, caller: str):
     return torch.iinfo(raw.dtype).max
 
 
+def _lengths_in(lengths: Tensor, dims: tuple) -> bool:
+    """Whether every dim the lengths vary over is in `dims`."""
+    for b in lengths.dims:
+        if b not in dims:  # Dim equality is identity
+            return False
+    return True
+
+
 def _masked(x: Tensor, axes: Sequence[Dim], value, caller: str) -> torch.Tensor:
     """x's raw with the padding of the dynamic dims among `axes` set to `value` (frames beyond a
     dim's max length dropped), by the mask cached on each dim for x's layout."""
@@ -67,16 +75,21 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     shorter than k gets only its own frames as valid entries; otherwise k_dim is static (a Dim k is
     used as it is) and entries beyond the valid count are padding (value -inf)."""
     caller = "dimtorch.top_k()"
-    check_tensor(x, caller)
-    if type(k) is int and isinstance(axis, Dim) and axis.dyn_size is None:
+    if type(x) is Tensor and type(k) is int and axis in x.dims and axis.dyn_size is None:
         # The common case first: one static dim (nothing to mask), an int k within its size.
-        a = axis_of(x, axis, caller, what="axis")
+        dims = x.dims
+        a = dims.index(axis)
         raw = x.raw
         if 1 <= k <= raw.shape[a] and raw.is_floating_point():
             k_dim = Dim(k, name=f"top{k}")
-            values, idx = torch.topk(raw, k, dim=a)
-            dims = x.dims[:a] + (k_dim,) + x.dims[a + 1:]
-            return keep_markers(x, values, dims), Tensor(idx, dims, sparse_dim=axis), k_dim
+            values, idx = raw.topk(k, a)
+            feature_dim = x.feature_dim
+            if feature_dim is axis:
+                feature_dim = None
+            dims = dims[:a] + (k_dim,) + dims[a + 1:]
+            return (Tensor(values, dims, sparse_dim=x.sparse_dim, feature_dim=feature_dim),
+                    Tensor(idx, dims, sparse_dim=axis), k_dim)
+    check_tensor(x, caller)
     axes = (axis,) if isinstance(axis, Dim) else tuple(axis)
     if not axes:
         raise ValueError(f"{caller}: axis is empty")
@@ -143,6 +156,16 @@ def cumsum(x: Tensor, *, axis: Dim) -> Tensor:
     """Cumulative sum along `axis` (same dims); padding of a dynamic axis contributes 0 (and gets no
     gradient), so frames past a sequence's end repeat its total."""
     caller = "dimtorch.cumsum()"
-    check_tensor(x, caller)
-    a = axis_of(x, axis, caller, what="axis")
-    return keep_markers(x, torch.cumsum(_masked(x, (axis,), 0, caller), dim=a), x.dims)
+    if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
+        check_tensor(x, caller)
+        axis_of(x, axis, caller, what="axis")
+    dims = x.dims
+    a = dims.index(axis)
+    raw = x.raw
+    lengths = axis.dyn_size
+    if lengths is not None:
+        if raw.shape[a] == axis.get_max_size() and _lengths_in(lengths, dims):
+            raw = x.copy_masked(0, (axis,)).raw  # one where with the mask cached on the dim, in C++
+        else:
+            raw = _masked(x, (axis,), 0, caller)  # frames beyond the max length dropped, or the error
+    return Tensor(raw.cumsum(a), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
