@@ -53,6 +53,16 @@ def test_cross_entropy_soft_targets_and_class_axis_last():
     assert torch.equal(loss.raw[~mask], torch.zeros(int((~mask).sum())))
 
 
+def test_cross_entropy_lengths_over_a_dim_the_tensors_lack():
+    """One sequence sliced out of a batch: time's lengths are over batch, which x and target lack, so no
+    padding is masked in this layout (the per-dim fallback of the masked copy)."""
+    batch, time, classes, logits, target, mask = _batch([3, 1])
+    x = dt.Tensor(logits[0], (time, classes))
+    loss = dt.cross_entropy(estimated=x, target=dt.Tensor(target[0], (time,), sparse_dim=classes), axis=classes)
+    assert loss.dims == (time,)
+    torch.testing.assert_close(loss.raw, F.cross_entropy(logits[0], target[0], reduction="none"))
+
+
 def test_cross_entropy_errors():
     batch, time, classes, logits, target, mask = _batch([3, 1])
     x = dt.Tensor(logits, (batch, time, classes))
