@@ -85,16 +85,17 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     caller = "dimtorch.pack_padded()"
     check_tensor(x, caller)
     raw = x.raw
-    owner = _owner(dims)
-    if owner is not None:
-        # Weak refs: a dead dim's reused id cannot match; the ids of x's dims then fix the places of dims.
-        key = (tuple(map(weakref.ref, dims)), tuple(map(id, x.dims)), raw.shape, raw.device)
-        plan = _dim_cache.lookup(owner, key)
-        if plan is not None:
+    owner, key = _owner(dims), None
+    if owner is not None and x.dims[:len(dims)] == dims:
+        # dims lead x in their order. Weak refs in the key: a dead dim's reused id cannot match.
+        key = ("lead", tuple(map(weakref.ref, dims)), raw.shape, raw.device)
+        index = _dim_cache.lookup(owner, key)
+        if index is not None:
             # The checks passed for this key; only out_dim is new.
-            index, n = plan
             out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
-            return keep_markers(x, raw.flatten(0, n - 1).index_select(0, index), (out_dim,) + x.dims[n:]), out_dim
+            n = len(dims)
+            raw = raw.flatten(0, n - 1) if n > 1 else raw
+            return keep_markers(x, raw.index_select(0, index), (out_dim,) + x.dims[n:]), out_dim
     dims = _check_dims(x, dims, caller)
     x_dims = x.dims
     for d in dims:
@@ -105,9 +106,10 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     n = len(dims)
     if x_dims[:n] == dims and list(raw.shape[:n]) == sizes:
         # dims lead x in their order, no frames beyond the max lengths: one flatten (a view).
-        if owner is not None:
-            _dim_cache.store(owner, key, (index, n))
-        return keep_markers(x, raw.flatten(0, n - 1).index_select(0, index), (out_dim,) + x_dims[n:]), out_dim
+        if key is not None:
+            _dim_cache.store(owner, key, index)
+        raw = raw.flatten(0, n - 1) if n > 1 else raw
+        return keep_markers(x, raw.index_select(0, index), (out_dim,) + x_dims[n:]), out_dim
     rest = tuple(d for d in x_dims if d not in dims)
     for d, size in zip(dims, sizes):
         a = x_dims.index(d)
@@ -132,6 +134,7 @@ def _owner(dims) -> Optional[Dim]:
 
 
 def _pack_dim(out_dim: Optional[Dim], total: int, dims: tuple, caller: str) -> Dim:
+    """A new static pack dim of `total` frames, or the given one after checking its size."""
     if out_dim is None:
         return Dim(total, name="pack")
     if not isinstance(out_dim, Dim):

@@ -100,7 +100,8 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
             out_shape[a] = n_out + 1
         if ir.dtype != torch.int64:
             ir = ir.to(torch.int64)
-        raw = xr.new_zeros(out_shape).scatter_add_(a, ir.expand(x_shape), xr)
+        # expand_as, not expand(shape): torch parses a Size argument element by element.
+        raw = xr.new_zeros(out_shape).scatter_add_(a, ir.expand_as(xr), xr)
         if d.dyn_size is not None:
             raw = raw.narrow(a, 0, n_out)
         return keep_markers(x, raw, x_dims[:a] + (out_dim,) + x_dims[a + 1:])

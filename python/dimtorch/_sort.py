@@ -11,6 +11,7 @@ from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
+_UNRANKED = frozenset(("bool", "complex32", "complex64", "complex128"))  # dtypes top_k rejects (via _lowest)
 
 
 def _lowest(raw: torch.Tensor, caller: str):
@@ -80,7 +81,7 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
         dims = x.dims
         a = dims.index(axis)
         raw = x.raw
-        if 1 <= k <= raw.shape[a] and raw.is_floating_point():
+        if 1 <= k <= raw.shape[a] and x.dtype not in _UNRANKED:
             k_dim = Dim(k, name=f"top{k}")
             values, idx = raw.topk(k, a)
             feature_dim = x.feature_dim
