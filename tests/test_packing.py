@@ -1,6 +1,7 @@
 """Tests of python/dimtorch/_packing.py: pack_padded / unpack_padded against torch, sizes from host lengths."""
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 import dimtorch as dt
 from helpers import check_against_torch, make_padded_batch
@@ -72,3 +73,15 @@ def test_pack_padded_cached_index_per_dims_and_layout():
     torch.testing.assert_close(y.raw, torch.cat([other.x.raw[b, :n] for b, n in enumerate([1, 3, 2])]))
     check_against_torch(lambda t: dt.pack_padded(t, dims=(pb.batch, pb.time), out_dim=dt.Dim(5, name="p5"))[0],
                         lambda r: torch.cat([r[b, :n] for b, n in enumerate(lengths)]), [pb.x], mask_padding=False)
+
+
+@given(lengths=st.lists(st.integers(0, 4), min_size=1, max_size=3), extra=st.integers(0, 2),
+       time_major=st.booleans())
+def test_pack_padded_new_dims_every_example(lengths, extra, time_major):
+    """New dims every example (ids of dead dims get reused): the cached index always fits."""
+    pb = make_padded_batch(lengths, feature=2, extra_time=extra)
+    x = dt.Tensor(pb.x.raw.transpose(0, 1), (pb.time, pb.batch, pb.feature)) if time_major else pb.x
+    y, pack = dt.pack_padded(x, dims=(pb.batch, pb.time))
+    assert pack.size == sum(lengths)
+    expected = torch.cat([pb.x.raw[b, :n] for b, n in enumerate(lengths)])
+    torch.testing.assert_close(y.raw, expected)

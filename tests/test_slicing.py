@@ -1,6 +1,7 @@
 """Tests of python/dimtorch/_slicing.py: slice, shift_right/left, reverse_sequence, against per-sequence torch."""
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 import dimtorch as dt
 from helpers import check_against_torch, check_batch_independence, make_padded_batch
@@ -168,3 +169,18 @@ def test_slice_fast_path_markers():
     assert d9.dyn_size.raw.tolist() == [0, 0] and y9.raw.shape == (2, 0, 3)
     with pytest.raises(TypeError, match=r"dimtorch\.slice\(\): x must be a dimtorch\.Tensor, got Tensor"):
         dt.slice(pb.x.raw, axis=pb.time, start=1)
+
+
+@given(perm=st.permutations([0, 1, 2]), extra=st.integers(0, 2),
+       lengths=st.lists(st.integers(0, 4), min_size=1, max_size=3), amount=st.integers(1, 3))
+def test_reverse_and_shift_left_any_layout(perm, extra, lengths, amount):
+    """New dims every example (ids of dead dims get reused): the cached index/mask always fit."""
+    pb = make_padded_batch(lengths, feature=2, extra_time=extra, pad_value=1e30)
+    x = dt.Tensor(pb.x.raw.permute(perm), tuple(pb.x.dims[i] for i in perm))
+    inv = [perm.index(i) for i in range(3)]
+    rev = dt.reverse_sequence(x, axis=pb.time).raw.permute(inv)
+    left = dt.shift_left(x, axis=pb.time, amount=amount, pad_value=-3.0).raw.permute(inv)
+    for b, n in enumerate(lengths):
+        seq = pb.x.raw[b, :n]
+        torch.testing.assert_close(rev[b, :n], seq.flip(0))
+        torch.testing.assert_close(left[b, :n], shifted_left(seq, amount, -3.0))
