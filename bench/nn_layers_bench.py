@@ -399,7 +399,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     plan = timing.QUICK if args.quick else timing.TimingPlan(warmup_s=0.1, batch_s=0.002, rounds=101, min_rounds=9,
-                                                             budget_s=3.0)
+                                                             budget_s=2.0)
     if args.rounds:
         plan = timing.TimingPlan(plan.warmup_s, plan.batch_s, args.rounds, min(plan.min_rounds, args.rounds),
                                  plan.budget_s)
