@@ -9,6 +9,7 @@ import torch
 from . import _C
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+from ._slicing import _lengths_in
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 _UNRANKED = frozenset(("bool", "complex32", "complex64", "complex128"))  # dtypes top_k rejects (via _lowest)
@@ -29,14 +30,6 @@ def _highest(raw: torch.Tensor, caller: str):
     if raw.dtype == torch.bool or raw.is_complex():
         raise TypeError(f"{caller}: x must be a real number dtype, got {raw.dtype}")
     return torch.iinfo(raw.dtype).max
-
-
-def _lengths_in(lengths: Tensor, dims: tuple) -> bool:
-    """Whether every dim the lengths vary over is in `dims`."""
-    for b in lengths.dims:
-        if b not in dims:  # Dim equality is identity
-            return False
-    return True
 
 
 def _masked(x: Tensor, axes: Sequence[Dim], value, caller: str) -> torch.Tensor:
