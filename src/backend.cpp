@@ -71,7 +71,7 @@ bool init() {
   T.tensor_type = reinterpret_cast<PyTypeObject*>(tb);
   PyObject* t = torch.get();
   PyObject* F = functional.get();
-  bool ok = get_attr(t, "dtype", &T.dtype_type) && get_attr(tb, "permute", &T.permute) &&
+  bool ok = get_attr(t, "dtype", &T.dtype_type) && get_attr(t, "device", &T.device_type) && get_attr(tb, "permute", &T.permute) &&
             get_attr(tb, "view", &T.view) && get_attr(tb, "reshape", &T.reshape) &&
             get_attr(tb, "unsqueeze", &T.unsqueeze) && get_attr(tb, "expand", &T.expand) &&
             get_attr(tb, "to", &T.to) && get_attr(t, "where", &T.where) &&
@@ -95,7 +95,8 @@ bool init() {
        get_attr(tb, "new_empty", &T.new_empty) && get_attr(tb, "bernoulli_", &T.bernoulli_) &&
        get_attr(tb, "div_", &T.div_) && get_attr(tb, "lerp_", &T.lerp_) &&
        get_attr(tb, "detach", &T.detach) && get_attr(t, "addcmul", &T.addcmul) &&
-       get_attr(F, "batch_norm", &T.batch_norm);
+       get_attr(F, "batch_norm", &T.batch_norm) && get_attr(t, "arange", &T.arange) &&
+       get_attr(t, "float32", &T.float32) && get_attr(t, "int64", &T.int64);
   if (!ok) return false;
   T.zero = PyLong_FromLong(0);
   T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);
@@ -132,6 +133,12 @@ bool init() {
     e.is_float = std::strncmp(name, "float", 5) == 0 || std::strcmp(name, "bfloat16") == 0;
   }
   return true;
+}
+
+PyObject* cpu_device() {
+  static PyObject* cpu = nullptr;
+  if (!cpu) cpu = PyObject_CallFunction(T.device_type, "s", "cpu");
+  return cpu;
 }
 
 PyObject* dtype_name(PyObject* torch_dtype) {

@@ -17,6 +17,7 @@ extern const char* const kUnaryNames[kNumUnary];
 struct Table {
   PyTypeObject* tensor_type = nullptr;  // torch._C.TensorBase: every torch.Tensor is one
   PyObject* dtype_type = nullptr;       // torch.dtype
+  PyObject* device_type = nullptr;      // torch.device
   // Unbound TensorBase methods, called with the raw as first argument.
   PyObject* permute = nullptr;
   PyObject* view = nullptr;
@@ -68,6 +69,9 @@ struct Table {
   PyObject* detach = nullptr;      // TensorBase.detach
   PyObject* addcmul = nullptr;
   PyObject* batch_norm = nullptr;  // torch.nn.functional.batch_norm
+  PyObject* arange = nullptr;
+  PyObject* float32 = nullptr;     // torch.float32
+  PyObject* int64 = nullptr;       // torch.int64
   PyObject* zero = nullptr;         // the int 0
   PyObject* float_inf = nullptr;    // float('inf')
   PyObject* float_neg_inf = nullptr;
@@ -83,6 +87,12 @@ extern Table T;
 bool init();
 
 inline bool is_raw(PyObject* o) { return PyObject_TypeCheck(o, T.tensor_type); }
+/// Whether o is a torch.device.
+inline bool is_device(PyObject* o) {
+  return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(T.device_type));
+}
+/// torch.device("cpu"), made once; borrowed. NULL with error set on failure.
+PyObject* cpu_device();
 
 /// Interned dtype name ("float32", ...) of a torch.dtype; borrowed. NULL with error if unknown.
 PyObject* dtype_name(PyObject* torch_dtype);

@@ -1,8 +1,10 @@
 // The native Dim type: construction, identity semantics, sizes and lengths, repr.
 #include "dim.h"
 
+#include "args.h"
 #include "backend.h"
 #include "mask.h"
+#include "ops_elementwise.h"
 #include "tensor.h"
 
 namespace dimtorch {
@@ -289,8 +291,58 @@ PyObject* m_reduce(PyObject* self, PyObject*) {
   if (!mod) return nullptr;
   return PyObject_CallMethod(mod.get(), "reduce_dim", "O", self);
 }
+/* get_mask runs for every new dim and layout (per batch, several times): the common call, with
+   dims_order a tuple (or None) and device a torch.device (or None), is done here; anything else,
+   errors included, goes to the Python definition (dimtorch._mask.get_mask). */
 PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
-  return forward_to_mask_module("get_mask", self, args, nargs, kw);
+  static const char* const names[] = {"dims_order", "device"};
+  PyObject* v[2];
+  DimObject* d = as_dim(self);
+  if (!parse_args(args, nargs, kw, names, 2, 2, 0, v, "dimtorch.Dim.get_mask()")) return nullptr;
+  PyObject* dims_order = v[0] && v[0] != Py_None ? v[0] : nullptr;
+  PyObject* device = v[1] && v[1] != Py_None ? v[1] : backend::cpu_device();
+  if (!device) return nullptr;
+  if ((dims_order && !PyTuple_Check(dims_order)) || !backend::is_device(device) || !dim_has_lengths(d))
+    return forward_to_mask_module("get_mask", self, args, nargs, kw);
+  PyObject* lengths = dim_dyn_size(d);
+  if (!lengths) return nullptr;
+  TensorObject* lt = as_tensor(lengths);
+  int k = static_cast<int>(tensor_ndim(lt));
+  Py_ssize_t size = dim_max_size(d);
+  if (size < 0) return nullptr;
+  // The mask's dims: the lengths' dims and d itself, in dims_order's order (default: that order).
+  Ref order;
+  if (!dims_order) {
+    order = Ref(PyTuple_New(k + 1));
+    if (!order) return nullptr;
+    for (int i = 0; i < k; ++i) PyTuple_SET_ITEM(order.get(), i, Py_NewRef(PyTuple_GET_ITEM(lt->dims, i)));
+    PyTuple_SET_ITEM(order.get(), k, Py_NewRef(self));
+  } else {
+    order = Ref(PyTuple_New(k + 1));
+    if (!order) return nullptr;
+    int n = 0;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(dims_order); ++j) {
+      PyObject* o = PyTuple_GET_ITEM(dims_order, j);
+      if (o != self && dims_index(lt->dims, o) < 0) continue;
+      if (n == k + 1 || dims_index(order.get(), o) >= 0)  // given twice: the Python definition says so
+        return forward_to_mask_module("get_mask", self, args, nargs, kw);
+      PyTuple_SET_ITEM(order.get(), n++, Py_NewRef(o));
+    }
+    if (n != k + 1) {  // dims_order lacks one: the Python definition names it
+      return forward_to_mask_module("get_mask", self, args, nargs, kw);
+    }
+  }
+  signed char pos[kMaxDims + 1];
+  Py_ssize_t sizes[kMaxDims + 1];
+  for (int i = 0; i <= k; ++i) {
+    PyObject* o = PyTuple_GET_ITEM(order.get(), i);
+    int li = o == self ? k : dims_index(lt->dims, o);
+    pos[li] = static_cast<signed char>(i);
+    sizes[i] = o == self ? size : lt->sizes[li];
+  }
+  PyObject* raw = dim_cached_raw(d, MaskKind::kMask, pos, k + 1, size, device);
+  if (!raw) return nullptr;
+  return tensor_make(raw, order.get(), sizes, nullptr, nullptr);
 }
 PyObject* m_get_size_tensor(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
   return forward_to_mask_module("get_size_tensor", self, args, nargs, kw);
@@ -357,25 +409,113 @@ bool dim_has_lengths(DimObject* d) {
   return dim_has_lengths(as_dim(d->derive_a)) || (d->derive_b && dim_has_lengths(as_dim(d->derive_b)));
 }
 
-PyObject* dim_dyn_size(DimObject* d) {
-  if (d->dyn_size || !dim_has_lengths(d)) return d->dyn_size;
-  /* Lengths of a derived dim are host arithmetic on its operands' lengths; the rare first use runs
-     the Python definition (dimtorch._dim_math) rather than a second C++ copy of it. */
-  static PyObject* derive_fn = nullptr;
-  if (!derive_fn) {
-    Ref mod(PyImport_ImportModule("dimtorch._dim_math"));
-    if (!mod) return nullptr;
-    derive_fn = PyObject_GetAttrString(mod.get(), "derived_lengths");
-    if (!derive_fn) return nullptr;
+namespace {
+
+/// An operand of dim math as a number to compute with: its lengths (a Tensor) or its static size.
+PyObject* operand_lengths(DimObject* a) {
+  PyObject* lengths = dim_dyn_size(a);
+  if (lengths) return Py_NewRef(lengths);
+  if (PyErr_Occurred()) return nullptr;
+  if (a->size >= 0) return PyLong_FromSsize_t(a->size);
+  PyErr_Format(PyExc_ValueError, "dimtorch dim math: %s takes its size from data; derived lengths need "
+               "lengths or a static size", describe_dim(reinterpret_cast<PyObject*>(a)).c_str());
+  return nullptr;
+}
+
+/// Whether a derived dim's lengths are >= 0 without clamping (operands' lengths are >= 0).
+bool never_negative(DimObject* d) {
+  switch (d->derive_op) {
+    case DimOp::kAdd: return d->derive_k >= 0;
+    case DimOp::kSub: return d->derive_k <= 0;
+    case DimOp::kMul: case DimOp::kFloorDiv: case DimOp::kCeilDiv: return d->derive_k > 0;
+    case DimOp::kConcat: return true;
+    default: return false;
   }
-  Ref lengths(backend::call1(derive_fn, reinterpret_cast<PyObject*>(d)));
-  if (!lengths) return nullptr;
-  if (!is_tensor(lengths.get())) {
-    PyErr_SetString(PyExc_TypeError, "dimtorch: derived lengths must be a Tensor");
+}
+
+/// Host lengths of a derived dim from its operands' (int64, never below 0), by the Tensor ops.
+PyObject* derive_lengths(DimObject* d) {
+  Ref a(operand_lengths(as_dim(d->derive_a)));
+  if (!a) return nullptr;
+  Ref k(PyLong_FromSsize_t(d->derive_k));
+  if (!k) return nullptr;
+  Ref out;
+  switch (d->derive_op) {
+    case DimOp::kAdd: out = Ref(PyNumber_Add(a.get(), k.get())); break;
+    case DimOp::kSub: out = Ref(PyNumber_Subtract(a.get(), k.get())); break;
+    case DimOp::kMul: out = Ref(PyNumber_Multiply(a.get(), k.get())); break;
+    case DimOp::kFloorDiv: out = Ref(PyNumber_FloorDivide(a.get(), k.get())); break;
+    case DimOp::kCeilDiv: {  // (a + k - 1) // k: lengths are >= 0 and k > 0
+      Ref k1(PyLong_FromSsize_t(d->derive_k - 1));
+      Ref sum(k1 ? PyNumber_Add(a.get(), k1.get()) : nullptr);
+      if (sum) out = Ref(PyNumber_FloorDivide(sum.get(), k.get()));
+      break;
+    }
+    case DimOp::kConcat: {
+      Ref b(operand_lengths(as_dim(d->derive_b)));
+      if (!b) return nullptr;
+      out = is_tensor(a.get()) && is_tensor(b.get())
+                ? Ref(binary_op(Bin::kAdd, a.get(), b.get(), true, "dimtorch dim math"))
+                : Ref(PyNumber_Add(a.get(), b.get()));
+      break;
+    }
+    case DimOp::kNone:
+      PyErr_SetString(PyExc_RuntimeError, "dimtorch dim math: not a derived dim");
+      return nullptr;
+  }
+  if (!out) return nullptr;
+  if (!is_tensor(out.get())) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch dim math: derived lengths must be a Tensor");
     return nullptr;
   }
+  TensorObject* t = as_tensor(out.get());
+  Ref raw = Ref::borrow(t->raw);
+  if (!never_negative(d)) {
+    raw = Ref(backend::call2(backend::T.clamp_min, raw.get(), backend::T.zero));
+    if (!raw) return nullptr;
+  }
+  PyObject* dtype = backend::raw_dtype_name(raw.get());
+  if (!dtype) return nullptr;
+  if (PyUnicode_CompareWithASCIIString(dtype, "int64") != 0) {
+    raw = Ref(backend::call2(backend::T.to, raw.get(), backend::T.int64));
+    if (!raw) return nullptr;
+  }
+  return tensor_make(raw.release(), t->dims, t->sizes, nullptr, nullptr);
+}
+
+/// Host min and max of a derived dim's lengths from its operand's, where the op is monotone
+/// (everything but A + B); false when they must be read from the lengths.
+bool derived_min_max(DimObject* d, Py_ssize_t* lo, Py_ssize_t* hi) {
+  if (d->derive_op == DimOp::kConcat || d->derive_op == DimOp::kNone) return false;
+  DimObject* a = as_dim(d->derive_a);
+  Py_ssize_t a_lo = dim_min_size(a), a_hi = dim_max_size(a), k = d->derive_k;
+  if (a_lo < 0 || a_hi < 0 || (d->derive_op != DimOp::kAdd && d->derive_op != DimOp::kSub && k <= 0))
+    return false;
+  auto f = [d, k](Py_ssize_t n) -> Py_ssize_t {
+    switch (d->derive_op) {
+      case DimOp::kAdd: n += k; break;
+      case DimOp::kSub: n -= k; break;
+      case DimOp::kMul: n *= k; break;
+      case DimOp::kFloorDiv: n /= k; break;
+      case DimOp::kCeilDiv: n = (n + k - 1) / k; break;
+      default: break;
+    }
+    return n < 0 ? 0 : n;
+  };
+  *lo = f(a_lo);
+  *hi = f(a_hi);
+  return true;
+}
+
+}  // namespace
+
+PyObject* dim_dyn_size(DimObject* d) {
+  if (d->dyn_size || !dim_has_lengths(d)) return d->dyn_size;
+  Ref lengths(derive_lengths(d));
+  if (!lengths) return nullptr;
   Py_ssize_t lo, hi;
-  if (!lengths_min_max(as_tensor(lengths.get()), &lo, &hi)) return nullptr;
+  if (!derived_min_max(d, &lo, &hi) && !lengths_min_max(as_tensor(lengths.get()), &lo, &hi))
+    return nullptr;
   d->min_size = lo;
   d->max_size = hi;
   d->dyn_size = lengths.release();

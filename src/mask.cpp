@@ -1,7 +1,8 @@
-// Device lengths and sequence masks of dynamic dims: a small per-dim cache in front of the
-// Python builder (dimtorch._mask.build_raw), so that each is made once per device and layout.
+// Device lengths and sequence masks of dynamic dims: a small per-dim cache, so that each is made
+// once per device and layout (the first use of a new dim, i.e. once per batch, builds it here).
 #include "mask.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -30,15 +31,6 @@ namespace {
 
 constexpr size_t kMaxEntries = 16;  // layouts seen per dim are few; old ones are evicted in turn
 
-PyObject* build_fn() {
-  static PyObject* fn = nullptr;
-  if (!fn) {
-    Ref mod(PyImport_ImportModule("dimtorch._mask"));
-    if (!mod) return nullptr;
-    fn = PyObject_GetAttrString(mod.get(), "build_raw");
-  }
-  return fn;
-}
 
 void release(MaskEntry& e) {
   Py_CLEAR(e.device);
@@ -93,6 +85,89 @@ bool lengths_positions(DimObject* d, PyObject* dims, bool with_self, signed char
   return true;
 }
 
+namespace {
+
+/// A tuple of ints.
+PyObject* size_tuple(const Py_ssize_t* sizes, int n) {
+  Ref t(PyTuple_New(n));
+  if (!t) return nullptr;
+  for (int i = 0; i < n; ++i) {
+    PyObject* v = PyLong_FromSsize_t(sizes[i]);
+    if (!v) return nullptr;
+    PyTuple_SET_ITEM(t.get(), i, v);
+  }
+  return t.release();
+}
+
+/// raw.to(device, non_blocking=True): from host memory this never waits for the device.
+PyObject* to_device(PyObject* raw, PyObject* device) {
+  static PyObject* kw = Py_BuildValue("(s)", "non_blocking");
+  if (!kw) return nullptr;
+  PyObject* args[3] = {raw, device, Py_True};
+  return PyObject_Vectorcall(backend::T.to, args, 2, kw);
+}
+
+/// torch.arange(size, device=device).
+PyObject* arange(Py_ssize_t size, PyObject* device) {
+  static PyObject* kw = Py_BuildValue("(s)", "device");
+  if (!kw) return nullptr;
+  Ref n(PyLong_FromSsize_t(size));
+  if (!n) return nullptr;
+  PyObject* args[2] = {n.get(), device};
+  return PyObject_Vectorcall(backend::T.arange, args, 1, kw);
+}
+
+/// The device raw of one cache entry (see dim_cached_raw), made on the entry's first use: the
+/// lengths copied to the device once (every other layout starts from that copy), their axes put at
+/// `pos` with size 1 elsewhere; a count is clamped to >= 1 as float32 (dividing a float sum by an
+/// int64 count costs torch a slow mixed-type kernel); a mask compares positions with the lengths.
+PyObject* build_raw(DimObject* d, TensorObject* lengths, MaskKind kind, const signed char* pos,
+                    int ndim, Py_ssize_t size, PyObject* device) {
+  using backend::T;
+  int k = static_cast<int>(tensor_ndim(lengths));
+  Ref raw = Ref::borrow(lengths->raw);
+  Ref raw_device(PyObject_GetAttr(raw.get(), T.s_device));
+  if (!raw_device) return nullptr;
+  int same = PyObject_RichCompareBool(raw_device.get(), device, Py_EQ);
+  if (same < 0) return nullptr;
+  if (!same) {
+    if (kind == MaskKind::kLengths) return to_device(raw.get(), device);
+    signed char identity[kMaxDims];
+    for (int i = 0; i < k; ++i) identity[i] = static_cast<signed char>(i);
+    raw = Ref(dim_cached_raw(d, MaskKind::kLengths, identity, k, 0, device));
+    if (!raw) return nullptr;
+  }
+  int order[kMaxDims];
+  for (int i = 0; i < k; ++i) order[i] = i;
+  std::sort(order, order + k, [pos](int a, int b) { return pos[a] < pos[b]; });
+  raw = Ref(backend::permute_order(raw.get(), order, k));
+  if (!raw) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  for (int i = 0; i < ndim; ++i) sizes[i] = 1;
+  for (int i = 0; i < k; ++i) sizes[pos[i]] = lengths->sizes[i];
+  Ref shape(size_tuple(sizes, ndim));
+  if (!shape) return nullptr;
+  raw = Ref(backend::call2(T.reshape, raw.get(), shape.get()));
+  if (!raw) return nullptr;
+  if (kind == MaskKind::kLengths) return raw.release();
+  if (kind == MaskKind::kCount) {
+    Ref one(PyLong_FromLong(1));
+    Ref clamped(backend::call2(T.clamp_min, raw.get(), one.get()));
+    if (!clamped) return nullptr;
+    return backend::call2(T.to, clamped.get(), T.float32);
+  }
+  Ref frames(arange(size, device));
+  if (!frames) return nullptr;
+  for (int i = 0; i < ndim; ++i) sizes[i] = i == pos[k] ? size : 1;
+  Ref frame_shape(size_tuple(sizes, ndim));
+  if (!frame_shape) return nullptr;
+  frames = Ref(backend::call2(T.view, frames.get(), frame_shape.get()));
+  if (!frames) return nullptr;
+  return PyObject_RichCompare(frames.get(), raw.get(), Py_LT);
+}
+
+}  // namespace
+
 PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, int ndim,
                          Py_ssize_t size, PyObject* device) {
   PyObject* lengths = dim_dyn_size(d);
@@ -115,13 +190,7 @@ PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, in
       if (same) return Py_NewRef(e.raw);
     }
   }
-  PyObject* fn = build_fn();
-  if (!fn) return nullptr;
-  Ref pos_tuple(PyTuple_New(npos));
-  if (!pos_tuple) return nullptr;
-  for (int i = 0; i < npos; ++i) PyTuple_SET_ITEM(pos_tuple.get(), i, PyLong_FromLong(pos[i]));
-  Ref raw(PyObject_CallFunction(fn, "iOOinO", static_cast<int>(kind), reinterpret_cast<PyObject*>(d),
-                                pos_tuple.get(), ndim, size, device));
+  Ref raw(build_raw(d, as_tensor(lengths), kind, pos, ndim, size, device));
   if (!raw) return nullptr;
   if (!d->masks) d->masks = new MaskCache();
   c = d->masks;

@@ -1,4 +1,4 @@
-"""Tests of src/dim_math.cpp and python/dimtorch/_dim_math.py: derived dims, their lengths, caching."""
+"""Tests of src/dim_math.cpp: derived dims, their lengths (src/dim.cpp), caching."""
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st

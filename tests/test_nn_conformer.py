@@ -241,3 +241,25 @@ def test_conformer_encoder_without_front_end_and_learned_positions():
     t1 = dt.Dim(dt.Tensor(torch.tensor([3]), (one,)), name="t1")
     y1, _ = enc(dt.Tensor(raw[1:, :3], (one, t1, feature)), in_spatial_dim=t1)
     torch.testing.assert_close(y.raw[1, :3], y1.raw[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("input_layer", ["conv", None])
+def test_conformer_encoder_nan_padding_gives_finite_gradients(input_layer):
+    """The encoder's layers skip the attention's own zeroing (zero_padding=False): the encoder keeps
+    their input padding finite, so NaN input padding still reaches no value or gradient."""
+    torch.manual_seed(0)
+    feature, model = dt.Dim(8, name="feature"), dt.Dim(8, name="model")
+    enc = dt.nn.ConformerEncoder(feature, model, num_layers=2, num_heads=2, conv_kernel_size=3,
+                                 input_layer=input_layer, subsample_channels=(2, 2), dropout=0.0, att_dropout=0.0)
+    assert not any(layer.self_att.zero_padding for layer in enc.layers)
+    lengths = [9, 5, 0]
+    raw = torch.randn(3, 9, 8)
+    for b, n in enumerate(lengths):
+        raw[b, n:] = float("nan")
+    batch = dt.Dim(None, name="batch")
+    time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
+    y, out_time = enc(dt.Tensor(raw, (batch, time, feature)), in_spatial_dim=time)
+    y.copy_masked(0.0).raw.sum().backward()
+    assert torch.isfinite(y.copy_masked(0.0).raw).all()
+    for name, p in enc.named_parameters():
+        assert p.grad is None or torch.isfinite(p.grad).all(), name

@@ -144,6 +144,38 @@ def _host_lengths(d: Dim, batch_dims: tuple, batch_shape: list, n_batch: int, wh
     return lengths.raw_aligned(batch_dims).expand(batch_shape).reshape(n_batch).to("cpu", torch.int64)
 
 
+def _ctc_loss_one_batch_dim(logits, targets, t_dim: Dim, tt_dim: Dim, blank_index, logits_normalized):
+    """ctc_loss's common case in few steps, or None (the general path then checks and computes): one batch
+    dim, targets (batch, targets time) either way round, 3-D logits, both dims' int64 lengths over that
+    batch dim. The same torch calls as the general path (where with the cached mask, log_softmax, ctc)."""
+    if type(logits) is not Tensor or type(targets) is not Tensor or type(blank_index) is not int:
+        return None
+    td, ld = targets.dims, logits.dims
+    if len(td) != 2 or len(ld) != 3:
+        return None
+    batch = td[0] if td[1] is tt_dim else td[1] if td[0] is tt_dim else None
+    lengths, target_lengths = t_dim.dyn_size, tt_dim.dyn_size
+    if batch is None or lengths is None or target_lengths is None or lengths.dims != (batch,) or \
+            target_lengths.dims != (batch,) or lengths.dtype != "int64" or target_lengths.dtype != "int64":
+        return None
+    classes = [d for d in ld if d is not t_dim and d is not batch]
+    if len(classes) != 1:
+        return None
+    raw = logits.raw
+    c = classes[0]
+    if not 0 <= blank_index < raw.shape[ld.index(c)]:
+        return None
+    lp = raw.permute(ld.index(t_dim), ld.index(batch), ld.index(c))  # (T, B, C): a view
+    # The cached mask of t_dim laid out (T, B): its lengths' dim (batch) at axis 1, t_dim at 0.
+    frames = _C._dim_cached_raw(0, t_dim, (1, 0), 2, lp.shape[0], lp.device)
+    lp = torch.where(frames.unsqueeze(-1), lp, 0.0)  # zeroed padding: clean log_softmax gradients
+    if not logits_normalized:
+        lp = torch.log_softmax(lp, -1)
+    tg = targets.raw if td[0] is batch else targets.raw.t()
+    loss = torch.ctc_loss(lp, tg, lengths.raw, target_lengths.raw, blank_index, 0, True)  # 0: reduction none
+    return Tensor(loss, (batch,))
+
+
 def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets_spatial_dim: Dim,
              blank_index: int, logits_normalized: bool = False) -> Tensor:
     """Per-sequence CTC loss (negative log-likelihood of `targets`) via F.ctc_loss.
@@ -155,6 +187,10 @@ def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets
     the classes unless logits_normalized; the padding of logits is zeroed first (clean gradients);
     lengths come from the host; reduction none, zero_infinity=True. Result dims: the batch dims.
     """
+    fast = _ctc_loss_one_batch_dim(logits, targets, input_spatial_dim, targets_spatial_dim, blank_index,
+                                   logits_normalized)
+    if fast is not None:
+        return fast
     caller = "dimtorch.ctc_loss()"
     check_tensor(logits, caller, "logits")
     check_tensor(targets, caller, "targets")

@@ -1,4 +1,4 @@
-"""Sequence masks of dynamic dims: the builder behind the C++ cache, and the public mask API."""
+"""Sequence masks of dynamic dims: the public mask API around the C++ per-dim cache (src/mask.cpp)."""
 from __future__ import annotations
 
 import torch
@@ -6,35 +6,7 @@ import torch
 from . import _C
 from ._C import Dim, Tensor
 
-_MASK, _COUNT, _LENGTHS = 0, 1, 2
-
-
-def build_raw(kind: int, dim: Dim, pos: tuple, ndim: int, size: int, device: torch.device):
-    """Device raw for `dim`, laid out for `ndim` axes (see src/mask.h); called once per layout."""
-    lengths = dim.dyn_size
-    raw = lengths.raw
-    k = lengths.ndim
-    if raw.device != device:
-        if kind == _LENGTHS:
-            # The one device copy per dim and device; from host memory, it never waits for the device.
-            return raw.to(device, non_blocking=True)
-        # Every other layout starts from that cached copy.
-        raw = _C._dim_cached_raw(_LENGTHS, dim, tuple(range(k)), k, 0, device)
-    order = sorted(range(k), key=lambda i: pos[i])
-    if order != list(range(k)):
-        raw = raw.permute(order)
-    shape = [1] * ndim
-    for i in range(k):
-        shape[pos[i]] = lengths.shape[i]
-    raw = raw.reshape(shape)
-    if kind == _COUNT:
-        # float32: dividing a float sum by an int64 count costs torch a slow mixed-type kernel.
-        return raw.clamp(min=1).to(torch.float32)
-    if kind == _LENGTHS:
-        return raw  # on the host already
-    frame_shape = [1] * ndim
-    frame_shape[pos[k]] = size
-    return torch.arange(size, device=device).view(frame_shape) < raw
+_MASK, _LENGTHS = 0, 2  # kinds of src/mask.h's per-dim cache
 
 
 def _device(device) -> torch.device:

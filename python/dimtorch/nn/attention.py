@@ -118,7 +118,8 @@ class SelfAttention(Module):
     Linear(value_dim_total, proj_dim), or none when proj_dim is None (output over value_dim_total).
     Keys beyond each sequence's length are masked (bool attn_mask from the dim's cached mask,
     broadcast over heads and query frames; no device read), and their q/k/v are zeroed first, so NaN
-    or inf garbage in padding never reaches valid frames. Attention dropout only in training.
+    or inf garbage in padding never reaches valid frames (`zero_padding = False` skips that where
+    the caller guarantees finite padding). Attention dropout only in training.
     forward(x, axis=) -> Tensor over x's other dims, axis, proj_dim (x's order with in_dim last)."""
 
     def __init__(self, in_dim: Dim, proj_dim: Optional[Dim], *, key_dim_total: Dim, value_dim_total: Dim,
@@ -137,6 +138,9 @@ class SelfAttention(Module):
         self.proj = (Linear(value_dim_total, proj_dim, with_bias=with_bias, dtype=dtype, device=device)
                      if proj_dim is not None else None)
         self._frame_mask_cache = FrameMaskCache()
+        # Zero q/k/v at padded frames (see the class docstring); a container that guarantees finite
+        # padding in x (ConformerEncoder) turns this off for its layers.
+        self.zero_padding = True
 
     @property
     def _qkv_sizes(self) -> tuple:
@@ -165,7 +169,7 @@ class SelfAttention(Module):
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
         valid = self._frame_mask_cache.get(axis, lead, x.raw.device)
-        q, k, v = self._project_qkv(x, lead, axis, valid)
+        q, k, v = self._project_qkv(x, lead, axis, valid if self.zero_padding else None)
         mask = valid[..., None, None, :] if valid is not None else None
         p = self.att_dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
@@ -388,7 +392,7 @@ class RelPosSelfAttention(SelfAttention):
         lead = _check_x(self, x, self.in_dim, axis)
         valid = self._frame_mask_cache.get(axis, lead, x.raw.device)
         q, k, v = self._project_qkv(x, lead, axis)  # (*lead, H, T, d)
-        if valid is not None:
+        if valid is not None and self.zero_padding:
             # Only v's padding needs zeroing here: garbage scores of padded keys are replaced below.
             v = torch.where(valid[..., None, :, None], v, 0.0)
         t = q.shape[-2]
