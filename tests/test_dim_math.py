@@ -126,6 +126,17 @@ def test_lengths_fuzzed(lens, k, op):
     f = {"add": lambda n: n + k, "sub": lambda n: max(n - k, 0), "mul": lambda n: n * k,
          "floordiv": lambda n: n // k, "ceildiv": lambda n: -(-n // k)}[op]
     assert lengths_of(d) == [f(n) for n in lens]
+    # The host max comes from the operand's for these monotone ops (no read of the lengths): the same.
+    assert d.get_max_size() == max(f(n) for n in lens)
+    assert d.dyn_size.dtype == "int64"
+
+
+def test_derived_lengths_of_int32_lengths_are_int64():
+    batch = dt.Dim(None, name="batch")
+    t = dt.Dim(dt.Tensor(torch.tensor([4, 0, 7], dtype=torch.int32), (batch,)), name="t")
+    for d in (t + 1, dt.ceildiv(t, 2), t - 5):
+        assert d.dyn_size.dtype == "int64"
+    assert lengths_of(dt.ceildiv(t, 2)) == [2, 0, 4] and (t - 5).get_max_size() == 2
 
 
 def test_bad_factors_raise():

@@ -151,3 +151,17 @@ def test_lengths_not_matching_the_batch_size_raise():
     with pytest.raises(ValueError, match=r"dimtorch\.Tensor\(\): dim 'time'\[batch\] has lengths over 'batch'\(\?\) of size 3, "
                                          r"but the raw has size 2 there"):
         dt.Tensor(torch.randn(2, 3, 4), (batch, t, dt.Dim(4, name="f")))
+
+
+def test_get_mask_fast_path_and_python_definition_agree():
+    """Dim.get_mask's common call is C++, other argument forms go to dimtorch._mask.get_mask."""
+    batch = dt.Dim(None, name="batch")
+    t = dt.Dim(dt.Tensor(torch.tensor([3, 1]), (batch,)), name="t")
+    f = dt.Dim(2, name="f")
+    expect = torch.tensor([[True, True, True], [True, False, False]])
+    for kwargs in ({}, {"dims_order": (batch, f, t)}, {"dims_order": (t, batch)}, {"device": "cpu"},
+                   {"dims_order": [batch, t], "device": torch.device("cpu")}):
+        m = t.get_mask(**kwargs)
+        assert m.dtype == "bool"
+        torch.testing.assert_close(m.raw_aligned((batch, t)), expect)
+    assert t.get_mask(dims_order=(t, f, batch)).dims == (t, batch)
