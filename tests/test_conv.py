@@ -243,6 +243,22 @@ def test_pool1d(mode, padding, k, s):
 
 
 @pytest.mark.parametrize("mode", ["max", "avg"])
+def test_pool1d_three_lead_dims(mode):
+    """(beam, batch, time, feature): the leading lead dims are merged for torch and split back."""
+    lengths = [6, 3, 0]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1)
+    beam = dt.Dim(2, name="beam")
+    raw = torch.stack([pb.x.raw, pb.x.raw * 2.0])
+    x = dt.Tensor(raw, (beam,) + pb.x.dims)
+    y, (ot,) = dt.pool(x, mode=mode, pool_size=2, strides=2, padding="same", in_spatial_dims=[pb.time])
+    y1, (ot1,) = dt.pool(pb.x, mode=mode, pool_size=2, strides=2, padding="same", in_spatial_dims=[pb.time])
+    assert ot is ot1 and y.dims == (beam, pb.batch, pb.feature, ot)
+    valid = ot.get_mask(dims_order=(pb.batch, ot)).raw[:, None, :]
+    for i, factor in enumerate((1.0, 2.0)):
+        torch.testing.assert_close(torch.where(valid, y.raw[i], 0.0), torch.where(valid, y1.raw * factor, 0.0))
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
 def test_pool2d_static_default_strides(mode):
     a, h, w = dt.Dim(2, name="a"), dt.Dim(6, name="h"), dt.Dim(4, name="w")
     x = dt.Tensor(torch.randn(6, 2, 4), (h, a, w))

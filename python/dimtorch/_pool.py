@@ -16,8 +16,10 @@ _AVG_POOL_FNS = {1: F.avg_pool1d, 2: F.avg_pool2d}
 
 
 def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim]):
-    """x's raw as (N, *S): `lead` dims merged into one axis N (size 1 when there are none),
-    then `spatial`; dynamic spatial axes narrowed to their max size."""
+    """x's raw as (N, C, *S) or (C, *S), the forms torch's pooling takes: the `lead` dims (one axis of
+    size 1 when there are none; the first ones merged into N when there are more than two), then
+    `spatial`; dynamic spatial axes narrowed to their max size. Two lead dims stay as they are: merging
+    them would copy x when they are not adjacent in x (e.g. (batch, feature) of (batch, time, feature))."""
     order = tuple(lead) + tuple(spatial)
     dims = x.dims
     perm = [dims.index(d) for d in order]
@@ -26,8 +28,8 @@ def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim]):
     lead_shape = tuple(raw.shape[:n_lead])
     if n_lead == 0:
         raw = raw.unsqueeze(0)
-    elif n_lead > 1:
-        raw = raw.reshape((math.prod(lead_shape),) + tuple(raw.shape[n_lead:]))
+    elif n_lead > 2:
+        raw = raw.reshape((math.prod(lead_shape[:-1]),) + tuple(raw.shape[n_lead - 1:]))
     for i, d in enumerate(spatial):
         if is_dynamic(d):
             a = raw.dim() - len(spatial) + i
@@ -38,13 +40,13 @@ def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim]):
 
 
 def _from_layout(raw: torch.Tensor, lead_shape: tuple, rest: Sequence[Dim]) -> torch.Tensor:
-    """Inverse of _to_layout's merge: the leading axis back into the lead dims (`lead_shape`);
+    """Inverse of _to_layout's merge: the leading axes back into the lead dims (`lead_shape`);
     dynamic `rest` axes narrowed to their max size (host value)."""
     base = len(lead_shape)
     if base == 0:
         raw = raw.squeeze(0)
-    elif base > 1:
-        raw = raw.reshape(lead_shape + tuple(raw.shape[1:]))
+    elif base > 2:
+        raw = raw.reshape(lead_shape + tuple(raw.shape[2:]))
     shape = raw.shape
     for i, d in enumerate(rest):
         if d.dyn_size is not None:
@@ -111,7 +113,7 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
         if dynamic or any(flat_pad):
             # Mean over valid frames = pooled sum of x / pooled count of valid frames.
             if dynamic:
-                valid = mask.raw_aligned(lead + spatial).to(raw.dtype).expand(lead_shape + tuple(raw.shape[1:]))
+                valid = mask.raw_aligned(lead + spatial).to(raw.dtype).expand(lead_shape + tuple(raw.shape[-n:]))
                 valid = valid.reshape(raw.shape)
             else:
                 valid = raw.new_ones((1,) + tuple(raw.shape[1:]))
