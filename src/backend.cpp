@@ -96,7 +96,11 @@ bool init() {
        get_attr(tb, "div_", &T.div_) && get_attr(tb, "lerp_", &T.lerp_) &&
        get_attr(tb, "detach", &T.detach) && get_attr(t, "addcmul", &T.addcmul) &&
        get_attr(F, "batch_norm", &T.batch_norm) && get_attr(t, "arange", &T.arange) &&
-       get_attr(t, "float32", &T.float32) && get_attr(t, "int64", &T.int64);
+       get_attr(t, "float32", &T.float32) && get_attr(t, "int64", &T.int64) &&
+       get_attr(t, "stack", &T.stack) && get_attr(tb, "topk", &T.topk) &&
+       get_attr(tb, "split_with_sizes", &T.split_with_sizes) &&
+       get_attr(tb, "index_select", &T.index_select) && get_attr(tb, "flatten", &T.flatten) &&
+       get_attr(tb, "flip", &T.flip);
   if (!ok) return false;
   T.zero = PyLong_FromLong(0);
   T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);

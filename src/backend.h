@@ -70,6 +70,12 @@ struct Table {
   PyObject* addcmul = nullptr;
   PyObject* batch_norm = nullptr;  // torch.nn.functional.batch_norm
   PyObject* arange = nullptr;
+  PyObject* stack = nullptr;
+  PyObject* topk = nullptr;              // TensorBase.topk
+  PyObject* split_with_sizes = nullptr;  // TensorBase.split_with_sizes
+  PyObject* index_select = nullptr;      // TensorBase.index_select
+  PyObject* flatten = nullptr;           // TensorBase.flatten
+  PyObject* flip = nullptr;              // TensorBase.flip
   PyObject* float32 = nullptr;     // torch.float32
   PyObject* int64 = nullptr;       // torch.int64
   PyObject* zero = nullptr;         // the int 0

@@ -7,6 +7,7 @@
 #include "backend.h"
 #include "dim.h"
 #include "mask.h"
+#include "python_fallback.h"
 #include "tensor.h"
 
 #include <algorithm>
@@ -14,18 +15,6 @@
 namespace dimtorch {
 
 namespace {
-
-/// Calls dimtorch.<module>.<name>(*args, **kwargs): the full definition of an op.
-PyObject* call_python(PyObject** cache, const char* module, const char* name,
-                      PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  if (!*cache) {
-    Ref mod(PyImport_ImportModule(module));
-    if (!mod) return nullptr;
-    *cache = PyObject_GetAttrString(mod.get(), name);
-    if (!*cache) return nullptr;
-  }
-  return PyObject_Vectorcall(*cache, args, nargs, kwnames);
-}
 
 PyObject* fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static PyObject* fn = nullptr;

@@ -15,10 +15,10 @@ from ._creation import (  # noqa: F401
 from ._mask import sequence_mask  # noqa: F401
 from ._gather import one_hot, sparse_to_dense  # noqa: F401  (gather, pad: C++ fast paths)
 from ._scatter import scatter  # noqa: F401
-from ._packing import pack_padded, unpack_padded  # noqa: F401
-from ._sort import cumsum, sort, top_k  # noqa: F401
-from ._stack import split, stack, unstack  # noqa: F401
-from ._slicing import reverse_sequence, shift_left, shift_right, slice  # noqa: F401
+from ._packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
+from ._sort import cumsum, sort  # noqa: F401  (top_k: C++ fast path)
+from ._stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
+from ._slicing import shift_left, shift_right  # noqa: F401  (slice, reverse_sequence: C++ fast paths)
 from ._conv import conv, pool, transposed_conv  # noqa: F401
 from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)

@@ -48,23 +48,10 @@ def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, st
       frame. Lengths, on the host: max(0, ceildiv(min(T_end, ...) - start, step)). With end None
       or < 0 the out dim comes from dim math (ceildiv(T - start - (-end), step), cached: the same
       slice twice gives the same dim); with end >= 0 it is a new dynamic Dim.
-    - a dim sized from data: start/end >= 0 only, out_dim a new Dim(None)."""
-    if end is None and step == 1 and type(start) is int and start >= 0 and type(x) is Tensor and type(axis) is Dim:
-        # The common case first: dropping the first frames of a dynamic dim is one view.
-        lengths, dims = axis.dyn_size, x.dims
-        if lengths is not None and axis in dims and _lengths_in(lengths, dims):
-            a = dims.index(axis)
-            out_dim = axis - start if start else axis
-            raw = x.raw
-            size = raw.shape[a]
-            s = start if start < size else size
-            n = out_dim.get_max_size()
-            raw = raw.narrow(a, s, n if n < size - s else size - s)
-            feature_dim = x.feature_dim
-            if feature_dim is axis and out_dim is not axis:
-                feature_dim = None
-            return Tensor(raw, dims[:a] + (out_dim,) + dims[a + 1:], sparse_dim=x.sparse_dim,
-                          feature_dim=feature_dim), out_dim
+    - a dim sized from data: start/end >= 0 only, out_dim a new Dim(None).
+
+    The common calls (step 1; a dynamic axis with end None) are dimtorch._C.slice, which comes here
+    for the others."""
     caller = "dimtorch.slice()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
@@ -178,9 +165,9 @@ def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
 def reverse_sequence(x: Tensor, *, axis: Dim) -> Tensor:
     """Reverses each sequence along `axis` (same dim): frame t of sequence b gets frame
     len_b - 1 - t for t < len_b; padding frames stay where they are. A static dim is flipped.
-    For a dynamic dim, one gather with an index built from the host lengths once per dim and
-    layout (raw shape, dims order, device), then cached weakly on the dim; its device copy does
-    not wait (no sync)."""
+    For a dynamic dim, one gather with an index built from the host lengths (_reverse_index);
+    dimtorch._C.reverse_sequence caches that index on the dim per layout and device, and comes
+    here only for bad input."""
     if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
         check_tensor(x, "dimtorch.reverse_sequence()")
         axis_of(x, axis, "dimtorch.reverse_sequence()", what="axis")
@@ -189,13 +176,15 @@ def reverse_sequence(x: Tensor, *, axis: Dim) -> Tensor:
     raw = x.raw
     if axis.dyn_size is None:
         return Tensor(raw.flip(a), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
-    # The ids of x's dims fix the places of axis and its (live) lengths dims; the shape fixes sizes.
-    key = (raw.shape, tuple(map(id, dims)), raw.device)
-    index = _dim_cache.lookup(axis, key)
-    if index is None:
-        lengths = _lengths_over_x(x, axis, "dimtorch.reverse_sequence()")
-        frames = torch.arange(raw.shape[a], dtype=torch.int64)
-        lens = lengths.raw.to(torch.int64).unsqueeze(-1)
-        index = torch.where(frames < lens, lens - 1 - frames, frames)
-        index = _dim_cache.store(axis, key, _host_to_x(index, tuple(lengths.dims) + (axis,), x).expand(raw.shape))
-    return Tensor(raw.gather(a, index), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
+    return Tensor(raw.gather(a, _reverse_index(x, axis)), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
+
+
+def _reverse_index(x: Tensor, axis: Dim) -> torch.Tensor:
+    """The gather index of reverse_sequence along the dynamic `axis`, expanded to x's raw shape, on
+    x's device; from the host lengths (its device copy does not wait: no sync)."""
+    lengths = _lengths_over_x(x, axis, "dimtorch.reverse_sequence()")
+    raw = x.raw
+    frames = torch.arange(raw.shape[x.dims.index(axis)], dtype=torch.int64)
+    lens = lengths.raw.to(torch.int64).unsqueeze(-1)
+    index = torch.where(frames < lens, lens - 1 - frames, frames)
+    return _host_to_x(index, tuple(lengths.dims) + (axis,), x).expand(raw.shape)

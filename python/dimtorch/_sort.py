@@ -12,7 +12,6 @@ from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
 from ._slicing import _lengths_in
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
-_UNRANKED = frozenset(("bool", "complex32", "complex64", "complex128"))  # dtypes top_k rejects (via _lowest)
 
 
 def _lowest(raw: torch.Tensor, caller: str):
@@ -67,22 +66,10 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     Padding of dynamic axes is never selected while a slice has at least k valid entries. For one
     dynamic axis and an int k, k_dim is dynamic with lengths min(T, k) (host), so a sequence
     shorter than k gets only its own frames as valid entries; otherwise k_dim is static (a Dim k is
-    used as it is) and entries beyond the valid count are padding (value -inf)."""
+    used as it is) and entries beyond the valid count are padding (value -inf).
+
+    One dim without lengths and an int k is dimtorch._C.top_k, which comes here for the others."""
     caller = "dimtorch.top_k()"
-    if type(x) is Tensor and type(k) is int and axis in x.dims and axis.dyn_size is None:
-        # The common case first: one static dim (nothing to mask), an int k within its size.
-        dims = x.dims
-        a = dims.index(axis)
-        raw = x.raw
-        if 1 <= k <= raw.shape[a] and x.dtype not in _UNRANKED:
-            k_dim = Dim(k, name=f"top{k}")
-            values, idx = raw.topk(k, a)
-            feature_dim = x.feature_dim
-            if feature_dim is axis:
-                feature_dim = None
-            dims = dims[:a] + (k_dim,) + dims[a + 1:]
-            return (Tensor(values, dims, sparse_dim=x.sparse_dim, feature_dim=feature_dim),
-                    Tensor(idx, dims, sparse_dim=axis), k_dim)
     check_tensor(x, caller)
     axes = (axis,) if isinstance(axis, Dim) else tuple(axis)
     if not axes:

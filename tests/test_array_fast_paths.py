@@ -1,0 +1,254 @@
+"""The C++ fast paths of slice, split, stack, top_k, reverse_sequence and pack_padded against their
+Python definitions (the full ops, tested against positional torch in their own test files): the
+same dims, markers, values and gradients on padded batches, the cases they must hand to the Python
+definition (which owns the errors), and their index caches keyed by layout."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dimtorch as dt
+from dimtorch import _packing, _slicing, _sort, _stack
+
+from helpers import PAD_LARGE, PAD_NAN, make_padded_batch
+
+
+def same_dim(fast, slow) -> bool:
+    """The same Dim, or two new dims of one name and size or lengths (each call makes its own)."""
+    if fast is slow:
+        return True
+    if fast is None or slow is None or (fast.size, fast.name) != (slow.size, slow.name):
+        return False
+    if fast.dyn_size is None or slow.dyn_size is None:
+        return fast.dyn_size is slow.dyn_size
+    return fast.dyn_size.dims == slow.dyn_size.dims and torch.equal(fast.dyn_size.raw, slow.dyn_size.raw)
+
+
+def assert_same(fast, slow):
+    """Same structure; Tensors with the same dims, markers and raw values (NaN where NaN)."""
+    if isinstance(fast, (tuple, list)):
+        assert type(fast) is type(slow) and len(fast) == len(slow)
+        for f, s in zip(fast, slow):
+            assert_same(f, s)
+    elif isinstance(fast, dt.Tensor):
+        assert len(fast.dims) == len(slow.dims) and all(map(same_dim, fast.dims, slow.dims)), (fast, slow)
+        assert same_dim(fast.sparse_dim, slow.sparse_dim) and same_dim(fast.feature_dim, slow.feature_dim)
+        assert fast.raw.dtype == slow.raw.dtype
+        torch.testing.assert_close(fast.raw, slow.raw, rtol=0, atol=0, equal_nan=True)
+    elif isinstance(fast, dt.Dim):
+        assert same_dim(fast, slow)
+    else:
+        assert fast == slow
+
+
+def both(fast_fn, slow_fn, *args, **kwargs):
+    out_fast, out_slow = fast_fn(*args, **kwargs), slow_fn(*args, **kwargs)
+    assert_same(out_fast, out_slow)
+    return out_fast
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("start", [0, 1, 2, 7])
+def test_slice_dynamic(pad, start):
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    out, out_dim = both(dt.slice, _slicing.slice, x, axis=b.time, start=start)
+    assert out_dim.dyn_size.raw.tolist() == [max(0, n - start) for n in b.lengths]
+    assert out.feature_dim is b.feature
+
+
+@pytest.mark.parametrize("start,end", [(0, None), (1, None), (-3, None), (1, 3), (0, -1), (-2, -1), (4, 4),
+                                       (3, 1)])
+def test_slice_static(start, end):
+    b = make_padded_batch((5, 3), feature=4)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    out, out_dim = both(dt.slice, _slicing.slice, x, axis=b.feature, start=start, end=end)
+    assert out.feature_dim is None and out_dim.size == len(range(4)[start:end])
+
+
+def test_slice_cases_for_the_python_definition():
+    b = make_padded_batch((5, 3))
+    both(dt.slice, _slicing.slice, b.x, axis=b.time, start=1, end=-1)
+    both(dt.slice, _slicing.slice, b.x, axis=b.feature, start=0, end=4, step=2)
+    with pytest.raises(ValueError, match=r"dimtorch.slice\(\): slice 5:None is out of range"):
+        dt.slice(b.x, axis=b.feature, start=5)
+    with pytest.raises(ValueError, match=r"dimtorch.slice\(\): start=-1 on the dynamic dim"):
+        dt.slice(b.x, axis=b.time, start=-1)
+    with pytest.raises(TypeError, match=r"dimtorch.slice\(\): start, end and step must be ints"):
+        dt.slice(b.x, axis=b.time, start=1.0)
+    other = dt.Dim(3, name="other")
+    with pytest.raises(ValueError, match=r"dimtorch.slice\(\)"):
+        dt.slice(b.x, axis=other, start=1)
+
+
+def test_slice_backward():
+    b = make_padded_batch((5, 3, 1), pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    x = dt.Tensor(raw, b.x.dims)
+    out, _ = dt.slice(x, axis=b.time, start=1)
+    (out.raw * torch.arange(out.raw.numel()).view(out.raw.shape)).sum().backward()
+    expected = torch.zeros_like(raw)
+    expected[:, 1:] = torch.arange(out.raw.numel(), dtype=raw.dtype).view(out.raw.shape)
+    torch.testing.assert_close(raw.grad, expected)
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_split_static(as_list):
+    b = make_padded_batch((4, 2), feature=6)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    parts = [dt.Dim(2, name="a"), dt.Dim(4, name="b")]
+    out = both(dt.split, _stack.split, x, axis=b.feature, out_dims=parts if as_list else tuple(parts))
+    assert [p.dims[2] for p in out] == parts and all(p.feature_dim is None for p in out)
+    one = dt.Dim(6, name="all")
+    both(dt.split, _stack.split, x, axis=b.feature, out_dims=one)
+
+
+def test_split_cases_for_the_python_definition():
+    b = make_padded_batch((4, 2), feature=6)
+    both(dt.split, _stack.split, b.x, axis=b.time, out_dims=(dt.Dim(1, name="first"), b.time - 1))
+    with pytest.raises(ValueError, match=r"dimtorch.split\(\): the sizes of out_dims .* add up to 5, not to the size 6"):
+        dt.split(b.x, axis=b.feature, out_dims=(dt.Dim(2, name="a"), dt.Dim(3, name="b")))
+    a, f = dt.Dim(2, name="a"), dt.Dim(2, name="f")
+    with pytest.raises(ValueError, match=r"dimtorch.split\(\): out dim 'a'\(2\) is already a dim of x"):
+        dt.split(dt.Tensor(torch.zeros(2, 2), (a, f)), axis=f, out_dims=(a,))
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_stack(as_list):
+    b = make_padded_batch((4, 2))
+    vocab = dt.Dim(5, name="vocab")
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature, sparse_dim=vocab)
+    y = dt.Tensor(b.x.raw * 2, b.x.dims, sparse_dim=vocab)
+    z = dt.Tensor(b.x.raw * 3, b.x.dims)
+    tensors = [x, y] if as_list else (x, y)
+    out, _ = both(dt.stack, _stack.stack, tensors)
+    assert out.sparse_dim is vocab and out.feature_dim is b.feature
+    out, _ = both(dt.stack, _stack.stack, (x, y, z))
+    assert out.sparse_dim is None
+    given = dt.Dim(2, name="pair")
+    out, out_dim = dt.stack((x, z), out_dim=given)
+    assert out_dim is given and out.dims == (given,) + b.x.dims
+
+
+def test_stack_cases_for_the_python_definition():
+    b = make_padded_batch((4, 2))
+    xt = b.x.copy_transpose((b.feature, b.time, b.batch))
+    both(dt.stack, _stack.stack, (b.x, xt))
+    with pytest.raises(TypeError, match=r"dimtorch.stack\(\): tensors\[1\] has dtype float64"):
+        dt.stack((b.x, dt.Tensor(b.x.raw.double(), b.x.dims)))
+    with pytest.raises(ValueError, match=r"dimtorch.stack\(\): out_dim .* does not fit 2 tensors"):
+        dt.stack((b.x, b.x), out_dim=dt.Dim(3, name="three"))
+    with pytest.raises(ValueError, match=r"dimtorch.stack\(\): no tensors"):
+        dt.stack(())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_top_k(dtype):
+    b = make_padded_batch((4, 2), feature=6, pad_value=0.0)
+    x = dt.Tensor((b.x.raw * 10).to(dtype), b.x.dims, feature_dim=b.feature)
+    values, indices, k_dim = both(dt.top_k, _sort.top_k, x, axis=b.feature, k=3)
+    assert indices.sparse_dim is b.feature and values.feature_dim is None and k_dim.name == "top3"
+    both(dt.top_k, _sort.top_k, x, axis=b.feature, k=6)
+
+
+def test_top_k_cases_for_the_python_definition():
+    b = make_padded_batch((4, 2), feature=6)
+    both(dt.top_k, _sort.top_k, b.x, axis=b.time, k=2)  # dynamic: masked, k_dim with lengths
+    both(dt.top_k, _sort.top_k, b.x, axis=(b.time, b.feature), k=2)
+    with pytest.raises(ValueError, match=r"dimtorch.top_k\(\): k=7 is larger than the 6 entries"):
+        dt.top_k(b.x, axis=b.feature, k=7)
+    with pytest.raises(ValueError, match=r"dimtorch.top_k\(\): k must be an int >= 1"):
+        dt.top_k(b.x, axis=b.feature, k=0)
+    with pytest.raises(TypeError, match=r"dimtorch.top_k\(\)"):
+        dt.top_k(dt.Tensor(b.x.raw > 0, b.x.dims), axis=b.feature, k=1)
+
+
+def test_top_k_backward():
+    b = make_padded_batch((4, 2), feature=6, pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    values, _, _ = dt.top_k(dt.Tensor(raw, b.x.dims), axis=b.feature, k=2)
+    values.raw.sum().backward()
+    expected = torch.zeros_like(raw).scatter(2, raw.detach().topk(2, 2).indices, 1.0)
+    torch.testing.assert_close(raw.grad, expected)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_reverse_sequence(pad):
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    both(dt.reverse_sequence, _slicing.reverse_sequence, b.x, axis=b.time)
+    both(dt.reverse_sequence, _slicing.reverse_sequence, b.x, axis=b.feature)  # static: flip
+    # Other layouts of the same dim get their own cached index.
+    for order in [(b.time, b.batch, b.feature), (b.feature, b.time, b.batch)]:
+        xt = b.x.copy_transpose(order)
+        out = both(dt.reverse_sequence, _slicing.reverse_sequence, xt, axis=b.time)
+        assert_same(out.copy_transpose(b.x.dims), dt.reverse_sequence(b.x, axis=b.time))
+    # Another size of the other dims (a cache hit on the first layout would give the wrong shape).
+    wide = dt.Tensor(torch.randn(4, b.x.raw.shape[1], 7), (b.batch, b.time, dt.Dim(7, name="wide")))
+    both(dt.reverse_sequence, _slicing.reverse_sequence, wide, axis=b.time)
+
+
+def test_reverse_sequence_per_sequence_and_backward():
+    b = make_padded_batch((5, 3, 1), pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    out = dt.reverse_sequence(dt.Tensor(raw, b.x.dims), axis=b.time)
+    for i, n in enumerate(b.lengths):
+        torch.testing.assert_close(out.raw[i, :n], raw[i, :n].flip(0))
+    weights = torch.randn(out.raw.shape)
+    (out.raw * weights).sum().backward()
+    for i, n in enumerate(b.lengths):
+        torch.testing.assert_close(raw.grad[i, :n], weights[i, :n].flip(0))
+
+
+def test_reverse_sequence_lengths_over_a_missing_dim():
+    b = make_padded_batch((5, 3))
+    no_batch = dt.Tensor(b.x.raw[0], (b.time, b.feature))
+    with pytest.raises(ValueError, match=r"dimtorch.reverse_sequence\(\): the lengths of .*time.* vary over"):
+        dt.reverse_sequence(no_batch, axis=b.time)
+
+
+@pytest.mark.parametrize("static_batch", [False, True])
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_pack_padded(static_batch, pad):
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad)
+    batch = dt.Dim(4, name="batch") if static_batch else b.batch
+    if static_batch:
+        time = dt.Dim(dt.Tensor(torch.tensor(b.lengths), (batch,)), name="time")
+        x = dt.Tensor(b.x.raw, (batch, time, b.feature), feature_dim=b.feature)
+    else:
+        time, x = b.time, dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    out, pack_dim = both(dt.pack_padded, _packing.pack_padded, x, dims=(batch, time))
+    assert pack_dim.size == sum(b.lengths) and out.feature_dim is b.feature
+    expected = torch.cat([b.x.raw[i, :n] for i, n in enumerate(b.lengths)])
+    torch.testing.assert_close(out.raw, expected)
+    again, _ = dt.pack_padded(x, dims=(batch, time), out_dim=pack_dim)  # cached index, given out dim
+    torch.testing.assert_close(again.raw, expected)
+    assert again.dims[0] is pack_dim
+
+
+def test_pack_padded_cache_follows_sizes():
+    # The same time dim with a second static dim of another size: its own index.
+    b = make_padded_batch((3, 2))
+    heads2 = dt.Dim(2, name="heads")
+    heads3 = dt.Dim(3, name="heads")
+    for heads in (heads2, heads3, heads2):
+        x = dt.Tensor(torch.randn(2, heads.size, 3), (b.batch, heads, b.time))
+        both(dt.pack_padded, _packing.pack_padded, x, dims=(b.batch, heads, b.time))
+
+
+def test_pack_padded_cases_for_the_python_definition():
+    b = make_padded_batch((5, 3, 1), extra_time=2)  # frames beyond the max length: Python narrows
+    both(dt.pack_padded, _packing.pack_padded, b.x, dims=(b.batch, b.time))
+    xt = b.x.copy_transpose((b.time, b.batch, b.feature))
+    both(dt.pack_padded, _packing.pack_padded, xt, dims=(b.batch, b.time))
+    with pytest.raises(ValueError, match=r"dimtorch.pack_padded\(\): out_dim .* does not fit the 9 valid frames"):
+        dt.pack_padded(b.x, dims=(b.batch, b.time), out_dim=dt.Dim(8, name="pack"))
+    with pytest.raises(ValueError, match=r"dimtorch.pack_padded\(\): the lengths of .*time.* vary over"):
+        dt.pack_padded(b.x, dims=(b.time,))
+
+
+def test_pack_padded_backward():
+    b = make_padded_batch((4, 2), pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    out, _ = dt.pack_padded(dt.Tensor(raw, b.x.dims), dims=(b.batch, b.time))
+    out.raw.sum().backward()
+    torch.testing.assert_close(raw.grad, b.mask[:, :, None].expand_as(raw).to(raw.dtype))
