@@ -1,4 +1,5 @@
-// Fast paths of array ops composed in Python, for their common calls: slice (one narrow), split
+// Fast paths of array ops composed in Python, for their common calls: slice (one view),
+// shift_right (one view and one constant_pad_nd), split
 // of a static dim (one split_with_sizes), stack of tensors in one layout (one torch.stack), top_k
 // over a static dim (one topk), reverse_sequence (one flip, or one gather by an index cached on the
 // dim) and pack_padded of leading dims (one index_select by an index cached on the dim). Each costs
@@ -177,6 +178,47 @@ PyObject* f_slice(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   Ref t(tensor_make(raw.release(), dims.get(), sizes, x->sparse_dim, kept_feature(x, dims.get())));
   if (!t) return nullptr;
   return PyTuple_Pack(2, t.get(), out_dim.get());
+}
+
+// ---- shift_right ------------------------------------------------------------------------------
+
+PyObject* shift_right_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static PyObject* fn = nullptr;
+  return call_python(&fn, "dimtorch._slicing", "shift_right", args, nargs, kwnames);
+}
+
+/// shift_right(x, *, axis, amount=1, pad_value=0): the fast path takes an int amount >= 1 and a
+/// Python number as pad_value: the first n - amount frames (a view), then one constant_pad_nd.
+PyObject* f_shift_right(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "axis", "amount", "pad_value"};
+  PyObject* v[4];
+  if (!parse_args(args, nargs, kwnames, names, 4, 1, 2, v, "dimtorch.shift_right()")) {
+    PyErr_Clear();
+    return shift_right_fallback(args, nargs, kwnames);
+  }
+  Py_ssize_t amount = 1;
+  PyObject* value = v[3] ? v[3] : backend::T.zero;
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) || (v[2] && !exact_int(v[2], &amount)) ||
+      amount < 1 || !(PyFloat_CheckExact(value) || PyLong_CheckExact(value)))
+    return shift_right_fallback(args, nargs, kwnames);
+  TensorObject* x = as_tensor(v[0]);
+  int a = dims_index(x->dims, v[1]);
+  if (a < 0) return shift_right_fallback(args, nargs, kwnames);
+  Py_ssize_t n = x->sizes[a];
+  Py_ssize_t k = amount < n ? amount : n;
+  Ref kept(narrowed(x->raw, a, 0, n - k));
+  if (!kept) return nullptr;
+  // constant_pad_nd's pairs run from the last axis: zeros after axis a, then (k, 0).
+  Py_ssize_t after = tensor_ndim(x) - 1 - a;
+  Ref pad(PyTuple_New(2 * after + 2));
+  Ref k_obj(PyLong_FromSsize_t(k));
+  if (!pad || !k_obj) return nullptr;
+  for (Py_ssize_t j = 0; j < 2 * after; ++j) PyTuple_SET_ITEM(pad.get(), j, Py_NewRef(backend::T.zero));
+  PyTuple_SET_ITEM(pad.get(), 2 * after, k_obj.release());
+  PyTuple_SET_ITEM(pad.get(), 2 * after + 1, Py_NewRef(backend::T.zero));
+  PyObject* raw = backend::call3(backend::T.constant_pad_nd, kept.get(), pad.get(), value);
+  if (!raw) return nullptr;
+  return tensor_make(raw, x->dims, x->sizes, x->sparse_dim, x->feature_dim);
 }
 
 // ---- split ------------------------------------------------------------------------------------
@@ -562,6 +604,8 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
 PyMethodDef kFunctions[] = {
     {"slice", FASTCALL_KW(f_slice),
      "slice(x, *, axis, start=0, end=None, step=1) -> (tensor, out_dim): see dimtorch._slicing.slice."},
+    {"shift_right", FASTCALL_KW(f_shift_right),
+     "shift_right(x, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch._slicing.shift_right."},
     {"split", FASTCALL_KW(f_split), "split(x, *, axis, out_dims) -> list of tensors: see dimtorch._stack.split."},
     {"stack", FASTCALL_KW(f_stack),
      "stack(tensors, *, out_dim=None) -> (tensor, out_dim): see dimtorch._stack.stack."},

@@ -92,6 +92,38 @@ def test_slice_backward():
     torch.testing.assert_close(raw.grad, expected)
 
 
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("amount,value", [(1, 0.0), (2, -1), (9, 3.5)])
+def test_shift_right(pad, amount, value):
+    b = make_padded_batch((5, 3, 0), pad_value=pad)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    for axis in (b.time, b.feature, b.batch):
+        both(dt.shift_right, _slicing.shift_right, x, axis=axis, amount=amount, pad_value=value)
+    out = dt.shift_right(x, axis=b.time, amount=amount, pad_value=value)
+    k = min(amount, x.raw.shape[1])
+    torch.testing.assert_close(out.raw[:, k:], x.raw[:, :x.raw.shape[1] - k], equal_nan=True)
+    assert bool((out.raw[:, :k] == value).all())
+
+
+def test_shift_right_cases_for_the_python_definition():
+    b = make_padded_batch((5, 3))
+    assert dt.shift_right(b.x, axis=b.time, amount=0) is b.x
+    with pytest.raises(ValueError, match=r"dimtorch.shift_right\(\): amount must be an int >= 0"):
+        dt.shift_right(b.x, axis=b.time, amount=True)
+    with pytest.raises(ValueError, match=r"dimtorch.shift_right\(\)"):
+        dt.shift_right(b.x, axis=dt.Dim(2, name="other"))
+
+
+def test_shift_right_backward():
+    b = make_padded_batch((4, 2), pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    out = dt.shift_right(dt.Tensor(raw, b.x.dims), axis=b.time)
+    out.raw.sum().backward()
+    expected = torch.ones_like(raw)
+    expected[:, -1] = 0
+    torch.testing.assert_close(raw.grad, expected)
+
+
 @pytest.mark.parametrize("as_list", [False, True])
 def test_split_static(as_list):
     b = make_padded_batch((4, 2), feature=6)

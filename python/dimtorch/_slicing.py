@@ -125,7 +125,8 @@ def _pad_spec(raw: torch.Tensor, axis: int, left: int, right: int) -> tuple:
 def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     """Frames move `amount` later along `axis` (same dim): out[t] = x[t - amount], and the first
     `amount` frames hold `pad_value`. Every sequence starts at frame 0, so this is the same for
-    static and dynamic dims; each sequence's last `amount` frames fall into its padding."""
+    static and dynamic dims; each sequence's last `amount` frames fall into its padding.
+    dimtorch._C.shift_right takes the common calls (an int amount >= 1, a number as pad_value)."""
     caller = "dimtorch.shift_right()"
     a = _shift_checks(x, axis, amount, caller)
     if amount == 0:
