@@ -407,3 +407,186 @@ def test_conv_plan_goes_with_its_filter():
     assert _conv._CONV_PLANS[key].ref() is w
     del w
     assert key not in _conv._CONV_PLANS
+
+
+# --- pool's plans: torch's own padding / ceil_mode for 'same', the per-signature cache ---------------
+
+def pool_plan(x, **kw):
+    """The cached plan of dt.pool(x, **kw) (the call makes it), for checks of the path it takes."""
+    from dimtorch import _pool
+    dt.pool(x, **kw)
+    key = _pool._plan_key(x, kw["mode"], kw["pool_size"], kw["in_spatial_dims"], kw.get("strides"),
+                          kw.get("padding", "valid"))
+    return _pool._PLANS[key]
+
+
+def explicit_pool1d(raw, mode, k, s, pads):
+    """Positional oracle: explicit padding, max over -inf padding / mean over the unpadded frames."""
+    if mode == "max":
+        return F.max_pool1d(F.pad(raw, pads, value=float("-inf")), k, s)
+    return F.avg_pool1d(F.pad(raw, pads), k, s) / F.avg_pool1d(F.pad(torch.ones_like(raw), pads), k, s)
+
+
+def test_pool_torch_padding_gives_the_explicit_windows():
+    from dimtorch._pool import torch_padding
+    g = torch.Generator().manual_seed(0)
+    taken = set()
+    for n in range(1, 13):
+        for k in range(1, 7):
+            for s in range(1, 5):
+                for pads in {((k - 1) // 2, k - 1 - (k - 1) // 2), (0, 0)}:
+                    if n + sum(pads) < k:
+                        continue
+                    implicit = torch_padding([n], [k], [s], [pads])
+                    if implicit is None:
+                        continue
+                    (p,), ceil_mode = implicit
+                    taken.add((k, s, pads != (0, 0), ceil_mode))
+                    raw = torch.randn(2, 3, n, generator=g)
+                    for mode in ("max", "avg"):
+                        got = (F.max_pool1d(raw, k, s, p, ceil_mode=ceil_mode) if mode == "max" else
+                               F.avg_pool1d(raw, k, s, p, ceil_mode=ceil_mode, count_include_pad=False))
+                        torch.testing.assert_close(got, explicit_pool1d(raw, mode, k, s, pads),
+                                                   msg=lambda m: f"n={n} k={k} s={s} pads={pads} {mode}: {m}")
+    # 'same': kernel 2 stride 2 by ceil_mode, odd kernels by torch's padding; even kernels of stride 1 not.
+    assert (2, 2, True, True) in taken and (3, 1, True, False) in taken and (5, 3, True, False) in taken
+    assert not any(k % 2 == 0 and s == 1 and same for k, s, same, _ in taken)
+    assert torch_padding([4], [2], [1], [(0, 1)]) is None
+
+
+POOL_PATHS = [  # (k, s): torch's padding / ceil_mode for 'same' ((2, 2), (3, 1), (3, 2), (4, 2)) or F.pad
+    (2, 2), (3, 1), (3, 2), (4, 2), (2, 1), (4, 1), (1, 1)]
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+@pytest.mark.parametrize("k,s", POOL_PATHS)
+def test_pool1d_same_paths_against_torch(mode, k, s):
+    """Every 'same' path (torch's padding, its ceil_mode, explicit F.pad) forward and backward on a batch
+    padded with NaN, 1e30 and -1e30; the second call (a cache hit) gives the same."""
+    lengths = [8, 5, 1, 0, 6]
+    pb = make_padded_batch(lengths, feature=3, extra_time=2)
+    kw = dict(mode=mode, pool_size=k, strides=s, padding="same", in_spatial_dims=[pb.time])
+    plan = pool_plan(pb.x, **kw)
+    explicit = k % 2 == 0 and s == 1  # no torch arguments give those windows
+    assert (plan.pad is not None) == explicit and plan.count == (mode == "avg")
+    expected = [out_len(n, k, s, "same") for n in lengths]
+    y1, (ot,) = dt.pool(pb.x, **kw)
+    check_against_torch(lambda t: dt.pool(t, **kw)[0], lambda r: pool_oracle(r, lengths, mode, k, s, "same", expected),
+                        [pb.x])
+    y2, (ot2,) = dt.pool(pb.x, **kw)
+    assert ot2 is ot and y2.dims == y1.dims and pool_plan(pb.x, **kw) is plan
+    torch.testing.assert_close(y2.raw, y1.raw, equal_nan=True)
+    check_padding_invariance(lambda t: dt.pool(t, mode=mode, pool_size=k, strides=s, padding="same",
+                                               in_spatial_dims=[t.dims[1]])[0], lengths=lengths, extra_time=2)
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+@pytest.mark.parametrize("k,s", POOL_PATHS)
+@pytest.mark.parametrize("n", [1, 6, 7])
+def test_pool1d_same_static_against_torch(mode, k, s, n):
+    """Static dims: avg by torch's count_include_pad=False where its padding serves (no count pooled)."""
+    b, t, f = dt.Dim(2, name="b"), dt.Dim(n, name="t"), dt.Dim(3, name="f")
+    x = dt.Tensor(torch.randn(2, n, 3), (b, t, f))
+    kw = dict(mode=mode, pool_size=k, strides=s, padding="same", in_spatial_dims=(t,))
+    plan = pool_plan(x, **kw)
+    assert plan.count == (mode == "avg" and plan.pad is not None) and not plan.masked
+    total = k - 1
+    check_against_torch(lambda a: dt.pool(a, **kw)[0],
+                        lambda r: explicit_pool1d(r.transpose(1, 2), mode, k, s, (total // 2, total - total // 2)),
+                        [x])
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+@pytest.mark.parametrize("ks,ss", [((2, 3), (2, 1)), ((2, 2), (1, 2)), ((3, 3), (2, 2))])
+def test_pool2d_same_static_against_torch(mode, ks, ss):
+    """2-D: one ceil_mode for both dims, else explicit F.pad ((2, 2) stride (1, 2))."""
+    a, h, w = dt.Dim(2, name="a"), dt.Dim(5, name="h"), dt.Dim(6, name="w")
+    x = dt.Tensor(torch.randn(5, 2, 6), (h, a, w))
+    kw = dict(mode=mode, pool_size=ks, strides=ss, padding="same", in_spatial_dims=(h, w))
+    assert (pool_plan(x, **kw).pad is not None) == (ks == (2, 2))
+    pads = [p for k in reversed(ks) for p in ((k - 1) // 2, k - 1 - (k - 1) // 2)]
+
+    def oracle(r):
+        r = r.permute(1, 0, 2)
+        if mode == "max":
+            return F.max_pool2d(F.pad(r, pads, value=float("-inf")), ks, ss)
+        return F.avg_pool2d(F.pad(r, pads), ks, ss) / F.avg_pool2d(F.pad(torch.ones_like(r), pads), ks, ss)
+
+    check_against_torch(lambda t: dt.pool(t, **kw)[0], oracle, [x])
+
+
+def test_pool_cache_hit_follows_feature_dim_and_values():
+    pb = make_padded_batch([4, 2], feature=2)
+    kw = dict(mode="max", pool_size=2, padding="same", in_spatial_dims=[pb.time])
+    y, (ot,) = dt.pool(pb.x, **kw)
+    assert y.feature_dim is pb.feature
+    x2 = dt.Tensor(pb.x.raw * 2, pb.x.dims)  # same dims and shape: the same plan, no feature dim
+    y2, (ot2,) = dt.pool(x2, **kw)
+    assert ot2 is ot and y2.feature_dim is None
+    valid = valid_mask(y.dims, y.raw.shape)
+    torch.testing.assert_close(torch.where(valid, y2.raw, 0), torch.where(valid, y.raw * 2, 0))
+    xt = dt.Tensor(pb.x.raw, pb.x.dims, feature_dim=pb.time)  # pooled away: no feature dim
+    assert dt.pool(xt, **kw)[0].feature_dim is None
+
+
+def test_pool_plan_goes_with_its_dims_and_ids_reused_do_not_hit():
+    import gc
+    from dimtorch import _pool
+
+    def call(lengths):
+        pb = make_padded_batch(lengths, feature=2)
+        y, (ot,) = dt.pool(pb.x, mode="max", pool_size=2, padding="same", in_spatial_dims=(pb.time,))
+        expected = [out_len(n, 2, 2, "same") for n in lengths]
+        assert ot.dyn_size.raw.tolist() == expected
+        valid = valid_mask(y.dims, y.raw.shape)
+        oracle = pool_oracle(pb.x.raw, lengths, "max", 2, 2, "same", expected)
+        torch.testing.assert_close(torch.where(valid, y.raw, 0), torch.where(valid, oracle, 0))
+        return _pool._plan_key(pb.x, "max", 2, (pb.time,), None, "same")
+
+    # New dims of one raw shape, other lengths: CPython soon gives them the dead dims' ids (the same
+    # key); each call must still get its own lengths.
+    seen, reused = set(), 0
+    for i in range(40):
+        key = call([6, 1 + i % 6])
+        gc.collect()
+        assert key not in _pool._PLANS
+        reused += key in seen
+        seen.add(key)
+    assert reused  # the case was met
+
+
+def test_pool_size_from_data_dim_keeps_no_plan():
+    from dimtorch import _pool
+    t, f = dt.Dim(None, name="t"), dt.Dim(2, name="f")
+    x = dt.Tensor(torch.randn(5, 2), (t, f))
+    n = len(_pool._PLANS)
+    y1, (o1,) = dt.pool(x, mode="max", pool_size=2, in_spatial_dims=[t])
+    y2, (o2,) = dt.pool(x, mode="max", pool_size=2, in_spatial_dims=[t])
+    assert o1 is not o2 and len(_pool._PLANS) == n and y2.raw.shape == (2, 2)
+
+
+def test_pool_errors_after_a_cached_call():
+    """A cache hit needs the arguments of a call that passed the checks: near misses still raise."""
+    pb = make_padded_batch([3, 2], feature=2)
+    kw = dict(mode="max", in_spatial_dims=[pb.time], padding="same")
+    dt.pool(pb.x, pool_size=2, strides=1, **kw)
+    dt.pool(pb.x, pool_size=[2], strides=(1,), **kw)
+    for bad in (True, 2.0, (2, 2)):
+        with pytest.raises(TypeError, match=r"dimtorch\.pool\(\): pool_size must be an int or a sequence of 1 ints"):
+            dt.pool(pb.x, pool_size=bad, strides=1, **kw)
+    with pytest.raises(TypeError, match=r"dimtorch\.pool\(\): strides must be an int or a sequence of 1 ints"):
+        dt.pool(pb.x, pool_size=2, strides=True, **kw)
+    with pytest.raises(TypeError, match=r"dimtorch\.pool\(\): x must be floating"):
+        dt.pool(dt.Tensor(pb.x.raw.long(), pb.x.dims), pool_size=2, strides=1, **kw)
+    with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): strides must be >= 1, got 0"):
+        dt.pool(pb.x, pool_size=2, strides=0, **kw)
+    dt.pool(pb.x, mode="max", pool_size=2, in_spatial_dims=[pb.feature])
+    with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): spatial dim 'feature'\(2\) has size 2, smaller than "
+                                         r"the window \(3\)"):
+        dt.pool(pb.x, mode="max", pool_size=3, in_spatial_dims=[pb.feature])
+    with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): mode must be 'max' or 'avg', got 'min'"):
+        dt.pool(pb.x, mode="min", pool_size=2, strides=1, in_spatial_dims=[pb.time], padding="same")
+    with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): padding must be 'valid' or 'same'"):
+        dt.pool(pb.x, mode="max", pool_size=2, strides=1, in_spatial_dims=[pb.time], padding="full")
+    with pytest.raises(TypeError, match=r"dimtorch\.pool\(\): x must be a dimtorch\.Tensor, got Tensor"):
+        dt.pool(pb.x.raw, pool_size=2, strides=1, **kw)

@@ -2,59 +2,207 @@
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
 
 from ._C import Dim, Tensor
-from ._conv_args import check_padding, fit_short_input, is_dynamic, out_spatial_dim, per_dim, same_pads, spatial_dims
+from ._conv_args import check_padding, is_dynamic, out_spatial_dim, per_dim, same_pads, short_pads, spatial_dims
 from ._shape_ops import check_tensor
 
-_MAX_POOL_FNS = {1: F.max_pool1d, 2: F.max_pool2d}
+# torch.max_pool*d: what F.max_pool*d call once return_indices is handled (one Python frame less).
+_MAX_POOL_FNS = {1: torch.max_pool1d, 2: torch.max_pool2d}
 _AVG_POOL_FNS = {1: F.avg_pool1d, 2: F.avg_pool2d}
+_MT = "mT"  # _Plan.perm: swap the last two axes
 
 
-def _to_layout(x: Tensor, lead: Sequence[Dim], spatial: Sequence[Dim]):
-    """x's raw as (N, C, *S) or (C, *S), the forms torch's pooling takes: the `lead` dims (one axis of
-    size 1 when there are none; the first ones merged into N when there are more than two), then
-    `spatial`; dynamic spatial axes narrowed to their max size. Two lead dims stay as they are: merging
-    them would copy x when they are not adjacent in x (e.g. (batch, feature) of (batch, time, feature))."""
-    order = tuple(lead) + tuple(spatial)
-    dims = x.dims
-    perm = [dims.index(d) for d in order]
-    raw = x.raw if perm == list(range(len(perm))) else x.raw.permute(perm)
-    n_lead = len(lead)
-    lead_shape = tuple(raw.shape[:n_lead])
-    if n_lead == 0:
-        raw = raw.unsqueeze(0)
-    elif n_lead > 2:
-        raw = raw.reshape((math.prod(lead_shape[:-1]),) + tuple(raw.shape[n_lead - 1:]))
+class _Plan:
+    """The steps of one pool() call signature (see _plan_key) from x's raw to the output: checks
+    done, dim math done, torch arguments chosen.
+
+    /* A model calls pool with x of the same dims and raw shape call after call: the checks and
+       the dim math then run once, and a call makes the torch calls and a key lookup (ops_bench
+       pool_max tiny: ~3.5x of hand-written before, with F.pad; now ~1.2-1.4x). The dims are held
+       weakly, each with a callback that drops the plan when it dies, before its id can be reused
+       by a new dim. */
+    """
+
+    __slots__ = ("refs", "out_refs", "n_lead", "lead_pos", "spatial_ids", "fill", "masked", "narrow", "perm",
+                 "merge", "pad", "fn", "torch_args", "window", "count", "unmerge", "narrow_out")
+
+
+_PLANS: dict = {}
+_MAX_PLANS = 64  # plans go with their dims; this bounds the dict should many live dims call pool
+
+
+def _int_tuple(v):
+    """A tuple/list of ints as a key part (exactly ints: True == 1.0 == 1 would otherwise share 1's
+    key and skip its error), else False."""
+    if (type(v) is tuple or type(v) is list) and all(type(e) is int for e in v):
+        return tuple(v)
+    return False
+
+
+def _plan_key(x, mode, pool_size, in_spatial_dims, strides, padding):
+    """The plan cache's key of a call, or None for arguments the cache leaves to the checks. Dims
+    by id: a plan in the cache holds its dims' weak refs, so an id there is its live dim's. The
+    raw shape's length tells x's dims from the spatial ones."""
+    ks = pool_size if type(pool_size) is int else _int_tuple(pool_size)
+    ss = strides if strides is None or type(strides) is int else _int_tuple(strides)
+    if type(x) is not Tensor or type(mode) is not str or type(padding) is not str or ks is False or ss is False:
+        return None
+    t = type(in_spatial_dims)
+    if t is tuple or t is list:
+        spatial = map(id, in_spatial_dims)
+    elif t is Dim:
+        spatial = (id(in_spatial_dims),)
+    else:
+        return None
+    raw = x.raw
+    return (mode, ks, ss, padding, raw.shape, raw.dtype, *map(id, x.dims), *spatial)
+
+
+def _store(key, plan: _Plan, dims: Sequence[Dim]) -> None:
+    def forget(ref, key=key):
+        entry = _PLANS.get(key)
+        if entry is not None and any(r is ref for r in entry.refs):
+            del _PLANS[key]
+
+    plan.refs = tuple(weakref.ref(d, forget) for d in dims)
+    if len(_PLANS) >= _MAX_PLANS:
+        del _PLANS[next(iter(_PLANS))]
+    _PLANS[key] = plan
+
+
+def torch_out_size(size: int, k: int, s: int, pad: int, ceil_mode: bool) -> int:
+    """torch's pooling output length of `size` frames with `pad` on both sides (its formula)."""
+    n = (size + 2 * pad - k + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (n - 1) * s >= size + pad:
+        n -= 1  # torch: the last window starts inside the input or its left padding
+    return n
+
+
+def torch_padding(sizes: Sequence[int], ks: Sequence[int], strides: Sequence[int], pads: Sequence[tuple]):
+    """(padding, ceil_mode) that make torch's pooling give the windows of the explicit (left, right)
+    `pads`, or None. Its windows then start where the explicit ones do (left padding `left`), and
+    they are as many; frames they reach beyond the input are skipped (max) or not counted (avg,
+    count_include_pad=False), as explicit -inf / uncounted padding would be."""
+    explicit = [(n + left + right - k) // s + 1 for n, k, s, (left, right) in zip(sizes, ks, strides, pads)]
+    if any(2 * left > k for k, (left, _) in zip(ks, pads)):
+        return None  # torch's limit on its padding
+    for ceil_mode in (False, True):
+        if all(torch_out_size(n, k, s, left, ceil_mode) == e
+               for n, k, s, (left, _), e in zip(sizes, ks, strides, pads, explicit)):
+            return tuple(left for left, _ in pads), ceil_mode
+    return None
+
+
+def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, strides: tuple, padding: str):
+    """The plan of a checked call, and its out spatial dims."""
+    dims, shape = x.dims, x.raw.shape
+    n = len(spatial)
+    plan = _Plan()
+    spatial_pos = tuple(dims.index(d) for d in spatial)
+    plan.spatial_ids = frozenset(map(id, spatial))
+    plan.lead_pos = tuple(i for i in range(len(dims)) if i not in spatial_pos)
+    plan.fill = float("-inf") if mode == "max" else 0.0
+    # With padding="valid", the window of every valid output frame lies inside its sequence, and
+    # pooling has no weights whose gradient could meet padding values: no mask is needed then.
+    plan.masked = padding == "same" and any(is_dynamic(d) for d in spatial)
+    order = plan.lead_pos + spatial_pos
+    nd, n_lead = len(dims), len(plan.lead_pos)
+    plan.n_lead = n_lead
+    if order == tuple(range(nd)):
+        plan.perm = None
+    elif nd >= 2 and order == tuple(range(nd - 2)) + (nd - 1, nd - 2):
+        plan.perm = _MT  # e.g. (batch, time, feature) -> (batch, feature, time): the cheapest view call
+    else:
+        plan.perm = order
+    # torch's pooling takes (N, C, *S) or (C, *S): no lead dim becomes an axis of 1; two stay as they
+    # are (merging them would copy x when they are not adjacent, e.g. (batch, feature) of (batch,
+    # time, feature)); more merge all but the last into N.
+    lead_shape = tuple(shape[i] for i in plan.lead_pos)
+    sizes = [shape[i] for i in spatial_pos]
+    plan.narrow = []
     for i, d in enumerate(spatial):
-        if is_dynamic(d):
-            a = raw.dim() - len(spatial) + i
-            n = d.get_max_size()
-            if raw.shape[a] > n:
-                raw = raw.narrow(a, 0, n)
-    return raw, lead_shape
+        if is_dynamic(d) and sizes[i] > d.get_max_size():
+            sizes[i] = d.get_max_size()
+            plan.narrow.append((spatial_pos[i], sizes[i]))  # an axis of x: narrowed before the permute
+    plan.merge = plan.unmerge = None
+    if n_lead == 0:
+        plan.merge = (1,) + tuple(sizes)
+    elif n_lead > 2:
+        plan.merge = (math.prod(lead_shape[:-1]), lead_shape[-1]) + tuple(sizes)
+    # A dynamic axis shorter than needed holds sequences that give 0 frames: right-padded (its
+    # result is narrowed to 0); a static one is an error.
+    fit = short_pads(caller, sizes, spatial, [1] * n if padding == "same" else ks)
+    fit = [0] * n if fit is None else fit[1::2][::-1]
+    sizes = [size + extra for size, extra in zip(sizes, fit)]
+    pads = same_pads(ks) if padding == "same" else [(0, 0)] * n
+    implicit = torch_padding(sizes, ks, strides, pads)
+    if implicit is not None:
+        torch_pads, ceil_mode = implicit
+        flat_pad = [p for extra in reversed(fit) for p in (0, extra)]
+    else:
+        torch_pads, ceil_mode = 0, False
+        flat_pad = [p for (left, right), extra in zip(reversed(pads), reversed(fit)) for p in (left, right + extra)]
+    plan.pad = flat_pad if any(flat_pad) else None
+    plan.window = math.prod(ks)
+    k_arg, s_arg, p_arg = (ks[0], strides[0], torch_pads if torch_pads == 0 else torch_pads[0]) if n == 1 else (
+        ks, strides, torch_pads)  # torch parses plain ints faster than 1-tuples
+    if mode == "max":
+        plan.fn, plan.torch_args = _MAX_POOL_FNS[n], (k_arg, s_arg, p_arg, 1, ceil_mode)
+    else:
+        plan.fn, plan.torch_args = _AVG_POOL_FNS[n], (k_arg, s_arg, p_arg, ceil_mode, False)
+    # avg: torch's own padding is not counted (count_include_pad=False); masked frames and explicit
+    # padding are, so then the mean of valid frames = pooled x (padding zeroed) / pooled valid frames.
+    plan.count = mode == "avg" and (plan.masked or plan.pad is not None)
+    out_spatial = tuple(out_spatial_dim(d, k, s, padding) for d, k, s in zip(spatial, ks, strides))
+    out_sizes = [(size + left + right - k) // s + 1 for size, k, s, (left, right) in zip(sizes, ks, strides, pads)]
+    if plan.merge is not None:
+        plan.unmerge = lead_shape + tuple(out_sizes)
+    plan.narrow_out = tuple((n_lead + i, d.get_max_size()) for i, d in enumerate(out_spatial)
+                            if is_dynamic(d) and d.get_max_size() != out_sizes[i])
+    return plan, out_spatial
 
 
-def _from_layout(raw: torch.Tensor, lead_shape: tuple, rest: Sequence[Dim]) -> torch.Tensor:
-    """Inverse of _to_layout's merge: the leading axes back into the lead dims (`lead_shape`);
-    dynamic `rest` axes narrowed to their max size (host value)."""
-    base = len(lead_shape)
-    if base == 0:
-        raw = raw.squeeze(0)
-    elif base > 2:
-        raw = raw.reshape(lead_shape + tuple(raw.shape[2:]))
-    shape = raw.shape
-    for i, d in enumerate(rest):
-        if d.dyn_size is not None:
-            a = base + i
-            n = d.get_max_size()
-            if shape[a] != n:
-                raw = raw.narrow(a, 0, n)
-    return raw
+def _pooled(plan: _Plan, raw: torch.Tensor) -> torch.Tensor:
+    """torch's pooling of raw (over x's dims) as the plan lays it out."""
+    for a, size in plan.narrow:
+        raw = raw.narrow(a, 0, size)
+    perm = plan.perm
+    if perm is _MT:
+        raw = raw.mT
+    elif perm is not None:
+        raw = raw.permute(perm)
+    if plan.merge is not None:
+        raw = raw.reshape(plan.merge)
+    if plan.pad is not None:
+        raw = F.pad(raw, plan.pad, value=plan.fill)
+    return plan.fn(raw, *plan.torch_args)
+
+
+def _run(plan: _Plan, x: Tensor, out_dims: tuple):
+    """The call: x's raw through the plan's steps; the output over out_dims."""
+    # The padding of all dynamic dims is masked, not only the spatial ones' (one cached mask in C++):
+    # other dims' padding frames are output padding, whatever they hold.
+    out = _pooled(plan, x.copy_masked(plan.fill).raw if plan.masked else x.raw)
+    if plan.count:
+        valid = x.raw.new_ones(()).expand(x.raw.shape)
+        if plan.masked:
+            valid = Tensor(valid, x.dims).copy_masked(0.0).raw
+        # A window with no valid frame (an output padding frame) gives 0 / (1 / window), not 0 / 0.
+        out = out / _pooled(plan, valid).clamp(min=1.0 / plan.window)
+    if plan.unmerge is not None:
+        out = out.reshape(plan.unmerge)
+    for a, size in plan.narrow_out:
+        out = out.narrow(a, 0, size)
+    feature_dim = x.feature_dim
+    if feature_dim is not None and id(feature_dim) in plan.spatial_ids:
+        feature_dim = None
+    return Tensor(out, out_dims, feature_dim=feature_dim), out_dims[plan.n_lead:]
 
 
 def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spatial_dims: Sequence[Dim],
@@ -68,6 +216,12 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
     valid frames). Every valid output frame has at least one valid input frame in its window. With
     padding="valid" no window of a valid output frame reaches into padding, so x is not masked
     (output padding frames may then hold NaN from x's padding; they are padding)."""
+    key = _plan_key(x, mode, pool_size, in_spatial_dims, strides, padding)
+    plan = None if key is None else _PLANS.get(key)
+    if plan is not None:
+        out_dims = tuple([r() for r in plan.out_refs])
+        if None not in out_dims:  # None: a dim died and its callback is yet to drop the plan
+            return _run(plan, x, out_dims)
     caller = "dimtorch.pool()"
     check_tensor(x, caller)
     if mode not in ("max", "avg"):
@@ -79,56 +233,10 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
     check_padding(caller, padding)
     if not x.raw.is_floating_point():
         raise TypeError(f"{caller}: x must be floating, got {x.dtype}")
-    # With padding="valid", the window of every valid output frame lies inside its sequence, and
-    # pooling has no weights whose gradient could meet padding values: no mask is needed then.
-    dynamic = padding == "same" and any(is_dynamic(d) for d in spatial)
-    lead = tuple(d for d in x.dims if not any(d is s for s in spatial))
-    out_spatial = tuple(out_spatial_dim(d, k, s, padding) for d, k, s in zip(spatial, ks, strides))
-    pads = same_pads(ks) if padding == "same" else [(0, 0)] * n
-    flat_pad = [p for pair in reversed(pads) for p in pair]
-    if mode == "max":
-        if dynamic:
-            x = x.copy_masked(float("-inf"))
-        raw, lead_shape = _to_layout(x, lead, spatial)
-        if any(flat_pad):
-            raw = fit_short_input(raw, spatial, [1] * n, caller, value=float("-inf"))
-            raw = F.pad(raw, flat_pad, value=float("-inf"))
-        else:
-            raw = fit_short_input(raw, spatial, ks, caller, value=float("-inf"))
-        out = _MAX_POOL_FNS[n](raw, ks, strides)
-    else:
-        mask = None
-        if dynamic:
-            # One mask serves both the zeroing of x's padding and the count of valid frames.
-            from ._mask import sequence_mask  # noqa: PLC0415
-            mask = sequence_mask(tuple(d for d in x.dims if not is_dynamic(d) or any(d is s for s in spatial)),
-                                 device=x.raw.device)
-            xr = x.raw
-            for d in spatial:
-                a = x.dims.index(d)
-                if is_dynamic(d) and xr.shape[a] > d.get_max_size():
-                    xr = xr.narrow(a, 0, d.get_max_size())
-            x = Tensor(torch.where(mask.raw_aligned(x.dims), xr, 0), x.dims, feature_dim=x.feature_dim)
-        raw, lead_shape = _to_layout(x, lead, spatial)
-        if dynamic or any(flat_pad):
-            # Mean over valid frames = pooled sum of x / pooled count of valid frames.
-            if dynamic:
-                valid = mask.raw_aligned(lead + spatial).to(raw.dtype).expand(lead_shape + tuple(raw.shape[-n:]))
-                valid = valid.reshape(raw.shape)
-            else:
-                valid = raw.new_ones((1,) + tuple(raw.shape[1:]))
-            if any(flat_pad):
-                raw = fit_short_input(raw, spatial, [1] * n, caller)
-                valid = fit_short_input(valid, spatial, [1] * n, caller)
-                raw, valid = F.pad(raw, flat_pad), F.pad(valid, flat_pad)
-            else:
-                raw, valid = fit_short_input(raw, spatial, ks, caller), fit_short_input(valid, spatial, ks, caller)
-            total = _AVG_POOL_FNS[n](raw, ks, strides)
-            count = _AVG_POOL_FNS[n](valid, ks, strides)
-            out = total / count.clamp(min=1.0 / math.prod(ks))
-        else:
-            raw = fit_short_input(raw, spatial, ks, caller)
-            out = _AVG_POOL_FNS[n](raw, ks, strides)
-    out = _from_layout(out, lead_shape, out_spatial)
-    feature_dim = x.feature_dim if x.feature_dim is not None and any(x.feature_dim is d for d in lead) else None
-    return Tensor(out, lead + out_spatial, sparse_dim=None, feature_dim=feature_dim), out_spatial
+    plan, out_spatial = _make_plan(caller, x, mode, spatial, ks, strides, padding)
+    out_dims = tuple(x.dims[i] for i in plan.lead_pos) + out_spatial
+    # A spatial dim that takes its size from data gets a new out dim each call: no plan to keep.
+    if key is not None and all(d.size is not None or is_dynamic(d) for d in spatial):
+        plan.out_refs = tuple(weakref.ref(d) for d in out_dims)
+        _store(key, plan, x.dims + out_spatial)
+    return _run(plan, x, out_dims)
