@@ -3,9 +3,6 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-import torch
-import torch.nn.functional as F
-
 from ._C import Dim, Tensor, ceildiv
 from ._shape_ops import axis_of, dim_str, dims_str
 
@@ -82,9 +79,3 @@ def short_pads(caller: str, sizes: Sequence[int], spatial: Sequence[Dim], need: 
         pad += [0, max(0, k - size)]
     return pad
 
-
-def fit_short_input(raw: torch.Tensor, spatial: Sequence[Dim], need: Sequence[int], caller: str,
-                    value=0.0) -> torch.Tensor:
-    """raw (spatial axes last) right-padded with `value` by short_pads."""
-    pad = short_pads(caller, raw.shape[raw.dim() - len(spatial):], spatial, need)
-    return raw if pad is None else F.pad(raw, pad, value=value)
