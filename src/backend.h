@@ -76,6 +76,8 @@ struct Table {
   PyObject* index_select = nullptr;      // TensorBase.index_select
   PyObject* flatten = nullptr;           // TensorBase.flatten
   PyObject* flip = nullptr;              // TensorBase.flip
+  PyObject* expand_as = nullptr;         // TensorBase.expand_as
+  PyObject* scatter_add_ = nullptr;      // TensorBase.scatter_add_
   PyObject* float32 = nullptr;     // torch.float32
   PyObject* int64 = nullptr;       // torch.int64
   PyObject* zero = nullptr;         // the int 0

@@ -1,10 +1,10 @@
 // Fast paths of array ops composed in Python, for their common calls: slice (one view),
-// shift_right (one view and one constant_pad_nd), split
-// of a static dim (one split_with_sizes), stack of tensors in one layout (one torch.stack), top_k
-// over a static dim (one topk), reverse_sequence (one flip, or one gather by an index cached on the
-// dim) and pack_padded of leading dims (one index_select by an index cached on the dim). Each costs
-// a few torch calls' time in Python (argument checks, output Dims and Tensors); here it is one call
-// into torch and little else. Every other case goes to the Python definition (python_fallback.h).
+// shift_right (one view and one constant_pad_nd), split of a static dim (one split_with_sizes),
+// stack of tensors in one layout (one torch.stack), top_k over a static dim (one topk),
+// reverse_sequence (one flip, or one gather by an index cached on the dim), pack_padded of leading
+// dims (one index_select by an index cached on the dim) and scatter along one dim (one
+// scatter_add_). In Python each costs a few torch calls' time more (argument checks, output Dims
+// and Tensors). Every other case goes to the Python definition (python_fallback.h).
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
@@ -599,6 +599,91 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
   return PyTuple_Pack(2, t.get(), out_dim.get());
 }
 
+// ---- scatter ----------------------------------------------------------------------------------
+
+PyObject* scatter_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static PyObject* fn = nullptr;
+  return call_python(&fn, "dimtorch._scatter", "scatter", args, nargs, kwnames);
+}
+
+/// scatter(x, *, indices, indices_dim, out_dim=None): the fast path adds along one indices dim
+/// into a static out dim, with int64 indices over dims of x of the same sizes, where no other
+/// indices dim has lengths: one scatter_add_ in x's layout. The padding of a dynamic indices dim
+/// goes to an extra last row that is cut off (where with the dim's cached mask, on the indices).
+PyObject* f_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "indices", "indices_dim", "out_dim"};
+  const char* caller = "dimtorch.scatter()";
+  PyObject* v[4];
+  if (!parse_args(args, nargs, kwnames, names, 4, 1, 3, v, caller)) {
+    PyErr_Clear();
+    return scatter_fallback(args, nargs, kwnames);
+  }
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_tensor(v[1]) || !as_tensor(v[1])->raw || !is_dim(v[2]))
+    return scatter_fallback(args, nargs, kwnames);
+  TensorObject* x = as_tensor(v[0]);
+  TensorObject* idx = as_tensor(v[1]);
+  PyObject* d = v[2];
+  PyObject* out_dim = v[3] && v[3] != Py_None ? v[3] : idx->sparse_dim;
+  if (!out_dim || !is_dim(out_dim) || as_dim(out_dim)->size < 0 || (idx->sparse_dim && idx->sparse_dim != out_dim))
+    return scatter_fallback(args, nargs, kwnames);
+  int a = dims_index(x->dims, d);
+  if (a < 0 || dims_index(idx->dims, d) < 0 || dims_index(x->dims, out_dim) >= 0)
+    return scatter_fallback(args, nargs, kwnames);
+  for (Py_ssize_t j = 0; j < tensor_ndim(idx); ++j) {
+    PyObject* e = PyTuple_GET_ITEM(idx->dims, j);
+    int i = dims_index(x->dims, e);
+    if (i < 0 || x->sizes[i] != idx->sizes[j] || (e != d && dim_has_lengths(as_dim(e))))
+      return scatter_fallback(args, nargs, kwnames);
+  }
+  PyObject* dtype = backend::raw_dtype_name(idx->raw);
+  if (!dtype) return nullptr;
+  if (PyUnicode_CompareWithASCIIString(dtype, "int64") != 0) return scatter_fallback(args, nargs, kwnames);
+  Py_ssize_t nd = tensor_ndim(x);
+  Py_ssize_t n_out = as_dim(out_dim)->size;
+  bool dynamic = dim_has_lengths(as_dim(d));
+  signed char pos[kMaxDims + 1];
+  int k = 0;
+  if (dynamic && !lengths_positions(as_dim(d), x->dims, true, pos, &k, caller)) {
+    PyErr_Clear();
+    return scatter_fallback(args, nargs, kwnames);
+  }
+  Ref ir(tensor_raw_aligned(idx, x->dims, caller));
+  if (!ir) return nullptr;
+  if (dynamic) {
+    Ref device(PyObject_GetAttr(x->raw, backend::T.s_device));
+    if (!device) return nullptr;
+    Ref mask(dim_cached_raw(as_dim(d), MaskKind::kMask, pos, static_cast<int>(nd), x->sizes[a], device.get()));
+    Ref extra_row(PyLong_FromSsize_t(n_out));
+    if (!mask || !extra_row) return nullptr;
+    ir = Ref(backend::call3(backend::T.where, mask.get(), ir.get(), extra_row.get()));
+    if (!ir) return nullptr;
+  }
+  Ref shape(PyTuple_New(nd));
+  if (!shape) return nullptr;
+  for (Py_ssize_t j = 0; j < nd; ++j) {
+    PyObject* size = PyLong_FromSsize_t(j == a ? n_out + (dynamic ? 1 : 0) : x->sizes[j]);
+    if (!size) return nullptr;
+    PyTuple_SET_ITEM(shape.get(), j, size);
+  }
+  Ref zeros(backend::call2(backend::T.new_zeros, x->raw, shape.get()));
+  Ref index(backend::call2(backend::T.expand_as, ir.get(), x->raw));
+  Ref a_obj(PyLong_FromLong(a));
+  if (!zeros || !index || !a_obj) return nullptr;
+  PyObject* call[4] = {zeros.get(), a_obj.get(), index.get(), x->raw};
+  Ref raw(PyObject_Vectorcall(backend::T.scatter_add_, call, 4, nullptr));
+  if (!raw) return nullptr;
+  if (dynamic) {
+    raw = Ref(narrowed(raw.get(), a, 0, n_out));
+    if (!raw) return nullptr;
+  }
+  Ref dims(dims_replaced(x->dims, a, out_dim));
+  if (!dims) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  std::copy(x->sizes, x->sizes + nd, sizes);
+  sizes[a] = n_out;
+  return tensor_make(raw.release(), dims.get(), sizes, x->sparse_dim, kept_feature(x, dims.get()));
+}
+
 #define FASTCALL_KW(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), METH_FASTCALL | METH_KEYWORDS
 
 PyMethodDef kFunctions[] = {
@@ -606,6 +691,8 @@ PyMethodDef kFunctions[] = {
      "slice(x, *, axis, start=0, end=None, step=1) -> (tensor, out_dim): see dimtorch._slicing.slice."},
     {"shift_right", FASTCALL_KW(f_shift_right),
      "shift_right(x, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch._slicing.shift_right."},
+    {"scatter", FASTCALL_KW(f_scatter),
+     "scatter(x, *, indices, indices_dim, out_dim=None) -> tensor: see dimtorch._scatter.scatter."},
     {"split", FASTCALL_KW(f_split), "split(x, *, axis, out_dims) -> list of tensors: see dimtorch._stack.split."},
     {"stack", FASTCALL_KW(f_stack),
      "stack(tensors, *, out_dim=None) -> (tensor, out_dim): see dimtorch._stack.stack."},

@@ -399,20 +399,7 @@ PyObject* m_raw_aligned(PyObject* self, PyObject* arg) {
   if (!raw_or_error(t)) return nullptr;
   Ref target(dims_arg_to_tuple(arg, caller, "dims"));
   if (!target) return nullptr;
-  Py_ssize_t n = PyTuple_GET_SIZE(target.get());
-  if (n > kMaxDims) {
-    PyErr_Format(PyExc_ValueError, "%s: at most %d dims are supported", caller, kMaxDims);
-    return nullptr;
-  }
-  int src[kMaxDims];
-  if (!map_to_target(t, target.get(), src, caller)) return nullptr;
-  Ref r(permuted_raw(t, src, n));
-  if (!r || n == tensor_ndim(t)) return r.release();
-  Ref shape(PyTuple_New(n));
-  if (!shape) return nullptr;
-  for (Py_ssize_t i = 0; i < n; ++i)
-    PyTuple_SET_ITEM(shape.get(), i, PyLong_FromSsize_t(src[i] >= 0 ? t->sizes[src[i]] : 1));
-  return backend::call2(backend::T.view, r.get(), shape.get());
+  return tensor_raw_aligned(t, target.get(), caller);
 }
 
 PyObject* m_copy_transpose(PyObject* self, PyObject* arg) {
@@ -521,6 +508,26 @@ PyNumberMethods tensor_as_number = {};
 PySequenceMethods tensor_as_sequence = {};
 
 }  // namespace
+
+PyObject* tensor_raw_aligned(TensorObject* t, PyObject* target, const char* caller) {
+  Py_ssize_t n = PyTuple_GET_SIZE(target);
+  if (n > kMaxDims) {
+    PyErr_Format(PyExc_ValueError, "%s: at most %d dims are supported", caller, kMaxDims);
+    return nullptr;
+  }
+  int src[kMaxDims];
+  if (!map_to_target(t, target, src, caller)) return nullptr;
+  Ref r(permuted_raw(t, src, n));
+  if (!r || n == tensor_ndim(t)) return r.release();
+  Ref shape(PyTuple_New(n));
+  if (!shape) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* size = PyLong_FromSsize_t(src[i] >= 0 ? t->sizes[src[i]] : 1);
+    if (!size) return nullptr;
+    PyTuple_SET_ITEM(shape.get(), i, size);
+  }
+  return backend::call2(backend::T.view, r.get(), shape.get());
+}
 
 bool export_tensor(PyObject* module) {
   TensorType.tp_name = "dimtorch.Tensor";

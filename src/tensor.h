@@ -29,6 +29,9 @@ PyObject* tensor_make(PyObject* raw, PyObject* dims, const Py_ssize_t* sizes, Py
 /// Like tensor_make, but checks raw against dims first (the constructor's checks).
 PyObject* tensor_make_checked(PyObject* raw, PyObject* dims, PyObject* sparse_dim,
                               PyObject* feature_dim, PyObject* name, const char* caller);
+/// t's raw with its axes in the order of `dims` (a tuple of Dims holding all of t's dims) and size 1
+/// for the others: Tensor.raw_aligned. New reference; NULL with an error naming `caller`.
+PyObject* tensor_raw_aligned(TensorObject* t, PyObject* dims, const char* caller);
 /// "batch:3, time:5, feature:8" for messages.
 std::string describe_dims(PyObject* dims, const Py_ssize_t* sizes);
 /// Index of `dim` in a dims tuple, or -1.

@@ -1,14 +1,14 @@
-"""The C++ fast paths of slice, split, stack, top_k, reverse_sequence and pack_padded against their
-Python definitions (the full ops, tested against positional torch in their own test files): the
-same dims, markers, values and gradients on padded batches, the cases they must hand to the Python
-definition (which owns the errors), and their index caches keyed by layout."""
+"""The C++ fast paths of slice, shift_right, split, stack, top_k, reverse_sequence, pack_padded and
+scatter against their Python definitions (the full ops, tested against positional torch in their own
+test files): the same dims, markers, values and gradients on padded batches, the cases they must
+hand to the Python definition (which owns the errors), and their index caches keyed by layout."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 import dimtorch as dt
-from dimtorch import _packing, _slicing, _sort, _stack
+from dimtorch import _packing, _scatter, _slicing, _sort, _stack
 
 from helpers import PAD_LARGE, PAD_NAN, make_padded_batch
 
@@ -284,3 +284,55 @@ def test_pack_padded_backward():
     out, _ = dt.pack_padded(dt.Tensor(raw, b.x.dims), dims=(b.batch, b.time))
     out.raw.sum().backward()
     torch.testing.assert_close(raw.grad, b.mask[:, :, None].expand_as(raw).to(raw.dtype))
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_scatter(pad):
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    vocab = dt.Dim(6, name="vocab")
+    g = torch.Generator().manual_seed(1)
+    labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=g)
+    labels[:, -1] = 10**6  # garbage in the padding: never used
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    indices = dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab)
+    out = both(dt.scatter, _scatter.scatter, x, indices=indices, indices_dim=b.time)
+    assert out.dims == (b.batch, vocab, b.feature) and out.feature_dim is b.feature
+    for i, n in enumerate(b.lengths):
+        expected = torch.zeros(6, 4).index_add_(0, labels[i, :n], b.x.raw[i, :n])
+        torch.testing.assert_close(out.raw[i], expected)
+    # Static indices dim, and indices over fewer dims than x (broadcast over batch and time).
+    both(dt.scatter, _scatter.scatter, x, indices=dt.Tensor(torch.tensor([5, 0, 5, 1]), (b.feature,),
+                                                                  sparse_dim=vocab), indices_dim=b.feature)
+    # Given out_dim, int32 indices (the Python definition converts them).
+    plain = dt.Tensor(labels.clamp(max=5), (b.batch, b.time))
+    both(dt.scatter, _scatter.scatter, x, indices=plain, indices_dim=b.time, out_dim=vocab)
+    both(dt.scatter, _scatter.scatter, x, indices=dt.Tensor(labels.clamp(max=5).int(), (b.batch, b.time),
+                                                            sparse_dim=vocab), indices_dim=b.time)
+
+
+def test_scatter_cases_for_the_python_definition():
+    b = make_padded_batch((5, 3))
+    vocab = dt.Dim(6, name="vocab")
+    labels = torch.zeros(2, 5, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"dimtorch.scatter\(\): indices have no sparse_dim and no out_dim"):
+        dt.scatter(b.x, indices=dt.Tensor(labels, (b.batch, b.time)), indices_dim=b.time)
+    with pytest.raises(ValueError, match=r"dimtorch.scatter\(\): the sparse_dim of indices is"):
+        dt.scatter(b.x, indices=dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab), indices_dim=b.time,
+                   out_dim=dt.Dim(6, name="other"))
+    with pytest.raises(TypeError, match=r"dimtorch.scatter\(\): indices must be of an integer dtype"):
+        dt.scatter(b.x, indices=dt.Tensor(labels.float(), (b.batch, b.time), sparse_dim=vocab), indices_dim=b.time)
+    with pytest.raises(ValueError, match=r"dimtorch.scatter\(\): out_dim .*feature.* is already a dim of x"):
+        dt.scatter(b.x, indices=dt.Tensor(labels, (b.batch, b.time), sparse_dim=b.feature), indices_dim=b.time)
+
+
+def test_scatter_backward():
+    b = make_padded_batch((4, 2), pad_value=0.0)
+    vocab = dt.Dim(3, name="vocab")
+    labels = torch.tensor([[0, 2, 2, 1], [1, 1, 0, 0]])
+    raw = b.x.raw.clone().requires_grad_(True)
+    out = dt.scatter(dt.Tensor(raw, b.x.dims), indices=dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab),
+                     indices_dim=b.time)
+    weights = torch.randn(out.raw.shape)
+    (out.raw * weights).sum().backward()
+    expected = torch.gather(weights, 1, labels[:, :, None].expand(2, 4, 4)) * b.mask[:, :, None]
+    torch.testing.assert_close(raw.grad, expected)

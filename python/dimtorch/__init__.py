@@ -13,8 +13,7 @@ from ._creation import (  # noqa: F401
     convert_to_tensor, ones_like, random_normal, random_uniform, range_over_dim, zeros_like,
 )
 from ._mask import sequence_mask  # noqa: F401
-from ._gather import one_hot, sparse_to_dense  # noqa: F401  (gather, pad: C++ fast paths)
-from ._scatter import scatter  # noqa: F401
+from ._gather import one_hot, sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths)
 from ._packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
 from ._sort import cumsum, sort  # noqa: F401  (top_k: C++ fast path)
 from ._stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
