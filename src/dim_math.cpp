@@ -77,9 +77,14 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
   /* Cached strongly on the operand: a derived dim made again and again (pad, conv in a loop) keeps
      its lengths and masks. The operand and its derived dims form a cycle, which the cyclic
      collector frees once nothing else holds them. */
-  Ref key(op == DimOp::kConcat ? Py_BuildValue("(iO)", static_cast<int>(op), b)
-                               : Py_BuildValue("(in)", static_cast<int>(op), k));
+  // (op, k) or (op, b), built directly: Py_BuildValue's format parsing was half of a cache hit.
+  Ref key(PyTuple_New(2));
   if (!key) return nullptr;
+  PyObject* op_obj = PyLong_FromLong(static_cast<long>(op));
+  PyObject* arg_obj = op == DimOp::kConcat ? Py_NewRef(reinterpret_cast<PyObject*>(b)) : PyLong_FromSsize_t(k);
+  if (op_obj) PyTuple_SET_ITEM(key.get(), 0, op_obj);
+  if (arg_obj) PyTuple_SET_ITEM(key.get(), 1, arg_obj);
+  if (!op_obj || !arg_obj) return nullptr;
   PyObject* hit = PyDict_GetItemWithError(a->cache, key.get());
   if (hit) return Py_NewRef(hit);
   if (PyErr_Occurred()) return nullptr;
