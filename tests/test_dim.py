@@ -71,6 +71,28 @@ def test_dynamic_dim_over_two_batch_dims():
     assert repr(t) == "Dim{'t'[b1,b2]}"
 
 
+@pytest.mark.parametrize("n", [7, 1024, 1025, 3000])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_host_min_max_of_many_lengths(n, dtype):
+    # Up to 1024 lengths are read by one tolist(), more by aminmax: both give the same min and max.
+    g = torch.Generator().manual_seed(n)
+    values = torch.randint(3, 200, (n,), generator=g)
+    values[n // 2] = 250
+    values[n // 3] = 1
+    t = dt.Dim(dt.Tensor(values.to(dtype), (dt.Dim(None, name="batch"),)), name="t")
+    assert t.get_max_size() == 250
+    assert (t - 1).dyn_size.raw.min().item() == 0  # the host min (1) keeps T - 1 from clamping
+    grid = dt.Tensor(values.view(-1, 1).expand(n, 2).to(dtype), (dt.Dim(None, name="b1"), dt.Dim(2, name="b2")))
+    assert dt.Dim(grid, name="t2").get_max_size() == 250
+
+
+def test_negative_lengths_among_many():
+    values = torch.full((2000,), 5)
+    values[1500] = -1
+    with pytest.raises(ValueError, match=r"dimtorch\.Dim\(\): lengths must be >= 0, got min -1"):
+        dt.Dim(dt.Tensor(values, (dt.Dim(None, name="batch"),)), name="time")
+
+
 def test_max_size_is_computed_once_not_from_later_changes():
     # The max is taken at construction (host); it is the contract that lengths are not mutated,
     # and the dim never re-reads them.
