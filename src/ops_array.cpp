@@ -303,16 +303,6 @@ PyObject* stack_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwna
   return call_python(&fn, "dimtorch._stack", "stack", args, nargs, kwnames);
 }
 
-/// Whether two dims tuples list the same Dims in the same order.
-bool same_dims(PyObject* a, PyObject* b) {
-  if (a == b) return true;
-  Py_ssize_t n = PyTuple_GET_SIZE(a);
-  if (PyTuple_GET_SIZE(b) != n) return false;
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (PyTuple_GET_ITEM(a, i) != PyTuple_GET_ITEM(b, i)) return false;
-  return true;
-}
-
 /// stack(tensors, *, out_dim=None): the fast path takes tensors with the same dims in the same
 /// order, raw sizes and dtype: one torch.stack.
 PyObject* f_stack(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {

@@ -103,16 +103,6 @@ PyObject* cleared_raw(const char* caller) {
   return nullptr;
 }
 
-/// The same Dims in the same order (the same tuple, or equal items).
-inline bool same_dims(PyObject* a, PyObject* b) {
-  if (a == b) return true;
-  Py_ssize_t n = PyTuple_GET_SIZE(a);
-  if (PyTuple_GET_SIZE(b) != n) return false;
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (PyTuple_GET_ITEM(a, i) != PyTuple_GET_ITEM(b, i)) return false;
-  return true;
-}
-
 PyObject* wrap_like(PyObject* raw, TensorObject* t, bool keep_sparse) {
   if (!raw) return nullptr;
   return tensor_make(raw, t->dims, t->sizes, keep_sparse ? t->sparse_dim : nullptr,

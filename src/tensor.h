@@ -41,6 +41,15 @@ inline int dims_index(PyObject* dims, PyObject* dim) {
     if (PyTuple_GET_ITEM(dims, i) == dim) return static_cast<int>(i);
   return -1;
 }
+/// Whether two dims tuples list the same Dims in the same order (the same tuple, or equal items).
+inline bool same_dims(PyObject* a, PyObject* b) {
+  if (a == b) return true;
+  Py_ssize_t n = PyTuple_GET_SIZE(a);
+  if (PyTuple_GET_SIZE(b) != n) return false;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (PyTuple_GET_ITEM(a, i) != PyTuple_GET_ITEM(b, i)) return false;
+  return true;
+}
 /// dims argument (Dim, or sequence of Dim) as a new tuple; NULL with error set.
 PyObject* dims_arg_to_tuple(PyObject* arg, const char* caller, const char* what);
 

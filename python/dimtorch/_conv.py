@@ -8,13 +8,13 @@ from typing import Optional, Sequence, Union
 import torch.nn.functional as F
 
 from ._C import Dim, Tensor
-from ._conv_args import check_padding, out_spatial_dim, per_dim, same_pads, short_pads, spatial_dims
+from ._conv_args import (check_padding, out_spatial_dim, per_dim, permuted, plan_perm, same_pads, short_pads,
+                         spatial_dims)
 from ._pool import pool  # noqa: F401  (dimtorch/__init__.py imports it from here)
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
 _CONV_FNS = {1: F.conv1d, 2: F.conv2d}
 _TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d}
-_MT = "mT"  # _Layout.perm: swap the last two axes
 
 
 # --- argument checks ------------------------------------------------------------------------------
@@ -236,12 +236,7 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
     lay.spatial_arg = list(in_spatial_dims) if type(in_spatial_dims) is list else in_spatial_dims
     # Zeroed padding of x never reaches valid output frames or the filter's gradient.
     lay.masked = any(d.dyn_size is not None for d in spatial)
-    if order == list(range(nd)):
-        lay.perm = None
-    elif nd >= 2 and order == list(range(nd - 2)) + [nd - 1, nd - 2]:
-        lay.perm = _MT  # e.g. (batch, time, feature) -> (batch, feature, time): the cheapest view call
-    else:
-        lay.perm = tuple(order)
+    lay.perm = plan_perm(order)
     lead = tuple(dims[i] for i in rest)
     lead_shape = tuple(shape[i] for i in rest)
     sizes = [shape[i] for i in pos]
@@ -295,11 +290,7 @@ def _run(caller: str, plan: _Plan, x, filter: Tensor, in_dim: Dim, out_dim: Dim,
         check_tensor(bias, caller, what="bias")
         raise ValueError(f"{caller}: bias must have dims ({dim_str(out_dim)}), has ({dims_str(bias.dims)})")
     raw = x.copy_masked(0).raw if lay.masked else x.raw
-    perm = lay.perm
-    if perm is _MT:
-        raw = raw.mT
-    elif perm is not None:
-        raw = raw.permute(perm)
+    raw = permuted(raw, lay.perm)
     if lay.merge is not None:
         raw = raw.reshape(lay.merge)
     for a, size in lay.narrow_in:

@@ -79,3 +79,25 @@ def short_pads(caller: str, sizes: Sequence[int], spatial: Sequence[Dim], need: 
         pad += [0, max(0, k - size)]
     return pad
 
+
+MT = "mT"  # a plan's perm: swap the last two axes
+
+
+def plan_perm(order) -> object:
+    """A layout plan's permutation of x's axes into `order`: None when they are in order, MT for a
+    swap of the last two (e.g. (batch, time, feature) -> (batch, feature, time): the cheapest view
+    call), else the order as a tuple."""
+    order = tuple(order)
+    nd = len(order)
+    if order == tuple(range(nd)):
+        return None
+    if nd >= 2 and order == tuple(range(nd - 2)) + (nd - 1, nd - 2):
+        return MT
+    return order
+
+
+def permuted(raw: torch.Tensor, perm) -> torch.Tensor:
+    """raw with a plan_perm applied (a view)."""
+    if perm is None:
+        return raw
+    return raw.mT if perm is MT else raw.permute(perm)

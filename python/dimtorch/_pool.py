@@ -9,25 +9,23 @@ import torch
 import torch.nn.functional as F
 
 from ._C import Dim, Tensor
-from ._conv_args import check_padding, is_dynamic, out_spatial_dim, per_dim, same_pads, short_pads, spatial_dims
+from ._conv_args import (check_padding, is_dynamic, out_spatial_dim, per_dim, permuted, plan_perm, same_pads,
+                         short_pads, spatial_dims)
 from ._shape_ops import check_tensor
 
 # torch.max_pool*d: what F.max_pool*d call once return_indices is handled (one Python frame less).
 _MAX_POOL_FNS = {1: torch.max_pool1d, 2: torch.max_pool2d}
 _AVG_POOL_FNS = {1: F.avg_pool1d, 2: F.avg_pool2d}
-_MT = "mT"  # _Plan.perm: swap the last two axes
 
 
 class _Plan:
     """The steps of one pool() call signature (see _plan_key) from x's raw to the output: checks
     done, dim math done, torch arguments chosen.
 
-    /* A model calls pool with x of the same dims and raw shape call after call: the checks and
-       the dim math then run once, and a call makes the torch calls and a key lookup (ops_bench
-       pool_max tiny: ~3.5x of hand-written before, with F.pad; now ~1.2-1.4x). The dims are held
-       weakly, each with a callback that drops the plan when it dies, before its id can be reused
-       by a new dim. */
-    """
+    A model calls pool with x of the same dims and raw shape call after call: the checks and the
+    dim math then run once, and a call makes the torch calls and a key lookup. The dims are held
+    weakly, each with a callback that drops the plan when it dies, before its id can be reused by
+    a new dim."""
 
     __slots__ = ("refs", "out_refs", "n_lead", "lead_pos", "spatial_ids", "fill", "masked", "narrow", "perm",
                  "merge", "pad", "fn", "torch_args", "window", "count", "unmerge", "narrow_out")
@@ -112,14 +110,9 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
     # pooling has no weights whose gradient could meet padding values: no mask is needed then.
     plan.masked = padding == "same" and any(is_dynamic(d) for d in spatial)
     order = plan.lead_pos + spatial_pos
-    nd, n_lead = len(dims), len(plan.lead_pos)
+    n_lead = len(plan.lead_pos)
     plan.n_lead = n_lead
-    if order == tuple(range(nd)):
-        plan.perm = None
-    elif nd >= 2 and order == tuple(range(nd - 2)) + (nd - 1, nd - 2):
-        plan.perm = _MT  # e.g. (batch, time, feature) -> (batch, feature, time): the cheapest view call
-    else:
-        plan.perm = order
+    plan.perm = plan_perm(order)
     # torch's pooling takes (N, C, *S) or (C, *S): no lead dim becomes an axis of 1; two stay as they
     # are (merging them would copy x when they are not adjacent, e.g. (batch, feature) of (batch,
     # time, feature)); more merge all but the last into N.
@@ -172,11 +165,7 @@ def _pooled(plan: _Plan, raw: torch.Tensor) -> torch.Tensor:
     """torch's pooling of raw (over x's dims) as the plan lays it out."""
     for a, size in plan.narrow:
         raw = raw.narrow(a, 0, size)
-    perm = plan.perm
-    if perm is _MT:
-        raw = raw.mT
-    elif perm is not None:
-        raw = raw.permute(perm)
+    raw = permuted(raw, plan.perm)
     if plan.merge is not None:
         raw = raw.reshape(plan.merge)
     if plan.pad is not None:
