@@ -336,3 +336,62 @@ def test_scatter_backward():
     (out.raw * weights).sum().backward()
     expected = torch.gather(weights, 1, labels[:, :, None].expand(2, 4, 4)) * b.mask[:, :, None]
     torch.testing.assert_close(raw.grad, expected)
+
+
+def test_odd_arguments_raise_python_errors_not_crashes():
+    # Every fast path parses its arguments itself: odd values anywhere must end as a result or a
+    # Python exception that names the call (from the fast path or the Python definition; Python's
+    # own for a missing argument), never a crash or a leak.
+    b = make_padded_batch((3, 2, 0), feature=4)
+    vocab = dt.Dim(5, name="vocab")
+    labels = dt.Tensor(torch.zeros(3, 3, dtype=torch.int64), (b.batch, b.time), sparse_dim=vocab)
+    odd = [None, 0, -1, 1, 2**70, True, 1.5, "time", (), [], (b.time,), [b.batch, b.time], (b.time, b.time),
+           (b.batch, 3), b.batch, b.time, b.feature, vocab, b.x, labels, b.x.raw, dt.Tensor(torch.zeros(()), ()),
+           [b.x, b.x], (b.x, labels), (b.x, None), [b.x] * 30]
+    calls = [
+        (dt.slice, ("axis", "start", "end", "step")),
+        (dt.shift_right, ("axis", "amount", "pad_value")),
+        (dt.split, ("axis", "out_dims")),
+        (dt.stack, ("out_dim",)),
+        (dt.top_k, ("axis", "k")),
+        (dt.reverse_sequence, ("axis",)),
+        (dt.pack_padded, ("dims", "out_dim")),
+        (dt.scatter, ("indices", "indices_dim", "out_dim")),
+    ]
+    g = torch.Generator().manual_seed(0)
+    for fn, names in calls:
+        for _ in range(300):
+            pick = torch.randint(len(odd), (len(names) + 1,), generator=g).tolist()
+            kwargs = {n: odd[i] for n, i in zip(names, pick[1:]) if torch.rand((), generator=g) < 0.8}
+            try:
+                fn(odd[pick[0]], **kwargs)
+            except (TypeError, ValueError, RuntimeError, IndexError, OverflowError) as e:
+                assert "dimtorch." in str(e) or "required keyword-only argument" in str(e), (fn, kwargs, e)
+
+
+def test_dims_arguments_of_the_wrong_type_name_the_call():
+    b = make_padded_batch((3, 2))
+    vocab = dt.Dim(5, name="vocab")
+    labels = dt.Tensor(torch.zeros(2, 3, dtype=torch.int64), (b.batch, b.time), sparse_dim=vocab)
+    cases = [
+        (lambda: dt.merge_dims(b.x, dims=3),
+         r"dimtorch.merge_dims\(\): dims must be a Dim or a sequence of Dims, got int"),
+        (lambda: dt.pad(b.x, axes=1.5, padding=(1, 1)), r"dimtorch.pad\(\): axes must be .* got float"),
+        (lambda: dt.split_dims(b.x, axis=b.feature, dims=(2, 2)),
+         r"dimtorch.split_dims\(\): dims .* an entry of type int"),
+        (lambda: dt.pack_padded(b.x, dims=("batch", "time")),
+         r"dimtorch.pack_padded\(\): dims .* an entry of type str"),
+        (lambda: dt.scatter(b.x, indices=labels, indices_dim=None),
+         r"dimtorch.scatter\(\): indices_dim .* got NoneType"),
+        (lambda: dt.top_k(b.x, axis=2, k=1), r"dimtorch.top_k\(\): axis must be a Dim or a sequence of Dims, got int"),
+        (lambda: dt.split(b.x, axis=b.feature, out_dims=4), r"dimtorch.split\(\): out_dims .* got int"),
+        (lambda: dt.dropout(b.x, 0.5, axis=[b.batch, 0]), r"dimtorch.dropout\(\): axis .* an entry of type int"),
+        (lambda: dt.stack(3), r"dimtorch.stack\(\): tensors must be a sequence of Tensors, got 3"),
+        (lambda: dt.shift_right(b.x, axis=b.time, pad_value="0"),
+         r"dimtorch.shift_right\(\): pad_value must be a Python number"),
+        (lambda: dt.shift_left(b.x, axis=b.time, pad_value=None),
+         r"dimtorch.shift_left\(\): pad_value must be a Python number"),
+    ]
+    for call, message in cases:
+        with pytest.raises(TypeError, match=message):
+            call()

@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._C import Dim, Tensor
+from ._C import Tensor
+from ._shape_ops import dims_arg
 
 
 def dropout(x: Tensor, p: float, axis=None, training: bool = True) -> Tensor:
@@ -25,12 +26,10 @@ def dropout(x: Tensor, p: float, axis=None, training: bool = True) -> Tensor:
         return x
     if axis is None:
         return Tensor(F.dropout(x.raw, p, True), x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
-    dims = (axis,) if isinstance(axis, Dim) else tuple(axis)
+    dims = dims_arg(axis, caller, "axis")
     x_dims, x_shape = x.dims, x.shape
     shape = [1] * len(x_dims)
     for d in dims:
-        if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: axis must be a Dim or a sequence of Dims, got {type(d).__name__}")
         try:
             i = x_dims.index(d)  # Dim equality is identity
         except ValueError:

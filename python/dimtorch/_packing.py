@@ -9,11 +9,11 @@ import torch
 
 from . import _dim_cache
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
 
 def _check_dims(x: Tensor, dims, caller: str) -> tuple:
-    dims = (dims,) if isinstance(dims, Dim) else tuple(dims)
+    dims = dims_arg(dims, caller, "dims")
     if not dims:
         raise ValueError(f"{caller}: dims is empty")
     if len({id(d) for d in dims}) != len(dims):

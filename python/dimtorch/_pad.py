@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from . import _C
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str
 
 _CALLER = "dimtorch.pad()"
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
@@ -139,9 +139,7 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
     check_tensor(x, _CALLER)
     if mode not in _MODES:
         raise ValueError(f"{_CALLER}: mode {mode!r} is not one of {', '.join(map(repr, _MODES))}")
-    if isinstance(axes, Dim):
-        axes = (axes,)
-    axes = tuple(axes)
+    axes = dims_arg(axes, _CALLER, "axes")
     pairs = _pairs(axes, padding)
     for d in axes:
         axis_of(x, d, _CALLER, what="axis")

@@ -8,7 +8,7 @@ import torch
 
 from . import _C
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -42,7 +42,7 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
     caller = "dimtorch.scatter()"
     check_tensor(x, caller)
     check_tensor(indices, caller, what="indices")
-    in_dims = (indices_dim,) if isinstance(indices_dim, Dim) else tuple(indices_dim)
+    in_dims = dims_arg(indices_dim, caller, "indices_dim")
     if not in_dims:
         raise ValueError(f"{caller}: indices_dim is empty")
     for d in in_dims:

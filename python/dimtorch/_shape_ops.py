@@ -29,6 +29,21 @@ def check_tensor(x, caller: str, what: str = "x") -> None:
         raise TypeError(f"{caller}: {what} must be a dimtorch.Tensor, got {type(x).__name__}")
 
 
+def dims_arg(value, caller: str, what: str) -> tuple:
+    """A Dim or a sequence of Dims as a tuple; a TypeError naming the call for anything else."""
+    if isinstance(value, Dim):
+        return (value,)
+    try:
+        dims = tuple(value)
+    except TypeError:
+        raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got {type(value).__name__}") from None
+    for d in dims:
+        if not isinstance(d, Dim):
+            raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got an entry of type "
+                            f"{type(d).__name__}")
+    return dims
+
+
 def axis_of(x: Tensor, dim, caller: str, what: str = "axis", of: str = "x") -> int:
     """Raw axis of `dim` in `x`, or a clear error naming x's dims."""
     if not isinstance(dim, Dim):
@@ -93,9 +108,7 @@ def merge_dims(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None)
     A dim of x that is not merged must not have lengths over a merged dim (an error)."""
     caller = "dimtorch.merge_dims()"
     check_tensor(x, caller)
-    if isinstance(dims, Dim):
-        dims = (dims,)
-    dims = tuple(dims)
+    dims = dims_arg(dims, caller, "dims")
     if not dims:
         raise ValueError(f"{caller}: dims is empty; give the dims to merge")
     axes = [axis_of(x, d, caller, what="dims entry") for d in dims]
@@ -214,14 +227,10 @@ def split_dims(x: Tensor, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples: O
     caller = "dimtorch.split_dims()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller)
-    if isinstance(dims, Dim):
-        dims = (dims,)
-    dims = tuple(dims)
+    dims = dims_arg(dims, caller, "dims")
     if not dims:
         raise ValueError(f"{caller}: dims is empty; give the dims to split {dim_str(axis)} into")
     for d in dims:
-        if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: dims must be Dims, got {type(d).__name__}")
         if any(d is e for e in x.dims if e is not axis):
             raise ValueError(f"{caller}: {dim_str(d)} is already a dim of x (dims: {dims_str(x.dims)})")
     if axis.dyn_size is not None:

@@ -108,12 +108,14 @@ def _slice_name(axis: Dim, start: int, end: Optional[int], step: int) -> str:
     return f"{axis.name}[{start}:{'' if end is None else end}{'' if step == 1 else f':{step}'}]"
 
 
-def _shift_checks(x, axis, amount, caller) -> int:
+def _shift_checks(x, axis, amount, pad_value, caller) -> int:
     if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
         check_tensor(x, caller)
         axis_of(x, axis, caller, what="axis")
     if type(amount) is not int or amount < 0:  # bool is no amount
         raise ValueError(f"{caller}: amount must be an int >= 0, got {amount!r}")
+    if not isinstance(pad_value, (int, float)):
+        raise TypeError(f"{caller}: pad_value must be a Python number, got {pad_value!r}")
     return x.dims.index(axis)
 
 
@@ -128,7 +130,7 @@ def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor
     static and dynamic dims; each sequence's last `amount` frames fall into its padding.
     dimtorch._C.shift_right takes the common calls (an int amount >= 1, a number as pad_value)."""
     caller = "dimtorch.shift_right()"
-    a = _shift_checks(x, axis, amount, caller)
+    a = _shift_checks(x, axis, amount, pad_value, caller)
     if amount == 0:
         return x
     raw = x.raw
@@ -144,7 +146,7 @@ def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     frames entering at each sequence's end hold pad_value (the mask comes from host lengths, once
     per dim and layout; its device copy does not wait, no sync)."""
     caller = "dimtorch.shift_left()"
-    a = _shift_checks(x, axis, amount, caller)
+    a = _shift_checks(x, axis, amount, pad_value, caller)
     if amount == 0:
         return x
     raw = x.raw

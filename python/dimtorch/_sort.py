@@ -8,7 +8,7 @@ import torch
 
 from . import _C
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 from ._slicing import _lengths_in
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
@@ -71,7 +71,7 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     One dim without lengths and an int k is dimtorch._C.top_k, which comes here for the others."""
     caller = "dimtorch.top_k()"
     check_tensor(x, caller)
-    axes = (axis,) if isinstance(axis, Dim) else tuple(axis)
+    axes = dims_arg(axis, caller, "axis")
     if not axes:
         raise ValueError(f"{caller}: axis is empty")
     positions = [axis_of(x, d, caller, what="axis") for d in axes]

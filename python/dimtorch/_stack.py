@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 import torch
 
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
 
 def _part_lengths(d: Dim, bdims: tuple, caller: str) -> torch.Tensor:
@@ -82,9 +82,7 @@ def split(x: Tensor, *, axis: Dim, out_dims: Sequence[Dim]) -> list:
     caller = "dimtorch.split()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
-    if isinstance(out_dims, Dim):
-        out_dims = (out_dims,)
-    out_dims = tuple(out_dims)
+    out_dims = dims_arg(out_dims, caller, "out_dims")
     dynamic = axis.dyn_size is not None
     dims = x.dims
     for d in out_dims:
@@ -115,7 +113,10 @@ def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = None):
     to it. A new out_dim is static with the number of tensors."""
     caller = "dimtorch.stack()"
     if not isinstance(tensors, (tuple, list)):
-        tensors = tuple(tensors)
+        try:
+            tensors = tuple(tensors)
+        except TypeError:
+            raise TypeError(f"{caller}: tensors must be a sequence of Tensors, got {tensors!r}") from None
     if not tensors:
         raise ValueError(f"{caller}: no tensors to stack")
     first = tensors[0]
