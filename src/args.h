@@ -1,6 +1,8 @@
 // Argument parsing for METH_FASTCALL | METH_KEYWORDS module functions (no tuple/dict building).
 #pragma once
+#include "backend.h"
 #include "common.h"
+#include "tensor.h"
 
 namespace dimtorch {
 
@@ -39,7 +41,15 @@ inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnam
   return true;
 }
 
-/// Truth of an optional flag argument (NULL is false); -1 with error set.
-inline int flag_arg(PyObject* v) { return v ? PyObject_IsTrue(v) : 0; }
+/// Truth of an optional flag argument (`absent` when not given). A torch or dimtorch Tensor is a
+/// TypeError naming the call: its truth would read device data. -1 with error set.
+inline int flag_arg(PyObject* v, int absent, const char* caller, const char* name) {
+  if (!v) return absent;
+  if (Py_TYPE(v) == &TensorType || backend::is_raw(v)) {
+    PyErr_Format(PyExc_TypeError, "%s: %s must be a bool, got a %.80s", caller, name, Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  return PyObject_IsTrue(v);
+}
 
 }  // namespace dimtorch

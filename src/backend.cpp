@@ -209,5 +209,28 @@ bool is_floating_dtype_name(PyObject* name) {
   return false;
 }
 
+PyObject* name_error(const char* caller) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (!type) return nullptr;
+  PyErr_NormalizeException(&type, &value, &tb);
+  bool plain = type == PyExc_TypeError || type == PyExc_ValueError || type == PyExc_RuntimeError ||
+               type == PyExc_IndexError || type == PyExc_OverflowError || type == PyExc_NotImplementedError;
+  PyObject* msg = plain && value ? PyObject_Str(value) : nullptr;
+  const char* text = msg ? PyUnicode_AsUTF8(msg) : nullptr;
+  if (!text || std::strncmp(text, "dimtorch", 8) == 0) {
+    PyErr_Clear();
+    Py_XDECREF(msg);
+    PyErr_Restore(type, value, tb);
+    return nullptr;
+  }
+  PyErr_Format(type, "%s: %s", caller, text);
+  Py_DECREF(msg);
+  Py_DECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return nullptr;
+}
+
 }  // namespace backend
 }  // namespace dimtorch

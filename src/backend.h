@@ -118,6 +118,11 @@ PyObject* permute(PyObject* raw, PyObject* const* axes, int n);
 /// raw permuted to `order`; the raw itself (new reference) when `order` is the identity.
 PyObject* permute_order(PyObject* raw, const int* order, int n);
 
+/// Re-raises the error a torch call set with "caller: " before its message (torch's messages name
+/// no dimtorch call), keeping its type; errors that already name one, or of other types, stay as
+/// they are. Returns nullptr, for `return name_error(caller);`.
+PyObject* name_error(const char* caller);
+
 /// raw.<method>(arg) through a cached unbound method.
 inline PyObject* call1(PyObject* fn, PyObject* a0) {
   PyObject* args[1] = {a0};

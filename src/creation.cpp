@@ -96,7 +96,7 @@ PyObject* create(Fill kind, PyObject* const* args, Py_ssize_t nargs, PyObject* k
                  : kind == Fill::kOnes ? backend::T.ones
                                        : backend::T.full;
   PyObject* raw = PyObject_Vectorcall(fn, call, npos, call_kwnames);
-  if (!raw) return nullptr;
+  if (!raw) return backend::name_error(caller);
   return tensor_make(raw, dims.get(), sizes, sparse, feature);
 }
 

@@ -113,7 +113,11 @@ namespace {
 bool int_operand(PyObject* o, Py_ssize_t* k) {
   if (!PyLong_Check(o) || PyBool_Check(o)) return false;
   *k = PyLong_AsSsize_t(o);
-  return !(*k == -1 && PyErr_Occurred());
+  if (*k == -1 && PyErr_Occurred()) {
+    PyErr_Format(PyExc_OverflowError, "dimtorch dim math: the int %R is out of range for a dim size", o);
+    return false;
+  }
+  return true;
 }
 
 PyObject* dim_add(PyObject* a, PyObject* b) {

@@ -190,8 +190,8 @@ PyObject* f_batch_norm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
     PyErr_Format(PyExc_ValueError, "%s: give both running_mean and running_var, or neither", kCaller);
     return nullptr;
   }
-  int training = v[6] ? PyObject_IsTrue(v[6]) : 1;
-  int use_mask = v[9] ? PyObject_IsTrue(v[9]) : 1;
+  int training = flag_arg(v[6], 1, kCaller, "training");
+  int use_mask = flag_arg(v[9], 1, kCaller, "use_mask");
   if (training < 0 || use_mask < 0) return nullptr;
   if (!training && !params[0]) {
     PyErr_Format(PyExc_ValueError, "%s: training=False needs running_mean and running_var", kCaller);

@@ -103,8 +103,8 @@ PyObject* cleared_raw(const char* caller) {
   return nullptr;
 }
 
-PyObject* wrap_like(PyObject* raw, TensorObject* t, bool keep_sparse) {
-  if (!raw) return nullptr;
+PyObject* wrap_like(PyObject* raw, TensorObject* t, bool keep_sparse, const char* caller) {
+  if (!raw) return backend::name_error(caller);
   return tensor_make(raw, t->dims, t->sizes, keep_sparse ? t->sparse_dim : nullptr,
                      t->feature_dim);
 }
@@ -183,7 +183,7 @@ PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_bc, const char* 
           return nullptr;
         }
       PyObject* raw = raw_binary(k, ta->raw, tb->raw);
-      if (!raw) return nullptr;
+      if (!raw) return backend::name_error(caller);
       bool same_sparse = keep_sparse && ta->sparse_dim == tb->sparse_dim;
       return tensor_make(raw, ta->dims, ta->sizes, same_sparse ? ta->sparse_dim : nullptr,
                          ta->feature_dim ? ta->feature_dim : tb->feature_dim);
@@ -200,7 +200,7 @@ PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_bc, const char* 
     Ref rb(plan_align_raw(p, 1, tb));
     if (!rb) return nullptr;
     PyObject* raw = raw_binary(k, ra.get(), rb.get());
-    if (!raw) return nullptr;
+    if (!raw) return backend::name_error(caller);
     Py_ssize_t sizes[kMaxDims];
     for (int i = 0; i < p->out_ndim; ++i) sizes[i] = ts[p->size_op[i]]->sizes[p->size_axis[i]];
     TensorObject* holder = p->holder >= 0 ? ts[p->holder] : nullptr;
@@ -214,12 +214,12 @@ PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_bc, const char* 
   if (is_tensor(a) && is_scalar_operand(b)) {
     TensorObject* ta = as_tensor(a);
     if (!ta->raw) return cleared_raw(caller);
-    return wrap_like(raw_binary(k, ta->raw, b), ta, keep_sparse);
+    return wrap_like(raw_binary(k, ta->raw, b), ta, keep_sparse, caller);
   }
   if (is_tensor(b) && is_scalar_operand(a)) {
     TensorObject* tb = as_tensor(b);
     if (!tb->raw) return cleared_raw(caller);
-    return wrap_like(raw_binary(k, a, tb->raw), tb, keep_sparse);
+    return wrap_like(raw_binary(k, a, tb->raw), tb, keep_sparse, caller);
   }
   if (!is_tensor(a) && !is_tensor(b) && is_scalar_operand(a) && is_scalar_operand(b)) {
     PyErr_Format(PyExc_TypeError, "%s: at least one operand must be a dimtorch.Tensor", caller);
@@ -258,7 +258,7 @@ PyObject* slot_pow(PyObject* a, PyObject* b, PyObject* mod) {
 PyObject* unary_slot(PyObject* self, PyObject* (*fn)(PyObject*), bool keep_sparse) {
   TensorObject* t = as_tensor(self);
   if (!t->raw) return cleared_raw("dimtorch.Tensor");
-  return wrap_like(fn(t->raw), t, keep_sparse);
+  return wrap_like(fn(t->raw), t, keep_sparse, "dimtorch.Tensor");
 }
 PyObject* slot_neg(PyObject* self) { return unary_slot(self, PyNumber_Negative, false); }
 PyObject* slot_abs(PyObject* self) { return unary_slot(self, PyNumber_Absolute, false); }
@@ -318,7 +318,7 @@ PyObject* combine_like(const KindName (&table)[N], PyObject* const* args, Py_ssi
   if (!parse_args(args, nargs, kwnames, names, 4, 3, 3, v, caller)) return nullptr;
   Bin k;
   if (!lookup_kind(table, v[2], &k, caller)) return nullptr;
-  int allow = flag_arg(v[3]);
+  int allow = flag_arg(v[3], 0, caller, "allow_broadcast_all_sources");
   if (allow < 0) return nullptr;
   return binary_op(k, v[0], v[1], allow, caller);
 }
@@ -339,7 +339,7 @@ PyObject* f_binary(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
                                                : "dimtorch.logical_or()";
   PyObject* v[3];
   if (!parse_args(args, nargs, kwnames, names, 3, 2, 2, v, caller)) return nullptr;
-  int allow = flag_arg(v[2]);
+  int allow = flag_arg(v[2], 0, caller, "allow_broadcast_all_sources");
   if (allow < 0) return nullptr;
   return binary_op(K, v[0], v[1], allow, caller);
 }
@@ -350,7 +350,7 @@ PyObject* f_where(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
                                       "allow_broadcast_all_sources"};
   PyObject* v[4];
   if (!parse_args(args, nargs, kwnames, names, 4, 3, 3, v, caller)) return nullptr;
-  int allow = flag_arg(v[3]);
+  int allow = flag_arg(v[3], 0, caller, "allow_broadcast_all_sources");
   if (allow < 0) return nullptr;
   if (!is_tensor(v[0])) {
     if (backend::is_raw(v[0])) return bad_operand(v[0], caller);
@@ -362,7 +362,7 @@ PyObject* f_where(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   if (!align_operands(v, 3, allow, false, caller, names, &al)) return nullptr;
   PyObject* raw = backend::call3(backend::T.where, al.args[0].get(), al.args[1].get(),
                                  al.args[2].get());
-  if (!raw) return nullptr;
+  if (!raw) return backend::name_error(caller);
   // The values' sparse dim survives when both values share it (the condition has none).
   PyObject* sparse = nullptr;
   PyObject* sa = is_tensor(v[1]) ? as_tensor(v[1])->sparse_dim : nullptr;
@@ -383,7 +383,7 @@ PyObject* f_clip(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
     PyErr_Format(PyExc_ValueError, "%s: give min, max or both (both are None)", caller);
     return nullptr;
   }
-  int allow = flag_arg(v[3]);
+  int allow = flag_arg(v[3], 0, caller, "allow_broadcast_all_sources");
   if (allow < 0) return nullptr;
   Aligned al;
   if (!align_operands(ops, 3, allow, true, caller, names, &al)) return nullptr;
@@ -401,7 +401,7 @@ PyObject* f_clip(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   } else {
     raw = backend::call3(backend::T.clamp, al.args[0].get(), lo, hi);
   }
-  if (!raw) return nullptr;
+  if (!raw) return backend::name_error(caller);
   return tensor_make(raw, al.out_dims, al.sizes, as_tensor(v[0])->sparse_dim, al.feature_dim);
 }
 
@@ -418,7 +418,7 @@ PyObject* f_cast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   PyObject* name = backend::dtype_name(dtype);
   if (!name) return nullptr;
   PyObject* raw = backend::call2(backend::T.to, t->raw, dtype);
-  if (!raw) return nullptr;
+  if (!raw) return backend::name_error(caller);
   return tensor_make(raw, t->dims, t->sizes,
                      backend::is_integer_dtype_name(name) ? t->sparse_dim : nullptr,
                      t->feature_dim);
@@ -426,13 +426,11 @@ PyObject* f_cast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
 
 template <backend::Unary U>
 PyObject* f_unary(PyObject*, PyObject* x) {
-  if (!is_tensor(x)) {
-    static std::string caller = std::string("dimtorch.") + backend::kUnaryNames[U] + "()";
-    return not_a_tensor(x, caller.c_str());
-  }
+  static std::string caller = std::string("dimtorch.") + backend::kUnaryNames[U] + "()";
+  if (!is_tensor(x)) return not_a_tensor(x, caller.c_str());
   TensorObject* t = as_tensor(x);
   if (!t->raw) return cleared_raw("dimtorch");
-  return wrap_like(backend::call1(backend::T.unary[U], t->raw), t, false);
+  return wrap_like(backend::call1(backend::T.unary[U], t->raw), t, false, caller.c_str());
 }
 
 template <int... I>

@@ -291,7 +291,7 @@ PyObject* matmul_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames
   TensorObject* b = as_tensor(v[1]);
   Ref reduce(dims_arg_to_tuple(v[2], caller, "reduce"));
   if (!reduce) return nullptr;
-  int use_mask = v[3] ? PyObject_IsTrue(v[3]) : 0;
+  int use_mask = flag_arg(v[3], 0, caller, "use_mask");
   if (use_mask < 0) return nullptr;
   MatmulPlan* p = get_plan(a, b, reduce.get(), caller);
   if (!p) return nullptr;

@@ -38,7 +38,7 @@ PyObject* softmax_like(bool log, PyObject* const* args, Py_ssize_t nargs, PyObje
                  describe_dims(x->dims, x->sizes).c_str());
     return nullptr;
   }
-  int use_mask = v[2] ? PyObject_IsTrue(v[2]) : 1;
+  int use_mask = flag_arg(v[2], 1, caller, "use_mask");
   if (use_mask < 0) return nullptr;
   bool reduced[kMaxDims] = {};
   reduced[k] = true;
@@ -293,7 +293,7 @@ PyObject* f_dropout(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   TensorObject* x = as_tensor(v[0]);
   double p = PyFloat_AS_DOUBLE(v[1]);
   if (!(p >= 0.0 && p < 1.0)) return fallback();
-  int training = v[3] ? PyObject_IsTrue(v[3]) : 1;
+  int training = flag_arg(v[3], 1, "dimtorch.dropout()", "training");
   if (training < 0) return nullptr;
   if (!training || p == 0.0) return Py_NewRef(v[0]);
   using backend::T;

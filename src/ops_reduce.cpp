@@ -227,7 +227,7 @@ bool prepare_reduction(PyObject* const* args, Py_ssize_t nargs, PyObject* kwname
     return false;
   }
   TensorObject* x = r->x = as_tensor(v[0]);
-  int use_mask = v[2] ? PyObject_IsTrue(v[2]) : 1;
+  int use_mask = flag_arg(v[2], 1, caller, "use_mask");
   if (use_mask < 0 || !axes_arg(x, v[1], r->axes, &r->n_axes, caller)) return false;
   for (int j = 0; j < r->n_axes; ++j) r->reduced[r->axes[j]] = true;
   if (use_mask)
@@ -381,13 +381,16 @@ PyObject* moments_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwname
 
 namespace {
 
+// Errors from torch calls get the op's name in front (backend::name_error).
 PyObject* f_moments(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  return moments_impl(args, nargs, kwnames, nullptr, nullptr, "dimtorch.moments()");
+  PyObject* r = moments_impl(args, nargs, kwnames, nullptr, nullptr, "dimtorch.moments()");
+  return r ? r : backend::name_error("dimtorch.moments()");
 }
 
 #define DIMTORCH_REDUCE(fn, mode, pyname)                                                   \
   PyObject* fn(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {     \
-    return reduce(mode, args, nargs, kwnames, "dimtorch." pyname "()");                     \
+    PyObject* r = reduce(mode, args, nargs, kwnames, "dimtorch." pyname "()");              \
+    return r ? r : backend::name_error("dimtorch." pyname "()");                            \
   }
 DIMTORCH_REDUCE(f_sum, Reduce::kSum, "reduce_sum")
 DIMTORCH_REDUCE(f_mean, Reduce::kMean, "reduce_mean")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ._C import Dim, Tensor, ceildiv
-from ._shape_ops import axis_of, dim_str, dims_str
+from ._shape_ops import axis_of, dim_str, dims_arg, dims_str
 
 
 def is_dynamic(d: Dim) -> bool:
@@ -34,7 +34,7 @@ def spatial_dims(caller: str, x: Tensor, in_spatial_dims) -> tuple:
         in_spatial_dims = (in_spatial_dims,)
     if in_spatial_dims is None:
         raise TypeError(f"{caller}: in_spatial_dims is required (dims of x: {dims_str(x.dims)})")
-    dims = tuple(in_spatial_dims)
+    dims = dims_arg(in_spatial_dims, caller, "in_spatial_dims")
     if len(dims) not in (1, 2):
         raise ValueError(f"{caller}: {len(dims)} spatial dims ({dims_str(dims)}); only 1-D and 2-D are supported")
     for d in dims:

@@ -104,5 +104,8 @@ def convert_to_tensor(value, *, dims: DimsArg = (), dtype=None, device=None, spa
     if isinstance(value, Tensor):
         return value
     dims = _dims_tuple(dims, caller)
-    raw = torch.as_tensor(value, dtype=to_torch_dtype(dtype, caller), device=device)
+    try:
+        raw = torch.as_tensor(value, dtype=to_torch_dtype(dtype, caller), device=device)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+        raise type(e)(f"{caller}: cannot make a tensor of {type(value).__name__}: {e}") from None
     return Tensor(raw, dims, sparse_dim=sparse_dim, feature_dim=feature_dim)

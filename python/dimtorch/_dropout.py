@@ -22,6 +22,8 @@ def dropout(x: Tensor, p: float, axis=None, training: bool = True) -> Tensor:
         raise TypeError(f"{caller}: p must be a Python float, got {type(p).__name__}")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"{caller}: p must be in [0, 1], got {p}")
+    if isinstance(training, (Tensor, torch.Tensor)):
+        raise TypeError(f"{caller}: training must be a bool, got a {type(training).__name__}")
     if not training or p == 0:
         return x
     if axis is None:

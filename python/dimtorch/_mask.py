@@ -5,12 +5,19 @@ import torch
 
 from . import _C
 from ._C import Dim, Tensor
+from ._shape_ops import dims_arg
 
 _MASK, _LENGTHS = 0, 2  # kinds of src/mask.h's per-dim cache
 
 
-def _device(device) -> torch.device:
-    return torch.device("cpu") if device is None else torch.device(device)
+def _device(device, caller: str) -> torch.device:
+    if device is None:
+        return torch.device("cpu")
+    try:
+        return torch.device(device)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"{caller}: device must be a torch.device or a device name, got {device!r} "
+                         f"({str(e).splitlines()[0]})") from None
 
 
 def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
@@ -30,7 +37,7 @@ def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
         if missing:
             raise ValueError(f"{caller}: dims_order lacks {missing} needed for the mask of {dim!r}")
     pos = tuple(next(i for i, d in enumerate(order) if d is r) for r in relevant)
-    raw = _C._dim_cached_raw(_MASK, dim, pos, len(order), dim.get_max_size(), _device(device))
+    raw = _C._dim_cached_raw(_MASK, dim, pos, len(order), dim.get_max_size(), _device(device, caller))
     return Tensor(raw, tuple(order))
 
 
@@ -43,27 +50,26 @@ def get_size_tensor(dim: Dim, device=None) -> Tensor:
             raise ValueError(f"dimtorch.Dim.get_size_tensor(): dim {dim!r} takes its size from data; "
                              f"it has no size without a tensor")
         # torch.full, not torch.tensor: a tensor from Python data is a blocking host-to-device copy.
-        return Tensor(torch.full((), size, dtype=torch.int64, device=_device(device)), ())
+        return Tensor(torch.full((), size, dtype=torch.int64, device=_device(device, "dimtorch.Dim.get_size_tensor()")), ())
     lengths = dim.dyn_size
     k = lengths.ndim
-    raw = _C._dim_cached_raw(_LENGTHS, dim, tuple(range(k)), k, 0, _device(device))
+    raw = _C._dim_cached_raw(_LENGTHS, dim, tuple(range(k)), k, 0,
+                             _device(device, "dimtorch.Dim.get_size_tensor()"))
     return Tensor(raw, lengths.dims)
 
 
 def sequence_mask(dims, device=None) -> Tensor:
     """Bool Tensor, True where every dynamic dim among `dims` is within its sequence's length."""
     from ._C import logical_and  # noqa: PLC0415
-    if isinstance(dims, Dim):
-        dims = (dims,)
-    dims = tuple(dims)
+    caller = "dimtorch.sequence_mask()"
+    dims = dims_arg(dims, caller, "dims")
+    device = _device(device, caller)
     mask = None
     for d in dims:
-        if not isinstance(d, Dim):
-            raise TypeError(f"dimtorch.sequence_mask(): dims must be Dims, got {type(d).__name__}")
         if d.dyn_size is None:
             continue
         m = get_mask(d, dims_order=dims, device=device)
         mask = m if mask is None else logical_and(mask, m, allow_broadcast_all_sources=True)
     if mask is None:
-        return Tensor(torch.ones((), dtype=torch.bool, device=_device(device)), ())
+        return Tensor(torch.ones((), dtype=torch.bool, device=device), ())
     return mask.copy_transpose([d for d in dims if d in mask.dims])
