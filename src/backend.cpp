@@ -100,7 +100,7 @@ bool init() {
        get_attr(t, "stack", &T.stack) && get_attr(tb, "topk", &T.topk) &&
        get_attr(tb, "split_with_sizes", &T.split_with_sizes) &&
        get_attr(tb, "index_select", &T.index_select) && get_attr(tb, "flatten", &T.flatten) &&
-       get_attr(tb, "flip", &T.flip) && get_attr(tb, "expand_as", &T.expand_as) &&
+       get_attr(tb, "flip", &T.flip) && get_attr(tb, "expand_as", &T.expand_as) && get_attr(tb, "select", &T.select) &&
        get_attr(tb, "scatter_add_", &T.scatter_add_);
   if (!ok) return false;
   T.zero = PyLong_FromLong(0);

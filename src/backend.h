@@ -77,6 +77,7 @@ struct Table {
   PyObject* flatten = nullptr;           // TensorBase.flatten
   PyObject* flip = nullptr;              // TensorBase.flip
   PyObject* expand_as = nullptr;         // TensorBase.expand_as
+  PyObject* select = nullptr;            // TensorBase.select
   PyObject* scatter_add_ = nullptr;      // TensorBase.scatter_add_
   PyObject* float32 = nullptr;     // torch.float32
   PyObject* int64 = nullptr;       // torch.int64

@@ -316,14 +316,43 @@ PyObject* gather_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwn
   return call_python(&fn, "dimtorch._gather", "gather", args, nargs, kwnames);
 }
 
-/// gather(x, *, indices, axis): the fast path is an embedding lookup — x over (axis, feature),
-/// int64 indices sharing no dim with x — which is one F.embedding.
+/// x at the int `index` of its dim at axis a, that dim removed: one select (a view).
+PyObject* gather_int(TensorObject* x, int a, PyObject* index) {
+  Ref a_obj(PyLong_FromLong(a));
+  if (!a_obj) return nullptr;
+  PyObject* raw = backend::call3(backend::T.select, x->raw, a_obj.get(), index);
+  if (!raw) return nullptr;
+  Py_ssize_t nd = tensor_ndim(x);
+  Ref dims(PyTuple_New(nd - 1));
+  if (!dims) {
+    Py_DECREF(raw);
+    return nullptr;
+  }
+  Py_ssize_t sizes[kMaxDims];
+  for (Py_ssize_t j = 0, k = 0; j < nd; ++j) {
+    if (j == a) continue;
+    PyTuple_SET_ITEM(dims.get(), k, Py_NewRef(PyTuple_GET_ITEM(x->dims, j)));
+    sizes[k++] = x->sizes[j];
+  }
+  PyObject* axis = PyTuple_GET_ITEM(x->dims, a);
+  return tensor_make(raw, dims.get(), sizes, x->sparse_dim, x->feature_dim != axis ? x->feature_dim : nullptr);
+}
+
+/// gather(x, *, indices, axis): the fast paths are an int index in range (one select) and an
+/// embedding lookup — x over (axis, feature), int64 indices sharing no dim with x — which is one
+/// F.embedding.
 PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "indices", "axis"};
   PyObject* v[3];
   if (!parse_args(args, nargs, kwnames, names, 3, 1, 3, v, "dimtorch.gather()")) {
     PyErr_Clear();
     return gather_fallback(args, nargs, kwnames);
+  }
+  if (PyLong_CheckExact(v[1]) && is_tensor(v[0]) && as_tensor(v[0])->raw && is_dim(v[2])) {
+    int a = dims_index(as_tensor(v[0])->dims, v[2]);
+    Py_ssize_t i = PyLong_AsSsize_t(v[1]);
+    if (i == -1 && PyErr_Occurred()) PyErr_Clear();  // out of range: the Python definition says so
+    else if (a >= 0 && i >= 0 && i < as_tensor(v[0])->sizes[a]) return gather_int(as_tensor(v[0]), a, v[1]);
   }
   if (!is_tensor(v[0]) || !is_tensor(v[1]) || !is_dim(v[2]))
     return gather_fallback(args, nargs, kwnames);

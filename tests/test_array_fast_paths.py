@@ -395,3 +395,25 @@ def test_dims_arguments_of_the_wrong_type_name_the_call():
     for call, message in cases:
         with pytest.raises(TypeError, match=message):
             call()
+
+
+def test_gather_int_index():
+    from dimtorch import _gather
+    b = make_padded_batch((3, 2), feature=4, pad_value=PAD_NAN)
+    vocab = dt.Dim(5, name="vocab")
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature, sparse_dim=vocab)
+    for axis in (b.batch, b.time, b.feature):
+        for i in range(x.raw.shape[x.dims.index(axis)]):
+            out = both(dt.gather, _gather.gather, x, indices=i, axis=axis)
+            assert axis not in out.dims and out.sparse_dim is vocab
+    with pytest.raises(IndexError, match=r"dimtorch.gather\(\): index 4 is out of range for axis 'feature'\(4\)"):
+        dt.gather(x, indices=4, axis=b.feature)
+    with pytest.raises(IndexError, match=r"dimtorch.gather\(\): index -1 is out of range"):
+        dt.gather(x, indices=-1, axis=b.feature)
+    with pytest.raises(TypeError, match=r"dimtorch.gather\(\): indices must be a dimtorch.Tensor or an int, got bool"):
+        dt.gather(x, indices=True, axis=b.feature)
+    raw = b.x.raw.nan_to_num().requires_grad_(True)
+    dt.gather(dt.Tensor(raw, b.x.dims), indices=2, axis=b.feature).raw.sum().backward()
+    expected = torch.zeros_like(raw)
+    expected[:, :, 2] = 1
+    torch.testing.assert_close(raw.grad, expected)
