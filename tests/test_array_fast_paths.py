@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 import dimtorch as dt
 from dimtorch import _packing, _scatter, _slicing, _sort, _stack
@@ -417,3 +418,30 @@ def test_gather_int_index():
     expected = torch.zeros_like(raw)
     expected[:, :, 2] = 1
     torch.testing.assert_close(raw.grad, expected)
+
+
+@given(perm=st.permutations([0, 1, 2, 3]), lengths=st.lists(st.integers(0, 5), min_size=1, max_size=3),
+       extra=st.integers(0, 2), start=st.integers(0, 3), k=st.integers(1, 3), pad=st.sampled_from([PAD_NAN, PAD_LARGE]))
+def test_fast_paths_match_python_in_any_layout(perm, lengths, extra, start, k, pad):
+    """x over (batch, time, feature, heads) in any order, new dims every example (ids of dead dims
+    get reused): every fast path gives what its Python definition gives."""
+    from dimtorch import _gather
+    b = make_padded_batch(tuple(lengths), feature=3, pad_value=pad, extra_time=extra)
+    heads = dt.Dim(2, name="heads")
+    raw4 = torch.stack([b.x.raw, -b.x.raw], dim=-1)
+    dims = (b.batch, b.time, b.feature, heads)
+    x = dt.Tensor(raw4, dims).copy_transpose(tuple(dims[i] for i in perm))
+    y = dt.Tensor(raw4 * 2, dims).copy_transpose(tuple(dims[i] for i in perm))
+    both(dt.slice, _slicing.slice, x, axis=b.time, start=start)
+    both(dt.slice, _slicing.slice, x, axis=b.feature, start=start % 3, end=3)
+    both(dt.shift_right, _slicing.shift_right, x, axis=b.time, amount=k, pad_value=0.5)
+    both(dt.reverse_sequence, _slicing.reverse_sequence, x, axis=b.time)
+    both(dt.split, _stack.split, x, axis=b.feature, out_dims=(dt.Dim(1, name="f1"), dt.Dim(2, name="f2")))
+    both(dt.stack, _stack.stack, (x, y))
+    both(dt.top_k, _sort.top_k, x, axis=b.feature, k=k)
+    both(dt.gather, _gather.gather, x, indices=k % 2, axis=heads)
+    both(dt.pack_padded, _packing.pack_padded, x, dims=(b.batch, b.time))  # fast only where they lead x
+    vocab = dt.Dim(4, name="vocab")
+    labels = dt.Tensor(torch.arange(raw4.shape[0] * raw4.shape[1]).view(raw4.shape[:2]) % 4, (b.batch, b.time),
+                       sparse_dim=vocab)
+    both(dt.scatter, _scatter.scatter, x, indices=labels, indices_dim=b.time)
