@@ -6,6 +6,37 @@
 
 namespace dimtorch {
 
+constexpr int kMaxArgNames = 12;
+
+/// Interned str objects of a call site's `names` array (made on its first call), or NULL when the
+/// table is full. Keyword names at Python call sites are interned constants, so a pointer compare
+/// finds them; a string compare stays as the fallback.
+inline PyObject* const* interned_names(const char* const* names, int n) {
+  struct Entry {
+    const char* const* names;
+    PyObject* objs[kMaxArgNames];
+  };
+  static Entry table[128];
+  if (n > kMaxArgNames) return nullptr;
+  size_t slot = (reinterpret_cast<size_t>(names) >> 4) & 127;
+  for (int probe = 0; probe < 128; ++probe, slot = (slot + 1) & 127) {
+    Entry& e = table[slot];
+    if (e.names == names) return e.objs;
+    if (e.names) continue;
+    for (int i = 0; i < n; ++i) {
+      e.objs[i] = PyUnicode_InternFromString(names[i]);
+      if (!e.objs[i]) {
+        PyErr_Clear();
+        for (int j = 0; j < i; ++j) Py_CLEAR(e.objs[j]);
+        return nullptr;
+      }
+    }
+    e.names = names;
+    return e.objs;
+  }
+  return nullptr;
+}
+
 /// Fills out[0..n) from positional args and keywords matched against `names`. The first `n_pos`
 /// names may be positional; the first `n_required` are required. NULL entries are missing.
 inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames,
@@ -19,10 +50,16 @@ inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnam
   }
   for (int i = 0; i < n; ++i) out[i] = i < nargs ? args[i] : nullptr;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject* const* interned = nkw ? interned_names(names, n) : nullptr;
   for (Py_ssize_t k = 0; k < nkw; ++k) {
     PyObject* key = PyTuple_GET_ITEM(kwnames, k);
     int i = 0;
-    while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) ++i;
+    if (interned)
+      while (i < n && interned[i] != key) ++i;
+    if (!interned || i == n) {
+      i = 0;
+      while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) ++i;
+    }
     if (i == n) {
       PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R", caller, key);
       return false;

@@ -218,3 +218,17 @@ def test_all_sequences_empty_integer_max():
     x = dt.Tensor(pb.x.raw.to(torch.int32), pb.x.dims)
     assert (dt.reduce_max(x, axis=pb.time).raw == -(2**31)).all()
     assert dt.reduce_max(x, axis=pb.time).dtype == "int32"
+
+
+def test_keyword_names_made_at_run_time():
+    # Keyword names at call sites are interned and found by pointer; names built at run time are
+    # other str objects and must be found by their text.
+    b, f = dt.Dim(None, name="batch"), dt.Dim(4, name="feature")
+    x = dt.Tensor(torch.randn(2, 4), (b, f))
+    axis_kw, mask_kw = "".join(["ax", "is"]), "".join(["use_", "mask"])
+    out = dt.reduce_sum(x, **{axis_kw: f, mask_kw: False})
+    torch.testing.assert_close(out.raw, x.raw.sum(1))
+    with pytest.raises(TypeError, match=r"dimtorch.reduce_sum\(\) got an unexpected keyword argument 'axes'"):
+        dt.reduce_sum(x, **{"".join(["ax", "es"]): f})
+    with pytest.raises(TypeError, match=r"dimtorch.reduce_sum\(\) got multiple values for argument 'axis'"):
+        dt.reduce_sum(x, f, **{axis_kw: f})
