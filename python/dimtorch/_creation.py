@@ -10,21 +10,9 @@ import torch
 
 from ._C import Dim, Tensor
 from ._dtypes import to_torch_dtype
+from ._shape_ops import dims_arg
 
 DimsArg = Union[Dim, Sequence[Dim]]
-
-
-def _dims_tuple(dims: DimsArg, caller: str) -> tuple:
-    if isinstance(dims, Dim):
-        return (dims,)
-    try:
-        dims = tuple(dims)
-    except TypeError:
-        raise TypeError(f"{caller}: dims must be a Dim or a sequence of Dims, got {type(dims).__name__}") from None
-    for i, d in enumerate(dims):
-        if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: dims[{i}] must be a Dim, got {type(d).__name__}")
-    return dims
 
 
 def _shape(dims: tuple, caller: str) -> list:
@@ -71,7 +59,7 @@ def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", de
                    generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
     """Uniform values in [minval, maxval) over `dims`; `seed` or `generator` make it repeatable."""
     caller = "dimtorch.random_uniform()"
-    dims = _dims_tuple(dims, caller)
+    dims = dims_arg(dims, caller, "dims")
     raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
     raw.uniform_(minval, maxval, generator=_generator(seed, generator, device, caller))
     return Tensor(raw, dims, feature_dim=feature_dim)
@@ -81,7 +69,7 @@ def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", devic
                   generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
     """Normal values N(mean, stddev²) over `dims`; `seed` or `generator` make it repeatable."""
     caller = "dimtorch.random_normal()"
-    dims = _dims_tuple(dims, caller)
+    dims = dims_arg(dims, caller, "dims")
     raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
     raw.normal_(mean, stddev, generator=_generator(seed, generator, device, caller))
     return Tensor(raw, dims, feature_dim=feature_dim)
@@ -103,7 +91,7 @@ def convert_to_tensor(value, *, dims: DimsArg = (), dtype=None, device=None, spa
     caller = "dimtorch.convert_to_tensor()"
     if isinstance(value, Tensor):
         return value
-    dims = _dims_tuple(dims, caller)
+    dims = dims_arg(dims, caller, "dims")
     try:
         raw = torch.as_tensor(value, dtype=to_torch_dtype(dtype, caller), device=device)
     except (TypeError, ValueError, RuntimeError, OverflowError) as e:

@@ -37,10 +37,9 @@ def dims_arg(value, caller: str, what: str) -> tuple:
         dims = tuple(value)
     except TypeError:
         raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got {type(value).__name__}") from None
-    for d in dims:
+    for i, d in enumerate(dims):
         if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got an entry of type "
-                            f"{type(d).__name__}")
+            raise TypeError(f"{caller}: {what}[{i}] must be a Dim, got {type(d).__name__}")
     return dims
 
 

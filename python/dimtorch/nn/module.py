@@ -6,9 +6,8 @@ import copy
 import torch
 
 from .._C import Dim, Tensor
-from .._creation import _dims_tuple
 from .._dtypes import to_torch_dtype
-from .._shape_ops import dims_str
+from .._shape_ops import dims_arg, dims_str
 
 __all__ = ["Module", "Parameter", "Buffer", "Sequential", "ModuleList", "ModuleDict", "StateDictError",
            "check_state_dict"]
@@ -20,7 +19,7 @@ class StateDictError(RuntimeError):
 
 def _parameter_dims(dims, caller: str) -> tuple:
     """dims as a tuple of Dims (as the creation functions take them), each static and given once."""
-    dims = _dims_tuple(dims, caller)
+    dims = dims_arg(dims, caller, "dims")
     for i, d in enumerate(dims):
         if not d.is_static() or d.size is None:
             raise ValueError(f"{caller}: dim {d!r} has no static size; parameters need static dims")
