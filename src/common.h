@@ -62,4 +62,16 @@ inline bool is_python_scalar(PyObject* o) {
          PyComplex_CheckExact(o);
 }
 
+/// A new tuple of the n ints in sizes (a shape argument for torch).
+inline PyObject* size_tuple(const Py_ssize_t* sizes, Py_ssize_t n) {
+  Ref t(PyTuple_New(n));
+  if (!t) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* v = PyLong_FromSsize_t(sizes[i]);
+    if (!v) return nullptr;
+    PyTuple_SET_ITEM(t.get(), i, v);
+  }
+  return t.release();
+}
+
 }  // namespace dimtorch

@@ -3,6 +3,7 @@
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
+#include "functions.h"
 #include "tensor.h"
 
 namespace dimtorch {
@@ -96,7 +97,7 @@ PyObject* create(Fill kind, PyObject* const* args, Py_ssize_t nargs, PyObject* k
                  : kind == Fill::kOnes ? backend::T.ones
                                        : backend::T.full;
   PyObject* raw = PyObject_Vectorcall(fn, call, npos, call_kwnames);
-  if (!raw) return backend::name_error(caller);
+  if (!raw) return nullptr;
   return tensor_make(raw, dims.get(), sizes, sparse, feature);
 }
 
@@ -110,7 +111,7 @@ PyObject* f_full(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   return create(Fill::kFull, args, nargs, kwnames, "dimtorch.full()");
 }
 
-#define FASTCALL(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), \
+#define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
     {"zeros", FASTCALL(f_zeros),
@@ -130,7 +131,7 @@ bool export_creation(PyObject* module) {
   g_kw_dtype = Py_BuildValue("(s)", "dtype");
   g_kw_device = Py_BuildValue("(s)", "device");
   if (!g_kw_dtype_device || !g_kw_dtype || !g_kw_device) return false;
-  return PyModule_AddFunctions(module, kFunctions) == 0;
+  return add_functions(module, kFunctions);
 }
 
 }  // namespace dimtorch

@@ -18,7 +18,6 @@ PyObject* s_cpu = nullptr;
 PyObject* s_aminmax = nullptr;
 PyObject* s_tolist = nullptr;
 
-/// Host min and max of an integer lengths Tensor (0, 0 when empty).
 /// Folds the ints of tolist()'s result (an int, or nested lists of ints) into [*lo, *hi].
 bool fold_min_max(PyObject* o, Py_ssize_t* lo, Py_ssize_t* hi) {
   if (PyList_Check(o)) {
@@ -33,6 +32,7 @@ bool fold_min_max(PyObject* o, Py_ssize_t* lo, Py_ssize_t* hi) {
   return true;
 }
 
+/// Host min and max of an integer lengths Tensor (0, 0 when empty).
 bool lengths_min_max(TensorObject* t, Py_ssize_t* min_out, Py_ssize_t* max_out) {
   Py_ssize_t numel = 1;
   for (Py_ssize_t i = 0; i < tensor_ndim(t); ++i) numel *= t->sizes[i];
@@ -336,15 +336,12 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
   Py_ssize_t size = dim_max_size(d);
   if (size < 0) return nullptr;
   // The mask's dims: the lengths' dims and d itself, in dims_order's order (default: that order).
-  Ref order;
+  Ref order(PyTuple_New(k + 1));
+  if (!order) return nullptr;
   if (!dims_order) {
-    order = Ref(PyTuple_New(k + 1));
-    if (!order) return nullptr;
     for (int i = 0; i < k; ++i) PyTuple_SET_ITEM(order.get(), i, Py_NewRef(PyTuple_GET_ITEM(lt->dims, i)));
     PyTuple_SET_ITEM(order.get(), k, Py_NewRef(self));
   } else {
-    order = Ref(PyTuple_New(k + 1));
-    if (!order) return nullptr;
     int n = 0;
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(dims_order); ++j) {
       PyObject* o = PyTuple_GET_ITEM(dims_order, j);

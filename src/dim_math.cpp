@@ -2,6 +2,7 @@
 // operand, so the same expression twice gives the same Dim; lengths are derived lazily on the host.
 #include "backend.h"
 #include "dim.h"
+#include "functions.h"
 
 namespace dimtorch {
 
@@ -166,7 +167,7 @@ PyObject* f_ceildiv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 PyNumberMethods dim_as_number = {};
 
 PyMethodDef kFunctions[] = {
-    {"ceildiv", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_ceildiv)),
+    {"ceildiv", DIMTORCH_OP(f_ceildiv),
      METH_FASTCALL, "ceildiv(dim, k): the dim of ceil(size / k) frames (strided conv/pool output)."},
     {nullptr}};
 
@@ -180,6 +181,6 @@ void install_dim_math_slots(PyTypeObject* type) {
   type->tp_as_number = &dim_as_number;
 }
 
-bool export_dim_math(PyObject* module) { return PyModule_AddFunctions(module, kFunctions) == 0; }
+bool export_dim_math(PyObject* module) { return add_functions(module, kFunctions); }
 
 }  // namespace dimtorch

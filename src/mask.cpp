@@ -8,6 +8,7 @@
 
 #include "args.h"
 #include "backend.h"
+#include "functions.h"
 #include "tensor.h"
 
 namespace dimtorch {
@@ -86,18 +87,6 @@ bool lengths_positions(DimObject* d, PyObject* dims, bool with_self, signed char
 }
 
 namespace {
-
-/// A tuple of ints.
-PyObject* size_tuple(const Py_ssize_t* sizes, int n) {
-  Ref t(PyTuple_New(n));
-  if (!t) return nullptr;
-  for (int i = 0; i < n; ++i) {
-    PyObject* v = PyLong_FromSsize_t(sizes[i]);
-    if (!v) return nullptr;
-    PyTuple_SET_ITEM(t.get(), i, v);
-  }
-  return t.release();
-}
 
 /// raw.to(device, non_blocking=True): from host memory this never waits for the device.
 PyObject* to_device(PyObject* raw, PyObject* device) {
@@ -326,13 +315,13 @@ PyObject* f_dim_cached_raw(PyObject*, PyObject* args) {
 }
 
 PyMethodDef kFunctions[] = {
-    {"_dim_cached_raw", f_dim_cached_raw, METH_VARARGS,
+    {"_dim_cached_raw", DIMTORCH_OP(f_dim_cached_raw), METH_VARARGS,
      "_dim_cached_raw(kind, dim, pos, ndim, size, device): cached mask (kind 0), clamped "
      "lengths (kind 1) or lengths (kind 2) raw of a dynamic dim; see src/mask.h."},
     {nullptr}};
 
 }  // namespace
 
-bool export_mask(PyObject* module) { return PyModule_AddFunctions(module, kFunctions) == 0; }
+bool export_mask(PyObject* module) { return add_functions(module, kFunctions); }
 
 }  // namespace dimtorch

@@ -8,6 +8,7 @@
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
+#include "functions.h"
 #include "mask.h"
 #include "python_fallback.h"
 #include "tensor.h"
@@ -106,10 +107,7 @@ PyObject* narrowed(PyObject* raw, int a, Py_ssize_t s, Py_ssize_t n) {
 
 // ---- slice ------------------------------------------------------------------------------------
 
-PyObject* slice_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._slicing", "slice", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(slice_fallback, "dimtorch._slicing", "slice")
 
 /// slice(x, *, axis, start=0, end=None, step=1): the fast path takes step 1 and, on a dynamic dim,
 /// start >= 0 with end None (each sequence drops its first frames: out dim axis - start by dim
@@ -182,10 +180,7 @@ PyObject* f_slice(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 // ---- shift_right ------------------------------------------------------------------------------
 
-PyObject* shift_right_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._slicing", "shift_right", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(shift_right_fallback, "dimtorch._slicing", "shift_right")
 
 /// shift_right(x, *, axis, amount=1, pad_value=0): the fast path takes an int amount >= 1 and a
 /// Python number as pad_value: the first n - amount frames (a view), then one constant_pad_nd.
@@ -223,10 +218,7 @@ PyObject* f_shift_right(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
 
 // ---- split ------------------------------------------------------------------------------------
 
-PyObject* split_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._stack", "split", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(split_fallback, "dimtorch._stack", "split")
 
 /// split(x, *, axis, out_dims): the fast path splits a dim without lengths into static out dims
 /// whose sizes add up to its size: one split_with_sizes (views).
@@ -298,10 +290,7 @@ PyObject* f_split(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 // ---- stack ------------------------------------------------------------------------------------
 
-PyObject* stack_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._stack", "stack", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(stack_fallback, "dimtorch._stack", "stack")
 
 /// stack(tensors, *, out_dim=None): the fast path takes tensors with the same dims in the same
 /// order, raw sizes and dtype: one torch.stack.
@@ -369,10 +358,7 @@ PyObject* f_stack(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 // ---- top_k ------------------------------------------------------------------------------------
 
-PyObject* top_k_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._sort", "top_k", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(top_k_fallback, "dimtorch._sort", "top_k")
 
 /// top_k(x, *, axis, k): the fast path ranks one dim without lengths (nothing to mask) with an
 /// int k within its size, for int and float dtypes: one topk; k_dim is a new static Dim.
@@ -425,10 +411,7 @@ PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 // ---- reverse_sequence -------------------------------------------------------------------------
 
-PyObject* reverse_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._slicing", "reverse_sequence", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(reverse_fallback, "dimtorch._slicing", "reverse_sequence")
 
 /// reverse_sequence(x, *, axis): a dim without lengths is one flip; a dynamic dim whose lengths
 /// vary over dims of x is one gather, by the index dimtorch._slicing._reverse_index makes from the
@@ -480,10 +463,7 @@ PyObject* f_reverse_sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs,
 
 // ---- pack_padded ------------------------------------------------------------------------------
 
-PyObject* pack_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._packing", "pack_padded", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(pack_fallback, "dimtorch._packing", "pack_padded")
 
 /// pack_padded(x, *, dims, out_dim=None): the fast path takes `dims` leading x in their order, one
 /// of them dynamic with lengths over the others (static or sized from data), and no frames beyond
@@ -591,10 +571,7 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
 
 // ---- scatter ----------------------------------------------------------------------------------
 
-PyObject* scatter_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._scatter", "scatter", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(scatter_fallback, "dimtorch._scatter", "scatter")
 
 /// scatter(x, *, indices, indices_dim, out_dim=None): the fast path adds along one indices dim
 /// into a static out dim, with int64 indices over dims of x of the same sizes, where no other
@@ -648,13 +625,11 @@ PyObject* f_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
     ir = Ref(backend::call3(backend::T.where, mask.get(), ir.get(), extra_row.get()));
     if (!ir) return nullptr;
   }
-  Ref shape(PyTuple_New(nd));
+  Py_ssize_t out_sizes[kMaxDims];
+  std::copy(x->sizes, x->sizes + nd, out_sizes);
+  out_sizes[a] = n_out + (dynamic ? 1 : 0);  // a dynamic dim's padding goes to the extra last row
+  Ref shape(size_tuple(out_sizes, nd));
   if (!shape) return nullptr;
-  for (Py_ssize_t j = 0; j < nd; ++j) {
-    PyObject* size = PyLong_FromSsize_t(j == a ? n_out + (dynamic ? 1 : 0) : x->sizes[j]);
-    if (!size) return nullptr;
-    PyTuple_SET_ITEM(shape.get(), j, size);
-  }
   Ref zeros(backend::call2(backend::T.new_zeros, x->raw, shape.get()));
   Ref index(backend::call2(backend::T.expand_as, ir.get(), x->raw));
   Ref a_obj(PyLong_FromLong(a));
@@ -674,7 +649,7 @@ PyObject* f_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   return tensor_make(raw.release(), dims.get(), sizes, x->sparse_dim, kept_feature(x, dims.get()));
 }
 
-#define FASTCALL_KW(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), METH_FASTCALL | METH_KEYWORDS
+#define FASTCALL_KW(fn) DIMTORCH_OP(fn), METH_FASTCALL | METH_KEYWORDS
 
 PyMethodDef kFunctions[] = {
     {"slice", FASTCALL_KW(f_slice),
@@ -698,6 +673,6 @@ PyMethodDef kFunctions[] = {
 
 }  // namespace
 
-bool export_ops_array(PyObject* module) { return PyModule_AddFunctions(module, kFunctions) == 0; }
+bool export_ops_array(PyObject* module) { return add_functions(module, kFunctions); }
 
 }  // namespace dimtorch

@@ -3,6 +3,7 @@
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
+#include "functions.h"
 #include "ops_reduce.h"
 #include "tensor.h"
 
@@ -229,7 +230,7 @@ PyObject* f_batch_norm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   return fused(x, ax, params, training ? Py_True : Py_False, momentum_obj.get(), eps.get());
 }
 
-#define FASTCALL(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), \
+#define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
     {"batch_norm", FASTCALL(f_batch_norm),
@@ -247,7 +248,7 @@ PyMethodDef kFunctions[] = {
 }  // namespace
 
 bool export_ops_batch_norm(PyObject* module) {
-  return PyModule_AddFunctions(module, kFunctions) == 0;
+  return add_functions(module, kFunctions);
 }
 
 }  // namespace dimtorch

@@ -6,6 +6,7 @@
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
+#include "functions.h"
 #include "tensor.h"
 
 namespace dimtorch {
@@ -362,7 +363,7 @@ PyObject* f_where(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   if (!align_operands(v, 3, allow, false, caller, names, &al)) return nullptr;
   PyObject* raw = backend::call3(backend::T.where, al.args[0].get(), al.args[1].get(),
                                  al.args[2].get());
-  if (!raw) return backend::name_error(caller);
+  if (!raw) return nullptr;
   // The values' sparse dim survives when both values share it (the condition has none).
   PyObject* sparse = nullptr;
   PyObject* sa = is_tensor(v[1]) ? as_tensor(v[1])->sparse_dim : nullptr;
@@ -401,7 +402,7 @@ PyObject* f_clip(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   } else {
     raw = backend::call3(backend::T.clamp, al.args[0].get(), lo, hi);
   }
-  if (!raw) return backend::name_error(caller);
+  if (!raw) return nullptr;
   return tensor_make(raw, al.out_dims, al.sizes, as_tensor(v[0])->sparse_dim, al.feature_dim);
 }
 
@@ -418,7 +419,7 @@ PyObject* f_cast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   PyObject* name = backend::dtype_name(dtype);
   if (!name) return nullptr;
   PyObject* raw = backend::call2(backend::T.to, t->raw, dtype);
-  if (!raw) return backend::name_error(caller);
+  if (!raw) return nullptr;
   return tensor_make(raw, t->dims, t->sizes,
                      backend::is_integer_dtype_name(name) ? t->sparse_dim : nullptr,
                      t->feature_dim);
@@ -435,8 +436,8 @@ PyObject* f_unary(PyObject*, PyObject* x) {
 
 template <int... I>
 struct UnaryTable {
-  static constexpr PyCFunction fns[] = {reinterpret_cast<PyCFunction>(
-      f_unary<static_cast<backend::Unary>(I)>)...};
+  // Named<f>::call has PyCFunction's own signature here (METH_O): no cast, so constexpr.
+  static constexpr PyCFunction fns[] = {&Named<f_unary<static_cast<backend::Unary>(I)>>::call...};
 };
 template <int... I>
 UnaryTable<I...> make_unary_table(std::integer_sequence<int, I...>) {
@@ -444,7 +445,7 @@ UnaryTable<I...> make_unary_table(std::integer_sequence<int, I...>) {
 }
 using Unaries = decltype(make_unary_table(std::make_integer_sequence<int, backend::kNumUnary>()));
 
-#define FASTCALL(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn))
+#define FASTCALL(fn) DIMTORCH_OP(fn)
 PyMethodDef kFunctions[] = {
     {"combine", FASTCALL(f_combine), METH_FASTCALL | METH_KEYWORDS,
      "combine(a, b, kind, *, allow_broadcast_all_sources=False): elementwise a <kind> b aligned by "
@@ -493,13 +494,13 @@ void install_elementwise_slots(PyTypeObject* type) {
 }
 
 bool export_ops_elementwise(PyObject* module) {
-  if (PyModule_AddFunctions(module, kFunctions) < 0) return false;
+  if (!add_functions(module, kFunctions)) return false;
   static PyMethodDef unary_defs[backend::kNumUnary + 1];
   for (int i = 0; i < backend::kNumUnary; ++i)
     unary_defs[i] = {backend::kUnaryNames[i], Unaries::fns[i], METH_O,
                      "Elementwise op on the raw; same dims."};
   unary_defs[backend::kNumUnary] = {nullptr};
-  return PyModule_AddFunctions(module, unary_defs) == 0;
+  return add_functions(module, unary_defs);
 }
 
 }  // namespace dimtorch

@@ -5,6 +5,7 @@
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
+#include "functions.h"
 #include "mask.h"
 #include "ops_reduce.h"
 #include "tensor.h"
@@ -340,7 +341,7 @@ PyObject* f_dot(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kw
   return matmul_impl(args, nargs, kwnames, "dimtorch.dot()");
 }
 
-#define FASTCALL(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), \
+#define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
     {"matmul", FASTCALL(f_matmul),
@@ -353,7 +354,7 @@ PyMethodDef kFunctions[] = {
 
 }  // namespace
 
-bool export_ops_matmul(PyObject* module) { return PyModule_AddFunctions(module, kFunctions) == 0; }
+bool export_ops_matmul(PyObject* module) { return add_functions(module, kFunctions); }
 
 void matmul_cache_clear() {
   for (auto& slot : g_cache) {

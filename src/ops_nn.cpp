@@ -3,6 +3,7 @@
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
+#include "functions.h"
 #include "mask.h"
 #include "ops_reduce.h"
 #include "tensor.h"
@@ -332,7 +333,7 @@ PyObject* f_dropout(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   return tensor_make(raw, x->dims, x->sizes, x->sparse_dim, x->feature_dim);
 }
 
-#define FASTCALL(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), \
+#define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
     {"dropout", FASTCALL(f_dropout),
@@ -356,6 +357,6 @@ PyMethodDef kFunctions[] = {
 
 }  // namespace
 
-bool export_ops_nn(PyObject* module) { return PyModule_AddFunctions(module, kFunctions) == 0; }
+bool export_ops_nn(PyObject* module) { return add_functions(module, kFunctions); }
 
 }  // namespace dimtorch

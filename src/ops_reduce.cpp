@@ -3,6 +3,7 @@
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
+#include "functions.h"
 #include "mask.h"
 #include "ops_elementwise.h"
 #include "ops_reduce.h"
@@ -381,16 +382,13 @@ PyObject* moments_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwname
 
 namespace {
 
-// Errors from torch calls get the op's name in front (backend::name_error).
 PyObject* f_moments(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* r = moments_impl(args, nargs, kwnames, nullptr, nullptr, "dimtorch.moments()");
-  return r ? r : backend::name_error("dimtorch.moments()");
+  return moments_impl(args, nargs, kwnames, nullptr, nullptr, "dimtorch.moments()");
 }
 
 #define DIMTORCH_REDUCE(fn, mode, pyname)                                                   \
   PyObject* fn(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {     \
-    PyObject* r = reduce(mode, args, nargs, kwnames, "dimtorch." pyname "()");              \
-    return r ? r : backend::name_error("dimtorch." pyname "()");                            \
+    return reduce(mode, args, nargs, kwnames, "dimtorch." pyname "()");                     \
   }
 DIMTORCH_REDUCE(f_sum, Reduce::kSum, "reduce_sum")
 DIMTORCH_REDUCE(f_mean, Reduce::kMean, "reduce_mean")
@@ -403,7 +401,7 @@ DIMTORCH_REDUCE(f_argmax, Reduce::kArgMax, "reduce_argmax")
 DIMTORCH_REDUCE(f_argmin, Reduce::kArgMin, "reduce_argmin")
 #undef DIMTORCH_REDUCE
 
-#define FASTCALL(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), \
+#define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
     {"moments", FASTCALL(f_moments),
@@ -431,6 +429,6 @@ PyMethodDef kFunctions[] = {
 
 }  // namespace
 
-bool export_ops_reduce(PyObject* module) { return PyModule_AddFunctions(module, kFunctions) == 0; }
+bool export_ops_reduce(PyObject* module) { return add_functions(module, kFunctions); }
 
 }  // namespace dimtorch

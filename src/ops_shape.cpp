@@ -6,6 +6,7 @@
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
+#include "functions.h"
 #include "mask.h"
 #include "python_fallback.h"
 #include "tensor.h"
@@ -16,15 +17,9 @@ namespace dimtorch {
 
 namespace {
 
-PyObject* fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._shape_ops", "merge_dims", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(fallback, "dimtorch._shape_ops", "merge_dims")
 
-PyObject* concat_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._concat", "concat", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(concat_fallback, "dimtorch._concat", "concat")
 
 /* The gather index of a dynamic concat (dimtorch._concat._gather_index builds it from the host
    lengths), expanded to the output's shape and cached in the canonical out dim's dim-math cache
@@ -311,10 +306,7 @@ PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   return PyTuple_Pack(2, t.get(), out.get());
 }
 
-PyObject* gather_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._gather", "gather", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(gather_fallback, "dimtorch._gather", "gather")
 
 /// x at the int `index` of its dim at axis a, that dim removed: one select (a view).
 PyObject* gather_int(TensorObject* x, int a, PyObject* index) {
@@ -384,10 +376,7 @@ PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
 }
 
 
-PyObject* pad_fallback(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* fn = nullptr;
-  return call_python(&fn, "dimtorch._pad", "pad", args, nargs, kwnames);
-}
+DIMTORCH_PYTHON_FALLBACK(pad_fallback, "dimtorch._pad", "pad")
 
 /// A padding amount: an int >= 0 (not a bool).
 bool pad_amount(PyObject* o, Py_ssize_t* out) {
@@ -488,23 +477,23 @@ PyObject* f_pad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kw
 }
 
 PyMethodDef kFunctions[] = {
-    {"_merged_dim", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_merged_dim)),
+    {"_merged_dim", DIMTORCH_OP(f_merged_dim),
      METH_FASTCALL, "_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."},
-    {"gather", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_gather)),
+    {"gather", DIMTORCH_OP(f_gather),
      METH_FASTCALL | METH_KEYWORDS,
      "gather(x, *, indices, axis): see dimtorch._gather.gather; an embedding lookup (x over "
      "(axis, feature), int64 indices sharing no dim with x) is one F.embedding here."},
-    {"merge_dims", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_merge_dims)),
+    {"merge_dims", DIMTORCH_OP(f_merge_dims),
      METH_FASTCALL | METH_KEYWORDS,
      "merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
      "slowest) into one dim at the place of the first. Adjacent static dims in order are one "
      "reshape here; other cases are dimtorch._shape_ops.merge_dims."},
-    {"concat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_concat)),
+    {"concat", DIMTORCH_OP(f_concat),
      METH_FASTCALL | METH_KEYWORDS,
      "concat((x, dim_x), (y, dim_y), ..., out_dim=None) -> (tensor, out_dim): see "
      "dimtorch._concat.concat; static concat dims of tensors in the same layout are one torch.cat "
      "here."},
-    {"pad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_pad)),
+    {"pad", DIMTORCH_OP(f_pad),
      METH_FASTCALL | METH_KEYWORDS,
      "pad(x, *, axes, padding, value=0, mode='constant') -> (tensor, out_dims): see "
      "dimtorch._pad.pad; constant padding of one dim is one constant_pad_nd here (and one where "
@@ -513,6 +502,6 @@ PyMethodDef kFunctions[] = {
 
 }  // namespace
 
-bool export_ops_shape(PyObject* module) { return PyModule_AddFunctions(module, kFunctions) == 0; }
+bool export_ops_shape(PyObject* module) { return add_functions(module, kFunctions); }
 
 }  // namespace dimtorch

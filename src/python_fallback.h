@@ -17,4 +17,11 @@ inline PyObject* call_python(PyObject** cache, const char* module, const char* n
   return PyObject_Vectorcall(*cache, args, nargs, kwnames);
 }
 
+/// Defines `name(args, nargs, kwnames)`: a call of dimtorch.<module>.<function>.
+#define DIMTORCH_PYTHON_FALLBACK(name, module, function)                               \
+  PyObject* name(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {          \
+    static PyObject* fn = nullptr;                                                      \
+    return ::dimtorch::call_python(&fn, module, function, args, nargs, kwnames);        \
+  }
+
 }  // namespace dimtorch

@@ -519,13 +519,10 @@ PyObject* tensor_raw_aligned(TensorObject* t, PyObject* target, const char* call
   if (!map_to_target(t, target, src, caller)) return nullptr;
   Ref r(permuted_raw(t, src, n));
   if (!r || n == tensor_ndim(t)) return r.release();
-  Ref shape(PyTuple_New(n));
+  Py_ssize_t sizes[kMaxDims];
+  for (Py_ssize_t i = 0; i < n; ++i) sizes[i] = src[i] >= 0 ? t->sizes[src[i]] : 1;
+  Ref shape(size_tuple(sizes, n));
   if (!shape) return nullptr;
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* size = PyLong_FromSsize_t(src[i] >= 0 ? t->sizes[src[i]] : 1);
-    if (!size) return nullptr;
-    PyTuple_SET_ITEM(shape.get(), i, size);
-  }
   return backend::call2(backend::T.view, r.get(), shape.get());
 }
 

@@ -25,6 +25,13 @@ def test_torch_errors_get_the_call_in_front(batch):
         (lambda: dt.cast(x, "int64") + 2**70, OverflowError, r"^dimtorch.Tensor.__add__\(\)"),
         (lambda: dt.reduce_mean(dt.cast(x, "int64"), axis=batch.feature), RuntimeError, r"^dimtorch.reduce_mean\(\)"),
         (lambda: batch.time + 2**70, OverflowError, r"^dimtorch dim math: the int \d+ is out of range"),
+        (lambda: dt.linear(dt.cast(x, "int64"), dt.Tensor(torch.randn(3, 4), (dt.Dim(3, name="o"), batch.feature))),
+         RuntimeError, r"^dimtorch.linear\(\): .*dtype"),
+        (lambda: dt.softmax(dt.cast(x, "int64"), axis=batch.feature),
+         NotImplementedError, r"^dimtorch.softmax\(\): .*Long"),
+        (lambda: dt.layer_norm(dt.cast(x, "int64"), axis=batch.feature, eps=1e-5),
+         NotImplementedError, r"^dimtorch.layer_norm\(\): .*Long"),
+        (lambda: dt.pad(x, axes=batch.feature, padding=(1, 1), value="a"), TypeError, r"^dimtorch.pad\(\): .*value"),
         (lambda: dt.convert_to_tensor({}),
          RuntimeError, r"^dimtorch.convert_to_tensor\(\): cannot make a tensor of dict"),
     ]
@@ -101,3 +108,12 @@ def test_fuzz_public_ops_with_odd_arguments(batch):
                                       NotImplementedError)), (fn, args, kwargs, e)
                 assert ("dimtorch" in message or "required" in message or "positional argument" in message
                         or "unexpected keyword" in message), (fn, args, kwargs, e)
+
+
+def test_module_functions_stay_plain_builtins():
+    # Every C++ op is registered through one wrapper that names torch's errors: the functions are
+    # still module-level builtins (their repr, pickling by name).
+    import pickle
+    for fn in (dt.reduce_sum, dt.relu, dt.slice, dt.ceildiv, dt.where):
+        assert repr(fn) == f"<built-in function {fn.__name__}>"
+        assert pickle.loads(pickle.dumps(fn)) is fn

@@ -81,21 +81,13 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     The packed size is data-dependent: it is the number of valid frames, taken from the HOST
     lengths of the dynamic dims (never read from the device), and so is the index of the frames
     kept (made once per dims and layout, copied to x's device without waiting). A new pack_dim is
-    static with that size."""
+    static with that size.
+
+    The common call (dims leading x, one of them dynamic) is dimtorch._C.pack_padded, which keeps
+    its index on the dim and comes here for the others."""
     caller = "dimtorch.pack_padded()"
     check_tensor(x, caller)
     raw = x.raw
-    owner, key = _owner(dims), None
-    if owner is not None and x.dims[:len(dims)] == dims:
-        # dims lead x in their order. Weak refs in the key: a dead dim's reused id cannot match.
-        key = ("lead", tuple(map(weakref.ref, dims)), raw.shape, raw.device)
-        index = _dim_cache.lookup(owner, key)
-        if index is not None:
-            # The checks passed for this key; only out_dim is new.
-            out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
-            n = len(dims)
-            raw = raw.flatten(0, n - 1) if n > 1 else raw
-            return keep_markers(x, raw.index_select(0, index), (out_dim,) + x.dims[n:]), out_dim
     dims = _check_dims(x, dims, caller)
     x_dims = x.dims
     for d in dims:
@@ -106,8 +98,6 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     n = len(dims)
     if x_dims[:n] == dims and list(raw.shape[:n]) == sizes:
         # dims lead x in their order, no frames beyond the max lengths: one flatten (a view).
-        if key is not None:
-            _dim_cache.store(owner, key, index)
         raw = raw.flatten(0, n - 1) if n > 1 else raw
         return keep_markers(x, raw.index_select(0, index), (out_dim,) + x_dims[n:]), out_dim
     rest = tuple(d for d in x_dims if d not in dims)
@@ -118,19 +108,6 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     raw = Tensor(raw, x_dims).raw_aligned(dims + rest)
     raw = raw.reshape((math.prod(sizes),) + tuple(raw.shape[len(dims):]))
     return keep_markers(x, raw.index_select(0, index), (out_dim,) + rest), out_dim
-
-
-def _owner(dims) -> Optional[Dim]:
-    """The first dynamic dim of a tuple of Dims (the plan cache's owner), else None."""
-    if type(dims) is not tuple:
-        return None
-    owner = None
-    for d in dims:
-        if not isinstance(d, Dim):
-            return None
-        if owner is None and d.dyn_size is not None:
-            owner = d
-    return owner
 
 
 def _pack_dim(out_dim: Optional[Dim], total: int, dims: tuple, caller: str) -> Dim:
