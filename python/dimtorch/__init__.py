@@ -22,6 +22,10 @@ from ._conv import conv, pool, transposed_conv  # noqa: F401
 from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
+from ._attention import dot_attention  # noqa: F401
+from ._positional import (  # noqa: F401
+    apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
+)
 from . import nn  # noqa: F401
 
 __version__ = "0.1.0"
