@@ -270,3 +270,117 @@ def test_causal_state_in_another_dims_order():
     bad = dt.nn.CausalSelfAttentionState(dt.Tensor(torch.zeros(2, 8), (pb.batch, pb.feature)), state.v)
     with pytest.raises(ValueError, match=r"CausalSelfAttention\(\): the state \(k dims: 'batch'.*does not fit x"):
         att(dt.Tensor(pb.x.raw[:, 0], (pb.batch, pb.feature)), axis=None, state=bad)
+
+
+def test_attention_module_attributes_as_returnn_frontend():
+    att, feat, out = _self_att()
+    assert att.in_dim is feat and att.out_dim is out and att.num_heads is att.heads and att.num_heads.size == H
+    assert att.key_dim_total.size == D and att.value_dim_total.size == D
+    assert att.key_dim_per_head.size == D // H and att.qkv_dim_per_head.size == 3 * (D // H)
+    assert att.att_dropout == 0.0 and att.att_dropout_broadcast is False
+    no_proj = dt.nn.SelfAttention(feat, None, key_dim_total=att.key_dim_total, value_dim_total=att.value_dim_total,
+                                  num_heads=H)
+    assert no_proj.out_dim is att.value_dim_total
+    enc = dt.Dim(5, name="enc")
+    cross = dt.nn.CrossAttention(feat, enc, out, key_dim_total=att.key_dim_total, value_dim_total=att.value_dim_total,
+                                 num_heads=dt.Dim(H, name="h"))
+    assert cross.query_in_dim is feat and cross.encoder_dim is enc and cross.out_dim is out
+    assert cross.num_heads.name == "h" and cross.kv_dim_per_head.size == 2 * (D // H)
+
+
+def test_causal_default_initial_state():
+    lengths = [4, 3]
+    pb = make_padded_batch(lengths, feature=D, pad_value=float("nan"), seed=9)
+    att, feat, out = _self_att(dt.nn.CausalSelfAttention, feat=pb.feature)
+    y, _ = att(pb.x, axis=pb.time)
+    init = att.default_initial_state(batch_dims=[pb.batch])
+    assert init.k.dims[1:] == (att.num_heads, init.k.dims[2], att.key_dim_per_head) and init.k.raw.shape[2] == 0
+    y0, state0 = att(pb.x, axis=pb.time, state=init)  # an empty state with the full sequence is no state
+    assert state0 is None
+    valid = _valid(lengths, 4)
+    torch.testing.assert_close(y0.raw[valid], y.raw[valid])
+    state = init
+    for t in range(4):
+        y_t, state = att(dt.Tensor(pb.x.raw[:, t], (pb.batch, pb.feature)), axis=None, state=state)
+        for b, n in enumerate(lengths):
+            if t < n:
+                torch.testing.assert_close(y_t.raw[b], y.raw[b, t], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"CausalSelfAttention\(\): a state is only for step-by-step calls .* with "
+                                         r"history"):
+        att(pb.x, axis=pb.time, state=state)
+    with pytest.raises(ValueError, match=r"CausalSelfAttention\.default_initial_state\(\): capacity"):
+        att.default_initial_state(batch_dims=[pb.batch], capacity=10)
+    with pytest.raises(TypeError, match=r"CausalSelfAttention\.default_initial_state\(\): batch_dims must be Dims"):
+        att.default_initial_state(batch_dims=[3])
+
+
+def _rope_reference(att, x, lengths, causal):
+    """q, k, v from the qkv weights by hand; RoPE as complex rotation by t * 10000^(-2i/dh); masked softmax."""
+    b, t, _ = x.shape
+    dh = D // H
+    qkv = torch.nn.functional.linear(x, att.qkv.weight.raw, att.qkv.bias.raw).view(b, t, H, 3, dh)
+    q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]  # (B, T, H, dh)
+    angle = torch.arange(t, dtype=torch.float64)[:, None] * 10000.0 ** (-2.0 * torch.arange(dh // 2) / dh)
+    turn = torch.polar(torch.ones_like(angle), angle).to(torch.complex64)[:, None, :]  # (T, 1, dh/2)
+
+    def rotate(z):
+        return torch.view_as_real(torch.view_as_complex(z.unflatten(-1, (-1, 2)).contiguous()) * turn).flatten(-2)
+
+    q, k = rotate(q), rotate(k)
+    scores = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(dh)
+    allowed = _valid(lengths, t)[:, None, None, :]
+    if causal:
+        allowed = allowed & torch.ones(t, t, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    out = torch.einsum("bhij,bjhd->bihd", scores.softmax(-1), v).reshape(b, t, D)
+    return torch.nn.functional.linear(out, att.proj.weight.raw, att.proj.bias.raw)
+
+
+@pytest.mark.parametrize("pad", [float("nan"), 1e30])
+@pytest.mark.parametrize("cls", [dt.nn.RotaryPosSelfAttention, dt.nn.RotaryPosCausalSelfAttention])
+def test_rotary_attention_vs_positional_reference(cls, pad):
+    lengths = [6, 4, 1]
+    pb = make_padded_batch(lengths, feature=D, pad_value=pad, seed=10)
+    att, feat, out = _self_att(cls, feat=pb.feature)
+    causal = cls is dt.nn.RotaryPosCausalSelfAttention
+    y = att(pb.x, axis=pb.time)
+    y = y[0] if causal else y
+    valid = _valid(lengths, 6)
+    ref = _rope_reference(att, torch.where(valid[..., None], pb.x.raw, 0.0), lengths, causal)
+    torch.testing.assert_close(y.raw[valid], ref[valid], rtol=1e-4, atol=1e-5)
+    if causal:  # step by step: the position is the history's length
+        state = att.default_initial_state(batch_dims=[pb.batch])
+        for t in range(6):
+            y_t, state = att(dt.Tensor(pb.x.raw[:, t], (pb.batch, pb.feature)), axis=None, state=state)
+            for b, n in enumerate(lengths):
+                if t < n:
+                    torch.testing.assert_close(y_t.raw[b], y.raw[b, t], rtol=1e-4, atol=1e-5)
+    for b, n in enumerate(lengths):  # each sequence alone
+        one = dt.Dim(None, name="one")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (one,)), name="t1")
+        y1 = att(dt.Tensor(pb.x.raw[b:b + 1, :n], (one, t1, pb.feature)), axis=t1)
+        y1 = y1[0] if causal else y1
+        torch.testing.assert_close(y1.raw[0], y.raw[b, :n], rtol=1e-4, atol=1e-5)
+    if pad == 1e30:  # backward against the reference (NaN padding makes any Linear's weight gradient NaN)
+        x = pb.x.raw.detach().clone().requires_grad_(True)
+        x_ref = pb.x.raw.detach().clone().requires_grad_(True)
+        y = att(dt.Tensor(x, pb.x.dims), axis=pb.time)
+        y = y[0] if causal else y
+        g = torch.randn(y.raw.shape, generator=torch.Generator().manual_seed(0))
+        (y.raw[valid] * g[valid]).sum().backward()
+        dt_grads = [p.grad.clone() for p in att.parameters()]
+        att.zero_grad()
+        ref = _rope_reference(att, torch.where(valid[..., None], x_ref, 0.0), lengths, causal)
+        (ref[valid] * g[valid]).sum().backward()
+        torch.testing.assert_close(x.grad[valid], x_ref.grad[valid], rtol=1e-4, atol=1e-5)
+        for a, p in zip(dt_grads, att.parameters()):
+            torch.testing.assert_close(a, p.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_rotary_needs_even_head_dim():
+    feat = dt.Dim(6, name="feature")
+    att = dt.nn.RotaryPosSelfAttention(feat, None, key_dim_total=dt.Dim(6, name="k"), value_dim_total=dt.Dim(6, name="v"),
+                                       num_heads=2)
+    pb = make_padded_batch([2], feature=6, dims=None)
+    with pytest.raises(ValueError, match=r"RotaryPosSelfAttention\(\): RoPE needs an even key_dim_per_head >= 4"):
+        att(dt.Tensor(pb.x.raw, (pb.batch, pb.time, feat)), axis=pb.time)

@@ -111,11 +111,18 @@ def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
                              f"or feat_dim")
         positions = offset.raw[..., None] + torch.arange(n, device=offset.raw.device)
         return _encode(positions, offset.dims + (spatial_dim,), feat_dim, half, base, out_dtype)
-    start = offset or 0
-    raw = _cached(("abs", n, half, start, float(base), out_dtype, dev),
-                  lambda: _sin_cos(torch.arange(start, start + n), _absolute_freqs(half, float(base), None))
-                  .to(device=dev, dtype=out_dtype))
+    raw = sinusoidal_raw(n, 2 * half, offset or 0, base, dtype=out_dtype, device=dev)
     return Tensor(raw, (spatial_dim, feat_dim), feature_dim=feat_dim)
+
+
+def sinusoidal_raw(n: int, feat: int, start: int = 0, base: Union[int, float] = 1e4, *, dtype=torch.float32,
+                   device=None) -> torch.Tensor:
+    """Raw (n, feat): sinusoidal_encoding of positions start..start+n-1; host-computed once per
+    arguments and cached."""
+    dev = _device(device)
+    return _cached(("abs", n, feat, start, float(base), dtype, dev),
+                   lambda: _sin_cos(torch.arange(start, start + n), _absolute_freqs(feat // 2, float(base), None))
+                   .to(device=dev, dtype=dtype))
 
 
 def _encode(positions: torch.Tensor, dims: tuple, feat_dim: Dim, half: int, base, out_dtype) -> Tensor:

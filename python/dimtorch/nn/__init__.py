@@ -1,8 +1,7 @@
 """Modules: dt.nn.Module (a torch.nn.Module with named parameters), initializers, layers, checkpoints."""
 from . import init  # noqa: F401
-from .module import (  # noqa: F401
-    Buffer, Module, ModuleDict, ModuleList, Parameter, Sequential, StateDictError, check_state_dict,
-)
+from .module import Buffer, Module, Parameter, StateDictError, check_state_dict  # noqa: F401
+from .container import Functional, ModuleDict, ModuleList, Sequential  # noqa: F401
 from .linear import Linear  # noqa: F401
 from .embedding import Embedding  # noqa: F401
 from .normalization import BatchNorm, LayerNorm, RMSNorm  # noqa: F401
@@ -12,7 +11,8 @@ from .recurrent import LSTM, LstmState  # noqa: F401
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: F401
 from .conv import Conv1d, Conv2d, TransposedConv1d, TransposedConv2d  # noqa: F401
 from .attention import (  # noqa: F401
-    CausalSelfAttention, CausalSelfAttentionState, CrossAttention, RelPosSelfAttention, SelfAttention,
+    CausalSelfAttention, CausalSelfAttentionState, CrossAttention, RelPosSelfAttention, RotaryPosCausalSelfAttention,
+    RotaryPosSelfAttention, SelfAttention,
 )
 from .conformer import (  # noqa: F401
     ConformerConvBlock, ConformerConvSubsample, ConformerEncoder, ConformerEncoderLayer,

@@ -1,21 +1,21 @@
-"""Multi-head attention: SelfAttention, CausalSelfAttention (step state), CrossAttention, RelPosSelfAttention."""
+"""Multi-head attention: SelfAttention, CausalSelfAttention (step state), CrossAttention, RelPosSelfAttention, RoPE variants."""
 from __future__ import annotations
 
-import math
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 
 from .. import _C
 from .._C import Dim, Tensor
+from .._positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
 from .._shape_ops import dim_str, dims_str
 from . import init as _init
 from .linear import Linear
 from .module import Module, Parameter
 
 __all__ = ["SelfAttention", "CausalSelfAttention", "CausalSelfAttentionState", "CrossAttention",
-           "RelPosSelfAttention", "relative_positional_encoding", "rel_shift"]
+           "RelPosSelfAttention", "RotaryPosSelfAttention", "RotaryPosCausalSelfAttention", "rel_shift"]
 
 
 def _heads_dim(num_heads: Union[int, Dim], caller: str) -> Dim:
@@ -128,12 +128,14 @@ class SelfAttention(Module):
         super().__init__()
         caller = f"{type(self).__name__}()"
         self.in_dim, self.proj_dim = in_dim, proj_dim
-        self.heads = _heads_dim(num_heads, caller)
+        self.out_dim = proj_dim if proj_dim is not None else value_dim_total
+        self.heads = self.num_heads = _heads_dim(num_heads, caller)
         self.key_dim_total, self.value_dim_total = key_dim_total, value_dim_total
         self.key_dim_per_head = _per_head(key_dim_total, self.heads, "key_dim_total", caller)
         self.value_dim_per_head = _per_head(value_dim_total, self.heads, "value_dim_total", caller)
-        self.att_dropout = att_dropout
+        self.att_dropout, self.att_dropout_broadcast = att_dropout, False
         self.qkv_dim_total = Dim(2 * key_dim_total.size + value_dim_total.size, name="qkv")
+        self.qkv_dim_per_head = Dim(2 * self.key_dim_per_head.size + self.value_dim_per_head.size, name="qkv_per_head")
         self.qkv = Linear(in_dim, self.qkv_dim_total, with_bias=with_bias, dtype=dtype, device=device)
         self.proj = (Linear(value_dim_total, proj_dim, with_bias=with_bias, dtype=dtype, device=device)
                      if proj_dim is not None else None)
@@ -157,6 +159,10 @@ class SelfAttention(Module):
         raw = _zero_padding(raw, valid)
         return _split_heads(raw, self.heads.size, self._qkv_sizes)
 
+    def _rotate(self, q: torch.Tensor, k: torch.Tensor, start: int):
+        """q, k (..., T, dk) with positions start, start+1, ... encoded; none here (RoPE variants)."""
+        return q, k
+
     def _output(self, out: torch.Tensor, lead: tuple, axis: Optional[Dim]) -> Tensor:
         """out (*lead, H, T, dv) -> projected Tensor over (*lead, axis, proj_dim)."""
         out = _merge_heads(out)
@@ -170,6 +176,7 @@ class SelfAttention(Module):
         lead = _check_x(self, x, self.in_dim, axis)
         valid = self._frame_mask_cache.get(axis, lead, x.raw.device)
         q, k, v = self._project_qkv(x, lead, axis, valid if self.zero_padding else None)
+        q, k = self._rotate(q, k, 0)
         mask = valid[..., None, None, :] if valid is not None else None
         p = self.att_dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
@@ -203,13 +210,39 @@ def _history_dim(t: Tensor, lead: tuple, heads: Dim, per_head: Dim) -> Dim:
     return rest[0]
 
 
+def _is_empty(state: CausalSelfAttentionState) -> bool:
+    return isinstance(state, CausalSelfAttentionState) and isinstance(state.k, Tensor) and 0 in state.k.raw.shape
+
+
 class CausalSelfAttention(SelfAttention):
     """SelfAttention where frame t sees frames <= t only (a decoder's self-attention).
 
     forward(x, axis=time, state=None) -> (y, None): the full sequence at once (SDPA's is_causal; no
-    key mask is needed: a valid frame never sees a frame beyond its own position; padding is zeroed).
+    key mask is needed: a valid frame never sees a frame beyond its own position; padding is zeroed);
+    `state` may be an empty initial state (default_initial_state).
     forward(x, axis=None, state=state) -> (y, new_state): one step; x has no time dim; `state` is
-    the previous step's (None before the first step)."""
+    the previous step's (None or default_initial_state() before the first step)."""
+
+    def default_initial_state(self, *, batch_dims: Sequence[Dim], capacity: Optional[int] = None
+                              ) -> CausalSelfAttentionState:
+        """A state with no history: keys and values over (batch_dims, heads, history of size 0, d), on
+        the device and in the dtype of the weights. Batch dims that take their size from data get
+        size 1 (broadcast to x's at the first step). `capacity` (RETURNN's preallocated history
+        buffers) is not supported: the history grows by one frame per step."""
+        name = type(self).__name__
+        if capacity is not None:
+            raise ValueError(f"{name}.default_initial_state(): capacity (a preallocated history) is not "
+                             f"supported; the history grows by one frame per step")
+        batch_dims = tuple(batch_dims)
+        if not all(isinstance(d, Dim) for d in batch_dims):
+            raise TypeError(f"{name}.default_initial_state(): batch_dims must be Dims, got {batch_dims!r}")
+        w = self.qkv.weight.raw
+        history = Dim(0, name="history")
+        sizes = tuple(d.get_max_size() or 1 for d in batch_dims) + (self.heads.size, 0)
+        k = w.new_zeros(sizes + (self.key_dim_per_head.size,))
+        v = w.new_zeros(sizes + (self.value_dim_per_head.size,))
+        return CausalSelfAttentionState(Tensor(k, batch_dims + (self.heads, history, self.key_dim_per_head)),
+                                        Tensor(v, batch_dims + (self.heads, history, self.value_dim_per_head)))
 
     def forward(self, x: Tensor, *, axis: Optional[Dim],
                 state: Optional[CausalSelfAttentionState] = None) -> Tuple[Tensor, Optional[CausalSelfAttentionState]]:
@@ -220,11 +253,14 @@ class CausalSelfAttention(SelfAttention):
         q, k, v = self._project_qkv(x, lead, axis, valid)
         p = self.att_dropout if self.training else 0.0
         if axis is not None:
-            if state is not None:
-                raise ValueError(f"{type(self).__name__}(): a state is only for step-by-step calls (axis=None); "
-                                 f"got axis {dim_str(axis)} and a state")
+            if state is not None and not _is_empty(state):
+                raise ValueError(f"{type(self).__name__}(): a state is only for step-by-step calls (axis=None) or an "
+                                 f"empty initial state; got axis {dim_str(axis)} and a state with history")
+            q, k = self._rotate(q, k, 0)
             return self._output(F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True), lead, axis), None
-        if state is not None:
+        if state is None:
+            q, k = self._rotate(q, k, 0)
+        else:
             try:
                 kd, vd = self.key_dim_per_head, self.value_dim_per_head
                 k_order = lead + (self.heads, _history_dim(state.k, lead, self.heads, kd), kd)
@@ -234,6 +270,7 @@ class CausalSelfAttention(SelfAttention):
             except (ValueError, TypeError) as e:
                 raise ValueError(f"{type(self).__name__}(): the state (k dims: {dims_str(state.k.dims)}) does not fit "
                                  f"x (dims: {dims_str(x.dims)}): {e}") from None
+            q, k = self._rotate(q, k, k_prev.shape[-2])  # this step's position: the frames before it
             k = torch.cat((k_prev.expand(*k.shape[:-2], -1, -1), k), dim=-2)
             v = torch.cat((v_prev.expand(*v.shape[:-2], -1, -1), v), dim=-2)
         out = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
@@ -258,12 +295,15 @@ class CrossAttention(Module):
         super().__init__()
         caller = f"{type(self).__name__}()"
         self.in_dim, self.encoder_dim, self.proj_dim = in_dim, encoder_dim, proj_dim
-        self.heads = _heads_dim(num_heads, caller)
+        self.query_in_dim = in_dim  # RETURNN frontend's name
+        self.out_dim = proj_dim if proj_dim is not None else value_dim_total
+        self.heads = self.num_heads = _heads_dim(num_heads, caller)
         self.key_dim_total, self.value_dim_total = key_dim_total, value_dim_total
         self.key_dim_per_head = _per_head(key_dim_total, self.heads, "key_dim_total", caller)
         self.value_dim_per_head = _per_head(value_dim_total, self.heads, "value_dim_total", caller)
-        self.att_dropout = att_dropout
+        self.att_dropout, self.att_dropout_broadcast = att_dropout, False
         self.kv_dim_total = Dim(key_dim_total.size + value_dim_total.size, name="kv")
+        self.kv_dim_per_head = Dim(self.key_dim_per_head.size + self.value_dim_per_head.size, name="kv_per_head")
         self.query = Linear(in_dim, key_dim_total, with_bias=with_bias, dtype=dtype, device=device)
         self.kv = Linear(encoder_dim, self.kv_dim_total, with_bias=with_bias, dtype=dtype, device=device)
         self.proj = (Linear(value_dim_total, proj_dim, with_bias=with_bias, dtype=dtype, device=device)
@@ -310,29 +350,6 @@ class CrossAttention(Module):
                 f"att_dropout={self.att_dropout}")
 
 
-_pos_cache: Dict[tuple, torch.Tensor] = {}
-
-
-def relative_positional_encoding(time: int, dim: int, device=None, dtype=torch.float32) -> torch.Tensor:
-    """Sinusoidal relative positions, raw (2*time - 1, dim): row r is pe(r - (time - 1)),
-    pe(d) = concat(sin(d * w), cos(d * w)), w_k = 10000^(-2k / dim), k < dim/2 (RETURNN's
-    relative_positional_encoding). Computed on the host once per (time, dim, device, dtype) and cached."""
-    key = (time, dim, torch.device("cpu") if device is None else torch.device(device), dtype)
-    pe = _pos_cache.get(key)
-    if pe is None:
-        pos = torch.arange(-(time - 1), time, dtype=torch.float32)
-        div = torch.exp(torch.arange(dim // 2, dtype=torch.float32) * -(2.0 * math.log(1e4) / dim))
-        arg = pos[:, None] * div[None, :]
-        pe = torch.cat([torch.sin(arg), torch.cos(arg)], dim=1)
-        if pe.shape[1] < dim:  # odd dim: one zero column
-            pe = F.pad(pe, (0, dim - pe.shape[1]))
-        pe = pe.to(device=key[2], dtype=dtype, non_blocking=True)
-        if len(_pos_cache) > 256:
-            _pos_cache.clear()
-        _pos_cache[key] = pe
-    return pe
-
-
 def rel_shift(x: torch.Tensor) -> torch.Tensor:
     """(..., T, 2T-1), last axis the relative position r = j - i + T - 1 -> (..., T, T) with
     out[..., i, j] = x[..., i, j - i + T - 1] (Transformer-XL's pad-and-reshape trick, no gather)."""
@@ -347,7 +364,7 @@ class RelPosSelfAttention(SelfAttention):
     ((q_i + u) . k_j + (q_i + v) . P[j - i]) / sqrt(dk), keys beyond each sequence's length masked.
 
     P = linear_pos(pe) split into heads (linear_pos: Linear(pos_emb_dim, key_dim_total), no bias);
-    pe is sinusoidal (`pos_emb="sinusoidal"`, relative_positional_encoding) or learned
+    pe is sinusoidal (`pos_emb="sinusoidal"`, dt.relative_positional_encoding) or learned
     (`pos_emb="learned"`: a parameter `learned_pos_emb` over (2*clipping+1, pos_emb_dim), relative
     distances clipped to +-`clipping`). pos_bias_u, pos_bias_v: (heads, key_dim_per_head), Glorot.
     Same qkv layout as SelfAttention; the output projection likewise."""
@@ -377,7 +394,8 @@ class RelPosSelfAttention(SelfAttention):
     def _pos_emb(self, time: int, like: torch.Tensor) -> torch.Tensor:
         """pe raw (2*time - 1, pos_emb_dim)."""
         if self.pos_emb_kind == "sinusoidal":
-            return relative_positional_encoding(time, self.pos_emb_dim.size, like.device, like.dtype)
+            return relative_positional_encoding_raw(time, time, self.pos_emb_dim.size, dtype=like.dtype,
+                                                    device=like.device)
         key = (time, like.device)
         index = self._index_cache.get(key)
         if index is None:
@@ -414,3 +432,33 @@ class RelPosSelfAttention(SelfAttention):
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", pos_emb={self.pos_emb_kind!r}"
+
+
+def _rope_base(per_head: Dim) -> float:
+    """RETURNN frontend's RoPE base for sinusoidal_positional_encoding: with it, pair i turns by
+    10000^(-2i / dk) per frame (the usual RoPE frequencies)."""
+    return 10_000 ** (1 - 2 / per_head.size)
+
+
+class _RotaryMixin:
+    """RoPE on queries and keys (dt.apply_rope's rotation), positions from each call's start."""
+
+    def _rotate(self, q: torch.Tensor, k: torch.Tensor, start: int):
+        dk = self.key_dim_per_head
+        if dk.size % 2 or dk.size < 4:
+            raise ValueError(f"{type(self).__name__}(): RoPE needs an even key_dim_per_head >= 4, got {dim_str(dk)}")
+        pe = sinusoidal_raw(q.shape[-2], dk.size, start, _rope_base(dk), dtype=q.dtype, device=q.device)
+        sin, cos = pe.chunk(2, dim=-1)
+        return rope_raw(q, sin, cos), rope_raw(k, sin, cos)
+
+
+class RotaryPosSelfAttention(_RotaryMixin, SelfAttention):
+    """SelfAttention with rotary position embeddings (RoPE) on queries and keys (RETURNN frontend's
+    RotaryPosSelfAttention): pair (2i, 2i+1) of each head's query and key at frame t is turned by
+    t * 10000^(-2i / dk). Same parameters and call as SelfAttention."""
+
+
+class RotaryPosCausalSelfAttention(_RotaryMixin, CausalSelfAttention):
+    """CausalSelfAttention with RoPE (RETURNN frontend's RotaryPosCausalSelfAttention): full sequence
+    or step by step; a step's position is the number of frames in its state (keys are stored
+    turned, so the history is not turned again)."""

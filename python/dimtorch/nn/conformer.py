@@ -14,7 +14,8 @@ from .attention import FrameMaskCache, RelPosSelfAttention
 from .conv import Conv1d, Conv2d
 from .feed_forward import FeedForward
 from .linear import Linear, check_in_dim
-from .module import Module, ModuleList
+from .container import ModuleList
+from .module import Module
 from .normalization import BatchNorm, LayerNorm
 
 __all__ = ["ConformerConvSubsample", "ConformerPositionwiseFeedForward", "ConformerConvBlock",

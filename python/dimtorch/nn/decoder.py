@@ -13,7 +13,8 @@ from .attention import CausalSelfAttention, CausalSelfAttentionState, CrossAtten
 from .embedding import Embedding
 from .feed_forward import FeedForward
 from .linear import Linear
-from .module import Module, ModuleList
+from .container import ModuleList
+from .module import Module
 from .normalization import LayerNorm
 
 __all__ = ["TransformerDecoder", "TransformerDecoderLayer", "TransformerDecoderState", "absolute_positional_encoding"]

@@ -1,4 +1,4 @@
-"""dt.nn.Module: a torch.nn.Module whose named parameters and buffers read as dimtorch Tensors; Parameter, Buffer, Sequential, ModuleList, state-dict checks."""
+"""dt.nn.Module: a torch.nn.Module whose named parameters and buffers read as dimtorch Tensors; Parameter, Buffer, state-dict checks."""
 from __future__ import annotations
 
 import copy
@@ -9,8 +9,7 @@ from .._C import Dim, Tensor
 from .._dtypes import to_torch_dtype
 from .._shape_ops import dims_arg, dims_str
 
-__all__ = ["Module", "Parameter", "Buffer", "Sequential", "ModuleList", "ModuleDict", "StateDictError",
-           "check_state_dict"]
+__all__ = ["Module", "Parameter", "Buffer", "StateDictError", "check_state_dict"]
 
 
 class StateDictError(RuntimeError):
@@ -374,15 +373,3 @@ def check_state_dict(module: torch.nn.Module, state_dict, *, strict: bool = True
         raise StateDictError(f"{caller}: the state dict does not fit {type(module).__name__} "
                              f"({len(problems)} problem{'s' if len(problems) > 1 else ''}; nothing was loaded):\n  "
                              + "\n  ".join(problems))
-
-
-class Sequential(Module, torch.nn.Sequential):
-    """torch.nn.Sequential with dt.nn.Module semantics: calls its modules in order on dimtorch Tensors."""
-
-
-class ModuleList(Module, torch.nn.ModuleList):
-    """torch.nn.ModuleList with dt.nn.Module semantics."""
-
-
-class ModuleDict(Module, torch.nn.ModuleDict):
-    """torch.nn.ModuleDict with dt.nn.Module semantics."""

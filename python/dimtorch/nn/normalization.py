@@ -56,6 +56,7 @@ class BatchNorm(Module):
                  affine: bool = True, dtype="float32", device=None):
         super().__init__()
         self.in_dim, self.momentum, self.eps, self.use_mask = in_dim, momentum, eps, use_mask
+        self.affine = affine
         self.running_mean = Buffer((in_dim,), dtype, init=0.0, device=device)
         self.running_var = Buffer((in_dim,), dtype, init=1.0, device=device)
         self.scale = Parameter((in_dim,), dtype, init=1.0, device=device) if affine else None
