@@ -590,3 +590,50 @@ def test_pool_errors_after_a_cached_call():
         dt.pool(pb.x, mode="max", pool_size=2, strides=1, in_spatial_dims=[pb.time], padding="full")
     with pytest.raises(TypeError, match=r"dimtorch\.pool\(\): x must be a dimtorch\.Tensor, got Tensor"):
         dt.pool(pb.x.raw, pool_size=2, strides=1, **kw)
+
+
+@pytest.mark.parametrize("padding", ["valid", "same"])
+def test_conv_out_dim_is_in_dim(padding):
+    """A conv that keeps its channel dim (out_dim is in_dim): the filter names its input channels by a
+    copy of the dim; the result is the positional conv, per sequence."""
+    lengths = [6, 3, 0]
+    pb = make_padded_batch(lengths, feature=4, pad_value=float("nan"))
+    kd, f_in = dt.Dim(3, name="k"), dt.Dim(4, name="feature_in")
+    w = make_filter(pb.feature, f_in, (kd,))
+    bias = dt.Tensor(torch.randn(4), (pb.feature,))
+    expected = [out_len(n, 3, 1, padding) for n in lengths]
+
+    def run(t, wt, bt):
+        y, (ot,) = dt.conv(t, wt, in_dim=pb.feature, out_dim=pb.feature, in_spatial_dims=[pb.time], filter_size=[kd],
+                           padding=padding, bias=bt)
+        assert y.dims == (pb.batch, pb.feature, ot)
+        return y
+
+    check_against_torch(run, lambda r, wr, br: per_sequence(r, lengths, seq_conv1d(wr, br, 3, 1, 1, padding),
+                                                            expected, max(expected), 4),
+                        [pb.x, w, bias], rtol=1e-5, atol=1e-5)
+    # the filter in another dims order works too
+    y = run(pb.x, w.copy_transpose((kd, f_in, pb.feature)), bias)
+    torch.testing.assert_close(y.raw, run(pb.x, w, bias).raw, equal_nan=True)
+    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): out_dim is in_dim 'feature'\(4\), so the filter names its "
+                                         r"input channels by another static dim of size 4"):
+        dt.conv(pb.x, make_filter(pb.feature, dt.Dim(5, name="five"), (kd,)), in_dim=pb.feature, out_dim=pb.feature,
+                in_spatial_dims=[pb.time], filter_size=[kd])
+
+
+def test_transposed_conv_out_dim_is_in_dim():
+    lengths = [4, 2]
+    pb = make_padded_batch(lengths, feature=3, pad_value=float("nan"))
+    kd, f_out = dt.Dim(2, name="k"), dt.Dim(3, name="feature_out")
+    g = torch.Generator().manual_seed(3)
+    w = dt.Tensor(torch.randn(3, 3, 2, generator=g), (pb.feature, f_out, kd))
+    y, (ot,) = dt.transposed_conv(pb.x, w, in_dim=pb.feature, out_dim=pb.feature, in_spatial_dims=[pb.time],
+                                  filter_size=[kd], strides=2)
+    assert y.dims == (pb.batch, pb.feature, ot) and ot.dyn_size.raw.tolist() == [8, 4]
+    for b, n in enumerate(lengths):
+        ref = F.conv_transpose1d(pb.x.raw[b:b + 1, :n].transpose(1, 2), w.raw, stride=2)[0]
+        torch.testing.assert_close(y.raw[b, :, :2 * n], ref)
+    with pytest.raises(ValueError, match=r"dimtorch\.transposed_conv\(\): out_dim is in_dim 'feature'\(3\), so the "
+                                         r"filter names its output channels"):
+        dt.transposed_conv(pb.x, dt.Tensor(w.raw, (pb.feature, dt.Dim(3, name="x"), dt.Dim(2, name="k2"))),
+                           in_dim=pb.feature, out_dim=pb.feature, in_spatial_dims=[pb.time], filter_size=[kd])

@@ -92,3 +92,22 @@ def test_transposed_conv2d_vs_torch_state_dict_and_errors():
         dt.nn.TransposedConv1d(cin, cout, 3, groups=2)
     with pytest.raises(ValueError, match=r"TransposedConv2d\(\): filter_size must be 2 ints >= 1, got \(3,\)"):
         dt.nn.TransposedConv2d(cin, cout, (3,))
+
+
+def test_conv_modules_with_out_dim_is_in_dim():
+    """Conv1d(d, d) and TransposedConv1d(d, d): the weight's second channel dim is a copy of d, the
+    weight shape and state-dict keys are torch's, the call keeps d."""
+    pb = make_padded_batch([5, 2], feature=4, pad_value=float("nan"))
+    conv = dt.nn.Conv1d(pb.feature, pb.feature, 3, padding="same")
+    assert conv.filter_in_dim is not pb.feature and conv.filter_in_dim.size == 4
+    assert conv.weight.dims == (pb.feature, conv.filter_in_dim, conv.filter_dims[0])
+    y, t = conv(pb.x, in_spatial_dim=pb.time)
+    assert y.dims == (pb.batch, pb.feature, t) and t is pb.time
+    ref = torch.nn.Conv1d(4, 4, 3, padding=1)
+    ref.load_state_dict({"weight": conv.weight.raw.detach(), "bias": conv.bias.raw.detach()})
+    for b, n in enumerate([5, 2]):
+        torch.testing.assert_close(y.raw[b, :, :n], ref(pb.x.raw[b:b + 1, :n].transpose(1, 2))[0])
+    tconv = dt.nn.TransposedConv1d(pb.feature, pb.feature, 2)
+    assert tconv.filter_out_dim is not pb.feature and tuple(tconv.weight.raw.shape) == (4, 4, 2)
+    y, t = tconv(pb.x, in_spatial_dim=pb.time)
+    assert y.dims == (pb.batch, pb.feature, t) and t.dyn_size.raw.tolist() == [10, 4]

@@ -19,6 +19,7 @@ from ._sort import cumsum, sort  # noqa: F401  (top_k: C++ fast path)
 from ._stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from ._slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
 from ._conv import conv, pool, transposed_conv  # noqa: F401
+from ._conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spatial_dims  # noqa: F401
 from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ._C import Dim, Tensor
 from ._conv_args import (check_padding, out_spatial_dim, per_dim, permuted, plan_perm, same_pads, short_pads,
-                         spatial_dims)
+                         spatial_dims, transposed_extra, transposed_out_dim)
 from ._pool import pool  # noqa: F401  (dimtorch/__init__.py imports it from here)
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
@@ -55,6 +55,18 @@ def _check_channels(caller: str, in_dim, out_dim, groups) -> None:
     if groups > 1 and (in_dim.size % groups or out_dim.size % groups):
         raise ValueError(f"{caller}: groups={groups} does not divide in_dim {dim_str(in_dim)} and out_dim "
                          f"{dim_str(out_dim)}")
+
+
+def _channel_copy(caller: str, filter, channel: Dim, filter_size: tuple, size: int, what: str) -> Dim:
+    """The filter's second channel dim when in_dim is out_dim (a tensor cannot name a dim twice):
+    its one dim besides `channel` and the filter_size dims, static, of the channel's size."""
+    check_tensor(filter, caller, what="filter")
+    rest = [d for d in filter.dims if d is not channel and not any(d is k for k in filter_size)]
+    if len(rest) != 1 or rest[0].size != size or not any(d is channel for d in filter.dims):
+        raise ValueError(f"{caller}: out_dim is in_dim {dim_str(channel)}, so the filter names its {what} channels by "
+                         f"another static dim of size {size}: dims ({dim_str(channel)}, that dim, "
+                         f"{dims_str(filter_size)}); it has ({dims_str(filter.dims)})")
+    return rest[0]
 
 
 def _check_filter_dims(caller: str, filter, want: tuple) -> None:
@@ -144,7 +156,10 @@ def _conv_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
     dilation = per_dim(caller, "dilation", dilation, n)
     check_padding(caller, padding)
     _check_channels(caller, in_dim, out_dim, groups)
-    want = (out_dim, in_dim if groups == 1 else in_dim // groups) + filter_size
+    filter_in = in_dim if groups == 1 else in_dim // groups
+    if filter_in is out_dim:
+        filter_in = _channel_copy(caller, filter, out_dim, filter_size, in_dim.size, "input")
+    want = (out_dim, filter_in) + filter_size
     _check_filter_dims(caller, filter, want)
     plan = _Plan()
     plan.want, plan.aligned, plan.fn, plan.transposed = want, filter.dims == want, _CONV_FNS[n], False
@@ -174,7 +189,10 @@ def _transposed_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
     output_padding = _optional_per_dim(caller, "output_padding", output_padding, n)
     remove_padding = per_dim(caller, "remove_padding", remove_padding, n, minimum=0)
     _check_channels(caller, in_dim, out_dim, groups)
-    want = (in_dim, out_dim if groups == 1 else out_dim // groups) + filter_size
+    filter_out = out_dim if groups == 1 else out_dim // groups
+    if filter_out is in_dim:
+        filter_out = _channel_copy(caller, filter, in_dim, filter_size, out_dim.size, "output")
+    want = (in_dim, filter_out) + filter_size
     _check_filter_dims(caller, filter, want)
     plan = _Plan()
     plan.want, plan.aligned, plan.fn, plan.transposed = want, filter.dims == want, _TRANSPOSED_CONV_FNS[n], True
@@ -184,15 +202,7 @@ def _transposed_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
         if p is not None and p >= max(s, dl):
             raise ValueError(f"{caller}: output_padding must be smaller than the stride or the dilation, got "
                              f"output_padding={p}, stride={s}, dilation={dl}")
-        # Out length T * s + extra: the frames [left, left + T * s + extra) of the full result.
-        if p is None:
-            extra, left = max(k_eff - s, 0), 0
-            if padding == "same":
-                extra, left = 0, extra // 2
-        else:
-            half = k_eff // 2 if padding == "same" else 0
-            extra, left = k_eff - s - 2 * half + p, half
-        extra, left = extra - 2 * r, left + r
+        extra, left = transposed_extra(k_eff, s, padding, p, r)
         # torch gives (T - 1) * s + k_eff (+ output_padding) frames: frames the result needs beyond
         # that (bias only, no input reaches them) come as torch's output_padding (< s by the above).
         torch_output_padding.append(max(left + extra - (k_eff - s), 0))
@@ -252,11 +262,7 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
             lay.narrow_in.append((2 + i, sizes[i]))
     lay.fit_pad = short_pads(caller, sizes, spatial, plan.need)
     if plan.transposed:
-        out_spatial = []
-        for d, (s, extra) in zip(spatial, plan.out_math):
-            od = d * s
-            out_spatial.append(od + extra if extra >= 0 else od - (-extra))
-        lay.out_spatial = tuple(out_spatial)
+        lay.out_spatial = tuple(transposed_out_dim(d, s, extra) for d, (s, extra) in zip(spatial, plan.out_math))
     else:
         padding = plan.args[5]
         lay.out_spatial = tuple(out_spatial_dim(d, k, s, padding) for d, (k, s) in zip(spatial, plan.out_math))
@@ -319,7 +325,8 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
     `filter` has dims (out_dim, in_dim // groups, *filter_size) in any order (`in_dim` itself when
-    groups == 1); `filter_size` are static Dims; `bias` has dims (out_dim,). All dims of x other
+    groups == 1; when out_dim is in_dim, another static dim of in_dim's size names the filter's input
+    channels, e.g. Conv1d's filter_in_dim); `filter_size` are static Dims; `bias` has dims (out_dim,). All dims of x other
     than in_dim and the spatial dims are batch dims (merged into one axis for torch).
 
     Padding of dynamic spatial dims is zeroed first. Output spatial dims come from dim math, so
@@ -349,7 +356,7 @@ def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
     `filter` has dims (in_dim, out_dim // groups, *filter_size) in any order (`out_dim` itself when
-    groups == 1; torch's layout); `filter_size` are static Dims; `bias` (out_dim,). `strides`
+    groups == 1; another static dim of its size when out_dim is in_dim; torch's layout); `filter_size` are static Dims; `bias` (out_dim,). `strides`
     defaults to the filter size (as RETURNN's transposed_conv). Per spatial dim, with
     k_eff = dilation * (k - 1) + 1 and stride s, the output length is, as RETURNN's:
     - output_padding None, padding="valid": T * s + max(k_eff - s, 0), every frame some input frame

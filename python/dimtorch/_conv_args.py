@@ -1,4 +1,5 @@
-"""Argument checks that conv, transposed_conv and pool share: spatial dims, per-dim ints, padding, short inputs."""
+"""What conv, transposed_conv and pool share: argument checks (spatial dims, per-dim ints, padding, short
+inputs) and the output dim math, public as make_conv_out_spatial_dims / make_transposed_conv_out_spatial_dims."""
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -52,6 +53,97 @@ def out_spatial_dim(d: Dim, k_eff: int, stride: int, padding: str) -> Dim:
     if padding == "valid":
         d = d - (k_eff - 1)
     return ceildiv(d, stride)
+
+
+def transposed_extra(k_eff: int, s: int, padding: str, output_padding: Optional[int], remove_padding: int) -> tuple:
+    """(extra, left) of a transposed conv along one dim: the output is the frames [left, left + T * s
+    + extra) of the full result (see dt.transposed_conv for the rules)."""
+    if output_padding is None:
+        extra, left = max(k_eff - s, 0), 0
+        if padding == "same":
+            extra, left = 0, extra // 2
+    else:
+        half = k_eff // 2 if padding == "same" else 0
+        extra, left = k_eff - s - 2 * half + output_padding, half
+    return extra - 2 * remove_padding, left + remove_padding
+
+
+def transposed_out_dim(d: Dim, s: int, extra: int) -> Dim:
+    """T * s + extra by dim math (lengths on the host, never below 0)."""
+    od = d * s
+    return od + extra if extra >= 0 else od - (-extra)
+
+
+def _per_dim_value(caller: str, what: str, value, n: int, kinds: tuple) -> tuple:
+    if isinstance(value, kinds) and not isinstance(value, bool) or value is None:
+        return (value,) * n
+    try:
+        values = tuple(value)
+    except TypeError:
+        values = ()
+    if len(values) != n or not all((isinstance(v, kinds) and not isinstance(v, bool)) or v is None for v in values):
+        raise TypeError(f"{caller}: {what} must be one value or a sequence of {n}, got {value!r}")
+    return values
+
+
+def _filter_sizes(caller: str, filter_size, n: int) -> tuple:
+    sizes = _per_dim_value(caller, "filter_size", filter_size, n, (int, Dim))
+    sizes = tuple(k.size if isinstance(k, Dim) else k for k in sizes)
+    if not all(isinstance(k, int) and k >= 1 for k in sizes):
+        raise ValueError(f"{caller}: filter_size must be ints >= 1 or static Dims, got {filter_size!r}")
+    return sizes
+
+
+def make_conv_out_spatial_dims(in_spatial_dims: Sequence[Dim], *, filter_size, padding, strides=1, dilation_rate=1,
+                               description_prefix: Optional[str] = None) -> list:
+    """The output spatial dims of a conv or pool over `in_spatial_dims` (RETURNN frontend's), by dim
+    math, so they are the very dims dt.conv and dt.pool return and their lengths are per sequence:
+    padding "valid" (or an int p: T + 2p first): ceildiv(T - (k_eff - 1), s), 0 when T < k_eff;
+    "same": ceildiv(T, s) (T itself for stride 1); k_eff = dilation_rate * (k - 1) + 1. A dim that
+    takes its size from data gives a new such dim. `description_prefix` is accepted for rf's
+    signature (dims from dim math are shared and keep their derived names)."""
+    caller = "dimtorch.make_conv_out_spatial_dims()"
+    dims = dims_arg(in_spatial_dims, caller, "in_spatial_dims")
+    n = len(dims)
+    sizes = _filter_sizes(caller, filter_size, n)
+    strides = per_dim(caller, "strides", strides, n)
+    dilation = per_dim(caller, "dilation_rate", dilation_rate, n)
+    pads = _per_dim_value(caller, "padding", padding, n, (str, int))
+    out = []
+    for d, k, s, dl, p in zip(dims, sizes, strides, dilation, pads):
+        if isinstance(p, int):
+            if p < 0:
+                raise ValueError(f"{caller}: padding must be >= 0, got {padding!r}")
+            d, p = (d + 2 * p if p else d), "valid"
+        check_padding(caller, p.lower() if isinstance(p, str) else p)
+        out.append(out_spatial_dim(d, dl * (k - 1) + 1, s, p.lower()))
+    return out
+
+
+def make_transposed_conv_out_spatial_dims(in_spatial_dims: Sequence[Dim], *, filter_size, padding,
+                                          output_padding=None, strides=None, dilation_rate=1,
+                                          description_prefix: Optional[str] = None) -> list:
+    """The output spatial dims of a transposed conv (dt.transposed_conv's rules, RETURNN frontend's
+    signature), by dim math: strides default to the filter size; without output_padding "valid"
+    gives T * s + max(k_eff - s, 0) and "same" T * s; with output_padding p, (T - 1) * s + k_eff + p
+    less 2 * (k_eff // 2) for "same"."""
+    caller = "dimtorch.make_transposed_conv_out_spatial_dims()"
+    dims = dims_arg(in_spatial_dims, caller, "in_spatial_dims")
+    n = len(dims)
+    sizes = _filter_sizes(caller, filter_size, n)
+    strides = sizes if strides is None else per_dim(caller, "strides", strides, n)
+    dilation = per_dim(caller, "dilation_rate", dilation_rate, n)
+    pads = _per_dim_value(caller, "padding", padding, n, (str,))
+    output_padding = _per_dim_value(caller, "output_padding", output_padding, n, (int,))
+    out = []
+    for d, k, s, dl, p, op in zip(dims, sizes, strides, dilation, pads, output_padding):
+        check_padding(caller, p)
+        if d.size is None and d.dyn_size is None:
+            out.append(Dim(None, name=f"{d.name}:transposed_conv"))
+            continue
+        extra, _ = transposed_extra(dl * (k - 1) + 1, s, p, op, 0)
+        out.append(transposed_out_dim(d, s, extra))
+    return out
 
 
 def check_padding(caller: str, padding) -> str:

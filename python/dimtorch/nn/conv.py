@@ -29,7 +29,8 @@ def _init_common(module: Module, in_dim: Dim, out_dim: Dim, filter_size, groups:
 class _Conv(Module):
     """Convolution of in_dim to out_dim over `n` spatial dims given at call time (dt.conv).
 
-    Weight dims (out_dim, in_dim // groups, *filter dims): torch's layout, so a torch Conv's state
+    Weight dims (out_dim, filter_in_dim, *filter dims), filter_in_dim = in_dim // groups (in_dim
+    itself for groups=1; a copy of it when out_dim is in_dim): torch's layout, so a torch Conv's state
     dict loads as is; bias (out_dim,), zeros. Glorot uniform init with fans from the dims."""
 
     _n = 0
@@ -42,6 +43,8 @@ class _Conv(Module):
         _init_common(self, in_dim, out_dim, filter_size, groups)
         self.padding, self.strides, self.dilation = padding, strides, dilation
         self.filter_in_dim = in_dim if groups == 1 else in_dim // groups
+        if self.filter_in_dim is out_dim:  # a filter cannot name one dim twice: its input channels get a copy
+            self.filter_in_dim = Dim(in_dim.size, name=f"{in_dim.name}_in")
         self.weight = Parameter((out_dim, self.filter_in_dim) + self.filter_dims, dtype, init=_init.Glorot(),
                                 device=device, in_dims=(self.filter_in_dim,), out_dims=(out_dim,))
         self.bias = Parameter((out_dim,), dtype, init=0.0, device=device) if with_bias else None
@@ -84,7 +87,8 @@ class _TransposedConv(Module):
     (dt.transposed_conv; output lengths and the meaning of padding, remove_padding and
     output_padding there). `strides` defaults to the filter size, as in RETURNN.
 
-    Weight dims (in_dim, out_dim // groups, *filter dims): torch's ConvTranspose layout, so its
+    Weight dims (in_dim, filter_out_dim, *filter dims), filter_out_dim = out_dim // groups (a copy of
+    out_dim when it is in_dim): torch's ConvTranspose layout, so its
     state dict loads as is; bias (out_dim,), zeros. Glorot uniform init with fans from the dims."""
 
     _n = 0
@@ -100,6 +104,8 @@ class _TransposedConv(Module):
         self.padding, self.strides, self.dilation = padding, strides, dilation
         self.remove_padding, self.output_padding = remove_padding, output_padding
         self.filter_out_dim = out_dim if groups == 1 else out_dim // groups
+        if self.filter_out_dim is in_dim:  # a filter cannot name one dim twice: its output channels get a copy
+            self.filter_out_dim = Dim(out_dim.size, name=f"{out_dim.name}_out")
         self.weight = Parameter((in_dim, self.filter_out_dim) + self.filter_dims, dtype, init=_init.Glorot(),
                                 device=device, in_dims=(in_dim,), out_dims=(self.filter_out_dim,))
         self.bias = Parameter((out_dim,), dtype, init=0.0, device=device) if with_bias else None
