@@ -24,6 +24,7 @@ from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F4
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from ._attention import dot_attention  # noqa: F401
+from ._loop import cond, scan, while_loop  # noqa: F401
 from ._positional import (  # noqa: F401
     apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )
