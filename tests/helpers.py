@@ -302,3 +302,32 @@ def check_batch_independence(fn: Callable, x: dt.Tensor, batch: dt.Dim, time: dt
                     expected = expected.narrow(ax, 0, n)
             torch.testing.assert_close(o.raw, expected, rtol=rtol, atol=atol, equal_nan=True,
                                        msg=lambda s: f"sequence {b} (length {n}), result {i}: {s}")
+
+
+def check_batch_independence_by_position(fn: Callable, x: dt.Tensor, batch: dt.Dim, time: dt.Dim, *, rtol=None,
+                                         atol=None):
+    """check_batch_independence for ops that make new dims (e.g. a frame dim by dim math): each
+    sequence alone gives, axis by axis in the result's own order, the batch result's entries of that
+    sequence within the alone result's sizes (its valid frames: the alone call has no padding)."""
+    full = fn(x, lambda d: d)
+    fulls = list(full) if isinstance(full, (tuple, list)) else [full]
+    bax, tax = x.dims.index(batch), x.dims.index(time)
+    for b, n in enumerate(time.dyn_size.raw.tolist()):
+        b1 = dt.Dim(None, name="batch1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n], dtype=torch.int64), (b1,)), name="time1")
+        fwd = {id(batch): b1, id(time): t1}
+        raw = x.raw.narrow(bax, b, 1).narrow(tax, 0, n)
+        xb = dt.Tensor(raw, tuple(fwd.get(id(d), d) for d in x.dims), feature_dim=x.feature_dim)
+        one = fn(xb, lambda d: fwd.get(id(d), d))
+        ones = list(one) if isinstance(one, (tuple, list)) else [one]
+        for i, (o, f) in enumerate(zip(ones, fulls)):
+            assert len(o.dims) == len(f.dims), f"result {i}: dims {o.dims} alone vs {f.dims} in the batch"
+            expected = f.raw
+            for ax, (d_one, d_full) in enumerate(zip(o.dims, f.dims)):
+                if d_full is batch:
+                    assert d_one is b1, f"result {i}: axis {ax} is the batch dim in the batch, {d_one} alone"
+                    expected = expected.narrow(ax, b, 1)
+                else:
+                    expected = expected.narrow(ax, 0, o.raw.shape[ax])
+            torch.testing.assert_close(o.raw, expected, rtol=rtol, atol=atol, equal_nan=True,
+                                       msg=lambda s: f"sequence {b} (length {n}), result {i}: {s}")

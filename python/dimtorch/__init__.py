@@ -25,6 +25,9 @@ from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from ._attention import dot_attention  # noqa: F401
 from ._loop import cond, scan, while_loop  # noqa: F401
+from ._signal import stft  # noqa: F401
+from ._safe_log import safe_log  # noqa: F401
+from . import audio  # noqa: F401  (dt.audio.mel_filterbank, dt.audio.log_mel_filterbank_from_raw)
 from ._positional import (  # noqa: F401
     apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )
