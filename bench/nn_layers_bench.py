@@ -408,12 +408,7 @@ def main(argv=None) -> int:
         setup = setup_returnn()
         rf_line = setup.describe()
         if setup.available:
-            rf = setup.rf
-            from returnn.util.basic import BehaviorVersion
-            # The newest behavior version, as a new RETURNN config sets it: among others, conv masks the
-            # padding of its input (older versions let the padding into the valid frames near the end).
-            BehaviorVersion.set(BehaviorVersion._latest_behavior_version)
-            rf_line += f", behavior version {BehaviorVersion.get()}"
+            rf = setup.rf  # at its newest behavior version (setup_returnn)
             with contextlib.redirect_stdout(sys.stderr):
                 rf.init_train_step_run_ctx(train_flag=True, step=0, epoch=1)  # batch norm: batch statistics
     pattern = re.compile(args.filter, re.IGNORECASE)

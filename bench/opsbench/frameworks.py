@@ -52,6 +52,7 @@ class ReturnnSetup:
     version: str
     native_helpers: bool
     problem: str = ""
+    behavior_version: Optional[int] = None
 
     @property
     def available(self) -> bool:
@@ -61,11 +62,15 @@ class ReturnnSetup:
         if not self.available:
             return f"RETURNN frontend: n/a ({self.problem})"
         native = "on" if self.native_helpers else "OFF (the native module failed to build or load)"
-        return f"RETURNN frontend {self.version}, PyTorch backend, native helpers {native}"
+        return (f"RETURNN frontend {self.version}, PyTorch backend, native helpers {native}, "
+                f"behavior version {self.behavior_version}")
 
 
 def setup_returnn() -> ReturnnSetup:
-    """Imports RETURNN, selects its PyTorch backend and switches its native C++ helpers on.
+    """Imports RETURNN, selects its PyTorch backend, sets its newest behavior version (as a new RETURNN
+    config does: among others, ops mask the padding of their inputs from version 23 on and 'same'
+    padding with strides stops depending on the padded length from 24 on; without it RETURNN runs at
+    its minimum version) and switches its native C++ helpers on.
 
     The first run compiles the helpers (cached under the temp dir); the compiler's chatter goes to stderr so
     that stdout stays a clean Markdown report.
@@ -76,9 +81,13 @@ def setup_returnn() -> ReturnnSetup:
             import returnn.frontend as rf
             from returnn.frontend import _native
             from returnn.tensor import Dim
+            from returnn.util.basic import BehaviorVersion
+            if not BehaviorVersion.is_set():
+                BehaviorVersion.set(BehaviorVersion._latest_behavior_version)
             _native.set_enabled(True)
             rf.select_backend_torch()
     except Exception as exc:  # any failure only removes the RETURNN column
         return ReturnnSetup(None, None, "n/a", False, f"{type(exc).__name__}: {exc}")
     native_on = _native.is_set_up() and getattr(_native, "_module", None) is not None
-    return ReturnnSetup(rf, ReturnnApi(rf, Dim), returnn.__version__, native_on)
+    return ReturnnSetup(rf, ReturnnApi(rf, Dim), returnn.__version__, native_on,
+                        behavior_version=BehaviorVersion.get())

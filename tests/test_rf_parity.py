@@ -1,0 +1,271 @@
+"""Programs run on RETURNN frontend and on dimtorch with the same data, compared on valid frames
+(tests/rf_parity.py), so that drift between the two shows up wherever `returnn` is installed (the
+bench extra); skipped cleanly where it is not. Adding a program: one Program(...) entry below.
+
+Known differences are pinned by their own tests at the end (what differs, and that RETURNN frontend is
+batch-dependent there): see docs/rf_coverage.md, "Differences".
+"""
+import pytest
+import torch
+
+import dimtorch as dt
+from rf_parity import LENGTHS, Program, make_data, run_both, setup_rf
+
+BTF = ("batch", "time", "feature")
+
+
+def _scan_rnn(F, d, x):
+    """A tanh RNN over time by scan: ys and the final state."""
+    h0 = F.zeros([d.batch, d.out]) if F is not dt else dt.Tensor(torch.zeros(3, d.out.size), (d.batch, d.out))
+
+    def body(x_t, h):
+        h = F.tanh(F.matmul(x_t, x.w, reduce=d.feature) + h)
+        return h, h
+
+    template = h0
+    if F is not dt:
+        from returnn.tensor import Tensor as RfTensor
+        template = RfTensor("y", dims=[d.batch, d.out], dtype="float32")
+    ys, h, out_dim = F.scan(spatial_dim=d.time, initial=h0, xs=x.x, ys=template, body=body)
+    return ys, h
+
+
+def _while_double(F, d, x):
+    v = F.reduce_sum(x.positive, axis=[d.batch, d.time, d.feature])
+    i = F.convert_to_tensor(torch.tensor(0), dims=[])
+    return F.while_loop(lambda s: s[0] < 5, lambda s: (s[0] + 1, s[1] * 1.5), (i, v))[1]
+
+
+def _cond_branch(F, d, x):
+    s = F.reduce_max(x.x, axis=[d.batch, d.time, d.feature])
+    return F.cond(s > 0.0, lambda: x.x * 2.0, lambda: x.x - 1.0)
+
+
+def _mha(F, d, x):
+    return F.dot_attention(x.q4, x.k4, x.v4, key_dim=d.head_dim, axis=d.time2)
+
+
+def _self_att(F, d, x):
+    return F.dot_attention(x.q4, x.q4, x.q4, key_dim=d.head_dim, axis=d.time)
+
+
+def _causal_self_att(F, d, x):
+    return F.dot_attention(x.q4, x.q4, x.q4, key_dim=d.head_dim, axis=d.time, causal_query_spatial_dim=d.time)
+
+
+def _conv(F, d, x, padding, strides):
+    y, (out_time,) = F.conv(x.x, in_dim=d.feature, out_dim=d.out, in_spatial_dims=[d.time], filter=x.filter,
+                            filter_size=[d.k3], padding=padding, strides=strides, bias=x.bias)
+    return y, out_time
+
+
+def _dt_conv(F, d, x, padding, strides):
+    y, (out_time,) = dt.conv(x.x, x.filter, in_dim=d.feature, out_dim=d.out, in_spatial_dims=[d.time],
+                             filter_size=[d.k3], padding=padding, strides=strides, bias=x.bias)
+    return y, out_time
+
+
+def _stft(F, d, x):
+    y, out_time, freq = F.stft(x.audio, in_spatial_dim=d.samples, frame_step=40, frame_length=100, fft_length=128)
+    return abs(y) if F is not dt else dt.abs(y), out_time
+
+
+def _log_mel(F, d, x):
+    mel = F.Dim(20, name="mel") if F is dt else _rf_dim(20, "mel")
+    return F.audio.log_mel_filterbank_from_raw(x.audio, in_spatial_dim=d.samples, out_dim=mel, sampling_rate=4000)
+
+
+def _rf_dim(size, name):
+    from returnn.tensor import Dim
+    return Dim(size, name=name)
+
+
+def _sin_pos(F, d, x):
+    return F.sinusoidal_positional_encoding(spatial_dim=d.time, feat_dim=d.feature, offset=2)
+
+
+def _rel_pos(F, d, x):
+    pe, _ = F.relative_positional_encoding(query_spatial_dim=d.time, key_value_spatial_dim=d.time2,
+                                          feat_dim=d.feature)
+    return pe
+
+
+def _conv_dims(F, d, x):
+    return tuple(F.make_conv_out_spatial_dims([d.time, d.time2], filter_size=[3, 2], padding="valid",
+                                              strides=[2, 1], dilation_rate=[1, 2]))
+
+
+PROGRAMS = [
+    # --- elementwise, reductions, softmax (existing ops) ------------------------------------------------------
+    Program("add_mul", both=lambda F, d, x: x.x * 2.0 + x.y, out=(BTF,)),
+    Program("copy_masked", both=lambda F, d, x: x.x.copy_masked(0.0), out=(BTF,)),
+    Program("where", both=lambda F, d, x: F.where(x.cond, x.x, x.y), out=(BTF,)),
+    Program("reduce_sum_time", both=lambda F, d, x: F.reduce_sum(x.x, axis=d.time), out=(("batch", "feature"),)),
+    Program("reduce_mean_time", both=lambda F, d, x: F.reduce_mean(x.x, axis=d.time), out=(("batch", "feature"),)),
+    Program("reduce_max_time", both=lambda F, d, x: F.reduce_max(x.x, axis=d.time), out=(("batch", "feature"),)),
+    Program("reduce_logsumexp_time", both=lambda F, d, x: F.reduce_logsumexp(x.x, axis=d.time),
+            out=(("batch", "feature"),)),
+    Program("softmax_time", both=lambda F, d, x: F.softmax(x.x, axis=d.time), out=(BTF,)),
+    Program("log_softmax_vocab", both=lambda F, d, x: F.log_softmax(x.logits, axis=d.vocab),
+            out=(("batch", "time", "vocab"),)),
+    Program("matmul", both=lambda F, d, x: F.matmul(x.x, x.w, reduce=d.feature), out=(("batch", "time", "out"),)),
+    Program("moments", both=lambda F, d, x: F.moments(x.x, axis=[d.batch, d.time]), out=(("feature",), ("feature",))),
+    Program("cross_entropy", both=lambda F, d, x: F.cross_entropy(estimated=x.logits, target=x.labels,
+                                                                 axis=d.vocab, estimated_type="logits"),
+            out=(("batch", "time"),)),
+    # --- shape and indexing ----------------------------------------------------------------------------
+    Program("concat_time", both=lambda F, d, x: F.concat((x.x, d.time), (x.z, d.time2)), out=(("batch", "*", "feature"),)),
+    Program("pad_time", rf=lambda F, d, x: F.pad(x.x, axes=[d.time], padding=[(1, 2)], value=0.0),
+            dt=lambda F, d, x: dt.pad(x.x, axes=[d.time], padding=[(1, 2)], value=0.0),
+            out=(("batch", "*", "feature"),)),
+    Program("slice_time", both=lambda F, d, x: F.slice(x.x, axis=d.time, start=1), out=(("batch", "*", "feature"),)),
+    Program("shift_right", both=lambda F, d, x: F.shift_right(x.x, axis=d.time, pad_value=0.0), out=(BTF,)),
+    Program("reverse_sequence", both=lambda F, d, x: F.reverse_sequence(x.x, axis=d.time), out=(BTF,)),
+    Program("cumsum", rf=lambda F, d, x: F.cumsum(x.x, spatial_dim=d.time),
+            dt=lambda F, d, x: dt.cumsum(x.x, axis=d.time), out=(BTF,)),
+    Program("gather_embedding", both=lambda F, d, x: F.gather(x.emb, indices=x.labels, axis=d.vocab), out=(BTF,),
+            atol=0),
+    Program("top_k", both=lambda F, d, x: F.top_k(x.x, axis=d.feature, k=2)[:2], out=(("batch", "time", "*"),) * 2),
+    Program("one_hot", both=lambda F, d, x: F.one_hot(x.labels), out=(("batch", "time", "vocab"),)),
+    Program("scatter_add", both=lambda F, d, x: F.scatter(x.x, indices=x.labels, indices_dim=d.time),
+            out=(("batch", "vocab", "feature"),)),
+    Program("pack_padded", both=lambda F, d, x: F.pack_padded(x.x, dims=[d.batch, d.time]), out=(("*", "feature"),)),
+    Program("merge_split_dims", both=lambda F, d, x: F.merge_dims(x.q4, dims=[d.heads, d.head_dim])[0],
+            out=(("batch", "time", "*"),)),
+    # --- conv and pool -----------------------------------------------------------------------------------
+    Program("conv_same", rf=lambda F, d, x: _conv(F, d, x, "same", 1), dt=lambda F, d, x: _dt_conv(F, d, x, "same", 1),
+            out=(("batch", "out", "time"),)),
+    Program("conv_valid_stride2", rf=lambda F, d, x: _conv(F, d, x, "valid", 2),
+            dt=lambda F, d, x: _dt_conv(F, d, x, "valid", 2), out=(("batch", "out", "*"),)),
+    Program("conv_same_stride2", rf=lambda F, d, x: _conv(F, d, x, "same", 2),
+            dt=lambda F, d, x: _dt_conv(F, d, x, "same", 2), out=(("batch", "out", "*"),)),
+    Program("pool_max_same_stride2", both=lambda F, d, x: F.pool(x.x, mode="max", pool_size=3, strides=2, padding="same",
+                                                                 in_spatial_dims=[d.time]),
+            out=(("batch", "feature", "*"),)),
+    Program("pool_avg_valid", both=lambda F, d, x: F.pool(x.x, mode="avg", pool_size=2, strides=2, padding="valid",
+                                                          in_spatial_dims=[d.time]),
+            out=(("batch", "feature", "*"),)),
+    Program("make_conv_out_spatial_dims", both=_conv_dims),
+    # --- part B: attention, positions, loops, signal -------------------------------------------------------------
+    Program("dot_attention_cross", both=_mha, out=(("batch", "heads", "time", "head_dim"),)),
+    Program("dot_attention_self", both=_self_att, out=(("batch", "heads", "time", "head_dim"),)),
+    Program("dot_attention_causal", both=_causal_self_att, out=(("batch", "heads", "time", "head_dim"),)),
+    Program("sinusoidal_positional_encoding", both=_sin_pos, out=(("time", "feature"),)),
+    Program("relative_positional_encoding", both=_rel_pos, out=(("*", "feature"),)),
+    Program("scan_rnn", both=_scan_rnn, out=(("time", "batch", "out"), ("batch", "out"))),
+    Program("while_loop", both=_while_double, out=((),)),
+    Program("cond", both=_cond_branch, out=(BTF,)),
+    Program("stft", both=_stft, out=(("batch", "*", "*"),), atol=1e-3),
+    Program("log_mel_filterbank", both=_log_mel, out=(("batch", "*", "*"),), atol=1e-3),
+    Program("safe_log", both=lambda F, d, x: F.safe_log(x.positive - 0.5, eps=1e-6), out=(BTF,)),
+    # --- part A (run once dimtorch has them) ---------------------------------------------------------------
+    Program("squared_difference", both=lambda F, d, x: F.squared_difference(x.x, x.y), out=(BTF,),
+            requires=("squared_difference",)),
+    Program("log_add_exp", both=lambda F, d, x: F.log_add_exp(x.x, x.y), out=(BTF,), requires=("log_add_exp",)),
+    Program("log_sigmoid", both=lambda F, d, x: F.log_sigmoid(x.x), out=(BTF,), requires=("log_sigmoid",)),
+    Program("masked_select", both=lambda F, d, x: F.masked_select(x.x, mask=x.cond, dims=[d.time]),
+            out=(("batch", "*", "feature"),), requires=("masked_select",)),
+    # (rf keeps the raw padding of x where time2 outlasts time; dimtorch gives 0 there: compared with x's padding 0)
+    Program("replace_dim_v2", both=lambda F, d, x: F.replace_dim_v2(x.x.copy_masked(0.0), in_dim=d.time,
+                                                                    out_dim=d.time2),
+            out=(("batch", "time2", "feature"),), requires=("replace_dim_v2",)),
+    Program("scatter_max", both=lambda F, d, x: F.scatter(x.x, indices=x.labels, indices_dim=d.time, mode="max",
+                                                         fill_value=0.0),
+            out=(("batch", "vocab", "feature"),), pending=True),
+    Program("label_smoothed_log_prob_gradient",
+            both=lambda F, d, x: F.label_smoothed_log_prob_gradient(F.log_softmax(x.logits, axis=d.vocab), 0.1,
+                                                                    axis=d.vocab),
+            out=(("batch", "time", "vocab"),), requires=("label_smoothed_log_prob_gradient",)),
+    Program("gather_clip_to_valid", both=lambda F, d, x: F.gather(x.x, indices=x.index, axis=d.time,
+                                                                  clip_to_valid=True),
+            out=(("batch", "time2", "feature"),), pending=True),
+]
+
+
+@pytest.fixture(scope="module")
+def rf():
+    pytest.importorskip("returnn")
+    module, problem = setup_rf()
+    if module is None:
+        pytest.skip(f"RETURNN frontend is not usable here: {problem}")
+    return module
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+def test_program_agrees_with_returnn_frontend(rf, program):
+    missing = program.missing()
+    if missing:
+        pytest.skip(f"dimtorch lacks {', '.join(missing)} (not landed yet)")
+    try:
+        problems = run_both(program, rf)
+    except TypeError as e:
+        if program.pending and "unexpected keyword argument" in str(e):
+            pytest.skip(f"dimtorch lacks an argument of {program.name} (not landed yet): {e}")
+        raise
+    assert not problems, f"{program.name}: " + "; ".join(problems)
+
+
+def test_program_names_are_unique():
+    names = [p.name for p in PROGRAMS]
+    assert len(names) == len(set(names))
+
+
+def test_scan_with_cond_keeps_returnn_frontends_state_rule(rf):
+    """RETURNN frontend's scan with cond: the step whose new state turns an entry's cond false counts
+    for the lengths and outputs, but that new state is dropped. dimtorch follows it."""
+    from returnn.tensor import Dim as RfDim, Tensor as RfTensor
+    results = {}
+    for F in (rf, dt):
+        batch = RfDim(3, name="batch") if F is rf else dt.Dim(None, name="batch")
+        make = (lambda r, dims: rf.convert_to_tensor(r, dims=list(dims))) if F is rf else dt.Tensor
+        limit, zero = make(torch.tensor([3, 1, 0]), (batch,)), make(torch.zeros(3, dtype=torch.int64), (batch,))
+        template = RfTensor("y", dims=[batch], dtype="int64") if F is rf else zero
+        for before in (True, False):
+            ys, final, new_dim = F.scan(cond=lambda _, s: s < limit, cond_dims=[batch], cond_before_body=before,
+                                        initial=zero, ys=template, body=lambda _, s: (s + 1, s + 1))
+            lengths = new_dim.dyn_size_ext.raw_tensor if F is rf else new_dim.dyn_size.raw
+            raw = final.raw_tensor if F is rf else final.raw
+            results[(F is rf, before)] = (lengths.tolist(), raw.tolist())
+    for before in (True, False):
+        assert results[(True, before)] == results[(False, before)]
+
+
+def _pool_avg(F, d, x, pool_size, strides):
+    return F.pool(x, mode="avg", pool_size=pool_size, strides=strides, padding="same", in_spatial_dims=[d.time])[0]
+
+
+@pytest.mark.parametrize("premask", [False, True])
+@pytest.mark.parametrize("pool_size,strides", [(3, 1), (3, 2)])
+def test_avg_pool_same_differs_where_returnn_frontend_is_batch_dependent(rf, pool_size, strides, premask):
+    """avg pool with padding="same" and an odd window: RETURNN frontend pads with torch's own padding
+    (not counted: count_include_pad=False) but masks the padding of shorter sequences with 0 and
+    counts those frames, so a shorter sequence's last output frame differs between the batch and the
+    sequence alone. dimtorch averages over the sequence's own frames only, which is what rf gives for
+    each sequence alone. They agree on the longest sequence and on every window inside a sequence.
+    premask: copy_masked(1.0) first, as rf's own test_copy_masked does (the "copy_masked difference":
+    copy_masked itself agrees; the avg pool after it is what differs)."""
+    from returnn.tensor import Dim as RfDim
+    rf_d, rf_x = make_data(rf, RfDim, RfDim(3, name="batch"))
+    dt_d, dt_x = make_data(dt, dt.Dim, dt.Dim(None, name="batch"))
+    r_in = rf_x.x.copy_masked(1.0) if premask else rf_x.x
+    t_in = dt_x.x.copy_masked(1.0) if premask else dt_x.x
+    r = _pool_avg(rf, rf_d, r_in, pool_size, strides)
+    t = _pool_avg(dt, dt_d, t_in, pool_size, strides)
+    out_rf = next(e for e in r.dims if e not in (rf_d.batch, rf_d.feature))
+    out_dt = next(e for e in t.dims if e not in (dt_d.batch, dt_d.feature))
+    r_raw = r.copy_compatible_to_dims_raw([rf_d.batch, out_rf, rf_d.feature])
+    t_raw = t.raw_aligned((dt_d.batch, out_dt, dt_d.feature))
+    n_out = [-(-n // strides) for n in LENGTHS]
+    half, differs = pool_size // 2, []
+    for b, n in enumerate(LENGTHS):
+        inside = [i for i in range(n_out[b]) if i * strides + half < n]
+        torch.testing.assert_close(t_raw[b, inside], r_raw[b, inside])
+        differs.append(not torch.allclose(t_raw[b, :n_out[b]], r_raw[b, :n_out[b]]))
+        # rf on this sequence alone (no batch padding) gives dimtorch's values
+        one = RfDim(1, name="one")
+        t1 = RfDim(rf.convert_to_tensor(torch.tensor([n], dtype=torch.int32), dims=[one]), name="t1")
+        x1 = rf.convert_to_tensor(rf_x.x.raw_tensor[b:b + 1, :n].clone(), dims=[one, t1, rf_d.feature])
+        y1, (o1,) = rf.pool(x1, mode="avg", pool_size=pool_size, strides=strides, padding="same", in_spatial_dims=[t1])
+        torch.testing.assert_close(t_raw[b, :n_out[b]], y1.copy_compatible_to_dims_raw([one, o1, rf_d.feature])[0])
+    longest = LENGTHS.index(max(LENGTHS))
+    assert not differs[longest] and any(differs), differs
