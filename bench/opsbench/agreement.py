@@ -59,6 +59,8 @@ def _tensor_disagreement(ref, cand, valid, tolerance, flat) -> str:
         return ""
     if valid is not None:
         ref, cand = torch.where(valid, ref, 0), torch.where(valid, cand, 0)
+    if ref.is_complex() or cand.is_complex():
+        ref, cand = torch.view_as_real(ref.resolve_conj()), torch.view_as_real(cand.resolve_conj())
     if ref.dtype == torch.bool or cand.dtype == torch.bool:
         return "" if torch.equal(ref, cand) else f"{int((ref != cand).sum())} values differ"
     ref, cand = ref.detach().double(), cand.detach().double()

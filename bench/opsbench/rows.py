@@ -287,5 +287,8 @@ ROWS = (
         dimtorch=lambda s: conformer.build_dimtorch(s, backward=True),
         returnn=lambda s: conformer.build_returnn(s, backward=True)),
 )
-from .rows_array import ARRAY_ROWS  # noqa: E402  (it imports Row from here, so it comes last)
-ROWS += ARRAY_ROWS
+from .rows_array import ARRAY_ROWS  # noqa: E402  (these import Row from here, so they come last)
+from .rows_attention import ATTENTION_ROWS  # noqa: E402
+from .rows_loop import LOOP_ROWS  # noqa: E402
+from .rows_signal import SIGNAL_ROWS  # noqa: E402
+ROWS += ARRAY_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + LOOP_ROWS

@@ -23,6 +23,21 @@ def _flatten(tree):
     return pytree.tree_flatten(tree, is_leaf=_is_leaf)
 
 
+def _same_structure(a, b) -> bool:
+    """Whether a and b are the same nested structure (containers and leaf kinds), cheaply for plain
+    tuples, lists and dicts (a loop checks this every iteration); other nodes go through pytree."""
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is tuple or ta is list:
+        return len(a) == len(b) and all(_same_structure(x, y) for x, y in zip(a, b))
+    if ta is dict:
+        return a.keys() == b.keys() and all(_same_structure(a[k], b[k]) for k in a)
+    if ta is Tensor or ta is Dim or a is None or ta in (bool, int, float, str, complex):
+        return True
+    return _flatten(a)[1] == _flatten(b)[1]
+
+
 def _truth(value, caller: str, what: str) -> bool:
     """A Python bool, or a scalar bool Tensor's value (read from the device: the loop's length or
     the branch depends on data)."""
@@ -52,13 +67,13 @@ def while_loop(cond: Callable[[Any], Union[bool, Tensor]], body: Callable[[Any],
     caller = "dimtorch.while_loop()"
     if not callable(cond) or not callable(body):
         raise TypeError(f"{caller}: cond and body must be callables")
-    _, spec = _flatten(initial)
     loop_vars = initial
     while _truth(cond(loop_vars), caller, "cond"):
-        loop_vars = body(loop_vars)
-        _, new_spec = _flatten(loop_vars)
-        if new_spec != spec:
-            raise ValueError(f"{caller}: body returned another structure than initial's: {new_spec} vs {spec}")
+        new_vars = body(loop_vars)
+        if not _same_structure(new_vars, loop_vars):
+            raise ValueError(f"{caller}: body returned another structure than initial's: {_flatten(new_vars)[1]} vs "
+                             f"{_flatten(loop_vars)[1]}")
+        loop_vars = new_vars
     return loop_vars
 
 
@@ -83,6 +98,8 @@ def _mask_leaf(new, old, mask: Tensor, caller: str):
 
 
 def _masked_state(new, old, mask: Tensor, caller: str):
+    if type(new) is Tensor and type(old) is Tensor:  # the common single-Tensor state, without pytree
+        return _mask_leaf(new, old, mask, caller)
     new_leaves, spec = _flatten(new)
     old_leaves, old_spec = _flatten(old)
     if spec != old_spec:
@@ -101,8 +118,12 @@ class _Outputs:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"{caller}: ys must hold Tensor templates (or None), got {type(t).__name__}")
         self.steps = [[] for _ in self.templates]
+        self.single = ys if type(ys) is Tensor else None
 
     def add(self, y) -> None:
+        if type(y) is Tensor and self.single is not None and y.dims == self.single.dims:
+            self.steps[0].append(y)  # the common single-Tensor output in its template's order
+            return
         leaves, spec = _flatten(y)
         if spec != self.spec:
             raise ValueError(f"{self.caller}: body's outputs have another structure than the ys templates: {spec} vs "

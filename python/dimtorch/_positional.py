@@ -24,15 +24,22 @@ def _cached(key, make) -> torch.Tensor:
     return raw
 
 
+_CPU = torch.device("cpu")
+
+
 def _float_dtype(dtype, caller: str) -> torch.dtype:
-    dt_ = to_torch_dtype("float32" if dtype is None else dtype, caller)
+    if dtype is None:
+        return torch.float32
+    dt_ = to_torch_dtype(dtype, caller)
     if not dt_.is_floating_point:
         raise ValueError(f"{caller}: dtype must be a float dtype, got {dtype!r}")
     return dt_
 
 
 def _device(device) -> torch.device:
-    return torch.device("cpu") if device is None else torch.device(device)
+    if device is None:
+        return _CPU
+    return device if isinstance(device, torch.device) else torch.device(device)
 
 
 def _half_of(feat_dim, caller: str, minimum: int) -> int:

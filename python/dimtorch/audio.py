@@ -26,7 +26,7 @@ def mel_filterbank_matrix(*, f_min: float, f_max: float, sampling_rate: float, f
     ln(1 + f / 700) (Huang, Acero & Hon 2001, eq. 6.141). Filter i's corners are the FFT bins of n+2
     points equally spaced in mel from f_min to f_max: it rises linearly from corner i-1 to 1 at
     corner i and falls to corner i+1, 0 elsewhere (not area-normalized). Cached per arguments."""
-    key = (float(f_min), float(f_max), float(sampling_rate), fft_length, n_filters, dtype, torch.device(device or "cpu"))
+    key = (f_min, f_max, sampling_rate, fft_length, n_filters, dtype, device)
     w = _MATRICES.get(key)
     if w is None:
         lo, hi = _mel(f_min), _mel(f_max)
@@ -37,7 +37,7 @@ def mel_filterbank_matrix(*, f_min: float, f_max: float, sampling_rate: float, f
         rising = (bins - left) / (mid - left)
         falling = (right - bins) / (right - mid)
         w = torch.where((bins > left) & (bins < right), torch.where(bins < mid, rising, falling), 0.0)
-        w = w.to(dtype=dtype, device=key[-1])
+        w = w.to(dtype=dtype, device=device)
         if len(_MATRICES) > 64:
             _MATRICES.clear()
         _MATRICES[key] = w

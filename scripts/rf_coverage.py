@@ -1,0 +1,532 @@
+"""The RETURNN frontend coverage table: every public rf name, dimtorch's counterpart or why there is none.
+
+`python scripts/rf_coverage.py` writes docs/rf_coverage.md from the table below; `--check` exits 1 when
+the file is stale, an rf public name (enumerated from the installed returnn: the `__all__` of every
+module rf/__init__.py star-imports, and of its sub-packages below) has no entry, an entry names no rf
+name, or a counterpart `dt.…` does not exist in dimtorch (entries of part A's API are allowed to be
+missing until it lands). tests/test_rf_coverage.py runs these checks.
+
+Status: same = dimtorch has it under rf's name and signature (details in the note); alt = dimtorch
+has it spelled otherwise; A = lands with issue 13 part A (dimtorch name given); not yet = missing (why);
+n/a = not something dimtorch has by design (why).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "rf_coverage.md"
+
+SUBPACKAGES = ("audio.mel", "audio.specaugment", "init", "nested", "encoder.base", "encoder.conformer",
+               "encoder.conformer_v2", "encoder.transformer", "encoder.e_branchformer", "decoder.transformer",
+               "conversions.torch_nn", "conversions.hf_llama", "conversions.espnet_e_branchformer", "hooks")
+# rf/cond.py has no __all__; its one public function:
+EXTRA = {"cond": ("cond",)}
+
+S, ALT, A, NOT_YET, NA = "same", "alt", "A", "not yet", "n/a"
+EAGER = "dimtorch runs eagerly on torch only; no backend or graph mode to select"
+CTX = "RETURNN's run context (train steps, losses, static tracing); dimtorch code is a plain torch training loop"
+
+# rf module -> [(rf name, status, dimtorch counterpart, note)]
+TABLE = {
+    "module": [
+        ("Module", S, "dt.nn.Module", "a torch.nn.Module (parameters, state_dict, .to(), DDP work unchanged)"),
+        ("Functional", S, "dt.nn.Functional", ""),
+    ],
+    "state": [("State", ALT, "any pytree", "states are dicts, named tuples (LstmState) or classes "
+                                             "(CausalSelfAttentionState); scan/while_loop take any of them")],
+    "amp": [(n, ALT, "torch.autocast", "dimtorch modules are torch modules: torch's autocast applies")
+            for n in ("AmpPolicy", "get_amp_policy", "set_amp_policy", "set_amp_policy_ctx", "amp_cast_compute",
+                      "amp_cast_float32")],
+    "array_": [
+        ("convert_to_tensor", S, "dt.convert_to_tensor", ""),
+        ("constant", ALT, "dt.full", ""),
+        ("copy", ALT, "Tensor.copy()", ""),
+        ("cast", S, "dt.cast", ""),
+        ("merge_dims", S, "dt.merge_dims", ""),
+        ("split_dims", S, "dt.split_dims", ""),
+        ("reshape", A, "dt.reshape", ""),
+        ("split", S, "dt.split", ""),
+        ("expand_dim", S, "dt.expand_dim", ""),
+        ("expand_dims", NOT_YET, None, "expand_dim once per dim does it"),
+        ("squeeze", S, "dt.squeeze", ""),
+        ("window", NOT_YET, None, "sliding windows over a dim (chunked/local attention); not needed by the "
+                                  "Conformer/Transformer/LSTM models here"),
+        ("concat", S, "dt.concat", "dynamic dims sequence by sequence"),
+        ("concat_features", ALT, "dt.concat", "concat along the feature dims"),
+        ("pad", S, "dt.pad", "value=Tensor lands with part A"),
+        ("cum_concat_step", NOT_YET, None, "dimtorch's decoder states grow their history with a concat per step "
+                                           "(CausalSelfAttention); the generic helper is missing"),
+        ("slice_update", NOT_YET, None, "in-place window update (preallocated decoder caches)"),
+        ("stack", S, "dt.stack", ""),
+        ("unstack", S, "dt.unstack", ""),
+        ("masked_select", A, "dt.masked_select", ""),
+        ("masked_scatter", A, "dt.masked_scatter", ""),
+        ("sequence_mask", S, "dt.sequence_mask", ""),
+        ("pack_padded", S, "dt.pack_padded", "lengths over other batch dims land with part A"),
+        ("pad_packed", ALT, "dt.unpack_padded", ""),
+        ("gather", S, "dt.gather", "clip_to_valid lands with part A"),
+        ("scatter", S, "dt.scatter", "mode=, fill_value= land with part A"),
+        ("scatter_mean", A, "dt.scatter", "mode=\"mean\""),
+        ("scatter_argmax", A, "dt.scatter", "mode=\"argmax\""),
+        ("scatter_logsumexp", A, "dt.scatter", "mode=\"logsumexp\""),
+        ("scatter_logmeanexp", A, "dt.scatter", "mode=\"logmeanexp\""),
+        ("scatter_count", NOT_YET, None, "dt.scatter of ones gives the counts"),
+        ("slice", S, "dt.slice", "start=Tensor, size= land with part A"),
+        ("shift_right", S, "dt.shift_right", ""),
+        ("shift_left", S, "dt.shift_left", ""),
+        ("reverse_sequence", S, "dt.reverse_sequence", "handle_dynamic_dims=False lands with part A"),
+        ("where", S, "dt.where", ""),
+        ("sort", S, "dt.sort", ""),
+        ("search_sorted", A, "dt.search_sorted", ""),
+        ("sparse_to_dense", S, "dt.sparse_to_dense", ""),
+        ("one_hot", S, "dt.one_hot", ""),
+        ("top_k_mask", NOT_YET, None, "sampling helper; beam search uses dt.top_k"),
+        ("top_p_mask", NOT_YET, None, "nucleus-sampling helper; beam search uses dt.top_k"),
+        ("repeat", A, "dt.repeat", ""),
+        ("limit_repeats", NOT_YET, None, "not used by the models here"),
+        ("expand_make_non_empty", NOT_YET, None, "not used by the models here"),
+        ("real_as_complex", NOT_YET, None, "complex Tensors exist (dt.stft); these converters do not"),
+        ("complex_as_real", NOT_YET, None, "complex Tensors exist (dt.stft); these converters do not"),
+        ("make_complex", NOT_YET, None, "complex Tensors exist (dt.stft); these converters do not"),
+    ],
+    "assert_": [("assert_", NOT_YET, None, "a device-reading assert; check host values (lengths) in Python")],
+    "attention": [
+        ("dot_attention", S, "dt.dot_attention", "plus training= (dropout only when True); one SDPA call"),
+        ("SelfAttentionBase", ALT, "dt.nn.SelfAttention", "the base of dimtorch's attention modules"),
+        ("SelfAttention", S, "dt.nn.SelfAttention", "same qkv layout; out_dim, num_heads, ... attributes"),
+        ("CausalSelfAttention", S, "dt.nn.CausalSelfAttention",
+         "forward(x, axis=, state=); a full-sequence call returns no state (continuing a prefix step by step: "
+         "not yet); default_initial_state(batch_dims=) without capacity="),
+        ("CausalSelfAttentionState", S, "dt.nn.CausalSelfAttentionState", "k, v over (batch..., heads, history, d)"),
+        ("RotaryPosSelfAttention", S, "dt.nn.RotaryPosSelfAttention", ""),
+        ("RotaryPosCausalSelfAttention", S, "dt.nn.RotaryPosCausalSelfAttention", ""),
+        ("RelPosSelfAttention", S, "dt.nn.RelPosSelfAttention",
+         "Transformer-XL form (linear_pos, pos_bias_u/v); options pos_emb=\"sinusoidal\"|\"learned\", clipping= "
+         "instead of rf's with_linear_pos/with_pos_bias/learnable_pos_emb/separate_pos_emb_per_head flags"),
+        ("RelPosCausalSelfAttention", NOT_YET, None, "causal relative-position attention (decoders use "
+                                                     "CausalSelfAttention or its RoPE form here)"),
+        ("CrossAttention", S, "dt.nn.CrossAttention",
+         "forward(x, encoder, axis=, enc_axis=) instead of transform_encoder() + a state; query Linear named "
+         "`query` (rf: `q`); positional args (query in_dim, encoder_dim) — pass rf's by keyword"),
+        ("LearnedRelativePositionalEncoding", ALT, "dt.nn.RelPosSelfAttention",
+         "pos_emb=\"learned\" (clipped learned relative embeddings inside the module)"),
+        ("relative_positional_encoding", S, "dt.relative_positional_encoding", ""),
+        ("sinusoidal_positional_encoding", S, "dt.sinusoidal_positional_encoding",
+         "spatial_dim=None is rf's single_step_dim"),
+        ("sinusoidal_encoding", S, "dt.sinusoidal_encoding", ""),
+    ],
+    "backend": [(n, NA, None, EAGER) for n in (
+        "select_backend", "get_selected_backend", "select_backend_numpy", "select_backend_tf",
+        "select_backend_returnn_layers_tf", "select_backend_torch", "is_executing_eagerly",
+        "is_backend_raw_tensor_dim_tag_independent")],
+    "build_from_dict": [(n, NA, None, "RETURNN config dicts; dimtorch modules are built in Python")
+                        for n in ("build_from_dict", "build_dict")],
+    "cond": [("cond", S, "dt.cond", "a Tensor pred is read from the device (the branch depends on data)")],
+    "const": [
+        ("full", S, "dt.full", ""), ("fill", ALT, "dt.full", ""), ("constant", ALT, "dt.full", ""),
+        ("zeros", S, "dt.zeros", ""), ("ones", S, "dt.ones", ""), ("zeros_like", S, "dt.zeros_like", ""),
+        ("ones_like", S, "dt.ones_like", ""),
+    ],
+    "container": [
+        ("ModuleList", S, "dt.nn.ModuleList", "list- and dict-like (names, slices, items())"),
+        ("Sequential", S, "dt.nn.Sequential", "torch's Sequential: no name index, no collected_outputs"),
+        ("sequential", NOT_YET, None, "dt.nn.Sequential(*modules)(x) does it"),
+        ("ParameterList", NOT_YET, None, "torch.nn.ParameterList holds raw parameters"),
+    ],
+    "control_flow_ctx": [(n, NA, None, EAGER) for n in ("control_flow_ctx", "get_current_control_flow_ctx")],
+    "conv": [
+        ("conv", S, "dt.conv", "filter positional, dilation= (rf: dilation_rate=); padding \"valid\"/\"same\" (int "
+                               "padding: not yet); out_spatial_dims=: not yet"),
+        ("Conv1d", S, "dt.nn.Conv1d", "out_dim may be in_dim"), ("Conv2d", S, "dt.nn.Conv2d", ""),
+        ("Conv3d", NOT_YET, None, "1-D and 2-D only"),
+        ("transposed_conv", S, "dt.transposed_conv", ""),
+        ("TransposedConv1d", S, "dt.nn.TransposedConv1d", ""), ("TransposedConv2d", S, "dt.nn.TransposedConv2d", ""),
+        ("TransposedConv3d", NOT_YET, None, "1-D and 2-D only"),
+        ("pool", S, "dt.pool", "avg with padding=\"same\" averages each sequence's own frames (see Differences)"),
+        ("max_pool", ALT, "dt.pool", "mode=\"max\""), ("max_pool1d", ALT, "dt.pool", "mode=\"max\""),
+        ("pool1d", ALT, "dt.pool", "one spatial dim"), ("pool2d", ALT, "dt.pool", "two spatial dims"),
+        ("pool3d", NOT_YET, None, "1-D and 2-D only"),
+        ("make_conv_out_spatial_dims", S, "dt.make_conv_out_spatial_dims", "the very dims dt.conv/dt.pool return"),
+        ("calc_conv_out_length", ALT, "dt.make_conv_out_spatial_dims", "dim math on Dims"),
+        ("make_transposed_conv_out_spatial_dims", S, "dt.make_transposed_conv_out_spatial_dims", ""),
+        ("calc_transposed_conv_out_length", ALT, "dt.make_transposed_conv_out_spatial_dims", "dim math on Dims"),
+    ],
+    "device": [
+        ("copy_to_device", ALT, "dt.Tensor(x.raw.to(device), x.dims)", ""),
+        ("get_default_device", NA, None, "torch's default device applies"),
+        ("set_default_device", NA, None, "torch's default device applies"),
+        ("set_default_device_ctx", NA, None, "torch's default device applies"),
+        ("get_default_dim_size_device", NA, None, "lengths always live on the host (DESIGN §1)"),
+    ],
+    "dims": [
+        ("range_over_dim", S, "dt.range_over_dim", ""),
+        ("range_over_dim_strided", NOT_YET, None, "not used by the models here"),
+        ("range_over_merged_dims", NOT_YET, None, "not used by the models here"),
+        ("linspace_over_dim", NOT_YET, None, "not used by the models here"),
+        ("replace_dim", S, "dt.replace_dim", ""),
+        ("replace_dim_v2", A, "dt.replace_dim_v2", "frames beyond each sequence's old length are 0 (rf: the "
+                                                   "raw padding)"),
+        ("set_sparse_dim", ALT, "dt.Tensor(x.raw, x.dims, sparse_dim=)", ""),
+        ("dim_match_priority_when_needed", ALT, "a distinct Dim", "dims are identities: a filter names its second "
+                                                                  "channel dim by a copy (Conv1d.filter_in_dim)"),
+        ("num_elements_of_shape", NOT_YET, None, "dims' host lengths give it"),
+        ("masked_fraction_of_shape", NOT_YET, None, "dims' host lengths give it"),
+        ("last_frame_position_of_dim", NOT_YET, None, "dim.get_size_tensor() - 1"),
+        ("use_mask_default", NA, None, "dimtorch masks by default (as rf's newest behavior version)"),
+    ],
+    "dropout": [("dropout", S, "dt.dropout", "training= instead of rf's run-context train flag; axis= broadcast"),
+                ("dropout_broadcast_default", NA, None, "no behavior versions")],
+    "dtype": [(n, NA, None, "dtypes are arguments (default float32 / int64); torch's default dtype applies")
+              for n in ("get_default_float_dtype", "set_default_float_dtype", "set_default_float_dtype_ctx",
+                        "get_default_int_dtype", "get_default_array_index_dtype", "is_float_dtype")],
+    "gradient": [
+        ("set_requires_gradient", ALT, "x.raw.requires_grad_()", ""),
+        ("gradient", ALT, "torch.autograd.grad on raws", ""),
+        ("stop_gradient", ALT, "dt.Tensor(x.raw.detach(), x.dims)", ""),
+        ("stop_gradient_scope", ALT, "torch.no_grad()", ""),
+        ("scaled_gradient", NOT_YET, None, "a custom autograd function; not used by the models here"),
+        ("scaled_gradient_ext", NOT_YET, None, "a custom autograd function; not used by the models here"),
+        ("gradient_checkpoint_scope", ALT, "torch.utils.checkpoint", "works on dimtorch modules"),
+    ],
+    "graph": [(n, NA, None, "graph introspection of RETURNN's layers backend")
+              for n in ("get_tensor_dependencies", "get_tensor_consumers", "walk_tensor_consumers")],
+    "label_smoothing": [
+        ("label_smoothing", NOT_YET, None, "dt.cross_entropy(label_smoothing=) covers the training loss"),
+        ("smooth_one_hot", NOT_YET, None, "dt.cross_entropy(label_smoothing=) covers the training loss"),
+        ("label_smoothed_log_prob_gradient", A, "dt.label_smoothed_log_prob_gradient", ""),
+    ],
+    "linear": [("Linear", S, "dt.nn.Linear", "weight (out, in): torch's layout"), ("Embedding", S, "dt.nn.Embedding", "")],
+    "loop": [
+        ("while_loop", S, "dt.while_loop", "a Tensor cond is read from the device once per iteration"),
+        ("scan", S, "dt.scan", "eager, as rf's torch backend; return_tensor_arrays gives lists of steps"),
+    ],
+    "loss": [
+        ("cross_entropy", S, "dt.cross_entropy", ""),
+        ("ctc_loss", S, "dt.ctc_loss", "F.ctc_loss; rf's max_approx/use_native_op/label_loop options: not yet"),
+        ("ctc_best_path", NOT_YET, None, "CTC forced alignment"),
+        ("ctc_greedy_decode", NOT_YET, None, "argmax, collapse repeats, drop blanks into a dim sized from data"),
+        ("ctc_durations_from_path", NOT_YET, None, "CTC alignment durations"),
+        ("ctc_no_label_loop_blank_durations_from_path", NOT_YET, None, "CTC alignment durations"),
+        ("edit_distance", NOT_YET, None, "per-sequence Levenshtein distance (WER)"),
+    ],
+    "math_": [
+        ("compare", S, "dt.compare", ""), ("compare_bc", ALT, "dt.compare", "allow_broadcast_all_sources=True"),
+        ("combine", S, "dt.combine", ""), ("combine_bc", ALT, "dt.combine", "allow_broadcast_all_sources=True"),
+        *[(n, ALT, f"x {op} y", "operators") for n, op in (
+            ("equal", "=="), ("not_equal", "!="), ("less", "<"), ("less_equal", "<="), ("greater", ">"),
+            ("greater_equal", ">="), ("add", "+"), ("sub", "-"), ("mul", "*"), ("true_divide", "/"),
+            ("floor_divide", "//"), ("mod", "%"), ("pow", "**"))],
+        ("ceil_divide", ALT, "-(-x // y)", ""),
+        ("neg", S, "dt.neg", ""), ("reciprocal", ALT, "1.0 / x", ""),
+        ("squared_difference", A, "dt.squared_difference", ""),
+        ("logical_and", S, "dt.logical_and", ""), ("logical_or", S, "dt.logical_or", ""),
+        ("logical_not", S, "dt.logical_not", ""),
+        ("opt_logical_or", ALT, "Python or", "for Python bools"), ("opt_logical_and", ALT, "Python and", "for Python bools"),
+        ("log_add_exp", A, "dt.log_add_exp", ""),
+        ("is_finite", S, "dt.is_finite", ""),
+        ("is_infinite", NOT_YET, None, "dt.logical_not(dt.is_finite(x)) less NaN"),
+        ("is_neg_infinite", NOT_YET, None, "x == float('-inf')"),
+        ("maximum", S, "dt.maximum", ""), ("minimum", S, "dt.minimum", ""),
+        ("clip_by_value", ALT, "dt.clip", ""), ("identity", ALT, "x", ""),
+        ("exp", S, "dt.exp", ""), ("expm1", NOT_YET, None, "not used by the models here"),
+        ("log", S, "dt.log", ""), ("safe_log", S, "dt.safe_log", ""), ("log1p", S, "dt.log1p", ""),
+        ("sqrt", S, "dt.sqrt", ""), ("rsqrt", S, "dt.rsqrt", ""), ("square", S, "dt.square", ""),
+        ("abs", S, "dt.abs", ""), ("tanh", S, "dt.tanh", ""), ("sigmoid", S, "dt.sigmoid", ""),
+        ("log_sigmoid", A, "dt.log_sigmoid", ""), ("sin", S, "dt.sin", ""), ("cos", S, "dt.cos", ""),
+        ("ceil", S, "dt.ceil", ""), ("floor", S, "dt.floor", ""), ("round", S, "dt.round", ""),
+        ("relu", S, "dt.relu", ""), ("relu_square", ALT, "dt.square(dt.relu(x))", ""),
+        ("elu", NOT_YET, None, "not used by the models here"), ("selu", NOT_YET, None, "not used by the models here"),
+        ("silu", S, "dt.silu", ""), ("swish", ALT, "dt.silu", ""), ("gelu", S, "dt.gelu", ""),
+        ("softmax", S, "dt.softmax", ""), ("log_softmax", S, "dt.log_softmax", ""),
+        ("gating", NOT_YET, None, "GLU as a function (dt.nn.ConformerConvBlock has its own GLU)"),
+        ("lerp", NOT_YET, None, "start + weight * (end - start) does it"),
+        ("cumsum", S, "dt.cumsum", "axis= (rf: spatial_dim=)"),
+    ],
+    "matmul": [("matmul", S, "dt.matmul", ""), ("dot", S, "dt.dot", "")],
+    "normalization": [
+        ("moments", S, "dt.moments", ""), ("LayerNorm", S, "dt.nn.LayerNorm", ""), ("RMSNorm", S, "dt.nn.RMSNorm", ""),
+        ("GroupNorm", NOT_YET, None, "E-Branchformer's; not used by the models here"),
+        ("GroupNormSpatial", NOT_YET, None, "not used by the models here"),
+        ("BatchNorm", S, "dt.nn.BatchNorm", "affine=; parameters scale/bias, buffers running_mean/running_var "
+                                            "(rf: gamma/beta, running_variance)"),
+        ("batch_norm_distributed_default", NA, None, "no RETURNN config"),
+        ("normalize", NOT_YET, None, "layer_norm without parameters covers it"),
+        ("Normalize", NOT_YET, None, "dt.nn.LayerNorm covers it"),
+    ],
+    "packed": [(n, NA, None, "rf's packed-tensor backend; dimtorch packs with dt.pack_padded / dt.unpack_padded")
+               for n in ("pack", "pack_import", "unpack", "packed_regap", "packed_flat_content", "is_packed")],
+    "parameter": [("Parameter", S, "dt.nn.Parameter", "the named view of a torch.nn.Parameter"),
+                  ("set_parameter_copy_behavior_ctx", NA, None, "torch's Parameter semantics")],
+    "parametrizations": [(n, NOT_YET, None, "weight noise/dropout; not used by the models here")
+                         for n in ("weight_dropout", "WeightDropout", "weight_noise", "WeightNoise")],
+    "parametrize": [(n, NOT_YET, None, "parametrizations of dimtorch parameters are untested")
+                    for n in ("register_parametrization", "remove_parametrization", "is_parametrized")],
+    "piecewise_linear": [("PiecewiseLinear", NA, None, "schedules: torch's LR schedulers")],
+    "rand": [
+        ("set_random_seed", ALT, "torch.manual_seed", ""),
+        ("get_random_state", ALT, "torch.get_rng_state", ""), ("set_random_state", ALT, "torch.set_rng_state", ""),
+        ("reset_step_random_state", NA, None, CTX), ("get_static_step_based_seed", NA, None, CTX),
+        ("random", ALT, "dt.random_uniform", "and dt.random_normal"),
+        ("random_uniform", S, "dt.random_uniform", ""), ("random_normal", S, "dt.random_normal", ""),
+        ("random_truncated_normal", NOT_YET, None, "dt.nn.init.TruncatedNormal initializes parameters"),
+        ("random_choice_without_replacement", NOT_YET, None, "sampling helper; not used by the models here"),
+        ("random_choice_with_replacement", NOT_YET, None, "sampling helper; not used by the models here"),
+    ],
+    "rec": [("LSTM", S, "dt.nn.LSTM", "torch's kernel; layers and bidirectional"), ("LstmState", S, "dt.nn.LstmState", ""),
+            ("ZoneoutLSTM", NOT_YET, None, "zoneout needs a per-step loop (dt.scan can run it)")],
+    "reduce": [
+        ("reduce", ALT, "dt.reduce_sum", "one function per mode"),
+        *[(n, S, f"dt.{n}", "") for n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "reduce_logsumexp",
+                                          "reduce_any", "reduce_all", "reduce_argmin", "reduce_argmax")],
+        ("reduce_logmeanexp", NOT_YET, None, "reduce_logsumexp minus the log of the lengths"),
+        ("reduce_out", NOT_YET, None, "not used by the models here"),
+        ("RunningMean", NOT_YET, None, "not used by the models here"),
+        ("top_k", S, "dt.top_k", ""),
+    ],
+    "run_ctx": [(n, NA, None, CTX) for n in ("RunCtx", "Loss", "get_run_ctx", "get_run_ctx_step",
+                                             "init_train_step_run_ctx", "init_forward_step_run_ctx")],
+    "signal": [("stft", S, "dt.stft", "frames per sequence by dim math; window_use_frame_length=False counts "
+                                      "frames of fft_length (rf counts frame_length)")],
+    "static_traceable": [(n, NA, None, "RETURNN's static tracing; dimtorch's compile support: issue 12")
+                         for n in ("is_static_traceable", "set_static_traceable", "set_static_traceable_ctx",
+                                   "static_traceable_generation")],
+    "stepwise_scheduler": [("PiecewiseLinearStepwiseScheduler", NA, None, "schedules: torch's LR schedulers")],
+    "tensor_layout": [(n, NA, None, "layouts are the raws' dims orders") for n in ("TensorLayout", "get_tensor_layout")],
+    "types": [("Tensor", S, "dt.Tensor", ""), ("Dim", S, "dt.Dim", "identity equality; dim math"),
+              *[(n, NA, None, "typing aliases of RETURNN") for n in ("RawTensorTypes", "ItemKeyType", "GetModelFunc",
+                                                                      "StepFunc", "get_raw_tensor_type")]],
+    "audio.mel": [("mel_filterbank", S, "dt.audio.mel_filterbank", ""),
+                  ("log_mel_filterbank_from_raw", S, "dt.audio.log_mel_filterbank_from_raw", "")],
+    "audio.specaugment": [
+        ("specaugment", NOT_YET, None, "ASR training augmentation (random time/feature masks per sequence)"),
+        ("random_mask", NOT_YET, None, "ASR training augmentation"), ("mask", NOT_YET, None, "ASR training augmentation"),
+    ],
+    "init": [
+        ("ParamInit", ALT, "dt.nn.init.Initializer", ""), ("ParamInitType", ALT, "dt.nn.init.Initializer", ""),
+        *[(n, S, f"dt.nn.init.{n}", "") for n in ("Normal", "VarianceScaling", "Glorot", "He", "HeNormal",
+                                                 "HeUniform")],
+    ],
+    "nested": [
+        ("mask_nested", NOT_YET, None, "dt.scan keeps states per sequence internally; beam-search helper missing"),
+        ("gather_nested", NOT_YET, None, "beam-search state reordering: dt.gather on each Tensor of the state"),
+        ("where_nested", NOT_YET, None, "dt.where on each Tensor of the state"),
+        ("masked_select_nested", A, "dt.masked_select_nested", ""),
+        ("masked_scatter_nested", A, "dt.masked_scatter_nested", ""),
+    ],
+    "encoder.base": [(n, NA, None, "typing interfaces") for n in ("IEncoder", "ISeqFramewiseEncoder",
+                                                                 "ISeqDownsamplingEncoder")],
+    "encoder.conformer": [
+        ("ConformerPositionwiseFeedForward", S, "dt.nn.ConformerPositionwiseFeedForward", ""),
+        ("ConformerConvBlock", S, "dt.nn.ConformerConvBlock", ""),
+        ("ConformerConvSubsample", S, "dt.nn.ConformerConvSubsample", ""),
+        ("ConformerEncoderLayer", S, "dt.nn.ConformerEncoderLayer", ""),
+        ("ConformerEncoder", S, "dt.nn.ConformerEncoder", ""),
+        ("make_ff", NOT_YET, None, "construct ConformerPositionwiseFeedForward directly"),
+        ("conv_norm_use_mask_default", NA, None, "no behavior versions"),
+    ],
+    "encoder.conformer_v2": [(n, NOT_YET, None, "rf's newer Conformer variant") for n in ("ConformerFrontend",
+                                                                                        "ConformerEncoderV2")],
+    "encoder.transformer": [(n, NOT_YET, None, "the model container; its layers (SelfAttention, FeedForward, "
+                                              "LayerNorm, Embedding, positional encodings) are there")
+                            for n in ("TransformerEncoder", "TransformerEncoderLayer")],
+    "encoder.e_branchformer": [(n, NOT_YET, None, "E-Branchformer; not among the models here")
+                               for n in ("EBranchformerLayer", "FeedForwardConvGated", "Merge")],
+    "decoder.transformer": [
+        ("TransformerDecoder", S, "dt.nn.TransformerDecoder", "full sequence and step by step"),
+        ("TransformerDecoderLayer", S, "dt.nn.TransformerDecoderLayer", ""),
+        ("FeedForward", S, "dt.nn.FeedForward", ""),
+        ("FeedForwardGated", NOT_YET, None, "gated (SwiGLU) feed-forward"),
+        ("make_norm", NOT_YET, None, "construct the norm module directly"),
+    ],
+    "conversions.torch_nn": [(n, ALT, "load_state_dict", "dimtorch modules hold torch's parameter layouts")
+                             for n in ("import_params_torch_linear_to_rf", "import_params_torch_conv1d_to_rf",
+                                       "import_params_torch_layer_norm_to_rf")],
+    "conversions.hf_llama": [(n, NA, None, "model import from Hugging Face Llama")
+                             for n in ("import_params_hf_llama_to_rf_transformer_decoder",
+                                       "import_params_hf_llama_decoder_layer_to_rf",
+                                       "import_params_hf_llama_mlp_to_rf_feed_forward_gated",
+                                       "import_params_hf_llama_rms_norm_to_rf",
+                                       "import_params_hf_llama_att_to_rf_rotary_att")],
+    "conversions.espnet_e_branchformer": [(n, NA, None, "model import from ESPnet")
+                                          for n in ("import_params_espnet_e_branchformer_layer_to_rf",
+                                                    "import_params_espnet_positionwise_feed_forward_to_rf",
+                                                    "import_params_espnet_multi_headed_attention_to_rf",
+                                                    "import_params_espnet_convolutional_gating_mlp_to_rf")],
+    "hooks": [(n, ALT, "torch module hooks", "") for n in ("setup_post_hook_on_method", "RemovableHandle")],
+}
+
+DIFFERENCES = """\
+## Differences (found by running both; pinned by tests/test_rf_parity.py)
+
+RETURNN frontend is run at its newest behavior version (as a new RETURNN config sets it). At its
+minimum version (what bench/ops_bench.py used until 2026-12; rf falls back to it when no version is
+set) rf does not mask padding in conv/pool/stft inputs and pads "same" with strides by the padded
+length, so its results there depend on the batch; the comparisons below are at the newest version.
+
+- **avg pool with padding="same"** (any stride; odd windows): rf pads with torch's own padding, which
+  `count_include_pad=False` leaves out of the average, but masks the padding of shorter sequences with
+  0 and counts those frames. A shorter sequence's last output frame (whose window reaches past its end)
+  then differs between the batch and the sequence alone: rf is batch-dependent there. dimtorch averages
+  over each sequence's own frames, which equals rf on every sequence alone. Kept. (Even windows: rf pads
+  explicitly with zeros that count, dividing by the full window; dimtorch again counts the sequence's
+  frames only.)
+- **copy_masked** agrees with rf everywhere (all dims orders, lengths over one or two batch dims, dims
+  from dim math). The reported difference (max |diff| 0.43 on valid frames) is rf's own test program
+  `test_copy_masked`: `x.copy_masked(1)` followed by an avg pool with padding="same", i.e. the avg-pool
+  difference above.
+- **max pool with padding="same", stride > 1** agrees with rf at its newest behavior version (rf's
+  "consistent same padding", version >= 24, equals dimtorch's: k - 1 frames, left (k - 1) // 2,
+  whatever the length). The difference came from rf's minimum version.
+- **scan with cond**: rf's rule is kept: the step whose new state turns an entry's cond false counts
+  for the lengths and outputs, but that new state is dropped (the entry keeps the state from before).
+- **stft(window_use_frame_length=False)**: rf counts frames as for windows of frame_length while its
+  torch.stft call makes frames of fft_length; dimtorch counts frames of fft_length (the frames it
+  returns). Equal for the default (True) and when frame_length == fft_length.
+- **replace_dim_v2** (part A): frames beyond each sequence's old length are 0 in dimtorch; rf keeps
+  the raw padding there (what the padded tensor held). Equal once the input's padding is 0.
+"""
+
+
+def rf_public_names() -> dict:
+    """rf module -> its public names, from the installed returnn (its modules' __all__)."""
+    import returnn.frontend as rf
+    names = {}
+    for module in re.findall(r"^from \.(\w+) import \*", Path(rf.__file__).read_text(), re.M):
+        mod = importlib.import_module("returnn.frontend." + module)
+        names[module] = tuple(getattr(mod, "__all__", None) or EXTRA.get(module, ()))
+    for module in SUBPACKAGES:
+        mod = importlib.import_module("returnn.frontend." + module)
+        names[module] = tuple(getattr(mod, "__all__", None) or _defined_in(mod))
+    return names
+
+
+def _defined_in(mod) -> list:
+    """Public classes and functions a module without __all__ defines itself."""
+    return [n for n, v in vars(mod).items()
+            if not n.startswith("_") and getattr(v, "__module__", None) == mod.__name__]
+
+
+def _resolve(path: str):
+    import dimtorch as dt
+    obj = dt
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def problems(check_rf: bool = True) -> list:
+    found = []
+    for module, entries in TABLE.items():
+        seen = set()
+        for name, status, counterpart, note in entries:
+            if name in seen:
+                found.append(f"{module}.{name}: listed twice")
+            seen.add(name)
+            if status not in (S, ALT, A, NOT_YET, NA):
+                found.append(f"{module}.{name}: unknown status {status!r}")
+            if status in (S, ALT, A) and not counterpart:
+                found.append(f"{module}.{name}: status {status} needs a counterpart")
+            if status in (NOT_YET, NA) and not note:
+                found.append(f"{module}.{name}: status {status} needs a reason")
+            if status in (S, ALT) and counterpart and re.fullmatch(r"dt(\.\w+)+", counterpart) \
+                    and _resolve(counterpart) is None:
+                found.append(f"{module}.{name}: {counterpart} does not exist in dimtorch")
+    if check_rf:
+        have = rf_public_names()
+        for module, names in have.items():
+            listed = {e[0] for e in TABLE.get(module, ())}
+            for name in names:
+                if name not in listed:
+                    found.append(f"rf.{module}.{name}: public in the installed returnn but not in the table")
+            for name in listed - set(names):
+                found.append(f"rf.{module}.{name}: in the table but not public in the installed returnn")
+        for module in TABLE:
+            if module not in have:
+                found.append(f"rf.{module}: in the table but not a module of the installed returnn")
+    return found
+
+
+def _prefix(module: str) -> str:
+    return "rf." + module + "." if "." in module else "rf."
+
+
+def render() -> str:
+    counts = {}
+    for entries in TABLE.values():
+        for _, status, _, _ in entries:
+            counts[status] = counts.get(status, 0) + 1
+    total = sum(counts.values())
+    lines = [
+        "# RETURNN frontend coverage",
+        "",
+        "Every public name of RETURNN frontend (`returnn.frontend`, its `__all__` lists, and the sub-packages "
+        "audio, init, nested, encoder, decoder, conversions, hooks), with dimtorch's counterpart. Generated by "
+        "`python scripts/rf_coverage.py` from its table; `tests/test_rf_coverage.py` checks that the table "
+        "lists every name the installed returnn has and that every `dt.…` counterpart exists. Side-by-side "
+        "results: `tests/test_rf_parity.py`.",
+        "",
+        f"{total} names: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in (S, ALT, A, NOT_YET, NA)) + ". "
+        "Status: **same** = dimtorch has it under rf's name (keyword names as rf's unless the note says); "
+        "**alt** = spelled otherwise; **A** = lands with issue 13 part A; **not yet** = missing (why); "
+        "**n/a** = not something dimtorch has by design (why).",
+        "",
+        _ASR_MT,
+        "",
+        DIFFERENCES,
+    ]
+    for module, entries in TABLE.items():
+        lines += ["", f"## rf.{module}", "", "| rf | status | dimtorch | note |", "|---|---|---|---|"]
+        for name, status, counterpart, note in entries:
+            cp = f"`{counterpart}`" if counterpart else ""
+            lines.append(f"| `{_prefix(module)}{name}` | {status} | {cp} | {note} |")
+    return "\n".join(lines) + "\n"
+
+
+_ASR_MT = """\
+## What an ASR/MT model needs and is still missing
+
+The layers and ops of the models here (Conformer + CTC, Transformer encoder-decoder, LSTM, attention
+decoders, beam search over dims) are all there except these, each listed below with its reason:
+`rf.audio.specaugment` (training augmentation), `rf.ctc_greedy_decode`, `rf.edit_distance` and the CTC
+alignment helpers (decoding and scoring run outside the training step), `rf.nested.gather_nested` /
+`where_nested` / `mask_nested` (beam search reorders states with dt.gather per Tensor), `rf.gating`,
+`rf.label_smoothing` / `rf.smooth_one_hot` (dt.cross_entropy(label_smoothing=) covers the loss),
+`rf.reduce_logmeanexp`, `rf.cum_concat_step`, `rf.window`, `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`,
+the model containers `rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, and
+Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when the doc is stale or the table is off")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "python"))
+    try:
+        import returnn  # noqa: F401
+        check_rf = True
+    except ImportError:
+        check_rf = False
+    found = problems(check_rf)
+    text = render()
+    if args.check:
+        if DOC.read_text() != text:
+            found.append(f"{DOC.relative_to(ROOT)} is stale: run python scripts/rf_coverage.py")
+        for line in found:
+            print(line)
+        return 1 if found else 0
+    DOC.write_text(text)
+    for line in found:
+        print(line, file=sys.stderr)
+    print(f"wrote {DOC.relative_to(ROOT)}", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
