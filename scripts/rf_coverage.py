@@ -59,8 +59,7 @@ TABLE = {
         ("concat", S, "dt.concat", "dynamic dims sequence by sequence"),
         ("concat_features", ALT, "dt.concat", "concat along the feature dims"),
         ("pad", S, "dt.pad", "value=Tensor lands with part A"),
-        ("cum_concat_step", NOT_YET, None, "dimtorch's decoder states grow their history with a concat per step "
-                                           "(CausalSelfAttention); the generic helper is missing"),
+        ("cum_concat_step", S, "dt.cum_concat_step", "the frame goes after each sequence's last frame"),
         ("slice_update", NOT_YET, None, "in-place window update (preallocated decoder caches)"),
         ("stack", S, "dt.stack", ""),
         ("unstack", S, "dt.unstack", ""),
@@ -176,7 +175,7 @@ TABLE = {
                                                                   "channel dim by a copy (Conv1d.filter_in_dim)"),
         ("num_elements_of_shape", NOT_YET, None, "dims' host lengths give it"),
         ("masked_fraction_of_shape", NOT_YET, None, "dims' host lengths give it"),
-        ("last_frame_position_of_dim", NOT_YET, None, "dim.get_size_tensor() - 1"),
+        ("last_frame_position_of_dim", S, "dt.last_frame_position_of_dim", ""),
         ("use_mask_default", NA, None, "dimtorch masks by default (as rf's newest behavior version)"),
     ],
     "dropout": [("dropout", S, "dt.dropout", "training= instead of rf's run-context train flag; axis= broadcast"),
@@ -209,10 +208,10 @@ TABLE = {
         ("cross_entropy", S, "dt.cross_entropy", ""),
         ("ctc_loss", S, "dt.ctc_loss", "F.ctc_loss; rf's max_approx/use_native_op/label_loop options: not yet"),
         ("ctc_best_path", NOT_YET, None, "CTC forced alignment"),
-        ("ctc_greedy_decode", NOT_YET, None, "argmax, collapse repeats, drop blanks into a dim sized from data"),
+        ("ctc_greedy_decode", S, "dt.ctc_greedy_decode", "the decoded lengths are read from the device"),
         ("ctc_durations_from_path", NOT_YET, None, "CTC alignment durations"),
         ("ctc_no_label_loop_blank_durations_from_path", NOT_YET, None, "CTC alignment durations"),
-        ("edit_distance", NOT_YET, None, "per-sequence Levenshtein distance (WER)"),
+        ("edit_distance", S, "dt.edit_distance", "no device reads"),
     ],
     "math_": [
         ("compare", S, "dt.compare", ""), ("compare_bc", ALT, "dt.compare", "allow_broadcast_all_sources=True"),
@@ -243,7 +242,7 @@ TABLE = {
         ("elu", NOT_YET, None, "not used by the models here"), ("selu", NOT_YET, None, "not used by the models here"),
         ("silu", S, "dt.silu", ""), ("swish", ALT, "dt.silu", ""), ("gelu", S, "dt.gelu", ""),
         ("softmax", S, "dt.softmax", ""), ("log_softmax", S, "dt.log_softmax", ""),
-        ("gating", NOT_YET, None, "GLU as a function (dt.nn.ConformerConvBlock has its own GLU)"),
+        ("gating", S, "dt.gating", ""),
         ("lerp", NOT_YET, None, "start + weight * (end - start) does it"),
         ("cumsum", S, "dt.cumsum", "axis= (rf: spatial_dim=)"),
     ],
@@ -312,9 +311,10 @@ TABLE = {
                                                  "HeUniform")],
     ],
     "nested": [
-        ("mask_nested", NOT_YET, None, "dt.scan keeps states per sequence internally; beam-search helper missing"),
-        ("gather_nested", NOT_YET, None, "beam-search state reordering: dt.gather on each Tensor of the state"),
-        ("where_nested", NOT_YET, None, "dt.where on each Tensor of the state"),
+        ("mask_nested", S, "dt.mask_nested", "top-level in dimtorch; merging two different dims: not yet"),
+        ("gather_nested", S, "dt.gather_nested", "top-level in dimtorch; a dim with lengths over the gathered dim "
+                                                  "gets gathered lengths (a device read of the indices)"),
+        ("where_nested", S, "dt.where_nested", "top-level in dimtorch; merging two different dims: not yet"),
         ("masked_select_nested", A, "dt.masked_select_nested", ""),
         ("masked_scatter_nested", A, "dt.masked_scatter_nested", ""),
     ],
@@ -493,13 +493,13 @@ _ASR_MT = """\
 ## What an ASR/MT model needs and is still missing
 
 The layers and ops of the models here (Conformer + CTC, Transformer encoder-decoder, LSTM, attention
-decoders, beam search over dims) are all there except these, each listed below with its reason:
-`rf.audio.specaugment` (training augmentation), `rf.ctc_greedy_decode`, `rf.edit_distance` and the CTC
-alignment helpers (decoding and scoring run outside the training step), `rf.nested.gather_nested` /
-`where_nested` / `mask_nested` (beam search reorders states with dt.gather per Tensor), `rf.gating`,
-`rf.label_smoothing` / `rf.smooth_one_hot` (dt.cross_entropy(label_smoothing=) covers the loss),
-`rf.reduce_logmeanexp`, `rf.cum_concat_step`, `rf.window`, `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`,
-the model containers `rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, and
+decoders, CTC greedy decoding, beam search over dims with gather_nested, WER by edit_distance) are all
+there except these, each listed below with its reason: `rf.audio.specaugment` (training augmentation:
+random time/feature masks per sequence, with RETURNN's train-step schedule), the CTC alignment helpers
+(`ctc_best_path`, `ctc_durations_from_path`), `rf.label_smoothing` / `rf.smooth_one_hot`
+(dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.window` (chunked
+attention), `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`, the model containers
+`rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, conv with int padding, and
 Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
 
 

@@ -131,6 +131,8 @@ def make_data(F, dim_type, batch_dim):
 
 
 def _flat(result) -> list:
+    if isinstance(result, dict):
+        return [item for key in sorted(result) for item in _flat(result[key])]
     if isinstance(result, (tuple, list)):
         return [item for r in result for item in _flat(r)]
     return [result]

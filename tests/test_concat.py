@@ -228,3 +228,22 @@ def test_concat_dynamic_reads_nothing_from_the_device():
             out, d = dt.concat((x, t), (y, u))
         assert out.raw.device.type == "meta" and out.raw.shape == (3, 6, 4)
         assert c.blocking == 0 and c.copies == copies
+
+
+def test_cum_concat_step_appends_after_each_sequence():
+    """cum_concat_step: the frame goes after each sequence's last frame; out dim axis + 1 by dim math."""
+    from helpers import make_padded_batch
+    pb = make_padded_batch((3, 1, 0), feature=2, pad_value=float("nan"))
+    frame = dt.Tensor(torch.randn(3, 2), (pb.batch, pb.feature))
+    y, out = dt.cum_concat_step(frame, prev_accum=pb.x, axis=pb.time)
+    assert out is pb.time + 1 and out.dyn_size.raw.tolist() == [4, 2, 1]
+    raw = y.raw_aligned((pb.batch, out, pb.feature))
+    for b, n in enumerate((3, 1, 0)):
+        torch.testing.assert_close(raw[b, :n], pb.x.raw[b, :n])
+        torch.testing.assert_close(raw[b, n], frame.raw[b])
+    static = dt.Dim(2, name="static")
+    y2, out2 = dt.cum_concat_step(frame, prev_accum=dt.Tensor(torch.zeros(3, 2, 2), (pb.batch, static, pb.feature)),
+                                  axis=static)
+    assert out2.size == 3 and torch.equal(y2.raw_aligned((pb.batch, out2, pb.feature))[:, 2], frame.raw)
+    with pytest.raises(ValueError, match=r"dimtorch\.cum_concat_step\(\): source \(one frame\) must not have axis"):
+        dt.cum_concat_step(pb.x, prev_accum=pb.x, axis=pb.time)

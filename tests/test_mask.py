@@ -165,3 +165,13 @@ def test_get_mask_fast_path_and_python_definition_agree():
         assert m.dtype == "bool"
         torch.testing.assert_close(m.raw_aligned((batch, t)), expect)
     assert t.get_mask(dims_order=(t, f, batch)).dims == (t, batch)
+
+
+def test_last_frame_position_of_dim():
+    pb = make_padded_batch((5, 3, 1))
+    pos = dt.last_frame_position_of_dim(pb.time)
+    assert pos.dims == (pb.batch,) and pos.raw.tolist() == [4, 2, 0]
+    assert dt.last_frame_position_of_dim(pb.feature) == 3
+    assert dt.last_frame_position_of_dim(pb.feature, device="cpu").raw.item() == 3
+    with pytest.raises(TypeError, match=r"dimtorch\.last_frame_position_of_dim\(\): expected a Dim"):
+        dt.last_frame_position_of_dim(3)

@@ -12,7 +12,7 @@ from ._C import Dim, Tensor  # noqa: F401
 from ._creation import (  # noqa: F401
     convert_to_tensor, ones_like, random_normal, random_uniform, range_over_dim, zeros_like,
 )
-from ._mask import sequence_mask  # noqa: F401
+from ._mask import last_frame_position_of_dim, sequence_mask  # noqa: F401
 from ._gather import one_hot, sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths)
 from ._packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
 from ._sort import cumsum, sort  # noqa: F401  (top_k: C++ fast path)
@@ -28,6 +28,10 @@ from ._loop import cond, scan, while_loop  # noqa: F401
 from ._signal import stft  # noqa: F401
 from ._safe_log import safe_log  # noqa: F401
 from . import audio  # noqa: F401  (dt.audio.mel_filterbank, dt.audio.log_mel_filterbank_from_raw)
+from ._concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
+from ._decoding import ctc_greedy_decode, edit_distance  # noqa: F401
+from ._gating import gating  # noqa: F401
+from ._nested import gather_nested, mask_nested, where_nested  # noqa: F401
 from ._positional import (  # noqa: F401
     apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )

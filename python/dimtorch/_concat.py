@@ -1,4 +1,4 @@
-"""concat: joining tensors along one dim each, static dims by torch.cat, dynamic dims sequence by sequence."""
+"""concat: joining tensors along one dim each, static dims by torch.cat, dynamic dims sequence by sequence; cum_concat_step."""
 from __future__ import annotations
 
 import weakref
@@ -6,8 +6,9 @@ from typing import Optional
 
 import torch
 
+from . import _C
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, expand_dim
 
 _CALLER = "dimtorch.concat()"
 # Gather indices of dynamic concats: canonical out dim (dim_0 + dim_1 + ...) -> {layout: device raw}.
@@ -145,3 +146,19 @@ def concat(*sources, out_dim: Optional[Dim] = None):
     out_shape[axis] = n_out
     raw = torch.gather(joined, axis, index.expand(out_shape))
     return Tensor(raw, out_dims, sparse_dim=x0.sparse_dim, feature_dim=feature_dim), out_dim
+
+
+def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatial_dim: Optional[Dim] = None):
+    """One step of accumulating frames (RETURNN frontend's): prev_accum (over `axis`, e.g. a
+    decoder's history) with `source` (one frame, without axis) appended after each sequence's last
+    frame; returns (tensor, out_spatial_dim), out_spatial_dim = axis + 1 by dim math unless given
+    (per-sequence lengths + 1)."""
+    caller = "dimtorch.cum_concat_step()"
+    check_tensor(source, caller, what="source")
+    check_tensor(prev_accum, caller, what="prev_accum")
+    axis_of(prev_accum, axis, caller, of="prev_accum")
+    if axis in source.dims:
+        raise ValueError(f"{caller}: source (one frame) must not have axis {dim_str(axis)} (dims: {dims_str(source.dims)})")
+    frame = Dim(1, name="frame")
+    return _C.concat((prev_accum, axis), (expand_dim(source, frame), frame),  # the C++ fast path
+                     out_dim=axis + 1 if out_spatial_dim is None else out_spatial_dim)

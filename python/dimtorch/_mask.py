@@ -73,3 +73,16 @@ def sequence_mask(dims, device=None) -> Tensor:
     if mask is None:
         return Tensor(torch.ones((), dtype=torch.bool, device=device), ())
     return mask.copy_transpose([d for d in dims if d in mask.dims])
+
+
+def last_frame_position_of_dim(dim: Dim, *, device=None, allow_scalar_on_cpu: bool = True):
+    """The position of each sequence's last frame: dim's lengths - 1 as a Tensor over its lengths'
+    dims on `device` (the lengths' device copy is cached), or size - 1 for a static dim (a Python
+    int when allow_scalar_on_cpu and no device is asked for, as RETURNN frontend gives it)."""
+    caller = "dimtorch.last_frame_position_of_dim()"
+    if not isinstance(dim, Dim):
+        raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")
+    if dim.dyn_size is None and dim.size is not None and allow_scalar_on_cpu and device is None:
+        return dim.size - 1
+    size = get_size_tensor(dim, device=device)
+    return Tensor(size.raw - 1, size.dims)

@@ -1,0 +1,36 @@
+"""gating: a gated linear unit's gate (RETURNN frontend's), act(first half) * gate(second half) of a dim."""
+from __future__ import annotations
+
+from typing import Callable, Optional, Tuple
+
+from ._C import Dim, Tensor, sigmoid, split
+from ._shape_ops import axis_of, check_tensor, dim_str
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
+
+
+def gating(x: Tensor, *, axis: Optional[Dim] = None, gate_func: Callable = sigmoid, act_func: Callable = _identity,
+           out_dim: Optional[Dim] = None) -> Tuple[Tensor, Dim]:
+    """act_func(a) * gate_func(b), a and b the two halves of `axis` (default x's feature_dim, static
+    and even): GLU with the defaults (sigmoid gate, identity act); returns (y, out_dim), out_dim
+    = axis // 2 by dim math unless given."""
+    caller = "dimtorch.gating()"
+    check_tensor(x, caller)
+    if axis is None:
+        axis = x.feature_dim
+        if axis is None:
+            raise ValueError(f"{caller}: x has no feature_dim; give axis")
+    axis_of(x, axis, caller)
+    if axis.size is None or axis.size % 2:
+        raise ValueError(f"{caller}: axis {dim_str(axis)} must be static and even")
+    if out_dim is None:
+        out_dim = axis // 2
+    elif not isinstance(out_dim, Dim) or out_dim.size != axis.size // 2:
+        raise ValueError(f"{caller}: out_dim must be a Dim of size {axis.size // 2}, got {out_dim!r}")
+    a, b = split(x, axis=axis, out_dims=(out_dim, out_dim))
+    return act_func(a) * gate_func(b), out_dim
+
+
+__all__ = ["gating"]

@@ -1,0 +1,152 @@
+"""Ops on nested structures of Tensors (RETURNN frontend's rf.nested): gather_nested, where_nested, mask_nested.
+
+Beam search keeps its decoder state as a nested structure (tuples, lists, dicts, named tuples, registered
+pytree nodes) and reorders or merges it per hypothesis with these.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import torch
+import torch.utils._pytree as pytree
+
+from ._C import Dim, Tensor, gather, where
+from ._shape_ops import check_tensor, dim_str, dims_str
+
+
+def _is_leaf(v) -> bool:
+    return isinstance(v, (Tensor, Dim))
+
+
+def _replace_dims(t: Tensor, dim_map: Dict[Dim, Dim]) -> Tensor:
+    if not any(d in dim_map for d in t.dims):
+        return t
+    dims = tuple(dim_map.get(d, d) for d in t.dims)
+    return Tensor(t.raw, dims, sparse_dim=dim_map.get(t.sparse_dim, t.sparse_dim),
+                  feature_dim=dim_map.get(t.feature_dim, t.feature_dim))
+
+
+def gather_nested(s: Any, *, indices: Tensor, dim_map: Optional[Dict[Dim, Dim]] = None) -> Any:
+    """s with every Tensor that has indices.sparse_dim gathered along it (dt.gather); others as they
+    are. A dim of s whose lengths vary over indices.sparse_dim (e.g. a per-hypothesis history) gets a
+    new dim with the gathered lengths, and the Tensors over it use that dim; `dim_map` (updated)
+    maps old dims to new ones. Gathering lengths reads the indices from the device (they are kept on
+    the host); without such dims there are no device reads."""
+    caller = "dimtorch.gather_nested()"
+    check_tensor(indices, caller, what="indices")
+    axis = indices.sparse_dim
+    if axis is None:
+        raise ValueError(f"{caller}: indices need a sparse_dim (the dim to gather along), got dims "
+                         f"({dims_str(indices.dims)})")
+    dim_map = {} if dim_map is None else dim_map
+    leaves, spec = pytree.tree_flatten(s, is_leaf=_is_leaf)
+    host_indices = None
+    for leaf in leaves:
+        dims = leaf.dims if isinstance(leaf, Tensor) else (leaf,) if isinstance(leaf, Dim) else ()
+        for d in dims:
+            if d.dyn_size is None or d in dim_map or axis not in d.dyn_size.dims:
+                continue
+            if host_indices is None:
+                host_indices = Tensor(indices.raw.cpu(), indices.dims, sparse_dim=axis)
+            dim_map[d] = Dim(gather(d.dyn_size, indices=host_indices, axis=axis), name=f"{d.name}_gathered")
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, Tensor):
+            if axis in leaf.dims:
+                leaf = gather(leaf, indices=indices, axis=axis)
+            out.append(_replace_dims(leaf, dim_map))
+        elif isinstance(leaf, Dim):
+            out.append(dim_map.get(leaf, leaf))
+        else:
+            out.append(leaf)
+    return pytree.tree_unflatten(out, spec)
+
+
+def _pairs(x, y, caller: str):
+    x_leaves, spec = pytree.tree_flatten(x, is_leaf=_is_leaf)
+    y_leaves, y_spec = pytree.tree_flatten(y, is_leaf=_is_leaf)
+    if spec != y_spec:
+        raise ValueError(f"{caller}: the two structures differ: {spec} vs {y_spec}")
+    return x_leaves, y_leaves, spec
+
+
+def _same_dim(a: Dim, b: Dim, caller: str) -> Dim:
+    if a is not b:
+        raise ValueError(f"{caller}: merging two different dims ({dim_str(a)}, {dim_str(b)}) of the structures is not "
+                         f"supported yet")
+    return a
+
+
+def where_nested(x: Any, y: Any, *, condition: Tensor, condition_cpu: Optional[Tensor] = None) -> Any:
+    """where(condition, x_leaf, y_leaf) for each pair of Tensors of two structures alike (broadcast
+    as dt.combine(allow_broadcast_all_sources=True)); equal non-Tensor leaves stay. Dims of the
+    structures must be the same dim on both sides (merging two dims: not yet). condition_cpu is
+    accepted for RETURNN frontend's signature (lengths are on the host already)."""
+    caller = "dimtorch.where_nested()"
+    check_tensor(condition, caller, what="condition")
+    x_leaves, y_leaves, spec = _pairs(x, y, caller)
+    out = []
+    for a, b in zip(x_leaves, y_leaves):
+        if isinstance(a, Tensor) or isinstance(b, Tensor):
+            out.append(_where_all(condition, a, b))
+        elif isinstance(a, Dim):
+            out.append(_same_dim(a, b, caller))
+        else:
+            out.append(a)
+    return pytree.tree_unflatten(out, spec)
+
+
+def _where_all(condition: Tensor, a, b) -> Tensor:
+    dims = list(condition.dims)
+    for t in (a, b):
+        if isinstance(t, Tensor):
+            dims += [d for d in t.dims if d not in dims]
+    raws = []
+    for t in (condition, a, b):
+        raws.append(t.raw_aligned(tuple(dims)) if isinstance(t, Tensor) else t)
+    return Tensor(torch.where(*raws), tuple(dims))
+
+
+def mask_nested(s: Any, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, mask_value: Any,
+                dim_map: Optional[Dict[Dim, Dim]] = None, allow_dim_extension: bool = True) -> Any:
+    """where(mask, s_leaf, mask_value leaf) over a structure (RETURNN frontend's rules): mask_value
+    is a structure like s, or one value (number, Tensor or None = 0) for every leaf. With
+    allow_dim_extension=False a leaf is masked only when it has all of the mask's dims (and all of its
+    mask value's); a leaf without any of the mask's dims is left as it is. Dims of the structures must
+    be the same on both sides (merging two dims: not yet)."""
+    caller = "dimtorch.mask_nested()"
+    check_tensor(mask, caller, what="mask")
+    leaves, spec = pytree.tree_flatten(s, is_leaf=_is_leaf)
+    values_leaves, v_spec = pytree.tree_flatten(mask_value, is_leaf=_is_leaf)
+    if type(mask_value) is type(s) and not isinstance(s, (Tensor, Dim)):
+        if v_spec != spec:
+            raise ValueError(f"{caller}: mask_value's structure differs from s's: {v_spec} vs {spec}")
+    else:
+        values_leaves = [mask_value] * len(leaves)
+    out = []
+    for leaf, value in zip(leaves, values_leaves):
+        if isinstance(leaf, Tensor):
+            out.append(_mask_leaf(leaf, value, mask, allow_dim_extension, caller))
+        elif isinstance(leaf, Dim):
+            out.append(leaf if value is None or not isinstance(value, Dim) else _same_dim(leaf, value, caller))
+        else:
+            out.append(leaf)
+    return pytree.tree_unflatten(out, spec)
+
+
+def _mask_leaf(leaf: Tensor, value, mask: Tensor, allow_dim_extension: bool, caller: str) -> Tensor:
+    value = 0 if value is None else value
+    if not allow_dim_extension:
+        if isinstance(value, Tensor) and not all(d in leaf.dims for d in value.dims):
+            return leaf
+        inside = [d in leaf.dims for d in mask.dims]
+        if not any(inside):
+            return leaf
+        if not all(inside):
+            raise ValueError(f"{caller}: a Tensor over ({dims_str(leaf.dims)}) has some but not all of the mask's dims "
+                             f"({dims_str(mask.dims)})")
+        return where(mask, leaf, value)
+    return _where_all(mask, leaf, value)
+
+
+__all__ = ["gather_nested", "where_nested", "mask_nested"]
