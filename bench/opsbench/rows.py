@@ -289,6 +289,7 @@ ROWS = (
 )
 from .rows_array import ARRAY_ROWS  # noqa: E402  (these import Row from here, so they come last)
 from .rows_attention import ATTENTION_ROWS  # noqa: E402
+from .rows_decoding import DECODING_ROWS  # noqa: E402
 from .rows_loop import LOOP_ROWS  # noqa: E402
 from .rows_signal import SIGNAL_ROWS  # noqa: E402
-ROWS += ARRAY_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + LOOP_ROWS
+ROWS += ARRAY_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + LOOP_ROWS + DECODING_ROWS

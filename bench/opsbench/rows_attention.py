@@ -63,9 +63,8 @@ def _torch_rope(s):
 def _rope_enc(s):
     """(time, head_dim) table of this side, as sinusoidal_positional_encoding gives it (RoPE's base)."""
     base = 10_000 ** (1 - 2 / s.shapes.head_dim)
-    return s.api.rf.sinusoidal_positional_encoding(spatial_dim=s.time, feat_dim=s.head_dim, base=base) \
-        if s.api.name == "returnn" else dt.sinusoidal_positional_encoding(spatial_dim=s.time, feat_dim=s.head_dim,
-                                                                          base=base)
+    fn = s.api.rf.sinusoidal_positional_encoding if s.api.name == "returnn" else dt.sinusoidal_positional_encoding
+    return fn(spatial_dim=s.time, feat_dim=s.head_dim, base=base, device=s.device)
 
 
 def _rf_rope(s):
@@ -85,24 +84,24 @@ ATTENTION_ROWS = (
     Row("sinusoidal_pos_enc", "sinusoidal positional encoding over (time, feature); PyTorch: a slice of a table "
         "made once", out=("time", "feature"), requires=("sinusoidal_positional_encoding",),
         torch=lambda s: lambda pe=_pe_table(s, 2 * s.T, s.F), n=s.T: pe[:n],
-        dimtorch=lambda s: lambda t=s.time, f=s.feature: dt.sinusoidal_positional_encoding(spatial_dim=t, feat_dim=f),
-        returnn=lambda s: lambda t=s.time, f=s.feature, pe=_rf(s).sinusoidal_positional_encoding:
-            pe(spatial_dim=t, feat_dim=f)),
+        dimtorch=lambda s: lambda t=s.time, f=s.feature, dev=s.device:
+            dt.sinusoidal_positional_encoding(spatial_dim=t, feat_dim=f, device=dev),
+        returnn=lambda s: lambda t=s.time, f=s.feature, dev=s.device, pe=_rf(s).sinusoidal_positional_encoding:
+            pe(spatial_dim=t, feat_dim=f, device=dev)),
     Row("add_sinusoidal_pos_enc", "x + sinusoidal positional encoding (the op in use)", out=("batch", "time", "feature"),
         requires=("sinusoidal_positional_encoding",),
         torch=lambda s: lambda x=s.x, pe=_pe_table(s, 2 * s.T, s.F), n=s.T: x + pe[:n],
-        dimtorch=lambda s: lambda x=s.x, t=s.time, f=s.feature:
-            x + dt.sinusoidal_positional_encoding(spatial_dim=t, feat_dim=f),
-        returnn=lambda s: lambda x=s.x, t=s.time, f=s.feature, pe=_rf(s).sinusoidal_positional_encoding:
-            x + pe(spatial_dim=t, feat_dim=f)),
-    Row("relative_pos_enc", "relative positional encoding (2 time - 1, feature); PyTorch: a table made once per "
-        "length", out=("time2", "feature"), requires=("relative_positional_encoding",),
-        torch=lambda s: lambda cache={}, t=s.T, f=s.F, make=_rel_table, side=s:
-            cache.get(t) if t in cache else cache.setdefault(t, make(side, t, f)),
-        dimtorch=lambda s: lambda t=s.time, f=s.feature:
-            dt.relative_positional_encoding(query_spatial_dim=t, key_value_spatial_dim=t, feat_dim=f)[0],
-        returnn=lambda s: lambda t=s.time, f=s.feature, pe=_rf(s).relative_positional_encoding:
-            pe(query_spatial_dim=t, key_value_spatial_dim=t, feat_dim=f)[0]),
+        dimtorch=lambda s: lambda x=s.x, t=s.time, f=s.feature, dev=s.device:
+            x + dt.sinusoidal_positional_encoding(spatial_dim=t, feat_dim=f, device=dev),
+        returnn=lambda s: lambda x=s.x, t=s.time, f=s.feature, dev=s.device, pe=_rf(s).sinusoidal_positional_encoding:
+            x + pe(spatial_dim=t, feat_dim=f, device=dev)),
+    Row("relative_pos_enc", "relative positional encoding (2 time - 1, feature); PyTorch: a slice of a table made "
+        "once for twice the length", out=("time2", "feature"), requires=("relative_positional_encoding",),
+        torch=lambda s: lambda pe=_rel_table(s, 2 * s.T, s.F), a=s.T, b=3 * s.T - 1: pe[a:b],
+        dimtorch=lambda s: lambda t=s.time, f=s.feature, dev=s.device:
+            dt.relative_positional_encoding(query_spatial_dim=t, key_value_spatial_dim=t, feat_dim=f, device=dev)[0],
+        returnn=lambda s: lambda t=s.time, f=s.feature, dev=s.device, pe=_rf(s).relative_positional_encoding:
+            pe(query_spatial_dim=t, key_value_spatial_dim=t, feat_dim=f, device=dev)[0]),
     Row("apply_rope", "rotary position embedding of q (b, heads, time, d) by the (time, d) encoding", out=ATT_OUT,
         requires=("apply_rope",),
         torch=_torch_rope,

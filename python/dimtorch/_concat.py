@@ -148,6 +148,11 @@ def concat(*sources, out_dim: Optional[Dim] = None):
     return Tensor(raw, out_dims, sparse_dim=x0.sparse_dim, feature_dim=feature_dim), out_dim
 
 
+# The appended frame's dim: one for all calls, so that `axis + frame` (and concat's index cached on it) is
+# the same dim step after step.
+_FRAME = Dim(1, name="frame")
+
+
 def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatial_dim: Optional[Dim] = None):
     """One step of accumulating frames (RETURNN frontend's): prev_accum (over `axis`, e.g. a
     decoder's history) with `source` (one frame, without axis) appended after each sequence's last
@@ -159,6 +164,6 @@ def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatia
     axis_of(prev_accum, axis, caller, of="prev_accum")
     if axis in source.dims:
         raise ValueError(f"{caller}: source (one frame) must not have axis {dim_str(axis)} (dims: {dims_str(source.dims)})")
-    frame = Dim(1, name="frame")
+    frame = _FRAME if _FRAME not in source.dims else Dim(1, name="frame")
     return _C.concat((prev_accum, axis), (expand_dim(source, frame), frame),  # the C++ fast path
                      out_dim=axis + 1 if out_spatial_dim is None else out_spatial_dim)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Tuple
 
+import torch.nn.functional as F
+
 from ._C import Dim, Tensor, sigmoid, split
 from ._shape_ops import axis_of, check_tensor, dim_str
 
@@ -29,6 +31,11 @@ def gating(x: Tensor, *, axis: Optional[Dim] = None, gate_func: Callable = sigmo
         out_dim = axis // 2
     elif not isinstance(out_dim, Dim) or out_dim.size != axis.size // 2:
         raise ValueError(f"{caller}: out_dim must be a Dim of size {axis.size // 2}, got {out_dim!r}")
+    if gate_func is sigmoid and act_func is _identity:  # GLU: torch's one kernel
+        i = x.dims.index(axis)
+        dims = x.dims[:i] + (out_dim,) + x.dims[i + 1:]
+        return Tensor(F.glu(x.raw, dim=i), dims, feature_dim=out_dim if x.feature_dim is axis else x.feature_dim), \
+            out_dim
     a, b = split(x, axis=axis, out_dims=(out_dim, out_dim))
     return act_func(a) * gate_func(b), out_dim
 

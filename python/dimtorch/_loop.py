@@ -82,6 +82,8 @@ def _mask_leaf(new, old, mask: Tensor, caller: str):
     all of the old leaf's dims and all of the mask's dims is masked; one without the mask's dims (or
     without all of the old leaf's, e.g. a grown history) is taken as it is."""
     if isinstance(new, Tensor):
+        if type(old) is Tensor and new.dims == old.dims and all(d in new.dims for d in mask.dims):
+            return where(mask, new, old)  # the common case: the state keeps its dims
         if not isinstance(old, Tensor) or not all(d in new.dims for d in old.dims):
             return new
         inside = [d in new.dims for d in mask.dims]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _C
+from . import _C, _dim_cache
 from ._C import Dim, Tensor
 from ._shape_ops import dims_arg
 
@@ -84,5 +84,9 @@ def last_frame_position_of_dim(dim: Dim, *, device=None, allow_scalar_on_cpu: bo
         raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")
     if dim.dyn_size is None and dim.size is not None and allow_scalar_on_cpu and device is None:
         return dim.size - 1
-    size = get_size_tensor(dim, device=device)
-    return Tensor(size.raw - 1, size.dims)
+    key = ("last_frame", device)
+    raw = _dim_cache.lookup(dim, key)
+    if raw is None:
+        size = get_size_tensor(dim, device=device)
+        raw = _dim_cache.store(dim, key, size.raw - 1)
+    return Tensor(raw, dim.dyn_size.dims if dim.dyn_size is not None else ())

@@ -18,6 +18,46 @@ def _is_leaf(v) -> bool:
     return isinstance(v, (Tensor, Dim))
 
 
+def _leaves(tree) -> list:
+    """The leaves of a structure in order: plain tuples, lists and dicts walked directly (a beam-search
+    step calls these every step; torch's pytree costs more than the ops), other nodes by pytree."""
+    t = type(tree)
+    if t is tuple or t is list:
+        return [leaf for item in tree for leaf in _leaves(item)]
+    if t is dict:
+        return [leaf for key in tree for leaf in _leaves(tree[key])]
+    if t is Tensor or t is Dim or tree is None or t in (bool, int, float, str):
+        return [tree]
+    return pytree.tree_flatten(tree, is_leaf=_is_leaf)[0]
+
+
+def _rebuild(tree, leaves: list, at: list):
+    """tree's structure with its leaves taken from `leaves` (at[0]: the next one)."""
+    t = type(tree)
+    if t is tuple or t is list:
+        return t(_rebuild(item, leaves, at) for item in tree)
+    if t is dict:
+        return {key: _rebuild(tree[key], leaves, at) for key in tree}
+    if t is Tensor or t is Dim or tree is None or t in (bool, int, float, str):
+        at[0] += 1
+        return leaves[at[0] - 1]
+    flat, spec = pytree.tree_flatten(tree, is_leaf=_is_leaf)
+    at[0] += len(flat)
+    return pytree.tree_unflatten(leaves[at[0] - len(flat):at[0]], spec)
+
+
+def _structure(tree):
+    """A comparable description of tree's structure (containers, keys, pytree specs), leaves left out."""
+    t = type(tree)
+    if t is tuple or t is list:
+        return t, tuple(_structure(item) for item in tree)
+    if t is dict:
+        return dict, tuple((key, _structure(tree[key])) for key in tree)
+    if t is Tensor or t is Dim or tree is None or t in (bool, int, float, str):
+        return None
+    return pytree.tree_flatten(tree, is_leaf=_is_leaf)[1]
+
+
 def _replace_dims(t: Tensor, dim_map: Dict[Dim, Dim]) -> Tensor:
     if not any(d in dim_map for d in t.dims):
         return t
@@ -39,7 +79,7 @@ def gather_nested(s: Any, *, indices: Tensor, dim_map: Optional[Dict[Dim, Dim]] 
         raise ValueError(f"{caller}: indices need a sparse_dim (the dim to gather along), got dims "
                          f"({dims_str(indices.dims)})")
     dim_map = {} if dim_map is None else dim_map
-    leaves, spec = pytree.tree_flatten(s, is_leaf=_is_leaf)
+    leaves = _leaves(s)
     host_indices = None
     for leaf in leaves:
         dims = leaf.dims if isinstance(leaf, Tensor) else (leaf,) if isinstance(leaf, Dim) else ()
@@ -59,15 +99,13 @@ def gather_nested(s: Any, *, indices: Tensor, dim_map: Optional[Dict[Dim, Dim]] 
             out.append(dim_map.get(leaf, leaf))
         else:
             out.append(leaf)
-    return pytree.tree_unflatten(out, spec)
+    return _rebuild(s, out, [0])
 
 
 def _pairs(x, y, caller: str):
-    x_leaves, spec = pytree.tree_flatten(x, is_leaf=_is_leaf)
-    y_leaves, y_spec = pytree.tree_flatten(y, is_leaf=_is_leaf)
-    if spec != y_spec:
-        raise ValueError(f"{caller}: the two structures differ: {spec} vs {y_spec}")
-    return x_leaves, y_leaves, spec
+    if _structure(x) != _structure(y):
+        raise ValueError(f"{caller}: the two structures differ: {_structure(x)} vs {_structure(y)}")
+    return _leaves(x), _leaves(y)
 
 
 def _same_dim(a: Dim, b: Dim, caller: str) -> Dim:
@@ -84,7 +122,7 @@ def where_nested(x: Any, y: Any, *, condition: Tensor, condition_cpu: Optional[T
     accepted for RETURNN frontend's signature (lengths are on the host already)."""
     caller = "dimtorch.where_nested()"
     check_tensor(condition, caller, what="condition")
-    x_leaves, y_leaves, spec = _pairs(x, y, caller)
+    x_leaves, y_leaves = _pairs(x, y, caller)
     out = []
     for a, b in zip(x_leaves, y_leaves):
         if isinstance(a, Tensor) or isinstance(b, Tensor):
@@ -93,10 +131,19 @@ def where_nested(x: Any, y: Any, *, condition: Tensor, condition_cpu: Optional[T
             out.append(_same_dim(a, b, caller))
         else:
             out.append(a)
-    return pytree.tree_unflatten(out, spec)
+    return _rebuild(x, out, [0])
 
 
 def _where_all(condition: Tensor, a, b) -> Tensor:
+    """where(condition, a, b), broadcast as needed: dt.where (one torch call) when an operand holds all
+    dims (it refuses an outer broadcast), else all dims aligned by hand."""
+    try:
+        return where(condition, a, b)
+    except ValueError:
+        return _where_broadcast(condition, a, b)
+
+
+def _where_broadcast(condition: Tensor, a, b) -> Tensor:
     dims = list(condition.dims)
     for t in (a, b):
         if isinstance(t, Tensor):
@@ -116,11 +163,12 @@ def mask_nested(s: Any, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, mask
     be the same on both sides (merging two dims: not yet)."""
     caller = "dimtorch.mask_nested()"
     check_tensor(mask, caller, what="mask")
-    leaves, spec = pytree.tree_flatten(s, is_leaf=_is_leaf)
-    values_leaves, v_spec = pytree.tree_flatten(mask_value, is_leaf=_is_leaf)
+    leaves = _leaves(s)
     if type(mask_value) is type(s) and not isinstance(s, (Tensor, Dim)):
-        if v_spec != spec:
-            raise ValueError(f"{caller}: mask_value's structure differs from s's: {v_spec} vs {spec}")
+        if _structure(mask_value) != _structure(s):
+            raise ValueError(f"{caller}: mask_value's structure differs from s's: {_structure(mask_value)} vs "
+                             f"{_structure(s)}")
+        values_leaves = _leaves(mask_value)
     else:
         values_leaves = [mask_value] * len(leaves)
     out = []
@@ -131,7 +179,7 @@ def mask_nested(s: Any, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, mask
             out.append(leaf if value is None or not isinstance(value, Dim) else _same_dim(leaf, value, caller))
         else:
             out.append(leaf)
-    return pytree.tree_unflatten(out, spec)
+    return _rebuild(s, out, [0])
 
 
 def _mask_leaf(leaf: Tensor, value, mask: Tensor, allow_dim_extension: bool, caller: str) -> Tensor:

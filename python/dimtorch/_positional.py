@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Optional, Tuple, Union
 
 import torch
@@ -95,6 +96,10 @@ def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
     dims (offset's dims, feat_dim). Without an offset Tensor the raw is computed on the host once
     per (size, feat_dim, offset, base, dtype, device) and cached."""
     caller = "dimtorch.sinusoidal_positional_encoding()"
+    fast = _FAST.get((id(spatial_dim), id(feat_dim), offset, base, dtype, device)) if type(offset) is not Tensor \
+        else None
+    if fast is not None and fast[0]() is spatial_dim and fast[1]() is feat_dim:
+        return Tensor(fast[2], (spatial_dim, feat_dim), feature_dim=feat_dim)
     half = _half_of(feat_dim, caller, 4)
     out_dtype, dev = _float_dtype(dtype, caller), _device(device)
     if isinstance(offset, bool) or (offset is not None and not isinstance(offset, (int, Tensor))):
@@ -119,7 +124,25 @@ def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
         positions = offset.raw[..., None] + torch.arange(n, device=offset.raw.device)
         return _encode(positions, offset.dims + (spatial_dim,), feat_dim, half, base, out_dtype)
     raw = sinusoidal_raw(n, 2 * half, offset or 0, base, dtype=out_dtype, device=dev)
+    _remember((id(spatial_dim), id(feat_dim), offset, base, dtype, device), spatial_dim, feat_dim, raw)
     return Tensor(raw, (spatial_dim, feat_dim), feature_dim=feat_dim)
+
+
+# The last calls' results by argument ids, checked by weak refs (no Dim is held): a model asks for the
+# same encoding call after call, and the checks and cache keys cost more than the lookup itself.
+_FAST: dict = {}
+
+
+def _remember(key, a: Dim, b: Dim, value) -> None:
+    """Keeps value for key while the dims a and b live (their weak refs drop the entry)."""
+    def forget(ref, key=key):
+        entry = _FAST.get(key)
+        if entry is not None and (entry[0] is ref or entry[1] is ref):
+            del _FAST[key]
+
+    if len(_FAST) >= 64:
+        _FAST.clear()
+    _FAST[key] = (weakref.ref(a, forget), weakref.ref(b, forget), value)
 
 
 def sinusoidal_raw(n: int, feat: int, start: int = 0, base: Union[int, float] = 1e4, *, dtype=torch.float32,
@@ -171,6 +194,11 @@ def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_
     query_spatial_dim=None (one step, the query the last frame of each sequence's keys): over
     (key lengths' dims, key_value_spatial_dim, feat_dim), distance j - (T_b - 1) per sequence."""
     caller = "dimtorch.relative_positional_encoding()"
+    fast = _FAST.get(("rel", id(query_spatial_dim), id(key_value_spatial_dim), id(feat_dim), query_offset, dtype,
+                      device))
+    if fast is not None and fast[0]() is query_spatial_dim and fast[1]() is key_value_spatial_dim:
+        raw, out_dim = fast[2]
+        return Tensor(raw, (out_dim, feat_dim), feature_dim=feat_dim), out_dim
     half = _half_of(feat_dim, caller, 2)
     out_dtype, dev = _float_dtype(dtype, caller), _device(device)
     if not isinstance(key_value_spatial_dim, Dim):
@@ -206,6 +234,9 @@ def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_
                 else f"{query_spatial_dim.name}+{key_value_spatial_dim.name}-1")
         out_dim = _dim_cache.store(query_spatial_dim, key, Dim(q - 1 + kv, name=name))
     raw = relative_positional_encoding_raw(q, kv, 2 * half, query_offset, dtype=out_dtype, device=dev)
+    if type(query_offset) is int:  # (the out dim is held until a dim of the key dies)
+        _remember(("rel", id(query_spatial_dim), id(key_value_spatial_dim), id(feat_dim), query_offset, dtype, device),
+                  query_spatial_dim, key_value_spatial_dim, (raw, out_dim))
     return Tensor(raw, (out_dim, feat_dim), feature_dim=feat_dim), out_dim
 
 

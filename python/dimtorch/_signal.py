@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from ._C import Dim, Tensor
-from ._conv_args import make_conv_out_spatial_dims
+from ._conv_args import out_spatial_dim as out_spatial_dim_of
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
 _WINDOWS: dict = {}  # (frame_length, fft_length, align_left, enforce_even, dtype, device) -> window raw
@@ -62,9 +62,8 @@ def stft(x: Tensor, *, in_spatial_dim: Dim, frame_step: int, frame_length: int, 
     if x.raw.is_complex() or not x.raw.is_floating_point():
         raise TypeError(f"{caller}: x must be a real float tensor, got {x.dtype}")
     window_span = frame_length if window_use_frame_length else fft
-    if out_spatial_dim is None:
-        (out_spatial_dim,) = make_conv_out_spatial_dims([in_spatial_dim], filter_size=window_span,
-                                                        strides=frame_step, padding="valid")
+    if out_spatial_dim is None:  # make_conv_out_spatial_dims's dim math, without its argument parsing
+        out_spatial_dim = out_spatial_dim_of(in_spatial_dim, window_span, frame_step, "valid")
     elif not isinstance(out_spatial_dim, Dim):
         raise TypeError(f"{caller}: out_spatial_dim must be a Dim, got {type(out_spatial_dim).__name__}")
     if out_dim is None:
