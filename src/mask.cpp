@@ -120,7 +120,11 @@ PyObject* build_raw(DimObject* d, TensorObject* lengths, MaskKind kind, const si
   int same = PyObject_RichCompareBool(raw_device.get(), device, Py_EQ);
   if (same < 0) return nullptr;
   if (!same) {
-    if (kind == MaskKind::kLengths) return to_device(raw.get(), device);
+    bool identity_layout = ndim == k;
+    for (int i = 0; i < k && identity_layout; ++i) identity_layout = pos[i] == i;
+    /* Only the lengths in their own layout are the device copy itself; any other layout (other
+       axes, or size-1 axes around them) is made from that copy below, as on the host. */
+    if (kind == MaskKind::kLengths && identity_layout) return to_device(raw.get(), device);
     signed char identity[kMaxDims];
     for (int i = 0; i < k; ++i) identity[i] = static_cast<signed char>(i);
     raw = Ref(dim_cached_raw(d, MaskKind::kLengths, identity, k, 0, device));

@@ -241,6 +241,15 @@ def test_cum_concat_step_appends_after_each_sequence():
     for b, n in enumerate((3, 1, 0)):
         torch.testing.assert_close(raw[b, :n], pb.x.raw[b, :n])
         torch.testing.assert_close(raw[b, n], frame.raw[b])
+    lengths = (3, 1, 0)
+
+    def oracle(prev, new):  # per sequence: its frames, then the new one
+        out = torch.zeros(3, 4, 2)
+        rows = [torch.cat((prev[b, :n], new[b:b + 1])) for b, n in enumerate(lengths)]
+        return torch.stack([torch.nn.functional.pad(r, (0, 0, 0, 4 - r.shape[0])) for r in rows]) + out
+
+    check_against_torch(lambda p, f: dt.cum_concat_step(f, prev_accum=p, axis=pb.time)[0], oracle, [pb.x, frame],
+                        out_dims=(pb.batch, out, pb.feature))
     static = dt.Dim(2, name="static")
     y2, out2 = dt.cum_concat_step(frame, prev_accum=dt.Tensor(torch.zeros(3, 2, 2), (pb.batch, static, pb.feature)),
                                   axis=static)

@@ -175,3 +175,13 @@ def test_last_frame_position_of_dim():
     assert dt.last_frame_position_of_dim(pb.feature, device="cpu").raw.item() == 3
     with pytest.raises(TypeError, match=r"dimtorch\.last_frame_position_of_dim\(\): expected a Dim"):
         dt.last_frame_position_of_dim(3)
+
+
+def test_cached_lengths_layout_on_another_device():
+    """The lengths laid out for a tensor (other axes, size 1 around them) on a device other than the
+    host's: the same layout as on the host (the device copy alone is only the identity layout)."""
+    pb = make_padded_batch((5, 3, 1))
+    for pos, ndim in (((0,), 1), ((0,), 2), ((1,), 3), ((2,), 3)):
+        host = dt._C._dim_cached_raw(2, pb.time, pos, ndim, 0, torch.device("cpu"))
+        meta = dt._C._dim_cached_raw(2, pb.time, pos, ndim, 0, torch.device("meta"))
+        assert meta.shape == host.shape == tuple(3 if i == pos[0] else 1 for i in range(ndim))

@@ -185,8 +185,8 @@ def dot_attention(query: Tensor, keys: Tensor, values: Tensor, *, key_dim: Dim, 
     dims analysis is made once per call signature."""
     caller = "dimtorch.dot_attention()"
     plan = _plan(caller, query, keys, values, key_dim, axis, causal_query_spatial_dim)
-    if type(att_dropout) is not float and (isinstance(att_dropout, bool) or not isinstance(att_dropout, (int, float))) \
-            or not 0.0 <= att_dropout <= 1.0:
+    is_number = type(att_dropout) is float or (isinstance(att_dropout, (int, float)) and not isinstance(att_dropout, bool))
+    if not is_number or not 0.0 <= att_dropout <= 1.0:
         raise ValueError(f"{caller}: att_dropout must be a float in [0, 1], got {att_dropout!r}")
     if isinstance(training, (Tensor, torch.Tensor)):
         raise TypeError(f"{caller}: training must be a bool, got a {type(training).__name__}")

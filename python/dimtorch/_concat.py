@@ -5,12 +5,14 @@ import weakref
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 
 from . import _C
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, expand_dim
+from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
 _CALLER = "dimtorch.concat()"
+_LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
 # Gather indices of dynamic concats: canonical out dim (dim_0 + dim_1 + ...) -> {layout: device raw}.
 # Weak keys: an entry goes with its dim, and the raws hold no dim.
 _INDEX_CACHE: "weakref.WeakKeyDictionary[Dim, dict]" = weakref.WeakKeyDictionary()
@@ -148,22 +150,51 @@ def concat(*sources, out_dim: Optional[Dim] = None):
     return Tensor(raw, out_dims, sparse_dim=x0.sparse_dim, feature_dim=feature_dim), out_dim
 
 
-# The appended frame's dim: one for all calls, so that `axis + frame` (and concat's index cached on it) is
-# the same dim step after step.
-_FRAME = Dim(1, name="frame")
-
-
 def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatial_dim: Optional[Dim] = None):
     """One step of accumulating frames (RETURNN frontend's): prev_accum (over `axis`, e.g. a
-    decoder's history) with `source` (one frame, without axis) appended after each sequence's last
-    frame; returns (tensor, out_spatial_dim), out_spatial_dim = axis + 1 by dim math unless given
-    (per-sequence lengths + 1)."""
+    decoder's history) with `source` (one frame, without axis; its dims among prev_accum's)
+    appended after each sequence's last frame; returns (tensor, out_spatial_dim), out_spatial_dim
+    = axis + 1 by dim math unless given (per-sequence lengths + 1). One pad and one scatter (a cat
+    for a static axis), the positions from the dim's cached device lengths."""
     caller = "dimtorch.cum_concat_step()"
     check_tensor(source, caller, what="source")
     check_tensor(prev_accum, caller, what="prev_accum")
-    axis_of(prev_accum, axis, caller, of="prev_accum")
+    a = axis_of(prev_accum, axis, caller, of="prev_accum")
     if axis in source.dims:
         raise ValueError(f"{caller}: source (one frame) must not have axis {dim_str(axis)} (dims: {dims_str(source.dims)})")
-    frame = _FRAME if _FRAME not in source.dims else Dim(1, name="frame")
-    return _C.concat((prev_accum, axis), (expand_dim(source, frame), frame),  # the C++ fast path
-                     out_dim=axis + 1 if out_spatial_dim is None else out_spatial_dim)
+    extra = [d for d in source.dims if d not in prev_accum.dims]
+    if extra:
+        raise ValueError(f"{caller}: source has dims ({dims_str(extra)}) that prev_accum lacks (prev_accum dims: "
+                         f"{dims_str(prev_accum.dims)})")
+    new_dim = axis + 1
+    if out_spatial_dim is None:
+        out_spatial_dim = new_dim
+    elif out_spatial_dim is not new_dim and not (
+            isinstance(out_spatial_dim, Dim) and (out_spatial_dim.size == new_dim.size if new_dim.dyn_size is None else
+                                                  out_spatial_dim.dyn_size is not None and torch.equal(
+                                                      _length_raw(out_spatial_dim, new_dim.dyn_size.dims),
+                                                      _length_raw(new_dim, new_dim.dyn_size.dims)))):
+        raise ValueError(f"{caller}: out_spatial_dim {out_spatial_dim!r} does not have the lengths of "
+                         f"{dim_str(axis)} + 1")
+    raw = prev_accum.raw
+    n = axis.get_max_size()
+    if raw.shape[a] > n:
+        raw = raw.narrow(a, 0, n)
+    dims = prev_accum.dims
+    frame = source.raw if source.dims == dims[:a] + dims[a + 1:] else source.raw_aligned(dims[:a] + dims[a + 1:])
+    frame = frame.unsqueeze(a)
+    out_dims = dims[:a] + (out_spatial_dim,) + dims[a + 1:]
+    if axis.dyn_size is None:
+        out = torch.cat((raw, frame.expand(raw.shape[:a] + (1,) + raw.shape[a + 1:])), a)
+    else:
+        pos = []
+        for b in axis.dyn_size.dims:
+            if b not in dims:
+                raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which prev_accum "
+                                 f"lacks")
+            pos.append(dims.index(b))
+        lengths = _C._dim_cached_raw(_LENGTHS, axis, tuple(pos), len(dims), 0, raw.device)  # size 1 at axis
+        out = F.pad(raw, (0, 0) * (raw.dim() - 1 - a) + (0, 1))
+        shape = raw.shape[:a] + (1,) + raw.shape[a + 1:]
+        out.scatter_(a, lengths.expand(shape), frame.expand(shape).to(out.dtype))  # out is new: in place is safe
+    return Tensor(out, out_dims, sparse_dim=prev_accum.sparse_dim, feature_dim=prev_accum.feature_dim), out_spatial_dim

@@ -7,6 +7,7 @@ import torch
 
 from . import _C
 from ._C import Dim, Tensor
+from ._device_reads import to_host
 from ._dtypes import to_torch_dtype
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
@@ -52,13 +53,17 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     prev = torch.nn.functional.pad(labels[..., :-1], (1, 0), value=blank_index)
     keep = (labels != prev) & (labels != blank_index)
     if in_spatial_dim.dyn_size is not None:
-        try:
-            lengths = _lengths_raw(in_spatial_dim, batch, labels.device)
-        except ValueError as e:
-            raise ValueError(f"{caller}: {e}") from None
-        keep &= torch.arange(labels.shape[-1], device=labels.device) < lengths[..., None]
+        order = batch + (in_spatial_dim,)
+        pos = []
+        for b in in_spatial_dim.dyn_size.dims:
+            if b not in batch:
+                raise ValueError(f"{caller}: the lengths of {dim_str(in_spatial_dim)} vary over {dim_str(b)}, which "
+                                 f"the logits lack")
+            pos.append(order.index(b))
+        keep &= _C._dim_cached_raw(_MASK, in_spatial_dim, tuple(pos) + (len(batch),), len(order), labels.shape[-1],
+                                   labels.device)  # the dim's cached mask
     counts = keep.sum(-1)
-    counts_host = counts.cpu()  # the new dim's lengths: a device read
+    counts_host = to_host(counts)  # the new dim's lengths: a device read
     n_out = int(counts_host.max()) if counts_host.numel() else 0
     position = torch.where(keep, keep.cumsum(-1) - 1, n_out)  # dropped frames go to an extra column
     out = labels.new_zeros(labels.shape[:-1] + (n_out + 1,)).scatter_(-1, position, labels)[..., :n_out]

@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ._C import Dim, Tensor, cast, logical_and, where
+from ._device_reads import read_bool, read_int, to_host
 from ._mask import get_mask
 from ._shape_ops import dim_str, dims_arg, dims_str
 
@@ -30,7 +31,14 @@ def _same_structure(a, b) -> bool:
     if ta is not type(b):
         return False
     if ta is tuple or ta is list:
-        return len(a) == len(b) and all(_same_structure(x, y) for x, y in zip(a, b))
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            tx = type(x)
+            if tx is not type(y) or (tx is not Tensor and tx is not int and tx is not float and
+                                     not _same_structure(x, y)):
+                return False
+        return True
     if ta is dict:
         return a.keys() == b.keys() and all(_same_structure(a[k], b[k]) for k in a)
     if ta is Tensor or ta is Dim or a is None or ta in (bool, int, float, str, complex):
@@ -44,7 +52,7 @@ def _truth(value, caller: str, what: str) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, Tensor) and value.dims == () and value.dtype == "bool":
-        return bool(value.raw.item())
+        return read_bool(value.raw)
     shown = f"a Tensor over ({dims_str(value.dims)}) of {value.dtype}" if isinstance(value, Tensor) else \
         type(value).__name__
     raise TypeError(f"{caller}: {what} must give a bool or a scalar bool Tensor, got {shown}")
@@ -221,11 +229,19 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
                              f"with a size or lengths, or loop with cond")
         steps = _unstacked(xs, spatial_dim, n, caller) if xs is not None else [None] * n
         masks = _step_masks(spatial_dim, n, _device_of(initial, xs))
+        all_in = [None]  # the state's dims once they are known to hold the mask's dims
         state = initial
         for i in range(n):
             y, new_state = _call_body(body, steps[i], state, caller)
             outputs.add(y)
-            state = new_state if masks is None else _masked_state(new_state, state, masks[i], caller)
+            if masks is None:
+                state = new_state
+            elif type(new_state) is Tensor and type(state) is Tensor and new_state.dims == state.dims == all_in[0]:
+                state = where(masks[i], new_state, state)  # a single state Tensor over the mask's dims, as before
+            else:
+                state = _masked_state(new_state, state, masks[i], caller)
+                if type(state) is Tensor and all(d in state.dims for d in masks[i].dims):
+                    all_in[0] = state.dims
         return outputs.stacked(spatial_dim, return_tensor_arrays), state, spatial_dim
     if cond is None or cond_dims is None:
         raise ValueError(f"{caller}: without spatial_dim, give cond and cond_dims (the dims of cond's result)")
@@ -239,7 +255,7 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
         running = Tensor(torch.ones((), dtype=torch.bool), ())  # broadcast to cond_dims after the first step
     lengths = Tensor(torch.zeros((), dtype=torch.int64), ())
     i = 0
-    while bool(running.raw.any()) and (max_seq_len is None or i < _limit(max_seq_len, caller)):
+    while read_bool(running.raw.any()) and (max_seq_len is None or i < _limit(max_seq_len, caller)):
         lengths = lengths + cast(running, "int64")
         y, new_state = _call_body(body, None, state, caller)
         outputs.add(y)
@@ -264,7 +280,7 @@ def _lengths_over(lengths: Tensor, running: Tensor, cond_dims: tuple, caller: st
         else:
             raise ValueError(f"{caller}: no step ran and cond_dims ({dims_str(cond_dims)}) have no sizes; the lengths "
                              f"of the new dim are unknown")
-    return Tensor(lengths.raw.to("cpu", torch.int64).contiguous(), lengths.dims)
+    return Tensor(to_host(lengths.raw).to(torch.int64).contiguous(), lengths.dims)
 
 
 def _call_body(body, x, state, caller: str):
@@ -284,7 +300,7 @@ def _checked_cond(c, cond_dims: tuple, caller: str) -> Tensor:
 
 def _limit(max_seq_len, caller: str) -> int:
     if isinstance(max_seq_len, Tensor) and max_seq_len.dims == ():
-        return int(max_seq_len.raw.item())
+        return read_int(max_seq_len.raw)
     if isinstance(max_seq_len, int) and not isinstance(max_seq_len, bool):
         return max_seq_len
     raise TypeError(f"{caller}: max_seq_len must be an int or a scalar Tensor, got {type(max_seq_len).__name__}")

@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ._C import Dim, Tensor, gather, where
+from ._device_reads import to_host
 from ._shape_ops import check_tensor, dim_str, dims_str
 
 
@@ -87,7 +88,7 @@ def gather_nested(s: Any, *, indices: Tensor, dim_map: Optional[Dict[Dim, Dim]] 
             if d.dyn_size is None or d in dim_map or axis not in d.dyn_size.dims:
                 continue
             if host_indices is None:
-                host_indices = Tensor(indices.raw.cpu(), indices.dims, sparse_dim=axis)
+                host_indices = Tensor(to_host(indices.raw), indices.dims, sparse_dim=axis)  # a device read
             dim_map[d] = Dim(gather(d.dyn_size, indices=host_indices, axis=axis), name=f"{d.name}_gathered")
     out = []
     for leaf in leaves:
@@ -122,6 +123,10 @@ def where_nested(x: Any, y: Any, *, condition: Tensor, condition_cpu: Optional[T
     accepted for RETURNN frontend's signature (lengths are on the host already)."""
     caller = "dimtorch.where_nested()"
     check_tensor(condition, caller, what="condition")
+    tx = type(x)
+    if (tx is tuple or tx is list) and type(y) is tx and len(x) == len(y) and \
+            all(type(a) is Tensor and type(b) is Tensor for a, b in zip(x, y)):
+        return tx(_where_all(condition, a, b) for a, b in zip(x, y))  # the common flat state
     x_leaves, y_leaves = _pairs(x, y, caller)
     out = []
     for a, b in zip(x_leaves, y_leaves):

@@ -266,5 +266,13 @@ def apply_rope(x: Tensor, pos_enc: Tensor, feat_dim: Dim) -> Tensor:
     order = tuple(d for d in x.dims if d is not feat_dim) + (feat_dim,)
     raw = x.raw if x.dims == order else x.raw_aligned(order)
     pe = pos_enc.raw if pos_enc.dims == order else pos_enc.raw_aligned(order)
+    for i, d in enumerate(order[:-1]):
+        if pe.shape[i] not in (1, raw.shape[i]):
+            # a dynamic dim whose raws have different padding (e.g. x padded past the longest sequence)
+            n = min(pe.shape[i], raw.shape[i])
+            if d.dyn_size is None or n < d.get_max_size():
+                raise ValueError(f"{caller}: dim {dim_str(d)} has raw size {raw.shape[i]} in x but {pe.shape[i]} in "
+                                 f"pos_enc")
+            raw, pe = raw.narrow(i, 0, n), pe.narrow(i, 0, n)
     sin, cos = pe.chunk(2, dim=-1)
     return Tensor(rope_raw(raw, sin, cos), order, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Optional, Tuple, Union
 
 import torch
@@ -14,6 +15,20 @@ from ._signal import stft
 __all__ = ["mel_filterbank", "log_mel_filterbank_from_raw", "mel_filterbank_matrix"]
 
 _MATRICES: dict = {}  # (f_min, f_max, sampling_rate, fft_length, n_filters, dtype, device) -> raw
+# mel_filterbank's last calls by argument ids, checked by weak refs (no Dim is held): the checks cost more
+# than the lookup on small inputs.
+_FAST: dict = {}
+
+
+def _remember(key, a: Dim, b: Dim, value) -> None:
+    def forget(ref, key=key):
+        entry = _FAST.get(key)
+        if entry is not None and (entry[0] is ref or entry[1] is ref):
+            del _FAST[key]
+
+    if len(_FAST) >= 64:
+        _FAST.clear()
+    _FAST[key] = (weakref.ref(a, forget), weakref.ref(b, forget), value)
 
 
 def _mel(f):
@@ -52,6 +67,13 @@ def mel_filterbank(x: Tensor, *, in_dim: Dim, out_dim: Dim, sampling_rate: Union
     (the filters; its size is their number), out_dim the feature dim. fft_length defaults to
     (in_dim - 1) * 2, f_min to 0, f_max to sampling_rate / 2. One matmul with a cached matrix."""
     caller = "dimtorch.audio.mel_filterbank()"
+    raw = x.raw if type(x) is Tensor else None
+    fast = _FAST.get((id(in_dim), id(out_dim), sampling_rate, fft_length, f_min, f_max, raw.dtype, raw.device)) \
+        if raw is not None else None
+    if fast is not None and fast[0]() is in_dim and fast[1]() is out_dim and in_dim in x.dims:
+        y = matmul(x, Tensor(fast[2], (in_dim, out_dim)), reduce=in_dim)
+        return Tensor(y.raw, y.dims, feature_dim=out_dim)
+    key = (id(in_dim), id(out_dim), sampling_rate, fft_length, f_min, f_max)
     check_tensor(x, caller)
     for name, d in (("in_dim", in_dim), ("out_dim", out_dim)):
         if not isinstance(d, Dim) or d.size is None:
@@ -69,6 +91,7 @@ def mel_filterbank(x: Tensor, *, in_dim: Dim, out_dim: Dim, sampling_rate: Union
     raw = x.raw
     w = mel_filterbank_matrix(f_min=f_min, f_max=f_max, sampling_rate=sampling_rate, fft_length=fft,
                               n_filters=out_dim.size, dtype=raw.dtype, device=raw.device)
+    _remember(key + (raw.dtype, raw.device), in_dim, out_dim, w)
     y = matmul(x, Tensor(w, (in_dim, out_dim)), reduce=in_dim)
     return Tensor(y.raw, y.dims, feature_dim=out_dim)
 
