@@ -71,6 +71,13 @@ bool init() {
   T.tensor_type = reinterpret_cast<PyTypeObject*>(tb);
   PyObject* t = torch.get();
   PyObject* F = functional.get();
+  Ref parameter_mod(PyImport_ImportModule("torch.nn.parameter"));
+  if (!parameter_mod) return false;
+  PyObject* plain = PyObject_GetAttrString(t, "Tensor");
+  PyObject* parameter = plain ? PyObject_GetAttrString(parameter_mod.get(), "Parameter") : nullptr;
+  if (!parameter) return false;
+  T.plain_type = reinterpret_cast<PyTypeObject*>(plain);
+  T.parameter_type = reinterpret_cast<PyTypeObject*>(parameter);
   bool ok = get_attr(t, "dtype", &T.dtype_type) && get_attr(t, "device", &T.device_type) && get_attr(tb, "permute", &T.permute) &&
             get_attr(tb, "view", &T.view) && get_attr(tb, "reshape", &T.reshape) &&
             get_attr(tb, "unsqueeze", &T.unsqueeze) && get_attr(tb, "expand", &T.expand) &&

@@ -16,6 +16,8 @@ extern const char* const kUnaryNames[kNumUnary];
 
 struct Table {
   PyTypeObject* tensor_type = nullptr;  // torch._C.TensorBase: every torch.Tensor is one
+  PyTypeObject* plain_type = nullptr;   // torch.Tensor itself
+  PyTypeObject* parameter_type = nullptr;  // torch.nn.Parameter
   PyObject* dtype_type = nullptr;       // torch.dtype
   PyObject* device_type = nullptr;      // torch.device
   // Unbound TensorBase methods, called with the raw as first argument.
@@ -96,6 +98,10 @@ extern Table T;
 bool init();
 
 inline bool is_raw(PyObject* o) { return PyObject_TypeCheck(o, T.tensor_type); }
+/// A torch.Tensor or Parameter itself, not a subclass (FakeTensor, FunctionalTensor, DTensor, ...).
+inline bool is_plain_raw(PyObject* o) {
+  return Py_TYPE(o) == T.plain_type || Py_TYPE(o) == T.parameter_type;
+}
 /// Whether o is a torch.device.
 inline bool is_device(PyObject* o) {
   return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(T.device_type));

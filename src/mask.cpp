@@ -2,6 +2,8 @@
 // once per device and layout (the first use of a new dim, i.e. once per batch, builds it here).
 #include "mask.h"
 
+#include "definitions.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -249,6 +251,20 @@ PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t n
   static const char* caller = "dimtorch.Tensor.copy_masked()";
   static const char* const names[] = {"value", "dims"};
   PyObject* v[2];
+  if (!is_tensor(self)) {
+    PyErr_SetString(PyExc_AttributeError, "dimtorch.Tensor: not initialized");
+    return nullptr;
+  }
+  if (is_traced_tensor(self) || any_traced(args, nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0))) {
+    PyObject* stack[4] = {self};
+    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (total > 3) {
+      PyErr_Format(PyExc_TypeError, "%s: too many arguments", caller);
+      return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
+    return call_definition("Tensor.copy_masked", stack, nargs + 1, kwnames);
+  }
   if (!parse_args(args, nargs, kwnames, names, 2, 2, 1, v, caller)) return nullptr;
   TensorObject* x = as_tensor(self);
   if (!x->raw) {

@@ -2,11 +2,13 @@
 #include <nanobind/nanobind.h>
 
 #include "backend.h"
+#include "definitions.h"
 #include "dim.h"
 #include "mask.h"
 #include "ops_elementwise.h"
 #include "ops_reduce.h"
 #include "plan.h"
+#include "property.h"
 #include "tensor.h"
 
 namespace nb = nanobind;
@@ -22,7 +24,7 @@ bool export_ops_array(PyObject* module);  // ops_array.cpp
    and a nanobind class would add its dispatch to every construction and operator. nanobind
    carries the module itself and the functions that are not per-op. */
 NB_MODULE(_C, m) {
-  if (!backend::init() || !export_dim(m.ptr()) || !export_tensor(m.ptr()) ||
+  if (!backend::init() || !export_definitions(m.ptr()) || !export_property(m.ptr()) || !export_dim(m.ptr()) || !export_tensor(m.ptr()) ||
       !export_ops_elementwise(m.ptr()) || !export_dim_math(m.ptr()) || !export_mask(m.ptr()) ||
       !export_ops_reduce(m.ptr()) || !export_ops_nn(m.ptr()) || !export_ops_batch_norm(m.ptr()) ||
       !export_ops_matmul(m.ptr()) || !export_creation(m.ptr()) ||

@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "backend.h"
+#include "definitions.h"
 #include "dim.h"
 #include "functions.h"
 #include "tensor.h"
@@ -233,19 +234,30 @@ namespace {
 
 // ---- number slots -------------------------------------------------------------------------
 
-#define DIMTORCH_BINARY_SLOT(fn, kind, pyname)                                    \
-  PyObject* fn(PyObject* a, PyObject* b) {                                        \
-    return binary_op(kind, a, b, false, "dimtorch.Tensor." pyname "()");          \
+/* A traced operand (make_fx, torch.export) sends the operator to its Python definition in the
+   type dict: Tensor.__add__(a, b), or Tensor.__radd__(b, a) when the Tensor is on the right. */
+PyObject* slot_definition(const char* name, const char* rname, PyObject* a, PyObject* b) {
+  PyObject* args[2] = {a, b};
+  if (Py_IS_TYPE(a, &TensorType)) return call_definition(name, args, 2, nullptr);
+  PyObject* reflected[2] = {b, a};
+  return call_definition(rname, reflected, 2, nullptr);
+}
+
+#define DIMTORCH_BINARY_SLOT(fn, kind, pyname)                                      \
+  PyObject* fn(PyObject* a, PyObject* b) {                                          \
+    if (is_traced_tensor(a) || is_traced_tensor(b))                                 \
+      return slot_definition("Tensor.__" pyname "__", "Tensor.__r" pyname "__", a, b); \
+    return binary_op(kind, a, b, false, "dimtorch.Tensor.__" pyname "__()");        \
   }
-DIMTORCH_BINARY_SLOT(slot_add, Bin::kAdd, "__add__")
-DIMTORCH_BINARY_SLOT(slot_sub, Bin::kSub, "__sub__")
-DIMTORCH_BINARY_SLOT(slot_mul, Bin::kMul, "__mul__")
-DIMTORCH_BINARY_SLOT(slot_truediv, Bin::kTrueDiv, "__truediv__")
-DIMTORCH_BINARY_SLOT(slot_floordiv, Bin::kFloorDiv, "__floordiv__")
-DIMTORCH_BINARY_SLOT(slot_mod, Bin::kMod, "__mod__")
-DIMTORCH_BINARY_SLOT(slot_and, Bin::kBitAnd, "__and__")
-DIMTORCH_BINARY_SLOT(slot_or, Bin::kBitOr, "__or__")
-DIMTORCH_BINARY_SLOT(slot_xor, Bin::kBitXor, "__xor__")
+DIMTORCH_BINARY_SLOT(slot_add, Bin::kAdd, "add")
+DIMTORCH_BINARY_SLOT(slot_sub, Bin::kSub, "sub")
+DIMTORCH_BINARY_SLOT(slot_mul, Bin::kMul, "mul")
+DIMTORCH_BINARY_SLOT(slot_truediv, Bin::kTrueDiv, "truediv")
+DIMTORCH_BINARY_SLOT(slot_floordiv, Bin::kFloorDiv, "floordiv")
+DIMTORCH_BINARY_SLOT(slot_mod, Bin::kMod, "mod")
+DIMTORCH_BINARY_SLOT(slot_and, Bin::kBitAnd, "and")
+DIMTORCH_BINARY_SLOT(slot_or, Bin::kBitOr, "or")
+DIMTORCH_BINARY_SLOT(slot_xor, Bin::kBitXor, "xor")
 #undef DIMTORCH_BINARY_SLOT
 
 PyObject* slot_pow(PyObject* a, PyObject* b, PyObject* mod) {
@@ -253,17 +265,32 @@ PyObject* slot_pow(PyObject* a, PyObject* b, PyObject* mod) {
     PyErr_SetString(PyExc_TypeError, "dimtorch.Tensor.__pow__(): a modulus is not supported");
     return nullptr;
   }
+  if (is_traced_tensor(a) || is_traced_tensor(b))
+    return slot_definition("Tensor.__pow__", "Tensor.__rpow__", a, b);
   return binary_op(Bin::kPow, a, b, false, "dimtorch.Tensor.__pow__()");
 }
 
 PyObject* unary_slot(PyObject* self, PyObject* (*fn)(PyObject*), bool keep_sparse) {
+  if (!is_tensor(self)) return bad_operand(self, "dimtorch.Tensor");
   TensorObject* t = as_tensor(self);
   if (!t->raw) return cleared_raw("dimtorch.Tensor");
   return wrap_like(fn(t->raw), t, keep_sparse, "dimtorch.Tensor");
 }
-PyObject* slot_neg(PyObject* self) { return unary_slot(self, PyNumber_Negative, false); }
-PyObject* slot_abs(PyObject* self) { return unary_slot(self, PyNumber_Absolute, false); }
-PyObject* slot_invert(PyObject* self) { return unary_slot(self, PyNumber_Invert, false); }
+PyObject* unary_definition(const char* name, PyObject* self) {
+  return call_definition(name, &self, 1, nullptr);
+}
+PyObject* slot_neg(PyObject* self) {
+  if (is_traced_tensor(self)) return unary_definition("Tensor.__neg__", self);
+  return unary_slot(self, PyNumber_Negative, false);
+}
+PyObject* slot_abs(PyObject* self) {
+  if (is_traced_tensor(self)) return unary_definition("Tensor.__abs__", self);
+  return unary_slot(self, PyNumber_Absolute, false);
+}
+PyObject* slot_invert(PyObject* self) {
+  if (is_traced_tensor(self)) return unary_definition("Tensor.__invert__", self);
+  return unary_slot(self, PyNumber_Invert, false);
+}
 PyObject* slot_pos(PyObject* self) { return Py_NewRef(self); }
 
 PyObject* slot_richcompare(PyObject* a, PyObject* b, int op) {
@@ -271,6 +298,12 @@ PyObject* slot_richcompare(PyObject* a, PyObject* b, int op) {
   static const char* const names[] = {
       "dimtorch.Tensor.__lt__()", "dimtorch.Tensor.__le__()", "dimtorch.Tensor.__eq__()",
       "dimtorch.Tensor.__ne__()", "dimtorch.Tensor.__gt__()", "dimtorch.Tensor.__ge__()"};
+  static const char* const definitions[] = {"Tensor.__lt__", "Tensor.__le__", "Tensor.__eq__",
+                                            "Tensor.__ne__", "Tensor.__gt__", "Tensor.__ge__"};
+  if (is_traced_tensor(a) || is_traced_tensor(b)) {
+    PyObject* args[2] = {a, b};
+    return call_definition(definitions[op], args, 2, nullptr);
+  }
   return binary_op(kinds[op], a, b, false, names[op]);
 }
 

@@ -2,6 +2,7 @@
 // layer_norm and rms_norm (F.layer_norm / F.rms_norm with the normalized dims viewed last).
 #include "args.h"
 #include "backend.h"
+#include "definitions.h"
 #include "dim.h"
 #include "functions.h"
 #include "mask.h"
@@ -274,15 +275,8 @@ PyObject* f_rms_norm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObjec
 /// mask over the dims `axis`); p == 1 and every bad input go to dimtorch._dropout.dropout, which
 /// owns the errors.
 PyObject* f_dropout(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* python_def = nullptr;
   auto fallback = [&]() -> PyObject* {
-    if (!python_def) {
-      Ref mod(PyImport_ImportModule("dimtorch._dropout"));
-      if (!mod) return nullptr;
-      python_def = PyObject_GetAttrString(mod.get(), "dropout");
-      if (!python_def) return nullptr;
-    }
-    return PyObject_Vectorcall(python_def, args, nargs, kwnames);
+    return call_definition("dropout", args, nargs, kwnames);
   };
   static const char* const names[] = {"x", "p", "axis", "training"};
   PyObject* v[4];

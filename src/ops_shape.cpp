@@ -17,9 +17,9 @@ namespace dimtorch {
 
 namespace {
 
-DIMTORCH_PYTHON_FALLBACK(fallback, "dimtorch._shape_ops", "merge_dims")
+DIMTORCH_PYTHON_FALLBACK(fallback, "merge_dims")
 
-DIMTORCH_PYTHON_FALLBACK(concat_fallback, "dimtorch._concat", "concat")
+DIMTORCH_PYTHON_FALLBACK(concat_fallback, "concat")
 
 /* The gather index of a dynamic concat (dimtorch._concat._gather_index builds it from the host
    lengths), expanded to the output's shape and cached in the canonical out dim's dim-math cache
@@ -28,7 +28,6 @@ DIMTORCH_PYTHON_FALLBACK(concat_fallback, "dimtorch._concat", "concat")
 PyObject* concat_index(DimObject* canonical, PyObject* const* args, Py_ssize_t nargs, TensorObject* first,
                        int axis, PyObject* out_dims, const Py_ssize_t* out_sizes, PyObject* device,
                        const char* caller) {
-  static PyObject* builder = nullptr;
   static PyObject* tag = nullptr;
   if (!tag && !(tag = PyUnicode_InternFromString("concat_index"))) return nullptr;
   signed char pos[kMaxDims + 1];
@@ -52,10 +51,8 @@ PyObject* concat_index(DimObject* canonical, PyObject* const* args, Py_ssize_t n
   PyObject* hit = PyDict_GetItemWithError(canonical->cache, key.get());
   if (hit) return Py_NewRef(hit);
   if (PyErr_Occurred()) return nullptr;
-  if (!builder) {
-    Ref mod(PyImport_ImportModule("dimtorch._concat"));
-    if (!mod || !(builder = PyObject_GetAttrString(mod.get(), "_gather_index"))) return nullptr;
-  }
+  PyObject* builder = definition("_gather_index");
+  if (!builder) return nullptr;
   // The lengths' dims in x's order, and the sources' concat dims and raw sizes.
   std::sort(pos, pos + k);
   Ref bdims(PyTuple_New(k));
@@ -306,7 +303,7 @@ PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   return PyTuple_Pack(2, t.get(), out.get());
 }
 
-DIMTORCH_PYTHON_FALLBACK(gather_fallback, "dimtorch._gather", "gather")
+DIMTORCH_PYTHON_FALLBACK(gather_fallback, "gather")
 
 /// x at the int `index` of its dim at axis a, that dim removed: one select (a view).
 PyObject* gather_int(TensorObject* x, int a, PyObject* index) {
@@ -376,7 +373,7 @@ PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
 }
 
 
-DIMTORCH_PYTHON_FALLBACK(pad_fallback, "dimtorch._pad", "pad")
+DIMTORCH_PYTHON_FALLBACK(pad_fallback, "pad")
 
 /// A padding amount: an int >= 0 (not a bool).
 bool pad_amount(PyObject* o, Py_ssize_t* out) {

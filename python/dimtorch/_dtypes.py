@@ -5,9 +5,20 @@ _BY_NAME = {
     name: getattr(torch, name)
     for name in (
         "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
-        "bool", "complex64", "complex128",
+        "bool", "complex64", "complex128", "uint16", "uint32", "uint64",
     )
 }
+
+
+_NAME_OF = {dtype: name for name, dtype in _BY_NAME.items()}
+
+
+def dtype_name(torch_dtype) -> str:
+    """The name Tensor.dtype gives for a torch.dtype ("float32", ...)."""
+    name = _NAME_OF.get(torch_dtype)
+    if name is None:
+        raise TypeError(f"dimtorch: unsupported dtype {torch_dtype}")
+    return name
 
 
 def to_torch_dtype(dtype, caller):
