@@ -439,12 +439,14 @@ PyObject* get_shape(PyObject* self, void*) {
   return r;
 }
 PyObject* get_dtype(PyObject* self, void*) {
+  if (!check_complete(self)) return nullptr;
   PyObject* raw = raw_or_error(as_tensor(self));
   if (!raw) return nullptr;
   PyObject* n = backend::raw_dtype_name(raw);
   return n ? Py_NewRef(n) : nullptr;
 }
 PyObject* get_raw_attr(PyObject* self, PyObject* attr) {
+  if (!check_complete(self)) return nullptr;
   PyObject* raw = raw_or_error(as_tensor(self));
   return raw ? PyObject_GetAttr(raw, attr) : nullptr;
 }
