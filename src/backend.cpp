@@ -216,6 +216,28 @@ bool is_floating_dtype_name(PyObject* name) {
   return false;
 }
 
+bool explain_jit_trace(const char* caller) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  Ref jit(PyImport_ImportModule("torch._C"));
+  Ref state(jit ? PyObject_CallMethod(jit.get(), "_get_tracing_state", nullptr) : nullptr);
+  bool tracing = state && state.get() != Py_None;
+  if (!tracing) {
+    PyErr_Clear();  // an error of the check itself: keep the original one
+    PyErr_Restore(type, value, tb);
+    return false;
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  PyErr_Format(PyExc_RuntimeError,
+               "%s: torch.jit.trace is not supported: TorchScript cannot hold named dims, and a "
+               "trace would fix one batch's sequence lengths as constants. Use torch.export.export "
+               "(lengths are graph inputs there) or torch.compile instead.",
+               caller);
+  return true;
+}
+
 PyObject* name_error(const char* caller) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);

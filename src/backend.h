@@ -125,6 +125,10 @@ PyObject* permute(PyObject* raw, PyObject* const* axes, int n);
 /// raw permuted to `order`; the raw itself (new reference) when `order` is the identity.
 PyObject* permute_order(PyObject* raw, const int* order, int n);
 
+/// If torch.jit.trace is tracing, replaces the pending error by one that says it is not supported and
+/// names the alternatives; true then. For error paths only (a jit-traced shape is not an int).
+bool explain_jit_trace(const char* caller);
+
 /// Re-raises the error a torch call set with "caller: " before its message (torch's messages name
 /// no dimtorch call), keeping its type; errors that already name one, or of other types, stay as
 /// they are. Returns nullptr, for `return name_error(caller);`.

@@ -109,7 +109,10 @@ bool check_raw_dims(PyObject* raw, PyObject* dims, const char* caller, Py_ssize_
       continue;
     }
     sizes[i] = PyLong_AsSsize_t(v);
-    if (sizes[i] == -1 && PyErr_Occurred()) return false;
+    if (sizes[i] == -1 && PyErr_Occurred()) {
+      backend::explain_jit_trace(caller);
+      return false;
+    }
   }
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* di = PyTuple_GET_ITEM(dims, i);
