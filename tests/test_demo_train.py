@@ -29,7 +29,7 @@ def test_three_steps_write_plot_json_checkpoint(tmp_path):
     assert on_disk["step"] == 3 and on_disk["dev"][0]["step"] == 0 and on_disk["dev"][-1]["step"] == 3
     assert (tmp_path / "training.png").read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob("*.tmp*"))  # atomic writes leave no temporary files
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert ckpt["step"] == 3 and len(ckpt["history"]["train"]) == 3
 
 
@@ -37,7 +37,7 @@ def test_resume_continues_step_counter(tmp_path):
     run(tmp_path, "--steps", "3")
     summary = run(tmp_path, "--steps", "5", "--resume")
     assert summary["step"] == 5 and summary["steps_this_run"] == 2
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert [s for s, _ in ckpt["history"]["train"]] == [1, 2, 3, 4, 5]
     # Resuming continues the data and the random numbers (dropout) where they stopped: the same
     # losses as one run of 5 steps.
@@ -71,7 +71,7 @@ def test_mismatched_checkpoints_give_clear_errors_and_are_kept(tmp_path):
         train.main(["--config", "small", "--no-progress", "--out", str(tmp_path), "--steps", "2", "--resume"])
     assert path.read_bytes() == before
     # same config, but weights of another shape: every mismatch named, nothing loaded, file kept
-    state = torch.load(path, weights_only=False)
+    state = torch.load(path, weights_only=True)
     state["model"]["output.weight"] = torch.zeros(3, 3)
     del state["model"]["output.bias"]
     torch.save(state, path)
@@ -181,7 +181,7 @@ def test_aed_decoder_trains_resumes_and_both_impls_match(tmp_path):
 def test_checkpoint_without_decoder_config_resumes_as_ctc_only(tmp_path):
     run(tmp_path, "--steps", "1")
     path = tmp_path / "checkpoint.pt"
-    state = torch.load(path, weights_only=False)
+    state = torch.load(path, weights_only=True)
     assert state["decoder_config"] is None
     del state["decoder_config"]  # as written before --decoder existed
     torch.save(state, path)

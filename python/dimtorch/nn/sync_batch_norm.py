@@ -36,7 +36,9 @@ class SyncBatchNorm(BatchNorm):
             return super().forward(x)
         if not isinstance(x, Tensor) or self.in_dim not in x.dims:
             check_in_dim(self, x, self.in_dim)
-        from torch.distributed.nn.functional import all_reduce
+        # The functional all-reduce is differentiable (its backward all-reduces the gradient) and
+        # capturable by torch.compile; torch.distributed.nn's is deprecated in its favour.
+        from torch.distributed._functional_collectives import all_reduce
 
         group = self.process_group or torch.distributed.group.WORLD
         in_dim, use_mask = self.in_dim, self.use_mask
@@ -46,12 +48,12 @@ class SyncBatchNorm(BatchNorm):
         ones = Tensor(torch.ones(sizes, dtype=x.raw.dtype, device=x.raw.device), reduced)
         count = reduce_sum(ones, axis=reduced, use_mask=use_mask).raw.reshape(1)
         local = torch.cat([reduce_sum(x, axis=reduced, use_mask=use_mask).raw, count])
-        total = all_reduce(local, group=group)
+        total = all_reduce(local, "sum", group)
         n = total[-1:]
         n_or_1 = n.clamp(min=1)
         mean = total[:-1] / n_or_1
         centered = x - Tensor(mean, (in_dim,))
-        var = all_reduce(reduce_sum(centered * centered, axis=reduced, use_mask=use_mask).raw, group=group) / n_or_1
+        var = all_reduce(reduce_sum(centered * centered, axis=reduced, use_mask=use_mask).raw, "sum", group) / n_or_1
         if self.running_mean is not None:
             with torch.no_grad():
                 # Unbiased running variance, var * n / (n - 1) with n - 1 at least 1, as dt.batch_norm.
