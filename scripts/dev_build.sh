@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .venv/bin/activate
+# The editable install replaces what scripts/setup_env.sh installed: drop its stamp, so that it reinstalls.
+rm -f .venv/.dimtorch-setup-stamp
 flock /tmp/dimtorch-build.lock python -m pip install -q --no-build-isolation --no-deps -e . "$@"
