@@ -98,7 +98,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if action.default is not None and action.default is not False and "default" not in text:
+        if action.default not in (None, argparse.SUPPRESS) and action.default is not False and "default" not in text:
             text += " (default: %(default)s)"
         return text
 

@@ -188,3 +188,54 @@ def test_checkpoint_without_decoder_config_resumes_as_ctc_only(tmp_path):
     assert run(tmp_path, "--steps", "2", "--resume")["step"] == 2
     with pytest.raises(SystemExit, match="--decoder none in the checkpoint, --decoder aed here"):
         run(tmp_path, "--steps", "3", "--resume", "--decoder", "aed")
+
+
+def test_checkpoint_with_code_is_refused_and_nothing_runs(tmp_path):
+    """The checkpoint is plain data, read with weights_only=True: a file holding a pickled callable is
+    refused with a message naming it, and the callable never runs."""
+    import os
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    run(tmp_path, "--steps", "1")
+    path = tmp_path / "checkpoint.pt"
+    state = torch.load(path, weights_only=True)
+    state["history"] = Payload()
+    torch.save(state, path)
+    before = path.read_bytes()
+    with pytest.raises(SystemExit, match=r"more than plain data .*GLOBAL .*system.*left untouched"):
+        run(tmp_path, "--steps", "2", "--resume")
+    assert not marker.exists() and path.read_bytes() == before
+
+
+def test_help_shows_defaults_and_distributed_options_are_checked(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    text = capsys.readouterr().out
+    assert "(default: dimtorch)" in text and "(default: runs/main)" in text and "torchrun --nproc_per_node=2" in text
+    args = train.parse_args([])
+    assert args.impl == "dimtorch" and args.out == "runs/main" and args.minutes == 3.0
+    with pytest.raises(SystemExit, match="FSDP shards over processes; start with torchrun"):
+        run(tmp_path, "--steps", "1", "--fsdp")
+    with pytest.raises(SystemExit):
+        train.parse_args(["--fsdp", "--decoder", "aed"])
+    assert "--fsdp with --decoder aed" in capsys.readouterr().err
+
+
+def test_both_models_on_a_batch_of_empty_sequences():
+    """What a data-parallel rank without data runs at an epoch's end (demo.data.StepLoader's stand-in)."""
+    from demo.data import StepLoader
+    preset = train.PRESETS["tiny"]
+    stand_in = StepLoader(SequenceDataset(preset["task"], "train", 4))._empty
+    for impl in ("torch", "dimtorch"):
+        for decoder in (None, preset["decoder"]):
+            torch.manual_seed(0)
+            model = train.build_model(impl, preset["model"], decoder)
+            loss, _, out_lengths = model.loss(*stand_in, total_labels=7, total_seqs=3)
+            assert torch.isfinite(loss) and out_lengths.tolist() == [0]
+            loss.backward()
+            for name, p in model.named_parameters():
+                assert p.grad is not None and torch.isfinite(p.grad).all(), (impl, name)
