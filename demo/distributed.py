@@ -1,4 +1,4 @@
-"""Data parallelism for the demo: the process group from torchrun's environment, DDP or FSDP2 around either model, sharded checkpoints.
+"""Data parallelism for the demo: torchrun's process group, DDP or FSDP2 around either model, sharded checkpoints.
 
 One process (no torchrun) is world size 1: no process group, no wrapper, the same code path.
 """
@@ -111,9 +111,15 @@ def parallelize(model: torch.nn.Module, impl: str, world: World, fsdp: bool) -> 
 
 
 def all_reduce_sum(values: torch.Tensor, world: World) -> torch.Tensor:
-    """`values` summed over the ranks (in place; as is with one process)."""
-    if world.distributed:
-        dist.all_reduce(values)
+    """`values` summed over the ranks (as is with one process); a host tensor goes through the GPU
+    under nccl, which reduces CUDA tensors only."""
+    if not world.distributed:
+        return values
+    if world.backend == "nccl" and values.device.type == "cpu":
+        on_gpu = values.cuda()
+        dist.all_reduce(on_gpu)
+        return on_gpu.cpu()
+    dist.all_reduce(values)
     return values
 
 

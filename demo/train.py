@@ -114,7 +114,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--config", choices=sorted(PRESETS), default="small", help="model and task sizes (tiny: tests)")
     p.add_argument("--decoder", choices=("none", "aed"), default="none",
                    help="aed: add an attention decoder, trained jointly with CTC (demo.reference_model.DecoderConfig)")
-    p.add_argument("--steps", type=int, default=None, help="train up to this global step (counts across --resume; default: no step limit)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="train up to this global step (counts across --resume; default: no step limit)")
     p.add_argument("--minutes", type=float, default=None,
                    help="wall-clock budget of this run (default: 3 when --steps is not given, else none)")
     p.add_argument("--out", default="runs/main", help="folder for checkpoint.pt, summary.json, training.png")
@@ -125,8 +126,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=None, help=f"peak learning rate ({_preset_defaults('lr')})")
     p.add_argument("--batch-frames", type=int, default=None,
                    help=f"max padded input frames per batch, per rank ({_preset_defaults('batch_frames')})")
-    p.add_argument("--eval-every", type=int, default=None, help=f"steps between evaluations on dev ({_preset_defaults('eval_every')})")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process (default: torch's; 1 under torchrun)")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help=f"steps between evaluations on dev ({_preset_defaults('eval_every')})")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads per process (default: torch's; 1 under torchrun)")
     p.add_argument("--fsdp", action="store_true",
                    help="under torchrun: shard parameters, gradients and optimizer state with FSDP2 instead of DDP")
     p.add_argument("--dist-timeout", type=float, default=300.0,
@@ -341,8 +344,9 @@ def main(argv: Optional[List[str]] = None) -> dict:
         if not (world.distributed and _lost_contact(e)):
             raise
         raise SystemExit(f"train.py (rank {world.rank} of {world.world_size}): a collective failed, another rank "
-                         f"has died or stopped answering (a collective waits at most --dist-timeout {args.dist_timeout:g} s): "
-                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}. The last good checkpoint "
+                         f"has died or stopped answering (a collective waits at most --dist-timeout "
+                         f"{args.dist_timeout:g} s): {str(e).splitlines()[0] if str(e) else type(e).__name__}. "
+                         f"The last good checkpoint "
                          f"{str(Path(args.out) / CHECKPOINT)!r} is intact; continue with --resume.") from None
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -375,6 +379,7 @@ def run(args, world: World) -> dict:
         except CheckpointError as e:
             raise SystemExit(f"train.py --resume: {e}") from None
         check_resumable(state, args, model_cfg, task_cfg, dec_dict, ckpt_path)
+        args.seed = state["args"].get("seed", args.seed)  # the data order goes on as it was
     elif ckpt_path.exists() and not args.overwrite:
         raise SystemExit(f"train.py: {str(ckpt_path)!r} exists; pass --resume to continue it or --overwrite to "
                          f"start afresh (which replaces it)")
@@ -402,7 +407,9 @@ def run(args, world: World) -> dict:
         rngs = state.get("rng_cpu_ranks") or [state["rng_cpu"]]
         if world.rank < len(rngs):
             torch.set_rng_state(rngs[world.rank])
-        args.seed = state["args"].get("seed", args.seed)  # the data order goes on as it was
+            cuda_rngs = state.get("rng_cuda_ranks")
+            if device.type == "cuda" and cuda_rngs and world.rank < len(cuda_rngs):
+                torch.cuda.set_rng_state(cuda_rngs[world.rank], device)
     model.to(device)
     module = parallelize(model, args.impl, world, args.fsdp)
     params = list(module.parameters())
@@ -441,11 +448,14 @@ def run(args, world: World) -> dict:
         """Every rank calls it: rank 0 writes the checkpoint file (atomically) with every rank's random
         state; with FSDP every rank first writes its shards to a new folder, which the file then names."""
         saved[0] = (step, len(history["dev"]))
-        rngs = gather_objects(torch.get_rng_state(), world)
+        cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None  # dropout on the GPU
+        rngs, cuda_rngs = zip(*gather_objects((torch.get_rng_state(), cuda_rng), world))
         meta = {"impl": args.impl, "step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch,
                 "world_size": world.world_size, "model_config": model_cfg.to_dict(), "decoder_config": dec_dict,
-                "task_config": task_cfg.to_dict(), "history": history, "rng_cpu": rngs[0], "rng_cpu_ranks": rngs,
+                "task_config": task_cfg.to_dict(), "history": history, "rng_cpu": rngs[0], "rng_cpu_ranks": list(rngs),
                 "args": vars(args)}
+        if device.type == "cuda":
+            meta["rng_cuda_ranks"] = list(cuda_rngs)
         if args.fsdp:
             # a new folder per save (rank 0's name): the one the current file names stays intact
             folder = gather_objects(f"sharded-step-{step:08d}-{time.time_ns()}", world)[0]
@@ -460,7 +470,7 @@ def run(args, world: World) -> dict:
     budget_s = args.minutes * 60 if args.minutes is not None else math.inf
     progress = Progress(args.steps, budget_s, enabled=main_rank and not args.no_progress)
     log = progress.write if main_rank else (lambda msg: None)
-    mode = "" if not world.distributed else f" ranks={world.world_size} ({'FSDP' if args.fsdp else 'DDP'}, {world.backend})"
+    mode = f" ranks={world.world_size} ({'FSDP' if args.fsdp else 'DDP'}, {world.backend})" if world.distributed else ""
     log(f"demo: impl={args.impl} config={args.config} decoder={args.decoder} device={device}{mode} "
         f"params={n_params} threads={torch.get_num_threads()} start step={step}")
     if not history["dev"] and (args.steps is None or args.steps > step):
@@ -506,7 +516,8 @@ def run(args, world: World) -> dict:
                 if "aed_ler" in ev:
                     info["dev AED LER"] = aed = f"{100 * ev['aed_ler']:.1f}%"
                     aed = f"  dev AED LER {aed}"
-                log(f"step {step}: train loss {ema:.3f}  dev loss {ev['loss']:.3f}  dev LER {100 * ev['ler']:.1f}%{aed}")
+                log(f"step {step}: train loss {ema:.3f}  dev loss {ev['loss']:.3f}  "
+                    f"dev LER {100 * ev['ler']:.1f}%{aed}")
                 save()
             if main_rank:
                 progress.update(step, elapsed, info, start_step)

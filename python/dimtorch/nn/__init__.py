@@ -1,4 +1,4 @@
-"""Modules: dt.nn.Module (a torch.nn.Module with named parameters), initializers, layers, checkpoints, data parallel helpers."""
+"""Modules: dt.nn.Module (a torch.nn.Module with named parameters), initializers, layers, checkpoints, FSDP."""
 from . import init  # noqa: F401
 from .module import (  # noqa: F401
     Buffer, Module, ModuleDict, ModuleList, Parameter, Sequential, StateDictError, check_state_dict,

@@ -1,4 +1,4 @@
-"""SyncBatchNorm: batch norm whose training statistics cover the whole batch of all processes of a group (data parallel)."""
+"""SyncBatchNorm: batch norm with training statistics over the batches of all processes (data parallel)."""
 from __future__ import annotations
 
 import torch
