@@ -43,10 +43,6 @@ def _setup(impl):
     return model, ds
 
 
-def _step_args(step, device_batch):
-    return device_batch, step.labels, step.seqs
-
-
 def _double(batch):
     return type(batch)(batch.features.double(), *batch[1:])
 
