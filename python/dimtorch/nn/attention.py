@@ -320,7 +320,7 @@ def relative_positional_encoding(time: int, dim: int, device=None, dtype=torch.f
     key = (time, dim, torch.device("cpu") if device is None else torch.device(device), dtype)
     pe = _pos_cache.get(key)
     if pe is None:
-        pos = torch.arange(-(time - 1), time, dtype=torch.float32)
+        pos = torch.arange(-(time - 1), time, dtype=torch.float32) if time else torch.zeros(0)  # time 0: no rows
         div = torch.exp(torch.arange(dim // 2, dtype=torch.float32) * -(2.0 * math.log(1e4) / dim))
         arg = pos[:, None] * div[None, :]
         pe = torch.cat([torch.sin(arg), torch.cos(arg)], dim=1)
@@ -398,7 +398,7 @@ class RelPosSelfAttention(SelfAttention):
         t = q.shape[-2]
         h, dk = self.heads.size, self.key_dim_per_head.size
         pe = self._pos_emb(t, q)
-        pos = F.linear(pe, self.linear_pos.weight.raw).view(2 * t - 1, h, dk).permute(1, 2, 0)  # (H, dk, 2T-1)
+        pos = F.linear(pe, self.linear_pos.weight.raw).view(pe.shape[0], h, dk).permute(1, 2, 0)  # (H, dk, 2T-1)
         u = self.pos_bias_u.raw[:, None, :]  # (H, 1, dk)
         w = self.pos_bias_v.raw[:, None, :]
         ac = torch.matmul(q + u, k.transpose(-2, -1))  # (*lead, H, T, T)

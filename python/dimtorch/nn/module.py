@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 
 import torch
 
@@ -50,6 +51,15 @@ def _initial_raw(init, dims: tuple, dtype: torch.dtype, device, in_dims, out_dim
     if tuple(raw.shape) != shape:
         raise ValueError(f"{caller}: init gave shape {tuple(raw.shape)}, the dims ({dims_str(dims)}) need {shape}")
     return raw
+
+
+def _is_sharded(raw) -> bool:
+    """Whether `raw` is a DTensor (e.g. a parameter that FSDP2's fully_shard holds sharded between
+    forwards). Such a parameter reads as itself, not as a named view: FSDP2 reads it back with
+    getattr(module, name) and needs the DTensor, and a view of a shard outside FSDP's forward would
+    be a view of the wrong values anyway. (No DTensor exists before torch.distributed.tensor is imported.)"""
+    mod = sys.modules.get("torch.distributed.tensor")
+    return mod is not None and isinstance(raw, mod.DTensor)
 
 
 class Parameter:
@@ -252,8 +262,8 @@ class Module(torch.nn.Module):
             if dims is not None:
                 key = "_parameters" if name in d["_parameters"] else "_buffers"
                 raw = d[key].get(name)
-                if raw is None:
-                    return None
+                if raw is None or _is_sharded(raw):
+                    return raw
                 try:
                     tensor = Tensor(raw, dims)
                 except ValueError as e:
