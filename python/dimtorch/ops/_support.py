@@ -122,11 +122,16 @@ def axes_arg(x: Tensor, axis, caller: str) -> list:
     return axes
 
 
+def has_lengths(d: Dim) -> bool:
+    """Whether d has per-sequence lengths (given, or derived by dim math from dims that have)."""
+    return d.dyn_size is not None
+
+
 def masked_by_reduction(x: Tensor, i: int, reduced) -> bool:
     """Whether dim i of x has padding to mask when reducing over x's axes `reduced`: a dim with
     lengths that is reduced itself, or whose lengths vary along a reduced dim."""
     d = x.dims[i]
-    if not d.is_dynamic():
+    if not has_lengths(d):
         return False
     if i in reduced:
         return True
@@ -165,10 +170,13 @@ def masked_raw(x: Tensor, axes, fill, caller: str):
 def padded_size(d: Dim, caller: str):
     """The raw size of a new tensor's axis over `d`: its static size, or a dynamic dim's longest
     sequence. That max is a host read of the lengths, which eager ops may make but a graph must
-    not: while tracing, a dynamic dim has no size until a tensor over it gives one."""
+    not: while tracing, a dynamic dim has no size until a tensor over it gives one. None for a dim
+    that takes its size from data."""
     if d.size is not None:
         return d.size
-    if d.is_dynamic() and tracing():
+    if not has_lengths(d):
+        return None
+    if tracing():
         raise NotImplementedError(
             f"{caller}: a new tensor over the dynamic dim {dim_str(d)} needs its padded size, which is not "
             f"known while tracing (it would be read from the host lengths); make it from a tensor over that "

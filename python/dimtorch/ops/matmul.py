@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from .._C import Tensor
 from .._shape_ops import dim_str
 from ._support import (
-    describe_dims, dims_tuple, flag, index_of, masked_raw, names_errors, need_tensor,
+    describe_dims, dims_tuple, flag, has_lengths, index_of, masked_raw, names_errors, need_tensor,
 )
 
 
@@ -22,7 +22,7 @@ def _masked_for_reduce(t: Tensor, reduce_axes: list, caller: str) -> torch.Tenso
     """t's raw with the padding of its reduced dims zeroed, for those whose lengths' dims t holds
     (an operand without them cannot hold that padding: left as it is)."""
     axes = [i for i in reduce_axes
-            if t.dims[i].is_dynamic() and all(index_of(t.dims, b) >= 0 for b in t.dims[i].dyn_size.dims)]
+            if has_lengths(t.dims[i]) and all(index_of(t.dims, b) >= 0 for b in t.dims[i].dyn_size.dims)]
     return masked_raw(t, axes, 0, caller)[0]
 
 
@@ -65,13 +65,19 @@ def _matmul(a, b, reduce, use_mask, caller: str) -> Tensor:
         raw_a = _masked_for_reduce(a, ra, caller)
         raw_b = _masked_for_reduce(b, rb, caller)
     # Common dims lead as batch dims; a's and b's other dims and the reduced dims are each merged
-    # into one axis: one torch.matmul (F.linear without common dims, b as a weight matrix).
+    # into one axis: one torch.matmul. Without common dims, a's other dims stay leading dims and b
+    # is a weight matrix: F.linear with b as (out, in), or torch.matmul where b's raw is (in, out)
+    # already (the layouts of the C++ plan, so that both round alike).
     n_reduce = _product(sa[i] for i in ra)
     n_b = _product(sb[j] for j in b_rest)
     if not ca:
         xa = raw_a.permute(a_rest + ra).reshape([sa[i] for i in a_rest] + [n_reduce])
-        xb = raw_b.permute(b_rest + rb).reshape(n_b, n_reduce)
-        out = F.linear(xa, xb)
+        b_out = [n_b] if b_rest else []
+        identity = list(range(len(b.dims)))
+        if b_rest + rb == identity or rb + b_rest != identity:
+            out = F.linear(xa, raw_b.permute(b_rest + rb).reshape(b_out + [n_reduce]))
+        else:
+            out = torch.matmul(xa, raw_b.reshape([n_reduce] + b_out))
     else:
         common = [sa[i] for i in ca]
         xa = raw_a.permute(ca + a_rest + ra).reshape(common + [_product(sa[i] for i in a_rest), n_reduce])

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from .._C import Dim, Tensor
 from .._shape_ops import dim_str
-from ._support import axes_arg, describe_dims, flag, index_of, names_errors, need_tensor, tp_name
+from ._support import axes_arg, describe_dims, flag, has_lengths, index_of, names_errors, need_tensor, tp_name
 from .reduce import moments_raw
 
 
@@ -21,7 +21,7 @@ def _norm_like(rms: bool, x, axis, weight, bias, eps, caller: str) -> Tensor:
         need_tensor(bias, caller, "bias")
     axes = axes_arg(x, axis, caller)
     for i in axes:
-        if x.dims[i].is_dynamic():
+        if has_lengths(x.dims[i]):
             raise ValueError(f"{caller}: normalizing over dim {dim_str(x.dims[i])}, which has padding, would mix "
                              f"padding into the statistics; use dimtorch.moments (masked) for that")
     order = [i for i in range(len(x.dims)) if i not in axes] + axes
@@ -151,12 +151,12 @@ def batch_norm(x, axis=None, running_mean=None, running_var=None, weight=None, b
     use_mask = flag(use_mask, _CALLER, "use_mask")
     if not training and running_mean is None:
         raise ValueError(f"{_CALLER}: training=False needs running_mean and running_var")
-    if axis.is_dynamic():
+    if has_lengths(axis):
         raise ValueError(f"{_CALLER}: axis {dim_str(axis)} has lengths; batch norm needs a static feature dim")
     for p, name in zip(params, ("running_mean", "running_var", "weight", "bias")):
         _check_param(p, name, axis)
     momentum = _as_float(momentum)
     # Every dim but the (static) axis is reduced, so padding needs masking iff any dim has lengths.
-    if training and use_mask and any(d.is_dynamic() for d in x.dims):
+    if training and use_mask and any(has_lengths(d) for d in x.dims):
         return _masked(x, ax, params, momentum, eps)
     return _fused(x, ax, params, training, momentum, eps)
