@@ -98,6 +98,14 @@ def dims_tuple(arg, caller: str, what: str) -> tuple:
     return dims
 
 
+def product(sizes):
+    """The product of sizes (ints, or symbolic sizes while tracing); 1 for none."""
+    out = 1
+    for s in sizes:
+        out = out * s
+    return out
+
+
 def index_of(dims: tuple, dim) -> int:
     """Index of `dim` in `dims` by identity, or -1."""
     for i, d in enumerate(dims):

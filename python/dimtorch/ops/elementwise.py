@@ -49,15 +49,15 @@ def _plan(tensors: list, names: list, allow_broadcast_all: bool, caller: str):
         raise ValueError(f"{caller}: at most {MAX_DIMS} dims are supported, the result would have {len(out_dims)}")
     # Each output size comes from the holder, else from the first operand with the dim; the other
     # operands must agree on dims whose size is not static (checked in operand order).
-    source = {}
-    for i in ([holder] if holder >= 0 else []) + [i for i in range(len(tensors)) if i != holder]:
-        for j, d in enumerate(tensors[i].dims):
-            source.setdefault(id(d), (i, j))
+    order = ([holder] if holder >= 0 else []) + [i for i in range(len(tensors)) if i != holder]
     for i, t in enumerate(tensors):
         for j, d in enumerate(t.dims):
-            si, sj = source[id(d)]
-            if si == i or d.size is not None:
+            if d.size is not None:
                 continue
+            si = [k for k in order if index_of(tensors[k].dims, d) >= 0][0]
+            if si == i:
+                continue
+            sj = index_of(tensors[si].dims, d)
             s, a = tensors[si], t
             if s.raw.shape[sj] != a.raw.shape[j]:
                 raise ValueError(
@@ -79,7 +79,8 @@ def align(operands: list, names: list, allow_broadcast_all: bool, allow_none: bo
             raise bad_operand(o, caller)
     if not tensors:
         raise TypeError(f"{caller}: at least one operand must be a dimtorch.Tensor")
-    feature = next((t.feature_dim for t in tensors if t.feature_dim is not None), None)
+    features = [t.feature_dim for t in tensors if t.feature_dim is not None]
+    feature = features[0] if features else None
     if len(tensors) == 1:
         return [o.raw if isinstance(o, Tensor) else o for o in operands], tensors[0].dims, feature
     out_dims, holder = _plan(tensors, tnames, allow_broadcast_all, caller)

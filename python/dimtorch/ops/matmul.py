@@ -7,15 +7,9 @@ import torch.nn.functional as F
 from .._C import Tensor
 from .._shape_ops import dim_str
 from ._support import (
-    describe_dims, dims_tuple, flag, has_lengths, index_of, masked_raw, names_errors, need_tensor,
+    describe_dims, dims_tuple, flag, has_lengths, index_of, masked_raw, names_errors, need_tensor, product,
 )
 
-
-def _product(sizes) -> object:
-    out = 1
-    for s in sizes:
-        out = out * s
-    return out
 
 
 def _masked_for_reduce(t: Tensor, reduce_axes: list, caller: str) -> torch.Tensor:
@@ -68,8 +62,8 @@ def _matmul(a, b, reduce, use_mask, caller: str) -> Tensor:
     # into one axis: one torch.matmul. Without common dims, a's other dims stay leading dims and b
     # is a weight matrix: F.linear with b as (out, in), or torch.matmul where b's raw is (in, out)
     # already (the layouts of the C++ plan, so that both round alike).
-    n_reduce = _product(sa[i] for i in ra)
-    n_b = _product(sb[j] for j in b_rest)
+    n_reduce = product(sa[i] for i in ra)
+    n_b = product(sb[j] for j in b_rest)
     if not ca:
         xa = raw_a.permute(a_rest + ra).reshape([sa[i] for i in a_rest] + [n_reduce])
         b_out = [n_b] if b_rest else []
@@ -80,13 +74,13 @@ def _matmul(a, b, reduce, use_mask, caller: str) -> Tensor:
             out = torch.matmul(xa, raw_b.reshape([n_reduce] + b_out))
     else:
         common = [sa[i] for i in ca]
-        xa = raw_a.permute(ca + a_rest + ra).reshape(common + [_product(sa[i] for i in a_rest), n_reduce])
+        xa = raw_a.permute(ca + a_rest + ra).reshape(common + [product(sa[i] for i in a_rest), n_reduce])
         xb = raw_b.permute(cb + rb + b_rest).reshape(common + [n_reduce, n_b])
         out = torch.matmul(xa, xb)
     out_dims = tuple([a.dims[i] for i in ca + a_rest] + [b.dims[j] for j in b_rest])
     out = out.reshape([sa[i] for i in ca + a_rest] + [sb[j] for j in b_rest])
-    feature = next((f for f in (a.feature_dim, b.feature_dim) if f is not None and index_of(out_dims, f) >= 0),
-                   None)
+    features = [f for f in (a.feature_dim, b.feature_dim) if f is not None and index_of(out_dims, f) >= 0]
+    feature = features[0] if features else None
     return Tensor(out, out_dims, feature_dim=feature)
 
 

@@ -11,7 +11,8 @@ from .._dtypes import dtype_name, is_floating
 from .._shape_ops import dim_str
 from .._tracing import lengths_raw
 from ._support import (
-    axes_arg, describe_dims, flag, index_of, masked_by_reduction, masked_raw, names_errors, need_tensor, tp_name,
+    axes_arg, describe_dims, flag, index_of, masked_by_reduction, masked_raw, names_errors, need_tensor, product,
+    tp_name,
 )
 
 _INT_LIMITS = {
@@ -34,7 +35,7 @@ class Reduction(NamedTuple):
     """What a reduction over named dims needs from its (x, axis, use_mask) arguments."""
     x: Tensor
     axes: list           # x's reduced axes, in the order of `axis`
-    reduced: frozenset
+    reduced: tuple       # the same axes, ascending
     mask_axes: list      # x's axes whose padding the reduction masks
     out_dims: tuple      # x's dims without the reduced ones
     dim: object          # torch's dim argument: an int, or a tuple of ints
@@ -45,18 +46,12 @@ def prepare(x, axis, use_mask, caller: str) -> Reduction:
     need_tensor(x, caller)
     use_mask = flag(use_mask, caller, "use_mask")
     axes = axes_arg(x, axis, caller)
-    reduced = frozenset(axes)
+    reduced = tuple(sorted(axes))
     mask_axes = [i for i in range(len(x.dims)) if masked_by_reduction(x, i, reduced)] if use_mask else []
     out_dims = tuple(d for i, d in enumerate(x.dims) if i not in reduced)
     feature = x.feature_dim if x.feature_dim is not None and index_of(out_dims, x.feature_dim) >= 0 else None
     return Reduction(x, axes, reduced, mask_axes, out_dims, axes[0] if len(axes) == 1 else tuple(axes), feature)
 
-
-def _product(sizes):
-    out = 1
-    for s in sizes:
-        out = out * s
-    return out
 
 
 def mean_count(r: Reduction, mask: torch.Tensor) -> torch.Tensor:
@@ -71,24 +66,24 @@ def mean_count(r: Reduction, mask: torch.Tensor) -> torch.Tensor:
         ldims = d.dyn_size.dims
         if all(index_of(x.dims, b) in reduced for b in ldims):
             # The dim and all its lengths' dims are reduced: the total of the lengths.
-            others = [shape[i] for i in sorted(reduced) if i != m and index_of(ldims, x.dims[i]) < 0]
+            others = [shape[i] for i in reduced if i != m and index_of(ldims, x.dims[i]) < 0]
             total = lengths_raw(d, ldims, device).sum()
             if others:
-                total = total * _product(others)
+                total = total * product(others)
             return total.clamp_min(1).to(torch.float32)
         if all(index_of(r.out_dims, b) >= 0 for b in ldims):
             # Its lengths stay in the output: they are the count (times the other reduced sizes).
             count = lengths_raw(d, r.out_dims, device).clamp_min(1).to(torch.float32)
-            others = [shape[i] for i in sorted(reduced) if i != m]
-            return count * _product(others) if others else count
+            others = [shape[i] for i in reduced if i != m]
+            return count * product(others) if others else count
     # General case: valid frames of the reduced axes that the mask covers, times the sizes of the others.
-    covered = set(r.mask_axes)
+    covered = list(r.mask_axes)
     for i in r.mask_axes:
-        covered.update(index_of(x.dims, b) for b in x.dims[i].dyn_size.dims)
+        covered += [index_of(x.dims, b) for b in x.dims[i].dyn_size.dims]
     count = torch.sum(mask, r.dim)
-    others = [shape[i] for i in sorted(reduced) if i not in covered]
+    others = [shape[i] for i in reduced if i not in covered]
     if others:
-        count = count * _product(others)
+        count = count * product(others)
     return torch.clamp_min(count, 1)
 
 
@@ -223,7 +218,7 @@ def moments_raw(x, axis, use_mask, caller: str) -> Moments:
     mean = divide_by_count(torch.sum(xz, r.dim), count)
     mean_x = mean  # aligned to x: size 1 at the reduced axes (a 0-dim mean broadcasts as it is)
     if r.out_dims:
-        for i in sorted(r.reduced):
+        for i in r.reduced:
             mean_x = mean_x.unsqueeze(i)
     centered = xz - mean_x
     var = divide_by_count(torch.sum(torch.where(mask, torch.square(centered), 0), r.dim), count)
@@ -248,7 +243,7 @@ def _softmax_like(log: bool, x, axis, use_mask, caller: str) -> Tensor:
         raise ValueError(f"{caller}: dim {dim_str(axis)} has size 0 in x (dims: {describe_dims(x.dims, x.raw.shape)}); "
                          f"softmax over nothing is undefined")
     use_mask = flag(use_mask, caller, "use_mask")
-    reduced = frozenset((k,))
+    reduced = (k,)
     mask_axes = [i for i in range(len(x.dims)) if masked_by_reduction(x, i, reduced)] if use_mask else []
     raw, mask = masked_raw(x, mask_axes, -math.inf, caller)
     out = torch.log_softmax(raw, k) if log else torch.softmax(raw, k)
