@@ -20,8 +20,8 @@ class Op(NamedTuple):
     fast_path: Optional[Callable]    # the C++ function of dimtorch._C, or None
 
 
-# name -> module holding its definition (a function of the same name). Rows whose name is a
-# function of dimtorch._C have a fast path.
+# name -> module holding its definition (a function of the same name), relative to this package.
+# Rows whose name is a function of dimtorch._C have a fast path.
 _DEFINITIONS = {
     "pad": "_pad",
     "concat": "_concat",
@@ -36,6 +36,16 @@ _DEFINITIONS = {
     "pack_padded": "_packing",
     "scatter": "_scatter",
     "dropout": "_dropout",
+    **{name: "ops.elementwise" for name in (
+        "combine", "compare", "maximum", "minimum", "logical_and", "logical_or", "where", "clip", "cast",
+        "exp", "log", "log1p", "sqrt", "rsqrt", "square", "tanh", "sigmoid", "relu", "gelu", "silu",
+        "softplus", "sin", "cos", "floor", "ceil", "round", "is_finite", "logical_not", "abs", "neg")},
+    **{name: "ops.reduce" for name in (
+        "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_logsumexp", "reduce_any",
+        "reduce_all", "reduce_argmax", "reduce_argmin", "moments", "softmax", "log_softmax")},
+    **{name: "ops.matmul" for name in ("matmul", "dot", "linear")},
+    **{name: "ops.normalization" for name in ("layer_norm", "rms_norm", "batch_norm")},
+    **{name: "ops.creation" for name in ("zeros", "ones", "full")},
 }
 
 
