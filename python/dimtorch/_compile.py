@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from . import _C, _concat, _dim, _mask, _packing, _pickle, _slicing, _tensor
+from . import _C, _concat, _dim, _mask, _packing, _pickle, _slicing, _tensor, _tracing
 from ._C import Dim, Tensor
 from ._op_table import OPS
 
@@ -79,10 +79,10 @@ def _install_polyfills() -> None:
     def substitute(original, definition):
         substitute_in_graph(original, skip_signature_check=True)(definition)
 
+    substitute(_tracing.dynamo_tracing, lambda: True)
     for op in OPS.values():
         if op.fast_path is not None:
             substitute(op.fast_path, op.definition)
-    substitute(_C.ceildiv, _dim.ceildiv)
     substitute(Tensor.__init__, _tensor.__init__)
     substitute(Dim.__init__, _dim.__init__)
     for name, fn in _tensor.METHODS.items():

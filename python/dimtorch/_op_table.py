@@ -36,6 +36,7 @@ _DEFINITIONS = {
     "pack_padded": "_packing",
     "scatter": "_scatter",
     "dropout": "_dropout",
+    "ceildiv": "_dim",
     **{name: "ops.elementwise" for name in (
         "combine", "compare", "maximum", "minimum", "logical_and", "logical_or", "where", "clip", "cast",
         "exp", "log", "log1p", "sqrt", "rsqrt", "square", "tanh", "sigmoid", "relu", "gelu", "silu",

@@ -10,10 +10,10 @@ from __future__ import annotations
 import torch
 
 from . import _tracing
-from ._C import Dim, Tensor, combine, compare, neg
-from ._C import abs as abs_
+from ._C import Dim, Tensor
 from ._dtypes import dtype_name
 from ._shape_ops import dim_str, dims_arg, dims_str
+from .ops.elementwise import TENSOR_OPERATORS
 
 _CTOR = "dimtorch.Tensor()"
 
@@ -191,40 +191,7 @@ METHODS = {"copy": copy, "copy_transpose": copy_transpose, "raw_aligned": raw_al
            "remaining_dims": remaining_dims, "get_axis": get_axis, "copy_masked": copy_masked}
 
 
-# ---- operators: the elementwise ops (dimtorch.combine, compare, ...), whose own definitions
-# Dynamo traces in their place ---------------------------------------------------------------
-
-def _binary(kind: str):
-    def op(self, other):
-        return combine(self, other, kind)
-
-    def rop(self, other):
-        return combine(other, self, kind)
-    return op, rop
-
-
-def _comparison(kind: str):
-    def op(self, other):
-        return compare(self, other, kind)
-    return op
-
-
-def __neg__(self):
-    return neg(self)
-
-
-def __abs__(self):
-    return abs_(self)
-
-
-def __invert__(self):
-    """~x: logical not of a bool tensor, bitwise not of an integer one."""
-    return Tensor(~self.raw, self.dims, feature_dim=self.feature_dim)
-
-
-def __pos__(self):
-    return self
-
+# ---- operators: defined with the elementwise ops (dimtorch.ops.elementwise) ------------------
 
 def __bool__(self):
     raise TypeError("dimtorch.Tensor.__bool__(): the truth value of a Tensor is ambiguous and reading "
@@ -232,12 +199,4 @@ def __bool__(self):
                     "read .raw explicitly")
 
 
-OPERATORS = {"__neg__": __neg__, "__abs__": __abs__, "__invert__": __invert__, "__pos__": __pos__,
-             "__bool__": __bool__}
-for _name, _kind in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "truediv"),
-                     ("floordiv", "floordiv"), ("mod", "mod"), ("pow", "pow"),
-                     ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor")):
-    OPERATORS[f"__{_name}__"], OPERATORS[f"__r{_name}__"] = _binary(_kind)
-for _name, _kind in (("lt", "less"), ("le", "less_equal"), ("eq", "equal"), ("ne", "not_equal"),
-                     ("gt", "greater"), ("ge", "greater_equal")):
-    OPERATORS[f"__{_name}__"] = _comparison(_kind)
+OPERATORS = {**TENSOR_OPERATORS, "__bool__": __bool__}

@@ -9,6 +9,7 @@ import torch
 from .._C import Dim, Tensor
 from .._dtypes import to_torch_dtype
 from .._shape_ops import dims_arg, dims_str
+from .._tracing import dynamo_tracing
 
 __all__ = ["Module", "Parameter", "Buffer", "Sequential", "ModuleList", "ModuleDict", "StateDictError",
            "check_state_dict"]
@@ -139,6 +140,8 @@ class _NamedMember:
             return self
         name = self.name
         d = obj.__dict__
+        if dynamo_tracing():  # no cache while Dynamo traces (see Module.__getattr__)
+            return obj.__getattr__(name)
         views = d.get("_dt_views")
         if views is not None:
             v = views.get(name)
@@ -253,7 +256,9 @@ class Module(torch.nn.Module):
         d = self.__dict__
         views = d.get("_dt_views")
         if views is not None:
-            v = views.get(name)
+            # No cache while Dynamo traces: its guards would follow the cache's fill.
+            cached = not dynamo_tracing()
+            v = views.get(name) if cached else None
             if v is not None:
                 key, raw, tensor = v
                 if d[key].get(name) is raw:
@@ -269,7 +274,8 @@ class Module(torch.nn.Module):
                 except ValueError as e:
                     raise ValueError(f"{type(self).__name__}.{name}: the registered tensor of shape "
                                      f"{tuple(raw.shape)} does not fit its dims ({dims_str(dims)}): {e}") from None
-                views[name] = (key, raw, tensor)
+                if cached:
+                    views[name] = (key, raw, tensor)
                 return tensor
         return torch.nn.Module.__getattr__(self, name)
 
