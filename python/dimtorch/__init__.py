@@ -15,7 +15,7 @@ from ._creation import (  # noqa: F401
 from ._mask import sequence_mask  # noqa: F401
 from ._gather import one_hot, sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths)
 from ._packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
-from ._sort import cumsum, sort  # noqa: F401  (top_k: C++ fast path)
+from ._sort import cumsum, search_sorted, sort  # noqa: F401  (top_k: C++ fast path)
 from ._stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from ._slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
 from ._conv import conv, pool, transposed_conv  # noqa: F401
@@ -23,6 +23,7 @@ from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F4
 from ._masked import masked_scatter, masked_select  # noqa: F401
 from ._masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401
 from ._reshape import replace_dim_v2, reshape  # noqa: F401
+from ._repeat import repeat  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from . import nn  # noqa: F401
