@@ -311,6 +311,23 @@ def test_scatter(pad):
                                                             sparse_dim=vocab), indices_dim=b.time)
 
 
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_scatter_modes_go_to_the_python_definition(pad):
+    """mode, fill_value and use_mask are the Python definition's: the fast path hands every call that
+    names them over (mode="sum" too), and the results are the definition's."""
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    vocab = dt.Dim(6, name="vocab")
+    labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=torch.Generator().manual_seed(3))
+    indices = dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab)
+    plain = both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time)
+    assert_same(both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode="sum"), plain)
+    assert_same(both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, use_mask=True), plain)
+    for mode in ("max", "min", "mean", "logsumexp", "logmeanexp", "argmax"):
+        both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode=mode)
+        both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode=mode, fill_value=-3)
+    both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, fill_value=1.5)
+
+
 def test_scatter_cases_for_the_python_definition():
     b = make_padded_batch((5, 3))
     vocab = dt.Dim(6, name="vocab")
@@ -357,7 +374,7 @@ def test_odd_arguments_raise_python_errors_not_crashes():
         (dt.top_k, ("axis", "k")),
         (dt.reverse_sequence, ("axis",)),
         (dt.pack_padded, ("dims", "out_dim")),
-        (dt.scatter, ("indices", "indices_dim", "out_dim")),
+        (dt.scatter, ("indices", "indices_dim", "out_dim", "mode", "fill_value", "use_mask")),
     ]
     g = torch.Generator().manual_seed(0)
     for fn, names in calls:
