@@ -413,16 +413,17 @@ PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 DIMTORCH_PYTHON_FALLBACK(reverse_fallback, "dimtorch._slicing", "reverse_sequence")
 
-/// reverse_sequence(x, *, axis): a dim without lengths is one flip; a dynamic dim whose lengths
-/// vary over dims of x is one gather, by the index dimtorch._slicing._reverse_index makes from the
-/// host lengths, cached on the dim per raw sizes, places of the lengths' dims and device.
+/// reverse_sequence(x, *, axis, handle_dynamic_dims=True): a dim without lengths is one flip; a
+/// dynamic dim whose lengths vary over dims of x is one gather, by the index
+/// dimtorch._slicing._reverse_index makes from the host lengths, cached on the dim per raw sizes,
+/// places of the lengths' dims and device. handle_dynamic_dims other than True goes to Python.
 PyObject* f_reverse_sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"x", "axis"};
+  static const char* const names[] = {"x", "axis", "handle_dynamic_dims"};
   static PyObject* tag = nullptr;
   static PyObject* builder = nullptr;
   const char* caller = "dimtorch.reverse_sequence()";
-  PyObject* v[2];
-  if (!parse_args(args, nargs, kwnames, names, 2, 1, 2, v, caller)) {
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, caller) || (v[2] && v[2] != Py_True)) {
     PyErr_Clear();
     return reverse_fallback(args, nargs, kwnames);
   }
@@ -664,7 +665,7 @@ PyMethodDef kFunctions[] = {
     {"top_k", FASTCALL_KW(f_top_k),
      "top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch._sort.top_k."},
     {"reverse_sequence", FASTCALL_KW(f_reverse_sequence),
-     "reverse_sequence(x, *, axis) -> tensor: see dimtorch._slicing.reverse_sequence."},
+     "reverse_sequence(x, *, axis, handle_dynamic_dims=True) -> tensor: see dimtorch._slicing.reverse_sequence."},
     {"pack_padded", FASTCALL_KW(f_pack_padded),
      "pack_padded(x, *, dims, out_dim=None) -> (tensor, pack_dim): see dimtorch._packing.pack_padded."},
     {nullptr}};

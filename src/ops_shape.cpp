@@ -330,13 +330,13 @@ PyObject* gather_int(TensorObject* x, int a, PyObject* index) {
   return tensor_make(raw, dims.get(), sizes, x->sparse_dim, x->feature_dim != axis ? x->feature_dim : nullptr);
 }
 
-/// gather(x, *, indices, axis): the fast paths are an int index in range (one select) and an
-/// embedding lookup — x over (axis, feature), int64 indices sharing no dim with x — which is one
-/// F.embedding.
+/// gather(x, *, indices, axis, clip_to_valid=False): the fast paths are an int index in range (one
+/// select) and an embedding lookup — x over (axis, feature), int64 indices sharing no dim with x —
+/// which is one F.embedding. clip_to_valid other than False goes to the Python definition.
 PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"x", "indices", "axis"};
-  PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 1, 3, v, "dimtorch.gather()")) {
+  static const char* const names[] = {"x", "indices", "axis", "clip_to_valid"};
+  PyObject* v[4];
+  if (!parse_args(args, nargs, kwnames, names, 4, 1, 3, v, "dimtorch.gather()") || (v[3] && v[3] != Py_False)) {
     PyErr_Clear();
     return gather_fallback(args, nargs, kwnames);
   }
@@ -481,7 +481,7 @@ PyMethodDef kFunctions[] = {
      METH_FASTCALL, "_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."},
     {"gather", DIMTORCH_OP(f_gather),
      METH_FASTCALL | METH_KEYWORDS,
-     "gather(x, *, indices, axis): see dimtorch._gather.gather; an embedding lookup (x over "
+     "gather(x, *, indices, axis, clip_to_valid=False): see dimtorch._gather.gather; an embedding lookup (x over "
      "(axis, feature), int64 indices sharing no dim with x) is one F.embedding here."},
     {"merge_dims", DIMTORCH_OP(f_merge_dims),
      METH_FASTCALL | METH_KEYWORDS,

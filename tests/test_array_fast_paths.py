@@ -372,7 +372,9 @@ def test_odd_arguments_raise_python_errors_not_crashes():
         (dt.split, ("axis", "out_dims")),
         (dt.stack, ("out_dim",)),
         (dt.top_k, ("axis", "k")),
-        (dt.reverse_sequence, ("axis",)),
+        (dt.reverse_sequence, ("axis", "handle_dynamic_dims")),
+        (dt.gather, ("indices", "axis", "clip_to_valid")),
+        (dt.pad, ("axes", "padding", "value", "mode")),
         (dt.pack_padded, ("dims", "out_dim")),
         (dt.scatter, ("indices", "indices_dim", "out_dim", "mode", "fill_value", "use_mask")),
     ]

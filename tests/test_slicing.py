@@ -184,3 +184,19 @@ def test_reverse_and_shift_left_any_layout(perm, extra, lengths, amount):
         seq = pb.x.raw[b, :n]
         torch.testing.assert_close(rev[b, :n], seq.flip(0))
         torch.testing.assert_close(left[b, :n], shifted_left(seq, amount, -3.0))
+
+
+def test_reverse_sequence_without_handling_dynamic_dims():
+    """handle_dynamic_dims=False flips the whole raw axis (rf's flip_no_mask): padding comes first."""
+    b = make_padded_batch((5, 3, 0), pad_value=float("nan"), extra_time=1)
+    from dimtorch import _slicing
+    check_against_torch(lambda t: dt.reverse_sequence(t, axis=b.time, handle_dynamic_dims=False),
+                        lambda r: r.flip(1), [b.x], mask_padding=False)
+    for flag in (True, False):
+        fast = dt.reverse_sequence(b.x, axis=b.time, handle_dynamic_dims=flag)
+        slow = _slicing.reverse_sequence(b.x, axis=b.time, handle_dynamic_dims=flag)
+        torch.testing.assert_close(fast.raw, slow.raw, equal_nan=True)
+    torch.testing.assert_close(dt.reverse_sequence(b.x, axis=b.time, handle_dynamic_dims=True).raw,
+                               dt.reverse_sequence(b.x, axis=b.time).raw, equal_nan=True)
+    with pytest.raises(TypeError, match=r"dimtorch.reverse_sequence\(\): handle_dynamic_dims must be a bool"):
+        dt.reverse_sequence(b.x, axis=b.time, handle_dynamic_dims=None)

@@ -165,19 +165,22 @@ def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     return keep_markers(x, raw, x.dims)
 
 
-def reverse_sequence(x: Tensor, *, axis: Dim) -> Tensor:
+def reverse_sequence(x: Tensor, *, axis: Dim, handle_dynamic_dims: bool = True) -> Tensor:
     """Reverses each sequence along `axis` (same dim): frame t of sequence b gets frame
-    len_b - 1 - t for t < len_b; padding frames stay where they are. A static dim is flipped.
+    len_b - 1 - t for t < len_b; padding frames stay where they are. A static dim is flipped, and
+    so is a dynamic one with handle_dynamic_dims=False (the whole raw axis: padding first).
     For a dynamic dim, one gather with an index built from the host lengths (_reverse_index);
     dimtorch._C.reverse_sequence caches that index on the dim per layout and device, and comes
-    here only for bad input."""
+    here for handle_dynamic_dims=False and bad input."""
     if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
         check_tensor(x, "dimtorch.reverse_sequence()")
         axis_of(x, axis, "dimtorch.reverse_sequence()", what="axis")
+    if not isinstance(handle_dynamic_dims, bool):
+        raise TypeError(f"dimtorch.reverse_sequence(): handle_dynamic_dims must be a bool, got {handle_dynamic_dims!r}")
     dims = x.dims
     a = dims.index(axis)
     raw = x.raw
-    if axis.dyn_size is None:
+    if axis.dyn_size is None or not handle_dynamic_dims:
         return Tensor(raw.flip(a), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
     return Tensor(raw.gather(a, _reverse_index(x, axis)), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
 
