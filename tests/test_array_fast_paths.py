@@ -367,7 +367,7 @@ def test_odd_arguments_raise_python_errors_not_crashes():
            (b.batch, 3), b.batch, b.time, b.feature, vocab, b.x, labels, b.x.raw, dt.Tensor(torch.zeros(()), ()),
            [b.x, b.x], (b.x, labels), (b.x, None), [b.x] * 30]
     calls = [
-        (dt.slice, ("axis", "start", "end", "step")),
+        (dt.slice, ("axis", "start", "end", "step", "size", "out_dim")),
         (dt.shift_right, ("axis", "amount", "pad_value")),
         (dt.split, ("axis", "out_dims")),
         (dt.stack, ("out_dim",)),
