@@ -26,6 +26,7 @@ from ._reshape import replace_dim_v2, reshape  # noqa: F401
 from ._repeat import repeat  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
+from ._label_smoothing import label_smoothed_log_prob_gradient  # noqa: F401
 from . import nn  # noqa: F401
 
 __version__ = "0.1.0"
