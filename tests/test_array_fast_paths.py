@@ -376,6 +376,7 @@ def test_odd_arguments_raise_python_errors_not_crashes():
         (dt.reverse_sequence, ("axis", "handle_dynamic_dims")),
         (dt.gather, ("indices", "axis", "clip_to_valid")),
         (dt.pad, ("axes", "padding", "value", "mode")),
+        (dt.reshape, ("in_dims", "out_dims")),
         (dt.pack_padded, ("dims", "out_dim")),
         (dt.scatter, ("indices", "indices_dim", "out_dim", "mode", "fill_value", "use_mask")),
     ]

@@ -137,3 +137,27 @@ def test_replace_dim_v2_same_size_is_a_rename():
     renamed = dt.Dim(dt.Tensor(torch.tensor(bt.lengths), (bt.batch,)), name="renamed")
     out = dt.replace_dim_v2(bt.x, in_dim=bt.time, out_dim=renamed)
     assert out.raw is bt.x.raw  # lengths within the old ones (host check): no where
+
+
+def test_reshape_fast_path_matches_the_python_definition():
+    """dimtorch._C.reshape takes static in_dims adjacent in order into new static out_dims (one reshape); every
+    other call is the Python definition's, with the same results and errors."""
+    from dimtorch import _reshape
+    bt = make_padded_batch((5, 3, 0), feature=6, pad_value=PAD_NAN, extra_time=1)
+    h, d = dt.Dim(2, name="heads"), dt.Dim(3, name="head_dim")
+    x = dt.Tensor(bt.x.raw, bt.x.dims, feature_dim=bt.feature)
+    xt = x.copy_transpose((bt.feature, bt.batch, bt.time))
+    hd = dt.Tensor(torch.randn(3, 2, 3), (bt.batch, h, d), feature_dim=d)
+    cases = [(x, (bt.feature,), (h, d)), (xt, (bt.feature,), (d, h)), (hd, (h, d), (dt.Dim(6, name="f6"),)),
+             (hd, [h, d], [dt.Dim(6, name="f6")]), (hd, (d, h), (dt.Dim(6, name="f6"),)),
+             (x, (bt.feature,), (h, dt.Dim(None, name="free")))]
+    for t, i, o in cases:
+        fast, slow = dt.reshape(t, i, o), _reshape.reshape(t, i, o)
+        assert fast.dims == slow.dims and fast.feature_dim is slow.feature_dim
+        torch.testing.assert_close(fast.raw, slow.raw, equal_nan=True)
+    assert dt.reshape(hd, (h, d), (dt.Dim(6, name="f6"),)).feature_dim is None
+    assert dt.reshape(x, (bt.feature,), (h, d)).raw.data_ptr() == x.raw.data_ptr()  # a view
+    with pytest.raises(ValueError, match=r"dimtorch.reshape\(\): in_dims \('heads'\(2\), 'head_dim'\(3\)\) have sizes"):
+        dt.reshape(hd, (h, d), (dt.Dim(5, name="f5"),))
+    with pytest.raises(TypeError, match=r"dimtorch.reshape\(\)"):
+        dt.reshape(hd, (h, d))

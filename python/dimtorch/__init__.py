@@ -22,7 +22,7 @@ from ._conv import conv, pool, transposed_conv  # noqa: F401
 from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
 from ._masked import masked_scatter, masked_select  # noqa: F401
 from ._masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401
-from ._reshape import replace_dim_v2, reshape  # noqa: F401
+from ._reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 from ._repeat import repeat  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401

@@ -115,7 +115,7 @@ def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim:
             return keep_markers(tensor, x.index_select(0, index), (out_dim,) + rest), out_dim
         n = _given_size(out_dim, sel, caller)
         pos = torch.where(flat, flat.cumsum(0) - 1, n)
-        raw = x.new_zeros([n + 1] + rest_sizes).index_add(0, pos, x).narrow(0, 0, n)
+        raw = x.new_zeros([n + 1] + rest_sizes).index_add_(0, pos, x).narrow(0, 0, n)
         return keep_markers(tensor, raw, (out_dim,) + rest), out_dim
     if out_dim is None:
         counts = to_host(sel.counts())
@@ -125,7 +125,7 @@ def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim:
         n = _given_size(out_dim, sel, caller)
     pos = torch.where(flat, flat.cumsum(-1) - 1, n)
     index = pos.view(sel.other_sizes + [sel.n_flat] + [1] * len(rest)).expand(x.shape)
-    raw = x.new_zeros(sel.other_sizes + [n + 1] + rest_sizes).scatter_add(n_other, index, x).narrow(n_other, 0, n)
+    raw = x.new_zeros(sel.other_sizes + [n + 1] + rest_sizes).scatter_add_(n_other, index, x).narrow(n_other, 0, n)
     return keep_markers(tensor, raw, sel.other + (out_dim,) + rest), out_dim
 
 

@@ -156,90 +156,118 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
     return _scatter_reduce(x, indices, in_dims, out_dims_given, n_out, mode, fill_value, use_mask, caller)
 
 
+def _reduce_along(xr: torch.Tensor, ir: torch.Tensor, valid, a: int, n_out: int, mode: str, fill_value
+                  ) -> torch.Tensor:
+    """The scatter of xr along axis a by the int64 ir (broadcastable to xr: size 1 on other axes), reduced
+    by mode, into n_out rows. Entries where the bool `valid` (broadcastable like ir, or None) is False go
+    to an extra last row that is cut off; their values are replaced by a neutral one where they could
+    reach a backward pass (a NaN there would be a NaN gradient)."""
+    rows = n_out
+    if valid is not None:
+        ir = torch.where(valid, ir, _host_scalar(n_out, torch.int64))
+        rows += 1
+    if mode == "mean" and not xr.is_floating_point():
+        xr = xr.to(torch.float32)
+    if valid is not None and mode not in ("sum", "mean"):
+        xr = torch.where(valid, xr, _extreme(xr.dtype, highest=mode == "min"))
+    out_shape = list(xr.shape)
+    out_shape[a] = rows
+    index = ir.expand_as(xr)
+    if mode in ("sum", "mean", "max", "min"):
+        reduce = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[mode]
+        fill = fill_value
+        if fill is None:
+            fill = _extreme(xr.dtype, highest=mode == "min") if mode in ("max", "min") else 0
+        raw = xr.new_full(out_shape, fill).scatter_reduce_(a, index, xr, reduce, include_self=False)
+    else:
+        count_shape = list(ir.shape)
+        count_shape[a] = rows
+        counts = torch.zeros(count_shape, dtype=torch.int64, device=xr.device).scatter_add_(
+            a, ir, torch.ones((), dtype=torch.int64, device=xr.device).expand(ir.shape))
+        filled = counts > 0
+        with torch.no_grad():
+            top = xr.new_full(out_shape, _extreme(xr.dtype, highest=False)).scatter_reduce_(
+                a, index, xr, "amax", include_self=False)
+        if mode == "argmax":
+            nk = xr.shape[a]
+            positions = torch.arange(nk, device=xr.device).view([nk if i == a else 1 for i in range(xr.dim())])
+            candidates = torch.where(xr == top.gather(a, index), positions, nk)
+            raw = torch.full(out_shape, nk, dtype=torch.int64, device=xr.device).scatter_reduce_(
+                a, index, candidates, "amin")
+            found = filled & (raw < nk)  # (NaN entries are nobody's max)
+            raw = torch.where(found, raw, -1 if fill_value is None else fill_value)
+        else:
+            shift = torch.where(torch.isfinite(top), top, 0.0)
+            total = xr.new_zeros(out_shape).scatter_add_(a, index, torch.exp(xr - shift.gather(a, index)))
+            raw = torch.log(total) + shift
+            if mode == "logmeanexp":
+                raw = raw - torch.log(counts.clamp(min=1).to(raw.dtype))
+            if fill_value is not None:
+                raw = torch.where(filled, raw, fill_value)
+    return raw.narrow(a, 0, n_out) if rows != n_out else raw
+
+
 def _scatter_reduce(x: Tensor, indices: Tensor, in_dims: tuple, out_dims: tuple, n_out: int, mode: str, fill_value,
                     use_mask: bool, caller: str) -> Tensor:
-    """Every mode, in one layout: x as (common, indices dims flattened, rest), indices as (common, flat);
-    the padding of dynamic indices dims is sent to an extra last row that is cut off, and its values
-    are replaced by a neutral one (no NaN reaches a value or a gradient)."""
-    in_set = set(map(id, in_dims))
-    # Batch dims: x's dims that indices have, and the lengths' dims of dynamic indices dims (a mask over them).
-    wanted = set(id(d) for d in indices.dims)
-    if use_mask:
+    """Every mode: one indices dim in x's own layout (indices aligned to it, as torch broadcasts), several
+    flattened to one axis first (x as (batch dims, indices dims, rest))."""
+    masked = use_mask and any(d.dyn_size is not None for d in in_dims)
+    if masked:
         for d in in_dims:
-            if d.dyn_size is not None:
-                for b in d.dyn_size.dims:
-                    if b not in x.dims:
-                        raise ValueError(f"{caller}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not "
-                                         f"a dim of x (dims: {dims_str(x.dims)})")
-                    wanted.add(id(b))
-    common = tuple(d for d in x.dims if id(d) in wanted and id(d) not in in_set)
-    rest = tuple(d for d in x.dims if id(d) not in wanted and id(d) not in in_set)
-    layout = common + in_dims
-    xr = x.raw_aligned(layout + rest)
-    c_sizes = list(xr.shape[:len(common)])
-    k_sizes = list(xr.shape[len(common):len(layout)])
-    r_sizes = list(xr.shape[len(layout):])
-    nc, nk, nr = math.prod(c_sizes), math.prod(k_sizes), math.prod(r_sizes)
-    ir = indices.raw_aligned(layout).to(torch.int64).expand(c_sizes + k_sizes).reshape(nc, nk)
-    xf = xr.reshape(nc, nk, nr)
-    rows = n_out
+            for b in d.dyn_size.dims if d.dyn_size is not None else ():
+                if b not in x.dims:  # Dim equality is identity
+                    raise ValueError(f"{caller}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not "
+                                     f"a dim of x (dims: {dims_str(x.dims)})")
+    if len(in_dims) == 1:
+        d = in_dims[0]
+        layout, a = x.dims, x.dims.index(d)
+        xr = x.raw
+        ir = indices.raw_aligned(layout)
+    else:
+        # Batch dims: x's dims that indices have, and the lengths' dims of dynamic indices dims.
+        in_set = set(map(id, in_dims))
+        wanted = set(id(b) for b in indices.dims)
+        if masked:
+            wanted.update(id(b) for d in in_dims if d.dyn_size is not None for b in d.dyn_size.dims)
+        common = tuple(b for b in x.dims if id(b) in wanted and id(b) not in in_set)
+        rest = tuple(b for b in x.dims if id(b) not in wanted and id(b) not in in_set)
+        layout, a = common + in_dims + rest, len(common)
+        xr = x.raw_aligned(layout)
+        ir = indices.raw_aligned(layout)
+    if ir.dtype != torch.int64:
+        ir = ir.to(torch.int64)
     valid = None
-    if use_mask and any(d.dyn_size is not None for d in in_dims):
+    if masked:
         for d in in_dims:
             if d.dyn_size is not None:
                 pos = tuple(layout.index(b) for b in d.dyn_size.dims) + (layout.index(d),)
                 m = _C._dim_cached_raw(_MASK, d, pos, len(layout), xr.shape[layout.index(d)], xr.device)
                 valid = m if valid is None else valid & m
-        valid = valid.expand(c_sizes + k_sizes).reshape(nc, nk)
-        ir = torch.where(valid, ir, _host_scalar(n_out, torch.int64))
-        rows = n_out + 1
-    if mode == "mean" and not xf.is_floating_point():
-        xf = xf.to(torch.float32)
-    index = ir.view(nc, nk, 1).expand(nc, nk, nr)
-    if mode in ("logsumexp", "logmeanexp", "argmax", "max", "min") and valid is not None:
-        neutral = _extreme(xf.dtype, highest=mode == "min")
-        xf = torch.where(valid.view(nc, nk, 1), xf, neutral)
-    if mode in ("sum", "mean", "max", "min"):
-        reduce = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[mode]
-        fill = fill_value
-        if fill is None:
-            fill = _extreme(xf.dtype, highest=mode == "min") if mode in ("max", "min") else 0
-        raw = xf.new_full((nc, rows, nr), fill).scatter_reduce(1, index, xf, reduce, include_self=False)
+    if len(in_dims) > 1:
+        # The indices dims flattened into one axis at a (the mask and indices broadcast like x).
+        k = len(in_dims)
+        shape = list(xr.shape)
+        flat = shape[:a] + [math.prod(shape[a:a + k])] + shape[a + k:]
+        xr = xr.reshape(flat)
+        ir = ir.expand(shape[:a + k] + list(ir.shape[a + k:])).reshape(flat[:a + 1] + list(ir.shape[a + k:]))
+        if valid is not None:
+            valid = valid.expand(shape[:a + k] + list(valid.shape[a + k:])).reshape(
+                flat[:a + 1] + list(valid.shape[a + k:]))
+    raw = _reduce_along(xr, ir, valid, a, n_out, mode, fill_value)
+    if len(out_dims) > 1:
+        raw = raw.reshape(list(raw.shape[:a]) + [d.size for d in out_dims] + list(raw.shape[a + 1:]))
+    if len(in_dims) == 1:
+        flat_dims = x.dims[:a] + out_dims + x.dims[a + 1:]
+        result_dims = flat_dims
     else:
-        counts = torch.zeros((nc, rows), dtype=torch.int64, device=xf.device).scatter_add_(
-            1, ir, torch.ones((), dtype=torch.int64, device=xf.device).expand(nc, nk))
-        filled = counts.view(nc, rows, 1) > 0
-        with torch.no_grad():
-            top = xf.new_full((nc, rows, nr), float("-inf") if xf.is_floating_point() else _extreme(xf.dtype, False))
-            top = top.scatter_reduce(1, index, xf, "amax", include_self=False)
-        if mode == "argmax":
-            at_max = xf == top.gather(1, index)
-            positions = torch.arange(nk, device=xf.device).view(1, nk, 1)
-            candidates = torch.where(at_max, positions, nk)
-            raw = torch.full((nc, rows, nr), nk, dtype=torch.int64, device=xf.device)
-            raw = raw.scatter_reduce(1, index, candidates, "amin", include_self=True)
-            found = filled & (raw < nk)  # (NaN entries are nobody's max)
-            raw = torch.where(found, raw, -1 if fill_value is None else fill_value)
-        else:
-            shift = torch.where(torch.isfinite(top), top, 0.0)
-            total = xf.new_zeros((nc, rows, nr)).scatter_add(1, index, torch.exp(xf - shift.gather(1, index)))
-            raw = torch.log(total) + shift
-            if mode == "logmeanexp":
-                raw = raw - torch.log(counts.clamp(min=1).to(raw.dtype)).view(nc, rows, 1)
-            if fill_value is not None:
-                raw = torch.where(filled, raw, fill_value)
-    if rows != n_out:
-        raw = raw.narrow(1, 0, n_out)
-    out_sizes = [d.size if len(out_dims) > 1 else n_out for d in out_dims]
-    raw = raw.reshape(c_sizes + out_sizes + r_sizes)
-    flat_dims = common + out_dims + rest
-    result_dims = []
-    for d in x.dims:
-        if d is in_dims[0]:
-            result_dims.extend(out_dims)
-        elif id(d) not in in_set:
-            result_dims.append(d)
-    result_dims = tuple(result_dims)
+        flat_dims = layout[:a] + out_dims + layout[a + len(in_dims):]
+        result_dims = []
+        for b in x.dims:
+            if b is in_dims[0]:
+                result_dims.extend(out_dims)
+            elif b not in in_dims:
+                result_dims.append(b)
+        result_dims = tuple(result_dims)
     if mode == "argmax":
         out = Tensor(raw, flat_dims, sparse_dim=in_dims[0])
     else:
