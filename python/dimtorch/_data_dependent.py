@@ -16,10 +16,10 @@ def to_host(raw: torch.Tensor) -> torch.Tensor:
     return raw if raw.device == _CPU else raw.to(_CPU)
 
 
-def true_positions(flat_mask: torch.Tensor) -> torch.Tensor:
-    """int64 positions (1-D, on the mask's device) where the 1-D bool `flat_mask` holds; their number is
-    known on the host afterwards (torch's nonzero waits for the device)."""
-    return flat_mask.nonzero().squeeze(1)
+def select_rows(x: torch.Tensor, flat_mask: torch.Tensor) -> torch.Tensor:
+    """The rows of x (along its first axis) where the 1-D bool `flat_mask` holds, in order: their
+    number becomes known on the host (torch's boolean indexing waits for the device)."""
+    return x[flat_mask]
 
 
 def checkable(raw: torch.Tensor) -> bool:

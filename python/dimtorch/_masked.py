@@ -8,7 +8,7 @@ import torch
 
 from . import _C
 from ._C import Dim, Tensor
-from ._data_dependent import checkable, to_host, true_positions
+from ._data_dependent import checkable, select_rows, to_host
 from ._shape_ops import check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
@@ -21,52 +21,52 @@ class _Selection:
 
     def __init__(self, mask, dims, caller: str):
         check_tensor(mask, caller, what="mask")
-        if mask.raw.dtype != torch.bool:
+        raw = mask.raw
+        if raw.dtype != torch.bool:
             raise TypeError(f"{caller}: mask must be a bool Tensor, got {mask.dtype} (dims: {dims_str(mask.dims)})")
         dims = dims_arg(dims, caller, "dims")
         if not dims:
             raise ValueError(f"{caller}: dims is empty; give the dims of mask to pack")
-        if len({id(d) for d in dims}) != len(dims):
+        if len(set(map(id, dims))) != len(dims):
             raise ValueError(f"{caller}: dims lists a dim twice ({dims_str(dims)})")
-        order = list(mask.dims)
-        sizes = dict(zip(mask.dims, mask.raw.shape))  # Dim hash and equality are identity
+        mask_dims = mask.dims
+        sizes = dict(zip(mask_dims, raw.shape))  # Dim hash and equality are identity
+        order = mask_dims
+        dynamic = []
         for d in dims:
             if d not in sizes:
                 raise ValueError(f"{caller}: dims entry {dim_str(d)} is not a dim of mask (mask dims: "
-                                 f"{dims_str(mask.dims)})")
-        # The lengths of a dynamic dim among dims vary over batch dims: they join the mask's dims.
-        for d in dims:
-            if d.dyn_size is not None:
-                for b, n in zip(d.dyn_size.dims, d.dyn_size.raw.shape):
+                                 f"{dims_str(mask_dims)})")
+            lengths = d.dyn_size
+            if lengths is not None:
+                dynamic.append((d, lengths))
+                # Its lengths vary over batch dims: they join the mask's dims.
+                for b, n in zip(lengths.dims, lengths.raw.shape):
                     if b not in sizes:
-                        order.append(b)
+                        order += (b,)
                         sizes[b] = n
-        other = tuple(d for d in order if d not in dims)
+        other = tuple(d for d in order if d not in dims) if len(order) > len(dims) else ()
         for d in other:
             if d.dyn_size is not None:
                 raise ValueError(f"{caller}: mask dim {dim_str(d)} is dynamic and not in dims; the counts of "
                                  f"selected entries would vary over it (dims: {dims_str(dims)}; mask dims: "
-                                 f"{dims_str(mask.dims)})")
-        raw = mask.raw_aligned(tuple(order))
-        for d in dims:
-            if d.dyn_size is not None:
-                pos = tuple(order.index(b) for b in d.dyn_size.dims) + (order.index(d),)
-                raw = raw & _C._dim_cached_raw(_MASK, d, pos, len(order), sizes[d], raw.device)
+                                 f"{dims_str(mask_dims)})")
+        if order is not mask_dims:
+            raw = mask.raw_aligned(order)
+        for d, lengths in dynamic:
+            pos = tuple(order.index(b) for b in lengths.dims) + (order.index(d),)
+            raw = raw & _C._dim_cached_raw(_MASK, d, pos, len(order), sizes[d], raw.device)
         layout = other + dims
-        perm = [order.index(d) for d in layout]
-        if perm != list(range(len(order))):
-            raw = raw.permute(perm)
+        if layout != order:
+            raw = raw.permute([order.index(d) for d in layout])
         self.dims, self.other, self.sizes = dims, other, sizes
         self.other_sizes = [sizes[d] for d in other]
-        self.n_flat = math.prod(sizes[d] for d in dims)
+        shape = self.other_sizes + [sizes[d] for d in dims]
+        self.n_flat = math.prod(shape[len(other):])
         # (other..., dims flattened): the row of each entry, and its place in the packed order.
-        self.flat = raw.expand([sizes[d] for d in layout]).reshape(self.other_sizes + [self.n_flat])
-
-    def check_shared(self, t: Tensor, caller: str, what: str) -> None:
-        """Errors when t has a dim of the mask with another raw size."""
-        for d, n in zip(t.dims, t.raw.shape):
-            if d in self.sizes and self.sizes[d] != n:
-                raise ValueError(f"{caller}: dim {dim_str(d)} has size {n} in {what} but {self.sizes[d]} in mask")
+        if list(raw.shape) != shape:
+            raw = raw.expand(shape)
+        self.flat = raw if len(dims) == 1 else raw.reshape(self.other_sizes + [self.n_flat])
 
     def counts(self) -> torch.Tensor:
         """Selected entries per row of `other` (int64, on the mask's device)."""
@@ -93,26 +93,24 @@ def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim:
     caller = "dimtorch.masked_select()"
     check_tensor(tensor, caller, what="tensor")
     sel = _Selection(mask, dims, caller)
-    sel.check_shared(tensor, caller, "tensor")
-    if out_dim is not None and not isinstance(out_dim, Dim):
-        raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
-    if out_dim is not None and (out_dim in tensor.dims or out_dim in sel.sizes):
-        raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of tensor or mask")
-    rest = tuple(d for d in tensor.dims if d not in sel.sizes)
-    rest_sizes = [tensor.raw.shape[tensor.dims.index(d)] for d in rest]
-    layout = sel.other + sel.dims + rest
-    x = tensor.raw_aligned(layout)
-    full = [sel.sizes[d] for d in sel.other + sel.dims] + rest_sizes
-    if list(x.shape) != full:
-        x = x.expand(full)
+    if out_dim is not None:
+        if not isinstance(out_dim, Dim):
+            raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
+        if out_dim in tensor.dims or out_dim in sel.sizes:
+            raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of tensor or mask")
+    rest, rest_sizes = _rest(tensor, sel, caller, "tensor")
+    x = tensor.raw_aligned(sel.other + sel.dims + rest)
+    if len(rest) + len(sel.sizes) != len(tensor.dims):  # tensor lacks mask dims: broadcast over them
+        x = x.expand([sel.sizes[d] for d in sel.other + sel.dims] + rest_sizes)
     n_other = len(sel.other)
-    x = x.reshape(sel.other_sizes + [sel.n_flat] + rest_sizes)
+    if len(sel.dims) > 1:
+        x = x.reshape(sel.other_sizes + [sel.n_flat] + rest_sizes)
     flat = sel.flat
     if not sel.other:
         if out_dim is None:
-            index = true_positions(flat)
-            out_dim = Dim(index.shape[0], name="masked_select")
-            return keep_markers(tensor, x.index_select(0, index), (out_dim,) + rest), out_dim
+            raw = select_rows(x, flat)
+            out_dim = Dim(raw.shape[0], name="masked_select")
+            return keep_markers(tensor, raw, (out_dim,) + rest), out_dim
         n = _given_size(out_dim, sel, caller)
         pos = torch.where(flat, flat.cumsum(0) - 1, n)
         raw = x.new_zeros([n + 1] + rest_sizes).index_add_(0, pos, x).narrow(0, 0, n)
@@ -127,6 +125,22 @@ def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim:
     index = pos.view(sel.other_sizes + [sel.n_flat] + [1] * len(rest)).expand(x.shape)
     raw = x.new_zeros(sel.other_sizes + [n + 1] + rest_sizes).scatter_add_(n_other, index, x).narrow(n_other, 0, n)
     return keep_markers(tensor, raw, sel.other + (out_dim,) + rest), out_dim
+
+
+def _rest(t: Tensor, sel: _Selection, caller: str, what: str, skip: Optional[Dim] = None):
+    """t's dims that are not mask dims (and not `skip`), and their sizes; errors when t has a mask dim
+    with another raw size than the mask's."""
+    sizes = sel.sizes
+    rest, rest_sizes = [], []
+    for d, n in zip(t.dims, t.raw.shape):
+        m = sizes.get(d)
+        if m is None:
+            if d is not skip:
+                rest.append(d)
+                rest_sizes.append(n)
+        elif m != n:
+            raise ValueError(f"{caller}: dim {dim_str(d)} has size {n} in {what} but {m} in mask")
+    return tuple(rest), rest_sizes
 
 
 def _row_lengths(dim: Dim, sel: _Selection, caller: str, what: str) -> Optional[torch.Tensor]:
@@ -193,11 +207,9 @@ def masked_scatter(source: Tensor, backup: Optional[Tensor] = None, *, mask: Ten
         if d in sel.dims:
             raise ValueError(f"{caller}: source has {dim_str(d)}, one of the dims it is scattered into "
                              f"(dims: {dims_str(sel.dims)}; source dims: {dims_str(source.dims)})")
-    sel.check_shared(source, caller, "source")
+    rest, rest_sizes = _rest(source, sel, caller, "source", skip=in_dim)
     lengths = _row_lengths(in_dim, sel, caller, "in_dim")
     _check_counts(sel, in_dim, lengths, caller, "in_dim")
-    rest = tuple(d for d in source.dims if d is not in_dim and d not in sel.sizes)
-    rest_sizes = [source.raw.shape[source.dims.index(d)] for d in rest]
     out_dims = sel.other + sel.dims + rest
     dims_sizes = [sel.sizes[d] for d in sel.dims]
     n_other = len(sel.other)
