@@ -466,3 +466,9 @@ def test_fast_paths_match_python_in_any_layout(perm, lengths, extra, start, k, p
     labels = dt.Tensor(torch.arange(raw4.shape[0] * raw4.shape[1]).view(raw4.shape[:2]) % 4, (b.batch, b.time),
                        sparse_dim=vocab)
     both(dt.scatter, _scatter.scatter, x, indices=labels, indices_dim=b.time)
+    # New argument forms: the fast paths hand them to the definitions.
+    both(dt.reverse_sequence, _slicing.reverse_sequence, x, axis=b.time, handle_dynamic_dims=False)
+    both(dt.gather, _gather.gather, x, indices=k + 1, axis=b.time, clip_to_valid=True)
+    both(dt.scatter, _scatter.scatter, x, indices=labels, indices_dim=b.time, mode="max", fill_value=0.5)
+    both(dt.slice, _slicing.slice, x, axis=b.time, start=dt.Tensor(torch.full((len(lengths),), start), (b.batch,)),
+         size=dt.Dim(2, name="w"))

@@ -25,8 +25,8 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: 
 
     clip_to_valid=True clips the indices into [0, size - 1], for a dynamic axis into each
     sequence's own [0, length - 1] (on the device, from the lengths' cached device copy): an index
-    past a sequence's end reads its last frame, never its padding. The result then also has the
-    dims the lengths vary over (for an int index: x's dims without axis)."""
+    past a sequence's end reads its last frame, never its padding (an empty axis reads zeros). The
+    result then also has the dims the lengths vary over (for an int index: x's dims without axis)."""
     caller = "dimtorch.gather()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller)
@@ -35,7 +35,8 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: 
     if isinstance(indices, int) and not isinstance(indices, bool):
         size = x.raw.shape[a]
         if clip_to_valid and axis.dyn_size is not None:
-            indices = Tensor(torch.tensor(indices, dtype=torch.int64, device=x.raw.device), (), sparse_dim=axis)
+            # torch.full, not torch.tensor: a tensor from Python data is a blocking host-to-device copy.
+            indices = Tensor(torch.full((), indices, dtype=torch.int64, device=x.raw.device), (), sparse_dim=axis)
         else:
             if clip_to_valid:
                 indices = min(max(indices, 0), max(size - 1, 0))
@@ -64,6 +65,11 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: 
     rest_i = [d for d in indices.dims if not any(d is e for e in common)]
     # x as (common, axis, rest_x), indices as (common, rest_i), both flattened to 3 and 2 axes.
     xr = x.raw_aligned(tuple(common) + (axis,) + tuple(rest_x))
+    if clip_to_valid and xr.shape[len(common)] == 0:
+        # No frame to clip to (every sequence is empty): the result reads zeros.
+        shape = list(xr.shape)
+        shape[len(common)] = 1
+        xr = xr.new_zeros(shape)
     ir = indices.raw_aligned(tuple(common) + tuple(rest_i))
     if ir.dtype != torch.int64:
         ir = ir.to(torch.int64)

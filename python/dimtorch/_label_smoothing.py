@@ -73,9 +73,11 @@ def label_smoothed_log_prob_gradient(log_prob: Tensor, smoothing: Union[Tensor, 
     if labels:
         shape = [1] * raw.dim()
         shape[a] = axis.size
-        smoothed = torch.ones(axis.size, dtype=torch.bool)
-        smoothed[labels] = False
-        smoothed = smoothed.view(shape).to(raw.device, non_blocking=True)
+        # Made on the device from Python ints: no host-to-device copy.
+        positions = torch.arange(axis.size, device=raw.device).view(shape)
+        smoothed = positions != labels[0]
+        for label in labels[1:]:
+            smoothed = smoothed & (positions != label)
         factor = torch.where(smoothed, factor, 1.0)
         floor = torch.where(smoothed, floor, 0.0)
     shift = -floor
