@@ -161,12 +161,12 @@ def _check_counts(sel: _Selection, dim: Dim, lengths: Optional[torch.Tensor], ca
     if not checkable(sel.flat):
         return
     counts = sel.counts()
-    expected = dim.size if lengths is None else lengths
-    bad = counts != expected
-    if bool(bad.any()):
+    expected = torch.full_like(counts, dim.size) if lengths is None else lengths
+    if not torch.equal(counts, expected):
+        bad = counts != expected
         i = bad.reshape(-1).nonzero()[0, 0].item()
         got = counts.reshape(-1)[i].item()
-        want = expected if lengths is None else lengths.reshape(-1)[i].item()
+        want = expected.reshape(-1)[i].item()
         where = f" in row {i} of ({dims_str(sel.other)})" if sel.other else ""
         raise ValueError(f"{caller}: mask holds {got} selected entries{where}, but {what} {dim_str(dim)} has {want}")
 

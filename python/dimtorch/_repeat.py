@@ -33,9 +33,9 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
     """Each frame t of `in_spatial_dim` repeated repeats[..., t] times (0 drops it), in order, along a
     new dim; returns (tensor, out_spatial_dim). `repeats` (ints >= 0) is over in_spatial_dim and batch
     dims; out_spatial_dim is dynamic, its lengths over those batch dims the sum of each sequence's
-    repeats. The result has values' dims with in_spatial_dim replaced by (repeats' batch dims that
-    values lacks, out_spatial_dim). The padding of a dynamic in_spatial_dim repeats nothing;
-    out_spatial_dim's padding holds copies of valid frames.
+    repeats. The result has values' dims, in_spatial_dim replaced by out_spatial_dim, and repeats'
+    batch dims. The padding of a dynamic in_spatial_dim repeats nothing;
+    out_spatial_dim's padding holds garbage (copies of frames of values).
 
     `max_len_factor`: sequences that would grow beyond max_len_factor * their length have their
     repeats scaled down (each nonzero repeat keeps one frame; the rest scaled by one factor per
@@ -84,6 +84,16 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
     cum = r.cumsum(-1)
     frames = torch.arange(n_out, device=r.device).expand(list(r.shape[:-1]) + [n_out])
     index = torch.searchsorted(cum.contiguous(), frames.contiguous(), side="right").clamp(max=max(n_in - 1, 0))
+    if all(b in values.dims for b in batch):  # Dim equality is identity
+        # values as (batch, in, rest): one torch.gather along in, as the index has the batch dims.
+        rest = tuple(d for d in values.dims if d is not in_spatial_dim and d not in batch)
+        xr = values.raw_aligned(layout + rest)
+        shape = list(xr.shape)
+        shape[len(batch)] = n_out
+        raw = torch.gather(xr, len(batch), index.view(list(index.shape) + [1] * len(rest)).expand(shape))
+        out = Tensor(raw, batch + (out_spatial_dim,) + rest, sparse_dim=values.sparse_dim,
+                     feature_dim=values.feature_dim if values.feature_dim in rest else None)
+        return out, out_spatial_dim
     indices = Tensor(index, batch + (out_spatial_dim,), sparse_dim=in_spatial_dim)
     return gather(values, indices=indices, axis=in_spatial_dim), out_spatial_dim
 
