@@ -152,7 +152,8 @@ def _row_lengths(dim: Dim, sel: _Selection, caller: str, what: str) -> Optional[
     if set(map(id, lengths.dims)) != set(map(id, sel.other)):
         raise ValueError(f"{caller}: the lengths of {what} {dim_str(dim)} vary over ({dims_str(lengths.dims)}), but "
                          f"the rows of mask are over ({dims_str(sel.other)}) (dims: {dims_str(sel.dims)})")
-    return lengths.raw_aligned(sel.other).to(torch.int64)
+    raw = lengths.raw_aligned(sel.other)
+    return raw if raw.dtype == torch.int64 else raw.to(torch.int64)
 
 
 def _check_counts(sel: _Selection, dim: Dim, lengths: Optional[torch.Tensor], caller: str, what: str) -> None:
@@ -217,9 +218,10 @@ def masked_scatter(source: Tensor, backup: Optional[Tensor] = None, *, mask: Ten
     if n_in:
         # Entry k of a row takes that row's frame (number of True entries before it); entries where the
         # mask is False take a clamped frame that the where below drops.
-        pos = (sel.flat.cumsum(-1) - 1).clamp(0, n_in - 1)
+        pos = (sel.flat.cumsum(-1) - 1).clamp_(0, n_in - 1)
         src = source.raw_aligned(sel.other + (in_dim,) + rest)
-        src = src.expand(sel.other_sizes + [n_in] + rest_sizes)
+        if len(rest) + len(sel.other) + 1 != len(source.dims):  # source lacks rows: broadcast over them
+            src = src.expand(sel.other_sizes + [n_in] + rest_sizes)
         if n_other:
             index = pos.view(sel.other_sizes + [sel.n_flat] + [1] * len(rest))
             values = src.gather(n_other, index.expand(sel.other_sizes + [sel.n_flat] + rest_sizes))
@@ -227,7 +229,8 @@ def masked_scatter(source: Tensor, backup: Optional[Tensor] = None, *, mask: Ten
             values = src.index_select(0, pos)
     else:
         values = source.raw.new_zeros(sel.other_sizes + [sel.n_flat] + rest_sizes)
-    values = values.reshape(sel.other_sizes + dims_sizes + rest_sizes)
+    if len(sel.dims) > 1:
+        values = values.reshape(sel.other_sizes + dims_sizes + rest_sizes)
     cond = sel.flat.view(sel.other_sizes + dims_sizes + [1] * len(rest))
     if backup is None:
         fill = 0
