@@ -5,7 +5,6 @@ import math
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from . import _C
 from ._C import Dim, Tensor
@@ -70,6 +69,8 @@ def _within(out_dim: Dim, in_dim: Dim) -> bool:
     """Whether every valid frame of out_dim is known, from host lengths, to be a valid frame of the
     dynamic in_dim (no frame of in_dim's padding can land in out_dim's valid frames)."""
     lengths = in_dim.dyn_size
+    if out_dim.get_max_size() > in_dim.get_max_size():
+        return False  # the sequence with the longest out length is longer than any in length
     if out_dim.dyn_size is None:
         return out_dim.size is not None and (lengths.raw.numel() == 0 or out_dim.size <= int(lengths.raw.min()))
     out_lengths = out_dim.dyn_size
@@ -106,7 +107,7 @@ def replace_dim_v2(source: Tensor, *, in_dim: Dim, out_dim: Dim, allow_expand: b
     if new < old:
         raw = raw.narrow(a, 0, new)
     elif new > old:
-        raw = F.pad(raw, [0, 0] * (raw.dim() - 1 - a) + [0, new - old])
+        raw = torch.constant_pad_nd(raw, (0, 0) * (raw.dim() - 1 - a) + (0, new - old))
     lengths = in_dim.dyn_size
     if lengths is not None and all(b in source.dims for b in lengths.dims) and not _within(out_dim, in_dim):
         pos = tuple(source.dims.index(b) for b in lengths.dims) + (a,)
