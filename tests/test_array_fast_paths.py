@@ -1,5 +1,5 @@
-"""The C++ fast paths of slice, shift_right, split, stack, top_k, reverse_sequence, pack_padded and
-scatter against their Python definitions (the full ops, tested against positional torch in their own
+"""The C++ fast paths of slice, shift_right, split, stack, top_k, reverse_sequence, pack_padded,
+scatter (and of gather, pad, reshape, masked_select for their new argument forms) against their Python definitions (the full ops, tested against positional torch in their own
 test files): the same dims, markers, values and gradients on padded batches, the cases they must
 hand to the Python definition (which owns the errors), and their index caches keyed by layout."""
 from __future__ import annotations
@@ -377,6 +377,7 @@ def test_odd_arguments_raise_python_errors_not_crashes():
         (dt.gather, ("indices", "axis", "clip_to_valid")),
         (dt.pad, ("axes", "padding", "value", "mode")),
         (dt.reshape, ("in_dims", "out_dims")),
+        (dt.masked_select, ("mask", "dims", "out_dim")),
         (dt.pack_padded, ("dims", "out_dim")),
         (dt.scatter, ("indices", "indices_dim", "out_dim", "mode", "fill_value", "use_mask")),
     ]

@@ -282,3 +282,35 @@ def test_masked_nested_errors():
     with pytest.raises(ValueError, match=r"dimtorch.masked_scatter_nested\(\): the trees differ in structure"):
         dt.masked_scatter_nested([packed["score"]], [state["score"], state["score"]], mask=active, dims=(batch, beam),
                                  in_dim=pack_dim, masked_select_dim_map=dim_map)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_masked_select_fast_path_matches_the_python_definition(pad):
+    """dimtorch._C.masked_select takes all of the mask's dims leading the tensor in the mask's order (one boolean
+    index, the padding of dynamic dims masked out); every other call is the Python definition's."""
+    from dimtorch import _masked
+    from test_array_fast_paths import assert_same
+    b = make_padded_batch((5, 3, 0, 1), pad_value=pad, extra_time=1)
+    m = _mask(b)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    heads = dt.Dim(2, name="heads")
+    x4 = dt.Tensor(torch.stack([b.x.raw, -b.x.raw], dim=-1), b.x.dims + (heads,))
+    cases = [dict(tensor=x, mask=m, dims=(b.batch, b.time)),  # the fast path
+             dict(tensor=x4, mask=m, dims=(b.batch, b.time)),
+             dict(tensor=x.copy_transpose((b.time, b.batch, b.feature)), mask=m, dims=(b.batch, b.time)),  # Python
+             dict(tensor=x, mask=m, dims=[b.batch, b.time]),
+             dict(tensor=x, mask=m.copy_transpose((b.time, b.batch)), dims=(b.time, b.batch)),
+             dict(tensor=x, mask=m, dims=(b.time,)),
+             dict(tensor=dt.Tensor(b.x.raw[0], (b.time, b.feature)), mask=m, dims=(b.batch, b.time))]
+    for kwargs in cases:
+        fast, fast_dim = dt.masked_select(**kwargs)
+        slow, slow_dim = _masked.masked_select(**kwargs)
+        assert_same((fast, fast_dim), (slow, slow_dim))
+    out, dim = dt.masked_select(x, mask=m, dims=(b.batch, b.time))
+    assert out.feature_dim is b.feature and dim.size == int(_valid(b, m).sum())
+    raw = b.x.raw.clone().requires_grad_(True)
+    out, _ = dt.masked_select(dt.Tensor(raw, b.x.dims), mask=m, dims=(b.batch, b.time))
+    out.raw.sum().backward()
+    torch.testing.assert_close(raw.grad, _valid(b, m)[:, :, None].expand_as(raw).to(raw.dtype))
+    with pytest.raises(TypeError, match=r"dimtorch.masked_select\(\): mask must be a bool Tensor"):
+        dt.masked_select(x, mask=dt.Tensor(m.raw.int(), m.dims), dims=(b.batch, b.time))

@@ -203,12 +203,11 @@ RF_ROWS = (
         torch=lambda s: lambda x=s.x, c=s.cond, v=_mask2(s): _torch_masked_select_rows(x, c, v),
         dimtorch=lambda s: lambda x=s.x, c=s.cond, dims=(s.time,): dt.masked_select(x, mask=c, dims=dims)[0],
         returnn=lambda s: lambda x=s.x, c=s.cond, dims=[s.time], fn=_rf(s).masked_select: fn(x, mask=c, dims=dims)[0]),
-    Row("masked_select_all", "the (batch, time) frames where a mask holds (False in the padding), packed into one "
-        "static dim (positions read on the host)", out=("masked_select", "feature"), requires=("masked_select",),
-        meta=False,
-        torch=lambda s: lambda x=s.x, m=s.cond & _mask2(s): x[m],
-        dimtorch=lambda s: lambda x=s.x, m=dt.logical_and(s.cond, s.time.get_mask()), dims=(s.batch, s.time):
-            dt.masked_select(x, mask=m, dims=dims)[0],
+    Row("masked_select_all", "the valid (batch, time) frames where cond holds, packed into one static dim "
+        "(positions read on the host); RETURNN, which would select padding frames too, gets cond & valid",
+        out=("masked_select", "feature"), requires=("masked_select",), meta=False,
+        torch=lambda s: lambda x=s.x, c=s.cond, v=_mask2(s): x[c & v],
+        dimtorch=lambda s: lambda x=s.x, c=s.cond, dims=(s.batch, s.time): dt.masked_select(x, mask=c, dims=dims)[0],
         returnn=lambda s: lambda x=s.x, m=_rf(s).logical_and(s.cond, s.time.get_mask()), dims=[s.batch, s.time],
         fn=_rf(s).masked_select: fn(x, mask=m, dims=dims)[0]),
     Row("masked_scatter_seq", "inverse of masked_select_seq: packed frames back where cond holds, 0 elsewhere",

@@ -89,7 +89,10 @@ def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim:
     The size of the result depends on data: without out_dim this READS THE MASK on the host (the
     positions, or the counts per row: one wait for the device). A given out_dim (static of the count,
     or with the counts per row as lengths) is trusted and nothing is read: it is checked against the
-    mask only where that is free (a mask on the CPU)."""
+    mask only where that is free (a mask on the CPU).
+
+    The common call (all of the mask's dims, leading the tensor in the mask's order, no out_dim) is
+    dimtorch._C.masked_select, which comes here for the others."""
     caller = "dimtorch.masked_select()"
     check_tensor(tensor, caller, what="tensor")
     sel = _Selection(mask, dims, caller)
