@@ -19,7 +19,7 @@ DIMTORCH_PYTHON_FALLBACK(masked_select_fallback, "dimtorch._masked", "masked_sel
 /// masked_select(tensor, *, mask, dims, out_dim=None): the fast path takes a bool mask over exactly `dims`
 /// (a tuple, in the mask's order), `dims` leading the tensor in that order with the same sizes, dynamic dims
 /// among them with lengths over dims among them, and no out_dim: the padding of the dynamic dims is masked
-/// out (their cached masks), then one boolean index of the tensor flattened over `dims`. The number of
+/// out (their cached masks), then one boolean index of the tensor by the mask over its leading dims. The number of
 /// selected entries is data: torch's boolean indexing waits for the device (as the Python definition does).
 PyObject* f_masked_select(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"tensor", "mask", "dims", "out_dim"};
@@ -62,18 +62,8 @@ PyObject* f_masked_select(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
     m = Ref(PyNumber_And(m.get(), valid.get()));
     if (!m) return nullptr;
   }
-  Ref flat_x, flat_m;
-  if (n > 1) {
-    Ref last(PyLong_FromSsize_t(n - 1));
-    if (!last) return nullptr;
-    flat_x = Ref(backend::call3(backend::T.flatten, x->raw, backend::T.zero, last.get()));
-    flat_m = Ref(backend::call3(backend::T.flatten, m.get(), backend::T.zero, last.get()));
-    if (!flat_x || !flat_m) return nullptr;
-  } else {
-    flat_x = Ref::borrow(x->raw);
-    flat_m = std::move(m);
-  }
-  Ref raw(PyObject_GetItem(flat_x.get(), flat_m.get()));
+  // A mask over the leading dims indexes them all at once, in row-major order (as torch's x[m]).
+  Ref raw(PyObject_GetItem(x->raw, m.get()));
   if (!raw) return nullptr;
   Ref shape(PyObject_GetAttr(raw.get(), backend::T.s_shape));
   if (!shape) return nullptr;
