@@ -55,7 +55,9 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
         raise ValueError(f"{caller}: max_len_factor must be >= 1 (every frame keeps one repeat), got {max_len_factor}")
     batch = tuple(d for d in repeats.dims if d is not in_spatial_dim)
     layout = batch + (in_spatial_dim,)
-    r = repeats.raw_aligned(layout).to(torch.int64)
+    r = repeats.raw_aligned(layout)
+    if r.dtype != torch.int64:
+        r = r.to(torch.int64)
     lengths = in_spatial_dim.dyn_size
     if lengths is not None:
         for b in lengths.dims:
@@ -83,7 +85,7 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
     # Output frame j of a sequence comes from the first input frame whose cumulative count exceeds j.
     cum = r.cumsum(-1)
     frames = torch.arange(n_out, device=r.device).expand(list(r.shape[:-1]) + [n_out])
-    index = torch.searchsorted(cum.contiguous(), frames.contiguous(), side="right").clamp(max=max(n_in - 1, 0))
+    index = torch.searchsorted(cum, frames.contiguous(), side="right").clamp_(max=max(n_in - 1, 0))
     if all(b in values.dims for b in batch):  # Dim equality is identity
         # values as (batch, in, rest): one torch.gather along in, as the index has the batch dims.
         rest = tuple(d for d in values.dims if d is not in_spatial_dim and d not in batch)

@@ -94,10 +94,11 @@ def replace_dim_v2(source: Tensor, *, in_dim: Dim, out_dim: Dim, allow_expand: b
         raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
     if out_dim in source.dims:  # Dim equality is identity
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of source (dims: {dims_str(source.dims)})")
-    if out_dim.size is None and out_dim.dyn_size is None:
+    new = out_dim.get_max_size()
+    if new is None:
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; it needs a size")
     raw = source.raw
-    old, new = raw.shape[a], out_dim.get_max_size()
+    old = raw.shape[a]
     if new > old and not allow_expand:
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} (size {new}) is larger than in_dim {dim_str(in_dim)} "
                          f"(size {old}) and allow_expand=False")
