@@ -378,6 +378,7 @@ def test_odd_arguments_raise_python_errors_not_crashes():
         (dt.pad, ("axes", "padding", "value", "mode")),
         (dt.reshape, ("in_dims", "out_dims")),
         (dt.masked_select, ("mask", "dims", "out_dim")),
+        (dt.masked_scatter, ("backup", "mask", "dims", "in_dim")),
         (dt.pack_padded, ("dims", "out_dim")),
         (dt.scatter, ("indices", "indices_dim", "out_dim", "mode", "fill_value", "use_mask")),
     ]

@@ -314,3 +314,31 @@ def test_masked_select_fast_path_matches_the_python_definition(pad):
     torch.testing.assert_close(raw.grad, _valid(b, m)[:, :, None].expand_as(raw).to(raw.dtype))
     with pytest.raises(TypeError, match=r"dimtorch.masked_select\(\): mask must be a bool Tensor"):
         dt.masked_select(x, mask=dt.Tensor(m.raw.int(), m.dims), dims=(b.batch, b.time))
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_masked_scatter_fast_path_matches_the_python_definition(pad):
+    """dimtorch._C.masked_scatter takes no backup, the mask's packed dims trailing it, source over (rows, in_dim,
+    rest): one gather and one where; other calls (and count mismatches, which it does not judge itself) are the
+    Python definition's."""
+    from dimtorch import _masked
+    from test_array_fast_paths import assert_same
+    b = make_padded_batch((5, 3, 0, 1), pad_value=pad, extra_time=1)
+    m = _mask(b)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    y, per_row = dt.masked_select(x, mask=m, dims=(b.time,))
+    flat_y, flat = dt.masked_select(x, mask=m, dims=(b.batch, b.time))
+    backup = dt.Tensor(torch.full((4,), -1.0), (b.feature,))
+    cases = [dict(source=y, mask=m, dims=(b.time,), in_dim=per_row),  # the fast path
+             dict(source=flat_y, mask=m, dims=(b.batch, b.time), in_dim=flat),
+             dict(source=y, backup=backup, mask=m, dims=(b.time,), in_dim=per_row),  # Python
+             dict(source=y.copy_transpose((per_row, b.batch, b.feature)), mask=m, dims=(b.time,), in_dim=per_row),
+             dict(source=y, mask=m, dims=[b.time], in_dim=per_row)]
+    for kwargs in cases:
+        assert_same(dt.masked_scatter(**kwargs), _masked.masked_scatter(**kwargs))
+    back = dt.masked_scatter(y, mask=m, dims=(b.time,), in_dim=per_row)
+    assert back.dims == (b.batch, b.time, b.feature) and back.feature_dim is b.feature
+    torch.testing.assert_close(back.raw, torch.where(_valid(b, m)[:, :, None], b.x.raw, 0.0))
+    cut = dt.Dim(dt.Tensor(per_row.dyn_size.raw - (per_row.dyn_size.raw > 0).long(), (b.batch,)), name="cut")
+    with pytest.raises(ValueError, match=r"dimtorch.masked_scatter\(\): mask holds \d+ selected entries in row 0"):
+        dt.masked_scatter(dt.Tensor(y.raw, (b.batch, cut, b.feature)), mask=m, dims=(b.time,), in_dim=cut)

@@ -20,8 +20,7 @@ from ._stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from ._slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
 from ._conv import conv, pool, transposed_conv  # noqa: F401
 from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
-from ._masked import masked_scatter  # noqa: F401  (masked_select: C++ fast path)
-from ._masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401
+from ._masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
 from ._reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 from ._repeat import repeat  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)

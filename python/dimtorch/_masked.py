@@ -197,7 +197,10 @@ def masked_scatter(source: Tensor, backup: Optional[Tensor] = None, *, mask: Ten
     of source (in_dim then has those rows' counts as lengths, as masked_select makes it). The padding
     of a dynamic dim among `dims` gets backup, whatever the mask holds there. Nothing is read from the
     device: the count of True entries per row must be in_dim's size (or its length in that row),
-    checked where the mask is on the CPU; elsewhere a larger count repeats in_dim's last frame."""
+    checked where the mask is on the CPU; elsewhere a larger count repeats in_dim's last frame.
+
+    The common call (no backup, the mask's packed dims trailing it, source over (rows, in_dim, ...)) is
+    dimtorch._C.masked_scatter, which comes here for the others."""
     caller = "dimtorch.masked_scatter()"
     check_tensor(source, caller, what="source")
     if not isinstance(in_dim, Dim):
