@@ -101,9 +101,9 @@ def _torch_scatter_logmeanexp(s):
             1, idx, torch.ones((), dtype=torch.int64, device=x.device).expand(idx.shape))
         xm = torch.where(valid, x, float("-inf"))
         with torch.no_grad():
-            top = x.new_full(shape, float("-inf")).scatter_reduce(1, index, xm, "amax", include_self=False)
+            top = x.new_full(shape, float("-inf")).scatter_reduce_(1, index, xm, "amax", include_self=False)
         shift = torch.where(torch.isfinite(top), top, 0.0)
-        total = x.new_zeros(shape).scatter_add(1, index, torch.exp(xm - shift.gather(1, index)))
+        total = x.new_zeros(shape).scatter_add_(1, index, torch.exp(xm - shift.gather(1, index)))
         out = torch.log(total) + shift - torch.log(counts.clamp(min=1).to(x.dtype)).unsqueeze(-1)
         return out[:, :V]
     return run
@@ -120,9 +120,10 @@ def _torch_scatter_argmax(s):
         counts = torch.zeros(shape[:2], dtype=torch.int64, device=x.device).scatter_add_(
             1, idx, torch.ones((), dtype=torch.int64, device=x.device).expand(idx.shape))
         xm = torch.where(valid, x, float("-inf"))
-        top = x.new_full(shape, float("-inf")).scatter_reduce(1, index, xm, "amax", include_self=False)
+        with torch.no_grad():
+            top = x.new_full(shape, float("-inf")).scatter_reduce_(1, index, xm, "amax", include_self=False)
         candidates = torch.where(xm == top.gather(1, index), torch.arange(T, device=x.device).view(1, T, 1), T)
-        out = torch.full(shape, T, dtype=torch.int64, device=x.device).scatter_reduce(1, index, candidates, "amin")
+        out = torch.full(shape, T, dtype=torch.int64, device=x.device).scatter_reduce_(1, index, candidates, "amin")
         return torch.where((counts.unsqueeze(-1) > 0) & (out < T), out, -1)[:, :V]
     return run
 
