@@ -26,7 +26,7 @@ Table T;
 const char* const kUnaryNames[kNumUnary] = {
     "exp",  "log",   "log1p", "sqrt",     "rsqrt",     "square",      "tanh",
     "sigmoid", "relu", "gelu", "silu",    "softplus",  "sin",         "cos",
-    "floor", "ceil", "round", "is_finite", "logical_not", "abs",      "neg"};
+    "floor", "ceil", "round", "is_finite", "logical_not", "abs",      "neg",   "log_sigmoid"};
 
 namespace {
 
@@ -85,7 +85,8 @@ bool init() {
             get_attr(t, "maximum", &T.maximum) && get_attr(t, "minimum", &T.minimum) &&
             get_attr(t, "clamp", &T.clamp) && get_attr(t, "clamp_min", &T.clamp_min) &&
             get_attr(t, "clamp_max", &T.clamp_max) && get_attr(t, "logical_and", &T.logical_and) &&
-            get_attr(t, "logical_or", &T.logical_or) && get_attr(t, "logical_xor", &T.logical_xor);
+            get_attr(t, "logical_or", &T.logical_or) && get_attr(t, "logical_xor", &T.logical_xor) &&
+            get_attr(t, "logaddexp", &T.logaddexp);
   ok = ok && get_attr(t, "sum", &T.sum) && get_attr(t, "mean", &T.mean) &&
        get_attr(t, "amax", &T.amax) && get_attr(t, "amin", &T.amin) &&
        get_attr(t, "logsumexp", &T.logsumexp) && get_attr(t, "any", &T.any) &&
@@ -121,7 +122,8 @@ bool init() {
       {kGelu, F, "gelu"},        {kSilu, F, "silu"},         {kSoftplus, F, "softplus"},
       {kSin, t, "sin"},          {kCos, t, "cos"},           {kFloor, t, "floor"},
       {kCeil, t, "ceil"},        {kRound, t, "round"},       {kIsFinite, t, "isfinite"},
-      {kLogicalNot, t, "logical_not"}, {kAbs, t, "abs"},     {kNeg, t, "neg"}};
+      {kLogicalNot, t, "logical_not"}, {kAbs, t, "abs"},     {kNeg, t, "neg"},
+      {kLogSigmoid, F, "logsigmoid"}};
   for (auto& s : sources)
     if (!get_attr(s.mod, s.name, &T.unary[s.op])) return false;
 

@@ -8,7 +8,7 @@ namespace dimtorch::backend {
 /// Unary raw ops, by index into the table of torch callables.
 enum Unary : int {
   kExp, kLog, kLog1p, kSqrt, kRsqrt, kSquare, kTanh, kSigmoid, kRelu, kGelu, kSilu, kSoftplus,
-  kSin, kCos, kFloor, kCeil, kRound, kIsFinite, kLogicalNot, kAbs, kNeg,
+  kSin, kCos, kFloor, kCeil, kRound, kIsFinite, kLogicalNot, kAbs, kNeg, kLogSigmoid,
   kNumUnary
 };
 /// Python-facing names of the unary ops (dimtorch.<name>), same order as Unary.
@@ -37,6 +37,7 @@ struct Table {
   PyObject* logical_and = nullptr;
   PyObject* logical_or = nullptr;
   PyObject* logical_xor = nullptr;
+  PyObject* logaddexp = nullptr;
   PyObject* unary[kNumUnary] = {};
   // Reductions and normalizations.
   PyObject* sum = nullptr;

@@ -17,6 +17,7 @@ PyObject* g_definitions = nullptr;  // dict: name -> callable
 const char* const kRequired[] = {
     "pad", "concat", "gather", "merge_dims", "slice", "shift_right", "reverse_sequence", "split",
     "stack", "top_k", "pack_padded", "scatter", "dropout",
+    "reshape", "masked_select", "masked_scatter", "to_host",
     "_reverse_index", "_valid_index", "_gather_index",
     "Dim.__init__", "Dim.get_mask", "Dim.get_size_tensor", "Dim.get_max_size", "Dim.__reduce__",
     "Tensor.__init__", "Tensor.__reduce__", "Tensor.raw_aligned", "Tensor.copy_transpose",

@@ -122,7 +122,10 @@ PyObject* build_raw(DimObject* d, TensorObject* lengths, MaskKind kind, const si
   int same = PyObject_RichCompareBool(raw_device.get(), device, Py_EQ);
   if (same < 0) return nullptr;
   if (!same) {
-    if (kind == MaskKind::kLengths) return to_device(raw.get(), device);
+    // The lengths in their own layout are the device copy itself; other layouts start from it.
+    bool own_layout = kind == MaskKind::kLengths && ndim == k;
+    for (int i = 0; own_layout && i < k; ++i) own_layout = pos[i] == i;
+    if (own_layout) return to_device(raw.get(), device);
     signed char identity[kMaxDims];
     for (int i = 0; i < k; ++i) identity[i] = static_cast<signed char>(i);
     raw = Ref(dim_cached_raw(d, MaskKind::kLengths, identity, k, 0, device));

@@ -109,7 +109,8 @@ PyObject* narrowed(PyObject* raw, int a, Py_ssize_t s, Py_ssize_t n) {
 
 DIMTORCH_PYTHON_FALLBACK(slice_fallback, "slice")
 
-/// slice(x, *, axis, start=0, end=None, step=1): the fast path takes step 1 and, on a dynamic dim,
+/// slice(x, *, axis, start=0, end=None, step=1): the fast path (size and out_dim go to the Python
+/// definition as unknown keywords, a Tensor start as a non-int) takes step 1 and, on a dynamic dim,
 /// start >= 0 with end None (each sequence drops its first frames: out dim axis - start by dim
 /// math), on a static dim start/end within the size (a new static out dim).
 PyObject* f_slice(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -413,15 +414,16 @@ PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 DIMTORCH_PYTHON_FALLBACK(reverse_fallback, "reverse_sequence")
 
-/// reverse_sequence(x, *, axis): a dim without lengths is one flip; a dynamic dim whose lengths
-/// vary over dims of x is one gather, by the index dimtorch._slicing._reverse_index makes from the
-/// host lengths, cached on the dim per raw sizes, places of the lengths' dims and device.
+/// reverse_sequence(x, *, axis, handle_dynamic_dims=True): a dim without lengths is one flip; a
+/// dynamic dim whose lengths vary over dims of x is one gather, by the index
+/// dimtorch._slicing._reverse_index makes from the host lengths, cached on the dim per raw sizes,
+/// places of the lengths' dims and device. handle_dynamic_dims other than True goes to Python.
 PyObject* f_reverse_sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"x", "axis"};
+  static const char* const names[] = {"x", "axis", "handle_dynamic_dims"};
   static PyObject* tag = nullptr;
   const char* caller = "dimtorch.reverse_sequence()";
-  PyObject* v[2];
-  if (!parse_args(args, nargs, kwnames, names, 2, 1, 2, v, caller)) {
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, caller) || (v[2] && v[2] != Py_True)) {
     PyErr_Clear();
     return reverse_fallback(args, nargs, kwnames);
   }
@@ -567,7 +569,8 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
 
 DIMTORCH_PYTHON_FALLBACK(scatter_fallback, "scatter")
 
-/// scatter(x, *, indices, indices_dim, out_dim=None): the fast path adds along one indices dim
+/// scatter(x, *, indices, indices_dim, out_dim=None): the fast path (its common call: no mode,
+/// fill_value or use_mask, which go to the Python definition as unknown keywords) adds along one indices dim
 /// into a static out dim, with int64 indices over dims of x of the same sizes, where no other
 /// indices dim has lengths: one scatter_add_ in x's layout. The padding of a dynamic indices dim
 /// goes to an extra last row that is cut off (where with the dim's cached mask, on the indices).
@@ -647,18 +650,20 @@ PyObject* f_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
 
 PyMethodDef kFunctions[] = {
     {"slice", FASTCALL_KW(f_slice),
-     "slice(x, *, axis, start=0, end=None, step=1) -> (tensor, out_dim): see dimtorch._slicing.slice."},
+     "slice(x, *, axis, start=0, end=None, step=1, size=None, out_dim=None) -> (tensor, out_dim): see "
+     "dimtorch._slicing.slice."},
     {"shift_right", FASTCALL_KW(f_shift_right),
      "shift_right(x, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch._slicing.shift_right."},
     {"scatter", FASTCALL_KW(f_scatter),
-     "scatter(x, *, indices, indices_dim, out_dim=None) -> tensor: see dimtorch._scatter.scatter."},
+     "scatter(x, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: "
+     "see dimtorch._scatter.scatter."},
     {"split", FASTCALL_KW(f_split), "split(x, *, axis, out_dims) -> list of tensors: see dimtorch._stack.split."},
     {"stack", FASTCALL_KW(f_stack),
      "stack(tensors, *, out_dim=None) -> (tensor, out_dim): see dimtorch._stack.stack."},
     {"top_k", FASTCALL_KW(f_top_k),
      "top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch._sort.top_k."},
     {"reverse_sequence", FASTCALL_KW(f_reverse_sequence),
-     "reverse_sequence(x, *, axis) -> tensor: see dimtorch._slicing.reverse_sequence."},
+     "reverse_sequence(x, *, axis, handle_dynamic_dims=True) -> tensor: see dimtorch._slicing.reverse_sequence."},
     {"pack_padded", FASTCALL_KW(f_pack_padded),
      "pack_padded(x, *, dims, out_dim=None) -> (tensor, pack_dim): see dimtorch._packing.pack_padded."},
     {nullptr}};

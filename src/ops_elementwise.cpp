@@ -64,13 +64,19 @@ PyObject* raw_binary(Bin k, PyObject* a, PyObject* b) {
       return backend::call2(max ? T.maximum : T.minimum, a, b);
     }
     case Bin::kLogicalAnd:
-    case Bin::kLogicalOr: {
+    case Bin::kLogicalOr:
+    case Bin::kLogAddExp: {
       Ref ra(as_raw_tensor(a));
       if (!ra) return nullptr;
       Ref rb(as_raw_tensor(b));
       if (!rb) return nullptr;
-      return backend::call2(k == Bin::kLogicalAnd ? T.logical_and : T.logical_or, ra.get(),
-                            rb.get());
+      PyObject* fn = k == Bin::kLogicalAnd ? T.logical_and : k == Bin::kLogicalOr ? T.logical_or : T.logaddexp;
+      return backend::call2(fn, ra.get(), rb.get());
+    }
+    case Bin::kSquaredDifference: {
+      Ref diff(PyNumber_Subtract(a, b));
+      if (!diff) return nullptr;
+      return backend::call1(T.unary[backend::kSquare], diff.get());
     }
   }
   PyErr_SetString(PyExc_SystemError, "dimtorch: unknown binary op");
@@ -320,7 +326,8 @@ const KindName kCombineKinds[] = {
     {"pow", Bin::kPow}, {"**", Bin::kPow}, {"maximum", Bin::kMaximum}, {"max", Bin::kMaximum},
     {"minimum", Bin::kMinimum}, {"min", Bin::kMinimum}, {"logical_and", Bin::kLogicalAnd},
     {"logical_or", Bin::kLogicalOr}, {"bitwise_and", Bin::kBitAnd}, {"bitwise_or", Bin::kBitOr},
-    {"bitwise_xor", Bin::kBitXor}};
+    {"bitwise_xor", Bin::kBitXor}, {"squared_difference", Bin::kSquaredDifference},
+    {"logaddexp", Bin::kLogAddExp}};
 const KindName kCompareKinds[] = {
     {"equal", Bin::kEq}, {"==", Bin::kEq}, {"not_equal", Bin::kNe}, {"!=", Bin::kNe},
     {"less", Bin::kLt}, {"<", Bin::kLt}, {"less_equal", Bin::kLe}, {"<=", Bin::kLe},
@@ -367,10 +374,12 @@ PyObject* f_compare(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
 template <Bin K>
 PyObject* f_binary(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"a", "b", "allow_broadcast_all_sources"};
-  const char* caller = K == Bin::kMaximum   ? "dimtorch.maximum()"
-                       : K == Bin::kMinimum ? "dimtorch.minimum()"
-                       : K == Bin::kLogicalAnd ? "dimtorch.logical_and()"
-                                               : "dimtorch.logical_or()";
+  const char* caller = K == Bin::kMaximum              ? "dimtorch.maximum()"
+                       : K == Bin::kMinimum            ? "dimtorch.minimum()"
+                       : K == Bin::kLogicalAnd         ? "dimtorch.logical_and()"
+                       : K == Bin::kSquaredDifference  ? "dimtorch.squared_difference()"
+                       : K == Bin::kLogAddExp          ? "dimtorch.log_add_exp()"
+                                                       : "dimtorch.logical_or()";
   PyObject* v[3];
   if (!parse_args(args, nargs, kwnames, names, 3, 2, 2, v, caller)) return nullptr;
   int allow = flag_arg(v[2], 0, caller, "allow_broadcast_all_sources");
@@ -483,7 +492,7 @@ PyMethodDef kFunctions[] = {
     {"combine", FASTCALL(f_combine), METH_FASTCALL | METH_KEYWORDS,
      "combine(a, b, kind, *, allow_broadcast_all_sources=False): elementwise a <kind> b aligned by "
      "dims. kind: add, sub, mul, truediv, floordiv, mod, pow, maximum, minimum, logical_and, "
-     "logical_or, bitwise_and/or/xor (or the operator symbol)."},
+     "logical_or, bitwise_and/or/xor, squared_difference, logaddexp (or the operator symbol)."},
     {"compare", FASTCALL(f_compare), METH_FASTCALL | METH_KEYWORDS,
      "compare(a, b, kind, *, allow_broadcast_all_sources=False): bool Tensor. kind: equal, "
      "not_equal, less, less_equal, greater, greater_equal (or ==, !=, <, <=, >, >=)."},
@@ -495,6 +504,10 @@ PyMethodDef kFunctions[] = {
      "logical_and(a, b)"},
     {"logical_or", FASTCALL(f_binary<Bin::kLogicalOr>), METH_FASTCALL | METH_KEYWORDS,
      "logical_or(a, b)"},
+    {"squared_difference", FASTCALL(f_binary<Bin::kSquaredDifference>), METH_FASTCALL | METH_KEYWORDS,
+     "squared_difference(a, b): (a - b) ** 2 elementwise, aligned by dims (rf.squared_difference)."},
+    {"log_add_exp", FASTCALL(f_binary<Bin::kLogAddExp>), METH_FASTCALL | METH_KEYWORDS,
+     "log_add_exp(a, b): log(exp(a) + exp(b)) elementwise, stable (torch.logaddexp), aligned by dims."},
     {"where", FASTCALL(f_where), METH_FASTCALL | METH_KEYWORDS,
      "where(condition, true_value, false_value, *, allow_broadcast_all_sources=False): values "
      "may be Tensors or Python scalars."},

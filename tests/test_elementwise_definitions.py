@@ -15,10 +15,10 @@ from definition_checks import assert_same, check, check_either, check_error, pad
 from helpers import PAD_LARGE, PAD_NAN
 
 FLOAT_KINDS = ["add", "+", "sub", "mul", "truediv", "/", "floordiv", "mod", "pow", "maximum", "minimum", "min",
-               "logical_and", "logical_or"]
+               "logical_and", "logical_or", "squared_difference", "logaddexp"]
 COMPARE_KINDS = ["equal", "==", "not_equal", "less", "<=", "less_equal", "greater", ">", "greater_equal"]
 UNARY = ["exp", "log", "log1p", "sqrt", "rsqrt", "square", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus",
-         "sin", "cos", "floor", "ceil", "round", "is_finite", "logical_not", "abs", "neg"]
+         "sin", "cos", "floor", "ceil", "round", "is_finite", "logical_not", "abs", "neg", "log_sigmoid"]
 
 lengths_st = st.lists(st.integers(0, 4), min_size=1, max_size=3)
 pads = st.sampled_from([PAD_NAN, PAD_LARGE])
@@ -105,7 +105,7 @@ def test_combine_allow_broadcast_all_sources():
 def test_maximum_minimum_logical(perm, lengths, pad, picks, order):
     x, dims = padded(lengths, pad=pad, perm=perm)
     y = _other(x, dims, picks, order)
-    for fn in (dt.maximum, dt.minimum, dt.logical_and, dt.logical_or):
+    for fn in (dt.maximum, dt.minimum, dt.logical_and, dt.logical_or, dt.squared_difference, dt.log_add_exp):
         check(fn, x, y)
         check(fn, y, x)
         check(fn, x, 0.3)

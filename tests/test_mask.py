@@ -165,3 +165,14 @@ def test_get_mask_fast_path_and_python_definition_agree():
         assert m.dtype == "bool"
         torch.testing.assert_close(m.raw_aligned((batch, t)), expect)
     assert t.get_mask(dims_order=(t, f, batch)).dims == (t, batch)
+
+
+def test_cached_lengths_on_another_device_keep_the_layout():
+    """The lengths laid out for another tensor (size-1 axes, other places) on a device other than the host's:
+    the same layout as on the host (the device copy in the lengths' own layout is only the starting point)."""
+    b = dt.Dim(None, name="batch")
+    t = dt.Dim(dt.Tensor(torch.tensor([5, 3, 1]), (b,)), name="time")
+    for pos, ndim, shape in (((0,), 1, (3,)), ((0,), 2, (3, 1)), ((1,), 2, (1, 3)), ((2,), 3, (1, 1, 3))):
+        for device in ("cpu", "meta"):
+            raw = dt._C._dim_cached_raw(2, t, pos, ndim, 0, torch.device(device))
+            assert tuple(raw.shape) == shape, (pos, ndim, device, raw.shape)

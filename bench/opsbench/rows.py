@@ -289,3 +289,5 @@ ROWS = (
 )
 from .rows_array import ARRAY_ROWS  # noqa: E402  (it imports Row from here, so it comes last)
 ROWS += ARRAY_ROWS
+from .rows_rf import RF_ROWS  # noqa: E402
+ROWS += RF_ROWS

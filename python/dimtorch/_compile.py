@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from . import _C, _concat, _dim, _mask, _packing, _pickle, _slicing, _tensor, _tracing
+from . import _C, _concat, _data_dependent, _dim, _mask, _packing, _pickle, _slicing, _tensor, _tracing
 from ._C import Dim, Tensor
 from ._op_table import OPS
 
@@ -39,6 +39,7 @@ def _core_definitions() -> dict:
         "_reverse_index": _slicing._reverse_index,
         "_valid_index": _packing._valid_index,
         "_gather_index": _concat._gather_index,
+        "to_host": _data_dependent.to_host,
     })
     return table
 

@@ -37,10 +37,14 @@ _DEFINITIONS = {
     "scatter": "_scatter",
     "dropout": "_dropout",
     "ceildiv": "_dim",
+    "reshape": "_reshape",
+    "masked_select": "_masked",
+    "masked_scatter": "_masked",
     **{name: "ops.elementwise" for name in (
         "combine", "compare", "maximum", "minimum", "logical_and", "logical_or", "where", "clip", "cast",
         "exp", "log", "log1p", "sqrt", "rsqrt", "square", "tanh", "sigmoid", "relu", "gelu", "silu",
-        "softplus", "sin", "cos", "floor", "ceil", "round", "is_finite", "logical_not", "abs", "neg")},
+        "softplus", "sin", "cos", "floor", "ceil", "round", "is_finite", "logical_not", "abs", "neg",
+        "squared_difference", "log_add_exp", "log_sigmoid")},
     **{name: "ops.reduce" for name in (
         "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_logsumexp", "reduce_any",
         "reduce_all", "reduce_argmax", "reduce_argmin", "moments", "softmax", "log_softmax")},

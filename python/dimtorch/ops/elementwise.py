@@ -123,6 +123,8 @@ _RAW_BINARY = {
     "maximum": _maximum, "minimum": _minimum,
     "logical_and": lambda a, b: torch.logical_and(_as_raw(a), _as_raw(b)),
     "logical_or": lambda a, b: torch.logical_or(_as_raw(a), _as_raw(b)),
+    "squared_difference": lambda a, b: torch.square(a - b),
+    "logaddexp": lambda a, b: torch.logaddexp(_as_raw(a), _as_raw(b)),
 }
 _COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 _LOGICAL = ("logical_and", "logical_or")
@@ -133,7 +135,8 @@ _COMBINE_KINDS = {
     "/": "truediv", "floordiv": "floordiv", "//": "floordiv", "mod": "mod", "%": "mod", "pow": "pow",
     "**": "pow", "maximum": "maximum", "max": "maximum", "minimum": "minimum", "min": "minimum",
     "logical_and": "logical_and", "logical_or": "logical_or", "bitwise_and": "bitwise_and",
-    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
+    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor", "squared_difference": "squared_difference",
+    "logaddexp": "logaddexp",
 }
 _COMPARE_KINDS = {
     "equal": "equal", "==": "equal", "not_equal": "not_equal", "!=": "not_equal", "less": "less",
@@ -231,6 +234,22 @@ def logical_or(a, b, *, allow_broadcast_all_sources=False) -> Tensor:
     """Elementwise logical or (bool), aligned by dims."""
     caller = "dimtorch.logical_or()"
     return binary("logical_or", a, b, flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources"),
+                  caller)
+
+
+@names_errors("dimtorch.squared_difference()")
+def squared_difference(a, b, *, allow_broadcast_all_sources=False) -> Tensor:
+    """(a - b) ** 2 elementwise, aligned by dims (rf.squared_difference)."""
+    caller = "dimtorch.squared_difference()"
+    return binary("squared_difference", a, b,
+                  flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources"), caller)
+
+
+@names_errors("dimtorch.log_add_exp()")
+def log_add_exp(a, b, *, allow_broadcast_all_sources=False) -> Tensor:
+    """log(exp(a) + exp(b)) elementwise, stable (torch.logaddexp), aligned by dims."""
+    caller = "dimtorch.log_add_exp()"
+    return binary("logaddexp", a, b, flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources"),
                   caller)
 
 
@@ -403,6 +422,11 @@ def logical_not(x, /) -> Tensor:
 @names_errors("dimtorch.abs()")
 def abs(x, /) -> Tensor:  # noqa: A001 (the public name)
     return _unary(torch.abs, x, "dimtorch.abs()")
+
+
+@names_errors("dimtorch.log_sigmoid()")
+def log_sigmoid(x, /) -> Tensor:
+    return _unary(torch.nn.functional.logsigmoid, x, "dimtorch.log_sigmoid()")
 
 
 @names_errors("dimtorch.neg()")
