@@ -11,6 +11,11 @@ batch, in an order that rotates per round; the ratio is the median of the per-ro
 (bench/opsbench/timing.py's helpers; shared/DESIGN.md §5). Also measured: the peak memory of one step,
 the framework-only forward+backward time on torch's `meta` device, and RETURNN frontend's
 ConformerEncoder (forward+backward) when `returnn` is importable. Writes train_bench.{md,json,png} to --out.
+
+    python bench/train_bench.py --configs small --nproc 2   # also: samples/s with 1 and 2 processes (DDP)
+
+`--nproc N` adds data-parallel scaling (bench/train_scaling.py): samples/s with 1 and N processes (gloo, one
+thread each, DDP as demo/train.py runs it under torchrun), dimtorch vs the reference, on the first config.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ import dimtorch as dt  # noqa: E402
 from demo.data import BucketBatchSampler, SequenceDataset, TaskConfig, collate  # noqa: E402
 from demo.reference_model import ConformerCTC, ModelConfig  # noqa: E402
 from opsbench.timing import quartiles, round_ratios, seconds_per_call  # noqa: E402
+import train_scaling  # noqa: E402
 
 IMPLS = ("torch", "dimtorch")
 
@@ -63,6 +69,7 @@ CONFIGS = {
                           max_frames=2000, max_seqs=64, rounds=20, warmup=2, meta_rounds=6),
 }
 QUICK_ROUNDS = {"small": (6, 2), "larger": (1, 1)}  # (rounds, warmup) under --quick
+SCALING_ROUNDS = {"quick": (4, 1), "full": (48, 4)}  # (rounds, warm-up steps) of --nproc
 
 
 # ----------------------------------------------------------------------------------------------- set-up
@@ -443,7 +450,7 @@ def markdown(results: List[ConfigResult], header: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_png(path: Path, results: List[ConfigResult]) -> None:
+def write_png(path: Path, results: List[ConfigResult], scaling: Optional[dict] = None) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -460,7 +467,12 @@ def write_png(path: Path, results: List[ConfigResult]) -> None:
         if r.returnn["status"] == "ok":
             labels.append(f"{r.name}\nRETURNN fwd+bwd")
             values.append(r.returnn["ratio"])
-    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels)), 4))
+    if scaling:
+        fig, (ax, ax_scaling) = plt.subplots(1, 2, figsize=(max(6, 1.3 * len(labels)) + 5, 4),
+                                             gridspec_kw={"width_ratios": [max(6, 1.3 * len(labels)), 5]})
+        train_scaling.plot(ax_scaling, scaling)
+    else:
+        fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels)), 4))
     colors = ["C0" if "step" in lbl else "C1" if "memory" in lbl else "C2" if "meta" in lbl else "C3" for lbl in labels]
     ax.bar(range(len(values)), values, color=colors)
     ax.axhline(1.0, color="k", linewidth=0.8)
@@ -484,6 +496,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default=str(ROOT / "bench" / "out"), help="folder for train_bench.{md,json,png}")
     p.add_argument("--no-meta", action="store_true", help="skip the meta-device timing")
     p.add_argument("--no-returnn", action="store_true", help="skip RETURNN frontend")
+    p.add_argument("--nproc", type=int, default=None,
+                   help="also measure data-parallel samples/s with 1 and NPROC processes (CPU, gloo, DDP) on the "
+                        "first config")
     args = p.parse_args(argv)
     args.config_list = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = [c for c in args.config_list if c not in CONFIGS]
@@ -491,6 +506,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--configs: unknown {unknown or '(none given)'}; choose from {', '.join(CONFIGS)}")
     if args.rounds is not None and args.rounds < 1:
         p.error("--rounds must be >= 1")
+    if args.nproc is not None and args.nproc < 2:
+        p.error("--nproc must be >= 2 (it compares 1 and NPROC processes)")
+    if args.nproc is not None and args.device != "cpu":
+        p.error("--nproc measures CPU processes (gloo); run it with --device cpu")
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: torch.cuda.is_available() is False")
     return args
@@ -511,18 +530,27 @@ def main(argv=None) -> int:
     gc.freeze()
     results = [run_config(CONFIGS[name], device, args.quick, args.rounds, not args.no_meta, not args.no_returnn, log)
                for name in args.config_list]
+    scaling = None
+    if args.nproc:
+        cfg = CONFIGS[args.config_list[0]]
+        s_rounds, s_warmup = SCALING_ROUNDS["quick" if args.quick else "full"]
+        scaling = train_scaling.measure(cfg.model, cfg.max_frames, cfg.max_seqs, args.nproc,
+                                        args.rounds if args.rounds is not None else s_rounds, s_warmup, log)
+        scaling["config"] = cfg.name
     header = {"device": str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
               "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
               "quick": args.quick, "seconds": None}
     report = markdown(results, header)
+    if scaling:
+        report += "\n".join(train_scaling.markdown(scaling, scaling["config"])) + "\n"
     header["seconds"] = time.perf_counter() - start
     print(report)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "train_bench.md").write_text(report)
     (out / "train_bench.json").write_text(json.dumps(
-        {"header": header, "configs": [r.__dict__ for r in results]}, indent=1, default=str))
-    write_png(out / "train_bench.png", results)
+        {"header": header, "configs": [r.__dict__ for r in results], "scaling": scaling}, indent=1, default=str))
+    write_png(out / "train_bench.png", results, scaling)
     log(f"wrote {out / 'train_bench.md'}, .json, .png in {header['seconds']:.0f} s")
     return 0
 

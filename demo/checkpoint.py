@@ -1,7 +1,14 @@
-"""Training checkpoints of the demo: atomic save, validated load with clear messages."""
+"""Training checkpoints of the demo: atomic save, safe validated load (plain data only) with clear messages.
+
+A checkpoint holds plain data only: tensors (model and optimizer state, random states), numbers,
+strings, lists, dicts. It is read with `torch.load(weights_only=True)`, which refuses anything else (a
+pickled callable, a class): loading someone else's file runs no code of theirs. With FSDP the model and
+optimizer state are shards in a folder next to it (torch.distributed.checkpoint), which the file names
+under "sharded"."""
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from pathlib import Path
 
@@ -41,7 +48,13 @@ def load_checkpoint(path, impl: str) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{where} does not exist; drop --resume to start a new run")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:  # weights_only refused something that is not plain data
+        lines = [ln for ln in str(e).splitlines() if "GLOBAL" in ln or "nsupported" in ln] or [type(e).__name__]
+        raise CheckpointError(f"{where} holds more than plain data (tensors, numbers, strings, lists, dicts), "
+                              f"which this loader refuses without running it ({lines[0].strip()}). It "
+                              f"is not a demo checkpoint, or not from a source you should trust; it was left "
+                              f"untouched") from None
     except Exception as e:  # torch raises many kinds for a torn or foreign file
         raise CheckpointError(f"{where} cannot be read ({type(e).__name__}: {e}); it is corrupt or not a "
                               f"checkpoint. It was left untouched; move it away or use another --out") from None
@@ -53,7 +66,8 @@ def load_checkpoint(path, impl: str) -> dict:
     if state.get("impl") != impl:
         raise CheckpointError(f"{where} was written by --impl {state.get('impl')}, not --impl {impl}; "
                               f"resume with --impl {state.get('impl')}")
-    missing = [k for k in ("step", "epoch", "batch_in_epoch", "model", "optimizer", "model_config", "task_config",
+    weights = ("sharded",) if "sharded" in state else ("model", "optimizer")
+    missing = [k for k in ("step", "epoch", "batch_in_epoch", *weights, "model_config", "task_config",
                            "history", "rng_cpu", "args") if k not in state]
     if missing:
         raise CheckpointError(f"{where} lacks {', '.join(missing)}; it was left untouched")

@@ -11,6 +11,8 @@ vary from sequence to sequence, so batches are padded and come with their length
 - `BucketBatchSampler`: length-bucketed batches of indices, bounded by padded frames and sequences.
 - `collate`: pads a list of items into a `Batch` of raw tensors (zero padding) plus host lengths.
 - `make_loader`: a `DataLoader` with both.
+- `StepLoader`: the training steps of N data-parallel ranks (N = 1: one process), as one rank sees
+  them: the same bucketed batches on every rank, N per step, one per rank.
 
 Length 0: with `min_labels=0` a sequence may have no labels (its target is empty: CTC then asks
 for blanks only); with also `max_silence=0` such a sequence has no frames at all (input length 0).
@@ -233,6 +235,64 @@ def make_loader(dataset: SequenceDataset, max_frames: int = 4000, max_seqs: int 
                       generator=torch.Generator().manual_seed(seed))
 
 
+class Step(NamedTuple):
+    """One rank's part of one training step of all ranks (see StepLoader)."""
+    batch: Batch  # this rank's sequences; one empty sequence when it has none (has_data False)
+    has_data: bool
+    labels: int  # target labels of the whole step, all ranks together
+    seqs: int  # sequences of the whole step
+    frames: int  # input frames of the whole step
+    batches: int  # bucket batches the step took (world_size, fewer at the end of the epoch)
+
+
+class StepLoader:
+    """The training steps of `world_size` data-parallel ranks over `dataset`, as rank `rank` sees them.
+
+    Every rank makes the same length-bucketed batches of an epoch (a BucketBatchSampler with the
+    same seed: deterministic per epoch); a step takes the next `world_size` batches and rank r gets
+    the r-th, so every sequence is in exactly one rank's batch once per epoch. At the end of an
+    epoch a step may have fewer batches than ranks: the ranks without one get a batch of one empty
+    sequence (`has_data` False) to join the step's collectives; it adds nothing to the loss (its
+    weight is 0), the gradients or the batch-norm statistics (no valid frame). `Step` also carries the
+    whole step's label, sequence and frame counts (from the dataset's lengths, on the host: every
+    rank knows them without communication), which normalize the loss over all ranks.
+
+    The position within an epoch counts bucket batches, not steps (`steps(epoch, start_batch)`), so a
+    run resumed with another number of ranks continues at the same place of the same epoch."""
+
+    def __init__(self, dataset: SequenceDataset, max_frames: int = 4000, max_seqs: int = 64, shuffle: bool = True,
+                 seed: int = 0, rank: int = 0, world_size: int = 1):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"demo.data.StepLoader(): need 0 <= rank < world_size, got rank {rank}, "
+                             f"world_size {world_size}")
+        self.dataset, self.rank, self.world_size = dataset, rank, world_size
+        self.sampler = BucketBatchSampler(dataset.input_lengths, max_frames=max_frames, max_seqs=max_seqs,
+                                          shuffle=shuffle, seed=seed)
+        feature_dim = dataset.cfg.feature_dim
+        self._empty = collate([(torch.zeros(0, feature_dim), torch.zeros(0, dtype=torch.int64))])
+
+    def shares(self, epoch: int, start_batch: int = 0) -> Iterator[tuple]:
+        """(indices of this rank's sequences, indices of the whole step's, batches taken) per step of
+        `epoch` from bucket batch `start_batch` on; this rank's indices are [] when it has no batch."""
+        batches = self.sampler.batches(epoch)
+        w, r = self.world_size, self.rank
+        for first in range(start_batch, len(batches), w):
+            group = batches[first:first + w]
+            yield (group[r] if r < len(group) else []), [i for b in group for i in b], len(group)
+
+    def steps(self, epoch: int, start_batch: int = 0) -> Iterator[Step]:
+        """This rank's Steps of `epoch` from bucket batch `start_batch` on."""
+        ds = self.dataset
+        for mine, everyone, taken in self.shares(epoch, start_batch):
+            batch = collate([ds[i] for i in mine]) if mine else self._empty
+            yield Step(batch, bool(mine), sum(ds.target_lengths[i] for i in everyone), len(everyone),
+                       sum(ds.input_lengths[i] for i in everyone), taken)
+
+    def num_batches(self, epoch: int) -> int:
+        """Bucket batches in `epoch` (all ranks together)."""
+        return len(self.sampler.batches(epoch))
+
+
 def mean_lengths(dataset: SequenceDataset) -> tuple:
     """(mean input frames, mean labels) per sequence."""
     n = len(dataset)
@@ -240,4 +300,4 @@ def mean_lengths(dataset: SequenceDataset) -> tuple:
 
 
 __all__ = ["TaskConfig", "SequenceDataset", "Batch", "collate", "BucketBatchSampler", "make_loader", "prototypes",
-           "mean_lengths"]
+           "mean_lengths", "Step", "StepLoader"]

@@ -61,16 +61,19 @@ class DimtorchConformerCTC(dt.nn.Module):
         h, batch, out_time = self.encode(features, feature_lengths)
         return self.output(h).raw_aligned((batch, out_time, self.vocab_dim)), out_time.dyn_size.raw
 
-    def loss(self, features, feature_lengths, targets, target_lengths):
+    def loss(self, features, feature_lengths, targets, target_lengths, *, total_labels: Optional[int] = None,
+             total_seqs: Optional[int] = None):
         """(loss, CTC logits raw, out lengths host): the CTC loss summed over the batch / target labels
-        (at least 1), or with the decoder the joint loss."""
+        (at least 1), or with the decoder the joint loss. `total_labels`/`total_seqs`: what the sums are
+        divided by, as in the reference's `loss` (default: this batch's)."""
         h, batch, out_time = self.encode(features, feature_lengths)
         logits = self.output(h)
         target_time = dt.Dim(dt.Tensor(target_lengths, dims=(batch,)), name="target_time")
         target = dt.Tensor(targets, dims=(batch, target_time))
         per_seq = dt.ctc_loss(logits=logits, targets=target, input_spatial_dim=out_time,
                               targets_spatial_dim=target_time, blank_index=self.blank_index)
-        loss = per_seq.raw.sum() / max(1, int(target_lengths.sum()))
+        n_labels = int(target_lengths.sum()) if total_labels is None else total_labels
+        loss = per_seq.raw.sum() / max(1, n_labels)
         logits_raw = logits.raw_aligned((batch, out_time, self.vocab_dim))
         if self.dec_cfg is None:
             return loss, logits_raw, out_time.dyn_size.raw
@@ -81,7 +84,11 @@ class DimtorchConformerCTC(dt.nn.Module):
         dec_logits, _ = self.decoder(dec_in, spatial_dim=dec_time, encoder=h, enc_spatial_dim=out_time)
         ce = dt.cross_entropy(estimated=dec_logits, target=dec_out, axis=self.aed_vocab_dim,
                               label_smoothing=self.dec_cfg.label_smoothing)
-        ce = dt.loss_mean_over_frames(ce).raw
+        if total_seqs is None and total_labels is None:
+            ce = dt.loss_mean_over_frames(ce).raw
+        else:  # the sum over every sequence's labels and EOS, over those of the whole step
+            seqs = target_lengths.numel() if total_seqs is None else total_seqs
+            ce = dt.reduce_sum(ce, axis=ce.dims).raw / (n_labels + seqs)
         return self.dec_cfg.ctc_scale * loss + self.dec_cfg.aed_scale * ce, logits_raw, out_time.dyn_size.raw
 
     @torch.no_grad()

@@ -200,7 +200,9 @@ class RelPosSelfAttention(nn.Module):
 
 class MaskedBatchNorm(nn.Module):
     """Batch norm over (B, T, D) with statistics over valid frames only (biased variance for the
-    output, unbiased n/(n-1) for the running variance, n clamped to >= 1) — dimtorch.batch_norm."""
+    output, unbiased n/(n-1) for the running variance, n clamped to >= 1) — dimtorch.batch_norm.
+    With `sync` set (sync_batch_norm) and several processes, the statistics in training are those of
+    all processes' batches together (dimtorch.nn.SyncBatchNorm)."""
 
     def __init__(self, dim: int, momentum: float = 0.1, eps: float = 1e-5):
         super().__init__()
@@ -209,11 +211,15 @@ class MaskedBatchNorm(nn.Module):
         self.register_buffer("running_mean", torch.zeros(dim))
         self.register_buffer("running_var", torch.ones(dim))
         self.momentum, self.eps = momentum, eps
+        self.sync, self.process_group = False, None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return F.batch_norm(x.transpose(1, 2), self.running_mean, self.running_var, self.weight, self.bias,
                                 False, 0.0, self.eps).transpose(1, 2)
+        if self.sync and torch.distributed.is_initialized() and \
+                torch.distributed.get_world_size(self.process_group) > 1:
+            return self._synced(x, mask)
         m = mask[:, :, None]
         count = m.sum((0, 1), keepdim=True).clamp(min=1)  # (1, 1, 1), on the device: no sync
         xm = torch.where(m, x, 0.0)
@@ -225,6 +231,34 @@ class MaskedBatchNorm(nn.Module):
             self.running_mean.mul_(1 - self.momentum).add_(mean.reshape(-1), alpha=self.momentum)
             self.running_var.mul_(1 - self.momentum).add_(unbiased.reshape(-1), alpha=self.momentum)
         return diff * torch.rsqrt(var + self.eps) * self.weight + self.bias
+
+    def _synced(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Training statistics over the valid frames of all processes: sums and the count all-reduced
+        (in autograd, so gradients flow across processes as for one combined batch)."""
+        from torch.distributed._functional_collectives import all_reduce  # differentiable
+        group = self.process_group or torch.distributed.group.WORLD
+        m = mask[:, :, None]
+        xm = torch.where(m, x, 0.0)
+        local = torch.cat([xm.sum((0, 1)), m.sum().reshape(1).to(x.dtype)])
+        total = all_reduce(local, "sum", group)
+        count = total[-1:]
+        mean = total[:-1] / count.clamp(min=1)
+        diff = xm - mean
+        var = all_reduce(torch.where(m, diff * diff, 0.0).sum((0, 1)), "sum", group) / count.clamp(min=1)
+        with torch.no_grad():
+            unbiased = var * (count / (count - 1).clamp(min=1))
+            self.running_mean.mul_(1 - self.momentum).add_(mean, alpha=self.momentum)
+            self.running_var.mul_(1 - self.momentum).add_(unbiased, alpha=self.momentum)
+        return diff * torch.rsqrt(var + self.eps) * self.weight + self.bias
+
+
+def sync_batch_norm(model: nn.Module, process_group=None) -> nn.Module:
+    """Makes every MaskedBatchNorm of `model` compute its training statistics over all processes of
+    `process_group` (default: all); returns `model`."""
+    for m in model.modules():
+        if isinstance(m, MaskedBatchNorm):
+            m.sync, m.process_group = True, process_group
+    return model
 
 
 class ConformerConvBlock(nn.Module):
@@ -335,23 +369,27 @@ class ConformerCTC(nn.Module):
         h, lengths = self.encoder(features, feature_lengths)
         return self.output(h), lengths
 
-    def loss(self, features, feature_lengths, targets, target_lengths) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def loss(self, features, feature_lengths, targets, target_lengths, *, total_labels: Optional[int] = None,
+             total_seqs: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(loss, CTC logits, out lengths); the loss is the CTC loss per target label, or with the
         decoder the joint loss. zero_infinity: a sequence too short for its target (impossible with the
-        demo data) adds 0 instead of inf."""
+        demo data) adds 0 instead of inf. `total_labels`/`total_seqs` (default: this batch's target labels
+        and sequences) are what the sums are divided by: with data parallelism, those of the whole step
+        over all ranks, so that the ranks' losses add up to the step's loss."""
         h, out_lengths = self.encoder(features, feature_lengths)
         logits = self.output(h)
         log_probs = F.log_softmax(logits.float(), dim=-1).transpose(0, 1)  # (T', B, V+1)
         loss = F.ctc_loss(log_probs, targets, out_lengths, target_lengths, blank=self.blank_index,
                           reduction="sum", zero_infinity=True)
-        loss = loss / max(1, int(target_lengths.sum()))
+        labels = int(target_lengths.sum()) if total_labels is None else total_labels
+        loss = loss / max(1, labels)
         if self.dec_cfg is None:
             return loss, logits, out_lengths
         dec_in, dec_out = aed_targets(targets, target_lengths, self.eos_index)
         dec_logits = self.decoder(dec_in, h, sequence_mask(out_lengths, h.shape[1], h.device))
         ce = F.cross_entropy(dec_logits.flatten(0, 1).float(), dec_out.flatten(), ignore_index=IGNORE_INDEX,
                              reduction="sum", label_smoothing=self.dec_cfg.label_smoothing)
-        ce = ce / int(target_lengths.sum() + target_lengths.numel())
+        ce = ce / (labels + (target_lengths.numel() if total_seqs is None else total_seqs))
         return self.dec_cfg.ctc_scale * loss + self.dec_cfg.aed_scale * ce, logits, out_lengths
 
     @torch.no_grad()
@@ -379,4 +417,4 @@ def reference_state_dict_to_dimtorch(state_dict: dict) -> dict:
 __all__ = ["ModelConfig", "DecoderConfig", "ConformerCTC", "ConformerEncoder", "ConformerEncoderLayer",
            "RelPosSelfAttention", "ConformerConvBlock", "ConformerConvSubsample", "MaskedBatchNorm",
            "relative_positional_encoding", "rel_shift", "sequence_mask", "subsampled_length",
-           "reference_state_dict_to_dimtorch"]
+           "reference_state_dict_to_dimtorch", "sync_batch_norm"]

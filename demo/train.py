@@ -1,18 +1,27 @@
 """The demo's training loop: Conformer + CTC (optionally + attention decoder) on the in-process task,
-with progress, evaluation, plot, JSON summary and resumable checkpoints.
+with progress, evaluation, plot, JSON summary and resumable checkpoints; one process, or data parallel
+(DDP or FSDP2) under torchrun.
 
-    python demo/train.py                      # ~3 minutes on CPU, writes runs/demo/
+    python demo/train.py                      # ~3 minutes on CPU, dimtorch model, writes runs/main/
     python demo/train.py --steps 2000 --out runs/a --device cuda
     python demo/train.py --resume --out runs/a --steps 3000   # continues runs/a up to step 3000
     python demo/train.py --decoder aed --out runs/aed         # joint CTC + attention decoder
+    python demo/train.py --impl torch --out runs/ref          # the hand-written PyTorch reference
+    torchrun --nproc_per_node=2 demo/train.py --out runs/ddp  # 2 processes, DDP (gloo on CPU, nccl on CUDA)
+    torchrun --nproc_per_node=2 demo/train.py --fsdp --out runs/fsdp   # FSDP2, sharded checkpoints
 
-`--impl torch` trains the hand-written PyTorch reference (demo/reference_model.py); `--impl dimtorch`
-the same model with named dims (demo/dimtorch_model.py; needs dimtorch.nn.ConformerEncoder). Either
-model, made by `build_model`, offers
-`loss(features, feature_lengths, targets, target_lengths) -> (loss, logits (B, T', V+1), out_lengths)`
-on raw tensors (lengths int64 on the host) and `blank_index`; with `--decoder aed` (a DecoderConfig)
-the loss is the joint CTC/attention loss and `aed_greedy_decode(features, feature_lengths)` gives the
-attention decoder's greedy labels.
+`--impl dimtorch` trains demo/dimtorch_model.py (named dims; needs dimtorch.nn.ConformerEncoder),
+`--impl torch` the reference (demo/reference_model.py). Either model, made by `build_model`, offers
+`loss(features, feature_lengths, targets, target_lengths, *, total_labels=None, total_seqs=None)
+-> (loss, logits (B, T', V+1), out_lengths)` on raw tensors (lengths int64 on the host) and
+`blank_index`; with `--decoder aed` (a DecoderConfig) the loss is the joint CTC/attention loss and
+`aed_greedy_decode(features, feature_lengths)` gives the attention decoder's greedy labels.
+
+Data parallel (demo/distributed.py): each of N ranks takes every N-th length-bucketed batch
+(demo.data.StepLoader); a step's loss is the mean over the labels of all ranks' batches (each rank
+divides its sum by the whole step's label count, known on every host from the lengths), batch norm
+statistics are those of all ranks' frames (synced), so N ranks step as one process would on the
+combined batch. Evaluation is shared by the ranks; rank 0 writes the plot, summary and checkpoint.
 """
 from __future__ import annotations
 
@@ -20,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import sys
 import time
@@ -30,13 +40,17 @@ if __package__ in (None, ""):  # run as a script: make `demo` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
+import torch.distributed as dist
 
 from demo.checkpoint import CheckpointError, load_checkpoint, load_model_state, save_checkpoint
 from demo.ctc_decode import greedy_decode, label_errors
-from demo.data import Batch, SequenceDataset, TaskConfig, make_loader
+from demo.data import Batch, SequenceDataset, StepLoader, TaskConfig
+from demo.distributed import (HostLengths, ShardedCheckpointError, World, all_reduce_sum, barrier, close_world,
+                              gather_objects, init_world, load_sharded, parallelize, remove_old_shards, save_sharded)
 from demo.reference_model import ConformerCTC, DecoderConfig, ModelConfig
 
 CHECKPOINT, SUMMARY, PLOT = "checkpoint.pt", "summary.json", "training.png"
+USAGE = "examples:\n" + __doc__.split("\n\n")[1]
 
 # Presets: "small" is the demo (learns in a few minutes on 2 CPU cores), "tiny" is for tests.
 PRESETS = {
@@ -78,30 +92,58 @@ def build_model(impl: str, cfg: ModelConfig, decoder: Optional[DecoderConfig] = 
     raise SystemExit(f"train.py: unknown --impl {impl!r} (torch or dimtorch)")
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The description and examples as written, and each option's default in its help (flags, and
+    options whose default depends on others, say so in their help text instead)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default not in (None, argparse.SUPPRESS) and action.default is not False and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _preset_defaults(key: str) -> str:
+    return "default: the config's, " + ", ".join(f"{name} {preset[key]}" for name, preset in sorted(PRESETS.items()))
+
+
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--impl", choices=("torch", "dimtorch"), default="torch")
-    p.add_argument("--config", choices=sorted(PRESETS), default="small")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=USAGE, formatter_class=_HelpFormatter)
+    p.add_argument("--impl", choices=("torch", "dimtorch"), default="dimtorch",
+                   help="dimtorch: the model with named dims; torch: the hand-written PyTorch reference")
+    p.add_argument("--config", choices=sorted(PRESETS), default="small", help="model and task sizes (tiny: tests)")
     p.add_argument("--decoder", choices=("none", "aed"), default="none",
                    help="aed: add an attention decoder, trained jointly with CTC (demo.reference_model.DecoderConfig)")
-    p.add_argument("--steps", type=int, default=None, help="train up to this global step (counts across --resume)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="train up to this global step (counts across --resume; default: no step limit)")
     p.add_argument("--minutes", type=float, default=None,
-                   help="wall-clock budget of this run (default 3 when --steps is not given, else none)")
-    p.add_argument("--out", default="runs/demo", help="folder for checkpoint.pt, summary.json, training.png")
+                   help="wall-clock budget of this run (default: 3 when --steps is not given, else none)")
+    p.add_argument("--out", default="runs/main", help="folder for checkpoint.pt, summary.json, training.png")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--overwrite", action="store_true", help="start afresh even if OUT/checkpoint.pt exists")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--batch-frames", type=int, default=None, help="max padded input frames per batch")
-    p.add_argument("--eval-every", type=int, default=None, help="steps between evaluations on dev")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: each rank its LOCAL_RANK's GPU)")
+    p.add_argument("--seed", type=int, default=0, help="initialization, data order and dropout")
+    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate ({_preset_defaults('lr')})")
+    p.add_argument("--batch-frames", type=int, default=None,
+                   help=f"max padded input frames per batch, per rank ({_preset_defaults('batch_frames')})")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help=f"steps between evaluations on dev ({_preset_defaults('eval_every')})")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads per process (default: torch's; 1 under torchrun)")
+    p.add_argument("--fsdp", action="store_true",
+                   help="under torchrun: shard parameters, gradients and optimizer state with FSDP2 instead of DDP")
+    p.add_argument("--dist-timeout", type=float, default=300.0,
+                   help="under torchrun: seconds a collective waits for the other ranks (a rank that died or hangs) "
+                        "before the job fails")
     p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
     args = p.parse_args(argv)
     if args.steps is not None and args.steps < 0:
         p.error("--steps must be >= 0")
     if args.minutes is None and args.steps is None:
         args.minutes = 3.0
+    if args.fsdp and args.decoder == "aed":
+        p.error("--fsdp with --decoder aed: the attention decoder's greedy evaluation runs a data-dependent number "
+                "of decoder steps per rank, which FSDP's per-call all-gathers cannot follow; use DDP (no --fsdp)")
     preset = PRESETS[args.config]
     for k in ("lr", "batch_frames", "eval_every"):
         if getattr(args, k) is None:
@@ -147,29 +189,52 @@ class Progress:
 
 
 @torch.no_grad()
-def evaluate(model, loader, device) -> dict:
+def evaluate(forward, model, loader: StepLoader, device, world: World) -> dict:
     """Dev loss per label and label error rate (greedy CTC decoding); with the attention decoder also
-    `aed_ler`, its greedy label error rate (at most 2 labels per encoder frame, stops at EOS)."""
+    `aed_ler`, its greedy label error rate (at most 2 labels per encoder frame, stops at EOS).
+    `forward(batch) -> (loss, logits, out_lengths)`. Each rank evaluates its share of the dev batches
+    (stand-ins included, for FSDP's collectives) and the sums are added over the ranks."""
     was_training = model.training
     model.eval()
     with_aed = model.dec_cfg is not None
-    loss_sum = errors = aed_errors = labels = 0.0
-    for batch in loader:
+    sums = [0.0, 0.0, 0.0, 0.0]  # loss * labels, CTC errors, attention decoder errors, labels
+    for step in loader.steps(0):
+        batch = step.batch
         b = batch.to(device)
-        loss, logits, out_lengths = model.loss(*b)
-        n = int(batch.target_lengths.sum())
-        loss_sum += float(loss) * max(1, n)
-        e, n_ref = label_errors(batch.targets, batch.target_lengths, greedy_decode(logits, out_lengths, model.blank_index))
-        errors += e
-        labels += n_ref
+        loss, logits, out_lengths = forward(b)
+        if not step.has_data:
+            continue
+        hyps = greedy_decode(logits, out_lengths, model.blank_index)
+        errors, labels = label_errors(batch.targets, batch.target_lengths, hyps)
+        sums[0] += float(loss) * max(1, int(batch.target_lengths.sum()))
+        sums[1] += errors
+        sums[3] += labels
         if with_aed:
-            hyps = model.aed_greedy_decode(b.features, b.feature_lengths)
-            aed_errors += label_errors(batch.targets, batch.target_lengths, hyps)[0]
+            sums[2] += label_errors(batch.targets, batch.target_lengths,
+                                    model.aed_greedy_decode(b.features, b.feature_lengths))[0]
+    loss_sum, errors, aed_errors, labels = all_reduce_sum(torch.tensor(sums, dtype=torch.float64), world).tolist()
     model.train(was_training)
     out = {"loss": loss_sum / max(1, labels), "ler": errors / max(1, labels)}
     if with_aed:
         out["aed_ler"] = aed_errors / max(1, labels)
     return out
+
+
+def train_step(module, optimizer, params, batch: Batch, total_labels: int, total_seqs: int, lr: float,
+               grad_scale: float) -> torch.Tensor:
+    """One training step on this rank's batch: the loss (its sums divided by the whole step's labels
+    and sequences, so that the ranks' losses add up to the step's), backward of loss * grad_scale
+    (DDP and FSDP average the ranks' gradients: grad_scale = world size makes it their sum, 0 drops a
+    stand-in batch), clipping at 5, AdamW. Returns this rank's loss, detached; reads no device value."""
+    for g in optimizer.param_groups:
+        g["lr"] = lr
+    loss, _, _ = module(batch.features, batch.targets, HostLengths(batch.feature_lengths, batch.target_lengths),
+                        total_labels, total_seqs)
+    optimizer.zero_grad(set_to_none=True)
+    (loss if grad_scale == 1.0 else loss * grad_scale).backward()
+    torch.nn.utils.clip_grad_norm_(params, 5.0)
+    optimizer.step()
+    return loss.detach()
 
 
 def lr_at(step: int, base_lr: float, warmup: int) -> float:
@@ -222,13 +287,84 @@ def write_json(path: Path, obj: dict) -> None:
     os.replace(tmp, path)
 
 
+def _lost_contact(e: RuntimeError) -> bool:
+    """Whether `e` is a collective failing because another rank died or stopped answering (gloo
+    raises a plain RuntimeError naming its transport, NCCL and timeouts a DistError)."""
+    text = str(e)
+    return isinstance(e, dist.DistError) or any(
+        k in text for k in ("gloo", "NCCL", "Connection reset", "Connection closed", "imed out"))
+
+
+def check_resumable(state: dict, args, model_cfg, task_cfg, dec_dict, ckpt_path: Path) -> None:
+    """SystemExit naming every difference when the checkpoint is for another configuration or mode."""
+    saved_dec = state.get("decoder_config")  # absent in checkpoints from before --decoder: none
+    if (state["model_config"] != model_cfg.to_dict() or state["task_config"] != task_cfg.to_dict()
+            or saved_dec != dec_dict):
+        diff = [f"{k}: {state['model_config'].get(k)!r} in the checkpoint, {v!r} here"
+                for k, v in model_cfg.to_dict().items() if state["model_config"].get(k) != v]
+        diff += [f"task {k}: {state['task_config'].get(k)!r} in the checkpoint, {v!r} here"
+                 for k, v in task_cfg.to_dict().items() if state["task_config"].get(k) != v]
+        if (saved_dec is None) != (dec_dict is None):
+            diff.append(f"--decoder {'none' if saved_dec is None else 'aed'} in the checkpoint, "
+                        f"--decoder {args.decoder} here")
+        elif saved_dec != dec_dict:
+            diff += [f"decoder {k}: {saved_dec.get(k)!r} in the checkpoint, {v!r} here"
+                     for k, v in dec_dict.items() if saved_dec.get(k) != v]
+        raise SystemExit(f"train.py --resume: checkpoint {str(ckpt_path)!r} is for another configuration "
+                         f"({'; '.join(diff) or 'unknown fields'}); pass its --config and --decoder. "
+                         f"It was left untouched.")
+    sharded = "sharded" in state
+    if sharded != args.fsdp:
+        how = "with --fsdp (sharded)" if sharded else "without --fsdp (one file: one process or DDP)"
+        raise SystemExit(f"train.py --resume: checkpoint {str(ckpt_path)!r} was written {how}; resume it "
+                         f"{'with' if sharded else 'without'} --fsdp (any number of processes). It was left untouched.")
+
+
 def main(argv: Optional[List[str]] = None) -> dict:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    world = init_world(args.device, args.dist_timeout)
+    previous = signal.getsignal(signal.SIGTERM)
+    if world.distributed:
+        def stopped(signum, frame):
+            # torchrun ends the other ranks with SIGTERM when one fails: say so, and let the checkpoint
+            # writer remove its temporary file (the last good checkpoint is never touched before os.replace).
+            raise SystemExit(f"train.py (rank {world.rank} of {world.world_size}): stopped by SIGTERM (torchrun "
+                             f"stops every rank when one has failed; its report follows). The last good checkpoint "
+                             f"{str(Path(args.out) / CHECKPOINT)!r} is intact; continue with --resume.")
+        signal.signal(signal.SIGTERM, stopped)
+    try:
+        return run(args, world)
+    except SystemExit as e:
+        if world.is_main or not isinstance(e.code, str) or "stopped by SIGTERM" in e.code:
+            raise
+        raise SystemExit(1) from None  # rank 0 says what is wrong; the others end quietly
+    except RuntimeError as e:
+        if not (world.distributed and _lost_contact(e)):
+            raise
+        raise SystemExit(f"train.py (rank {world.rank} of {world.world_size}): a collective failed, another rank "
+                         f"has died or stopped answering (a collective waits at most --dist-timeout "
+                         f"{args.dist_timeout:g} s): {str(e).splitlines()[0] if str(e) else type(e).__name__}. "
+                         f"The last good checkpoint "
+                         f"{str(Path(args.out) / CHECKPOINT)!r} is intact; continue with --resume.") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        close_world(world)
+
+
+def run(args, world: World) -> dict:
+    """Training as main() set it up; every rank runs it."""
+    if args.fsdp and not world.distributed:
+        raise SystemExit("train.py --fsdp: FSDP shards over processes; start with torchrun, e.g. "
+                         "torchrun --nproc_per_node=2 demo/train.py --fsdp")
     device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("train.py: --device cuda, but torch sees no CUDA device")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("train.py: --device cuda, but torch sees no CUDA device")
+        if world.distributed:
+            device = torch.device("cuda", world.local_rank)
+    main_rank = world.is_main
     out = Path(args.out)
     ckpt_path = out / CHECKPOINT
     preset = PRESETS[args.config]
@@ -242,131 +378,171 @@ def main(argv: Optional[List[str]] = None) -> dict:
             state = load_checkpoint(ckpt_path, args.impl)
         except CheckpointError as e:
             raise SystemExit(f"train.py --resume: {e}") from None
-        saved_dec = state.get("decoder_config")  # absent in checkpoints from before --decoder: none
-        if (state["model_config"] != model_cfg.to_dict() or state["task_config"] != task_cfg.to_dict()
-                or saved_dec != dec_dict):
-            diff = [f"{k}: {state['model_config'].get(k)!r} in the checkpoint, {v!r} here"
-                    for k, v in model_cfg.to_dict().items() if state["model_config"].get(k) != v]
-            diff += [f"task {k}: {state['task_config'].get(k)!r} in the checkpoint, {v!r} here"
-                     for k, v in task_cfg.to_dict().items() if state["task_config"].get(k) != v]
-            if (saved_dec is None) != (dec_dict is None):
-                diff.append(f"--decoder {'none' if saved_dec is None else 'aed'} in the checkpoint, "
-                            f"--decoder {args.decoder} here")
-            elif saved_dec != dec_dict:
-                diff += [f"decoder {k}: {saved_dec.get(k)!r} in the checkpoint, {v!r} here"
-                         for k, v in dec_dict.items() if saved_dec.get(k) != v]
-            raise SystemExit(f"train.py --resume: checkpoint {str(ckpt_path)!r} is for another configuration "
-                             f"({'; '.join(diff) or 'unknown fields'}); pass its --config and --decoder. "
-                             f"It was left untouched.")
+        check_resumable(state, args, model_cfg, task_cfg, dec_dict, ckpt_path)
+        args.seed = state["args"].get("seed", args.seed)  # the data order goes on as it was
     elif ckpt_path.exists() and not args.overwrite:
         raise SystemExit(f"train.py: {str(ckpt_path)!r} exists; pass --resume to continue it or --overwrite to "
                          f"start afresh (which replaces it)")
+    if main_rank:
+        for stale in out.glob(CHECKPOINT + ".*.tmp"):  # left by a save that was killed
+            stale.unlink()
 
     torch.manual_seed(args.seed)
     model = build_model(args.impl, model_cfg, dec_cfg)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    if world.rank > 0:
+        # Rank 0 goes on with the random state after initialization (as one process); the others draw
+        # their dropout from their own seeds.
+        torch.manual_seed(args.seed * 1_000_003 + world.rank)
+    n_params = sum(p.numel() for p in model.parameters())
     step, epoch, batch_in_epoch = 0, 0, 0
     history = {"train": [], "dev": []}
     if state is not None:
         try:
-            load_model_state(model, state["model"], ckpt_path)
-            optimizer.load_state_dict(state["optimizer"])
+            if not args.fsdp:
+                load_model_state(model, state["model"], ckpt_path)
         except (CheckpointError, ValueError, KeyError) as e:
             raise SystemExit(f"train.py --resume: {e}") from None
         step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         history = state["history"]
-        torch.set_rng_state(state["rng_cpu"])
-        args.seed = state["args"].get("seed", args.seed)  # the data order goes on as it was
+        rngs = state.get("rng_cpu_ranks") or [state["rng_cpu"]]
+        if world.rank < len(rngs):
+            torch.set_rng_state(rngs[world.rank])
+            cuda_rngs = state.get("rng_cuda_ranks")
+            if device.type == "cuda" and cuda_rngs and world.rank < len(cuda_rngs):
+                torch.cuda.set_rng_state(cuda_rngs[world.rank], device)
     model.to(device)
-    for group in optimizer.state.values():  # optimizer state follows the parameters' device
-        for k, v in group.items():
-            if torch.is_tensor(v) and k != "step":
-                group[k] = v.to(device)
+    module = parallelize(model, args.impl, world, args.fsdp)
+    params = list(module.parameters())
+    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
+    if state is not None:
+        if args.fsdp:
+            try:
+                load_sharded(out / state["sharded"], module, optimizer)
+            except (ShardedCheckpointError, ValueError, KeyError, RuntimeError) as e:
+                raise SystemExit(f"train.py --resume: the sharded checkpoint {str(out / state['sharded'])!r} "
+                                 f"named by {str(ckpt_path)!r} cannot be loaded ({str(e).splitlines()[0]}); it "
+                                 f"was left untouched") from None
+        else:
+            try:
+                optimizer.load_state_dict(state["optimizer"])  # moves the state to the parameters' device
+            except (ValueError, KeyError, RuntimeError) as e:
+                raise SystemExit(f"train.py --resume: the optimizer state in {str(ckpt_path)!r} does not fit "
+                                 f"({type(e).__name__}: {str(e).splitlines()[0]}); it was left untouched") from None
 
     train_set = SequenceDataset(task_cfg, "train", preset["train_seqs"])
     dev_set = SequenceDataset(task_cfg, "dev", preset["dev_seqs"])
-    train_loader = make_loader(train_set, max_frames=args.batch_frames, shuffle=True, seed=args.seed)
-    dev_loader = make_loader(dev_set, max_frames=4 * args.batch_frames, shuffle=False)
-    n_params = sum(p.numel() for p in model.parameters())
+    train_loader = StepLoader(train_set, max_frames=args.batch_frames, shuffle=True, seed=args.seed,
+                              rank=world.rank, world_size=world.world_size)
+    dev_loader = StepLoader(dev_set, max_frames=4 * args.batch_frames, shuffle=False, rank=world.rank,
+                            world_size=world.world_size)
+    if args.fsdp:  # the sharded parameters are gathered by the whole module's forward, on every rank
+        def eval_forward(b):
+            return module(b.features, b.targets, HostLengths(b.feature_lengths, b.target_lengths))
+    else:
+        def eval_forward(b):
+            return model.loss(*b)
 
-    def checkpoint_state():
-        return {"impl": args.impl, "step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch,
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "model_config": model_cfg.to_dict(), "decoder_config": dec_dict, "task_config": task_cfg.to_dict(),
-                "history": history,
-                "rng_cpu": torch.get_rng_state(), "args": vars(args)}
+    saved = [None]  # (step, dev evaluations) of the last save
+
+    def save():
+        """Every rank calls it: rank 0 writes the checkpoint file (atomically) with every rank's random
+        state; with FSDP every rank first writes its shards to a new folder, which the file then names."""
+        saved[0] = (step, len(history["dev"]))
+        cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None  # dropout on the GPU
+        rngs, cuda_rngs = zip(*gather_objects((torch.get_rng_state(), cuda_rng), world))
+        meta = {"impl": args.impl, "step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch,
+                "world_size": world.world_size, "model_config": model_cfg.to_dict(), "decoder_config": dec_dict,
+                "task_config": task_cfg.to_dict(), "history": history, "rng_cpu": rngs[0], "rng_cpu_ranks": list(rngs),
+                "args": vars(args)}
+        if device.type == "cuda":
+            meta["rng_cuda_ranks"] = list(cuda_rngs)
+        if args.fsdp:
+            # a new folder per save (rank 0's name): the one the current file names stays intact
+            folder = gather_objects(f"sharded-step-{step:08d}-{time.time_ns()}", world)[0]
+            save_sharded(out / folder, module, optimizer)
+            if main_rank:
+                save_checkpoint(ckpt_path, {**meta, "sharded": folder})
+                remove_old_shards(out, keep=[folder])
+            barrier(world)
+        elif main_rank:
+            save_checkpoint(ckpt_path, {**meta, "model": model.state_dict(), "optimizer": optimizer.state_dict()})
 
     budget_s = args.minutes * 60 if args.minutes is not None else math.inf
-    progress = Progress(args.steps, budget_s, enabled=not args.no_progress)
-    progress.write(f"demo: impl={args.impl} config={args.config} decoder={args.decoder} device={device} "
-                   f"params={n_params} threads={torch.get_num_threads()} start step={step}")
+    progress = Progress(args.steps, budget_s, enabled=main_rank and not args.no_progress)
+    log = progress.write if main_rank else (lambda msg: None)
+    mode = f" ranks={world.world_size} ({'FSDP' if args.fsdp else 'DDP'}, {world.backend})" if world.distributed else ""
+    log(f"demo: impl={args.impl} config={args.config} decoder={args.decoder} device={device}{mode} "
+        f"params={n_params} threads={torch.get_num_threads()} start step={step}")
     if not history["dev"] and (args.steps is None or args.steps > step):
-        history["dev"].append({"step": step, **evaluate(model, dev_loader, device)})
-    model.train()
+        history["dev"].append({"step": step, **evaluate(eval_forward, model, dev_loader, device, world)})
+    module.train()
     start_step, t_start = step, time.monotonic()
-    step_times, frames_done, ema = [], 0, None
+    step_times, frames_done, seqs_done, ema = [], 0, 0, None
     info = {}
-    sampler = train_loader.batch_sampler
-    while (args.steps is None or step < args.steps) and time.monotonic() - t_start < budget_s:
-        sampler.set_epoch(epoch, batch_in_epoch)
-        for batch in train_loader:
+    done = args.steps is not None and step >= args.steps
+    while not done:
+        for s in train_loader.steps(epoch, batch_in_epoch):
             t0 = time.perf_counter()
-            b = batch.to(device)
-            for g in optimizer.param_groups:
-                g["lr"] = lr_at(step, args.lr, preset["warmup"])
-            loss, _, _ = model.loss(*b)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optimizer.step()
-            loss_value = float(loss.detach())  # one device read per step, for the log
-            step_times.append(time.perf_counter() - t0)
+            weight = 1.0 if s.has_data else 0.0
+            part = train_step(module, optimizer, params, s.batch.to(device), s.labels, s.seqs,
+                              lr_at(step, args.lr, preset["warmup"]), world.world_size * weight)
             step += 1
-            batch_in_epoch += 1
-            frames_done += int(batch.feature_lengths.sum())
+            batch_in_epoch += s.batches
+            elapsed = time.monotonic() - t_start
+            over_time = elapsed >= budget_s
+            if world.distributed:  # the step's loss, and whether any rank ran out of time (all stop together)
+                total = all_reduce_sum(torch.stack([part.float() * weight, part.new_tensor(float(over_time))]), world)
+                loss_value, over = total.tolist()  # one device read per step, for the log
+                over_time = over > 0
+            else:
+                loss_value = float(part)
+            step_times.append(time.perf_counter() - t0)
+            frames_done += s.frames
+            seqs_done += s.seqs
             history["train"].append([step, loss_value])
             ema = loss_value if ema is None else 0.9 * ema + 0.1 * loss_value
-            elapsed = time.monotonic() - t_start
             info = {"loss": f"{ema:.3f}", "steps/s": f"{(step - start_step) / elapsed:.2f}",
                     "frames/s": f"{frames_done / elapsed:.0f}"}
             if history["dev"]:
                 info["dev LER"] = f"{100 * history['dev'][-1]['ler']:.1f}%"
                 if "aed_ler" in history["dev"][-1]:
                     info["dev AED LER"] = f"{100 * history['dev'][-1]['aed_ler']:.1f}%"
-            done = (args.steps is not None and step >= args.steps) or elapsed >= budget_s
+            done = (args.steps is not None and step >= args.steps) or over_time
             if step % args.eval_every == 0 or done:
-                ev = evaluate(model, dev_loader, device)
+                ev = evaluate(eval_forward, model, dev_loader, device, world)
                 history["dev"].append({"step": step, **ev})
                 info["dev LER"] = f"{100 * ev['ler']:.1f}%"
                 aed = ""
                 if "aed_ler" in ev:
                     info["dev AED LER"] = aed = f"{100 * ev['aed_ler']:.1f}%"
                     aed = f"  dev AED LER {aed}"
-                progress.write(f"step {step}: train loss {ema:.3f}  dev loss {ev['loss']:.3f}  "
-                               f"dev LER {100 * ev['ler']:.1f}%{aed}")
-                save_checkpoint(ckpt_path, checkpoint_state())
-            progress.update(step, elapsed, info, start_step)
+                log(f"step {step}: train loss {ema:.3f}  dev loss {ev['loss']:.3f}  "
+                    f"dev LER {100 * ev['ler']:.1f}%{aed}")
+                save()
+            if main_rank:
+                progress.update(step, elapsed, info, start_step)
             if done:
                 break
         else:
             epoch, batch_in_epoch = epoch + 1, 0
-            continue
-        break
     progress.close()
     train_s = time.monotonic() - t_start
     if step > start_step and (not history["dev"] or history["dev"][-1]["step"] != step):
-        history["dev"].append({"step": step, **evaluate(model, dev_loader, device)})
-    save_checkpoint(ckpt_path, checkpoint_state())
+        history["dev"].append({"step": step, **evaluate(eval_forward, model, dev_loader, device, world)})
+    if saved[0] != (step, len(history["dev"])):
+        save()
     dev = history["dev"]
     summary = {
         "impl": args.impl, "config": args.config, "device": str(device), "torch": torch.__version__,
-        "threads": torch.get_num_threads(), "params": n_params,
+        "threads": torch.get_num_threads(), "world_size": world.world_size,
+        "parallel": None if not world.distributed else "fsdp" if args.fsdp else "ddp", "params": n_params,
         "model_config": model_cfg.to_dict(), "decoder": args.decoder, "decoder_config": dec_dict,
         "task_config": task_cfg.to_dict(),
         "step": step, "steps_this_run": step - start_step, "train_seconds_this_run": round(train_s, 2),
         "median_step_seconds": statistics.median(step_times) if step_times else None,
         "steps_per_s": (step - start_step) / train_s if train_s > 0 else None,
         "frames_per_s": frames_done / train_s if train_s > 0 else None,
+        "sequences_per_s": seqs_done / train_s if train_s > 0 else None,
         "final_train_loss": history["train"][-1][1] if history["train"] else None,
         "dev": dev, "final_dev_ler": dev[-1]["ler"] if dev else None,
         "best_dev_ler": min(d["ler"] for d in dev) if dev else None,
@@ -374,13 +550,15 @@ def main(argv: Optional[List[str]] = None) -> dict:
         "best_dev_aed_ler": min((d["aed_ler"] for d in dev if "aed_ler" in d), default=None),
         "checkpoint": str(ckpt_path), "plot": str(out / PLOT),
     }
-    write_json(out / SUMMARY, summary)
-    what = "Conformer + CTC" + (" + attention decoder" if dec_cfg is not None else "")
-    write_plot(out / PLOT, history, f"{what} ({args.impl}, {args.config}, {n_params} params)")
-    final = f"{100 * summary['final_dev_ler']:.1f}%" if dev else "n/a"
-    if dev and summary["final_dev_aed_ler"] is not None:
-        final += f", attention decoder {100 * summary['final_dev_aed_ler']:.1f}%"
-    print(f"demo: step {step}, dev LER {final}; wrote {out / SUMMARY}, {out / PLOT}, {ckpt_path}", flush=True)
+    if main_rank:
+        write_json(out / SUMMARY, summary)
+        what = "Conformer + CTC" + (" + attention decoder" if dec_cfg is not None else "")
+        ranks = f", {world.world_size} ranks" if world.distributed else ""
+        write_plot(out / PLOT, history, f"{what} ({args.impl}, {args.config}{ranks}, {n_params} params)")
+        final = f"{100 * summary['final_dev_ler']:.1f}%" if dev else "n/a"
+        if dev and summary["final_dev_aed_ler"] is not None:
+            final += f", attention decoder {100 * summary['final_dev_aed_ler']:.1f}%"
+        print(f"demo: step {step}, dev LER {final}; wrote {out / SUMMARY}, {out / PLOT}, {ckpt_path}", flush=True)
     return summary
 
 

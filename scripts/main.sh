@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The main job: sets up the environment, then trains the dimtorch Conformer + CTC demo (a few
-# minutes on CPU; progress bar, held-out label error rate, plot, JSON summary and a checkpoint in
-# runs/main). Extra arguments go to demo/train.py (e.g. --resume, --overwrite, --minutes 1,
-# --device cuda). The op benchmark is `python bench/ops_bench.py` (see bench/README.md).
+# The main job: sets up the environment (seconds when nothing changed), then trains the dimtorch
+# Conformer + CTC demo (a few minutes on CPU; progress bar, held-out label error rate, plot, JSON
+# summary and a checkpoint in runs/main: demo/train.py's defaults). Extra arguments go to
+# demo/train.py (e.g. --resume, --overwrite, --minutes 1, --device cuda; --help lists them). Data
+# parallel: torchrun --nproc_per_node=2 demo/train.py (see demo/README.md). The op benchmark is
+# `python bench/ops_bench.py` (see bench/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 . .venv/bin/activate
-python demo/train.py --impl dimtorch --out runs/main "$@"
+python demo/train.py "$@"

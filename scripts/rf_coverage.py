@@ -3,12 +3,10 @@
 `python scripts/rf_coverage.py` writes docs/rf_coverage.md from the table below; `--check` exits 1 when
 the file is stale, an rf public name (enumerated from the installed returnn: the `__all__` of every
 module rf/__init__.py star-imports, and of its sub-packages below) has no entry, an entry names no rf
-name, or a counterpart `dt.…` does not exist in dimtorch (entries of part A's API are allowed to be
-missing until it lands). tests/test_rf_coverage.py runs these checks.
+name, or a counterpart `dt.…` does not exist in dimtorch. tests/test_rf_coverage.py runs these checks.
 
 Status: same = dimtorch has it under rf's name and signature (details in the note); alt = dimtorch
-has it spelled otherwise; A = lands with issue 13 part A (dimtorch name given); not yet = missing (why);
-n/a = not something dimtorch has by design (why).
+has it spelled otherwise; not yet = missing (why); n/a = not something dimtorch has by design (why).
 """
 from __future__ import annotations
 
@@ -27,7 +25,7 @@ SUBPACKAGES = ("audio.mel", "audio.specaugment", "init", "nested", "encoder.base
 # rf/cond.py has no __all__; its one public function:
 EXTRA = {"cond": ("cond",)}
 
-S, ALT, A, NOT_YET, NA = "same", "alt", "A", "not yet", "n/a"
+S, ALT, NOT_YET, NA = "same", "alt", "not yet", "n/a"
 EAGER = "dimtorch runs eagerly on torch only; no backend or graph mode to select"
 CTX = "RETURNN's run context (train steps, losses, static tracing); dimtorch code is a plain torch training loop"
 
@@ -49,7 +47,7 @@ TABLE = {
         ("cast", S, "dt.cast", ""),
         ("merge_dims", S, "dt.merge_dims", ""),
         ("split_dims", S, "dt.split_dims", ""),
-        ("reshape", A, "dt.reshape", ""),
+        ("reshape", S, "dt.reshape", ""),
         ("split", S, "dt.split", ""),
         ("expand_dim", S, "dt.expand_dim", ""),
         ("expand_dims", NOT_YET, None, "expand_dim once per dim does it"),
@@ -58,35 +56,35 @@ TABLE = {
                                   "Conformer/Transformer/LSTM models here"),
         ("concat", S, "dt.concat", "dynamic dims sequence by sequence"),
         ("concat_features", ALT, "dt.concat", "concat along the feature dims"),
-        ("pad", S, "dt.pad", "value=Tensor lands with part A"),
+        ("pad", S, "dt.pad", "value may be a Tensor over unpadded dims"),
         ("cum_concat_step", S, "dt.cum_concat_step", "the frame goes after each sequence's last frame"),
         ("slice_update", NOT_YET, None, "in-place window update (preallocated decoder caches)"),
         ("stack", S, "dt.stack", ""),
         ("unstack", S, "dt.unstack", ""),
-        ("masked_select", A, "dt.masked_select", ""),
-        ("masked_scatter", A, "dt.masked_scatter", ""),
+        ("masked_select", S, "dt.masked_select", "its out dim's size is read from the device"),
+        ("masked_scatter", S, "dt.masked_scatter", ""),
         ("sequence_mask", S, "dt.sequence_mask", ""),
-        ("pack_padded", S, "dt.pack_padded", "lengths over other batch dims land with part A"),
+        ("pack_padded", S, "dt.pack_padded", ""),
         ("pad_packed", ALT, "dt.unpack_padded", ""),
-        ("gather", S, "dt.gather", "clip_to_valid lands with part A"),
-        ("scatter", S, "dt.scatter", "mode=, fill_value= land with part A"),
-        ("scatter_mean", A, "dt.scatter", "mode=\"mean\""),
-        ("scatter_argmax", A, "dt.scatter", "mode=\"argmax\""),
-        ("scatter_logsumexp", A, "dt.scatter", "mode=\"logsumexp\""),
-        ("scatter_logmeanexp", A, "dt.scatter", "mode=\"logmeanexp\""),
+        ("gather", S, "dt.gather", "axis= required"),
+        ("scatter", S, "dt.scatter", ""),
+        ("scatter_mean", ALT, "dt.scatter", "mode=\"mean\""),
+        ("scatter_argmax", ALT, "dt.scatter", "mode=\"argmax\""),
+        ("scatter_logsumexp", ALT, "dt.scatter", "mode=\"logsumexp\""),
+        ("scatter_logmeanexp", ALT, "dt.scatter", "mode=\"logmeanexp\""),
         ("scatter_count", NOT_YET, None, "dt.scatter of ones gives the counts"),
-        ("slice", S, "dt.slice", "start=Tensor, size= land with part A"),
+        ("slice", S, "dt.slice", ""),
         ("shift_right", S, "dt.shift_right", ""),
         ("shift_left", S, "dt.shift_left", ""),
-        ("reverse_sequence", S, "dt.reverse_sequence", "handle_dynamic_dims=False lands with part A"),
+        ("reverse_sequence", S, "dt.reverse_sequence", ""),
         ("where", S, "dt.where", ""),
         ("sort", S, "dt.sort", ""),
-        ("search_sorted", A, "dt.search_sorted", ""),
+        ("search_sorted", S, "dt.search_sorted", ""),
         ("sparse_to_dense", S, "dt.sparse_to_dense", ""),
         ("one_hot", S, "dt.one_hot", ""),
         ("top_k_mask", NOT_YET, None, "sampling helper; beam search uses dt.top_k"),
         ("top_p_mask", NOT_YET, None, "nucleus-sampling helper; beam search uses dt.top_k"),
-        ("repeat", A, "dt.repeat", ""),
+        ("repeat", S, "dt.repeat", "its out dim's lengths are read from the device"),
         ("limit_repeats", NOT_YET, None, "not used by the models here"),
         ("expand_make_non_empty", NOT_YET, None, "not used by the models here"),
         ("real_as_complex", NOT_YET, None, "complex Tensors exist (dt.stft); these converters do not"),
@@ -168,7 +166,7 @@ TABLE = {
         ("range_over_merged_dims", NOT_YET, None, "not used by the models here"),
         ("linspace_over_dim", NOT_YET, None, "not used by the models here"),
         ("replace_dim", S, "dt.replace_dim", ""),
-        ("replace_dim_v2", A, "dt.replace_dim_v2", "frames beyond each sequence's old length are 0 (rf: the "
+        ("replace_dim_v2", S, "dt.replace_dim_v2", "frames beyond each sequence's old length are 0 (rf: the "
                                                    "raw padding)"),
         ("set_sparse_dim", ALT, "dt.Tensor(x.raw, x.dims, sparse_dim=)", ""),
         ("dim_match_priority_when_needed", ALT, "a distinct Dim", "dims are identities: a filter names its second "
@@ -197,7 +195,7 @@ TABLE = {
     "label_smoothing": [
         ("label_smoothing", NOT_YET, None, "dt.cross_entropy(label_smoothing=) covers the training loss"),
         ("smooth_one_hot", NOT_YET, None, "dt.cross_entropy(label_smoothing=) covers the training loss"),
-        ("label_smoothed_log_prob_gradient", A, "dt.label_smoothed_log_prob_gradient", ""),
+        ("label_smoothed_log_prob_gradient", S, "dt.label_smoothed_log_prob_gradient", ""),
     ],
     "linear": [("Linear", S, "dt.nn.Linear", "weight (out, in): torch's layout"), ("Embedding", S, "dt.nn.Embedding", "")],
     "loop": [
@@ -222,11 +220,11 @@ TABLE = {
             ("floor_divide", "//"), ("mod", "%"), ("pow", "**"))],
         ("ceil_divide", ALT, "-(-x // y)", ""),
         ("neg", S, "dt.neg", ""), ("reciprocal", ALT, "1.0 / x", ""),
-        ("squared_difference", A, "dt.squared_difference", ""),
+        ("squared_difference", S, "dt.squared_difference", ""),
         ("logical_and", S, "dt.logical_and", ""), ("logical_or", S, "dt.logical_or", ""),
         ("logical_not", S, "dt.logical_not", ""),
         ("opt_logical_or", ALT, "Python or", "for Python bools"), ("opt_logical_and", ALT, "Python and", "for Python bools"),
-        ("log_add_exp", A, "dt.log_add_exp", ""),
+        ("log_add_exp", S, "dt.log_add_exp", ""),
         ("is_finite", S, "dt.is_finite", ""),
         ("is_infinite", NOT_YET, None, "dt.logical_not(dt.is_finite(x)) less NaN"),
         ("is_neg_infinite", NOT_YET, None, "x == float('-inf')"),
@@ -236,7 +234,7 @@ TABLE = {
         ("log", S, "dt.log", ""), ("safe_log", S, "dt.safe_log", ""), ("log1p", S, "dt.log1p", ""),
         ("sqrt", S, "dt.sqrt", ""), ("rsqrt", S, "dt.rsqrt", ""), ("square", S, "dt.square", ""),
         ("abs", S, "dt.abs", ""), ("tanh", S, "dt.tanh", ""), ("sigmoid", S, "dt.sigmoid", ""),
-        ("log_sigmoid", A, "dt.log_sigmoid", ""), ("sin", S, "dt.sin", ""), ("cos", S, "dt.cos", ""),
+        ("log_sigmoid", S, "dt.log_sigmoid", ""), ("sin", S, "dt.sin", ""), ("cos", S, "dt.cos", ""),
         ("ceil", S, "dt.ceil", ""), ("floor", S, "dt.floor", ""), ("round", S, "dt.round", ""),
         ("relu", S, "dt.relu", ""), ("relu_square", ALT, "dt.square(dt.relu(x))", ""),
         ("elu", NOT_YET, None, "not used by the models here"), ("selu", NOT_YET, None, "not used by the models here"),
@@ -315,8 +313,8 @@ TABLE = {
         ("gather_nested", S, "dt.gather_nested", "top-level in dimtorch; a dim with lengths over the gathered dim "
                                                   "gets gathered lengths (a device read of the indices)"),
         ("where_nested", S, "dt.where_nested", "top-level in dimtorch; merging two different dims: not yet"),
-        ("masked_select_nested", A, "dt.masked_select_nested", ""),
-        ("masked_scatter_nested", A, "dt.masked_scatter_nested", ""),
+        ("masked_select_nested", S, "dt.masked_select_nested", "top-level in dimtorch"),
+        ("masked_scatter_nested", S, "dt.masked_scatter_nested", "top-level in dimtorch"),
     ],
     "encoder.base": [(n, NA, None, "typing interfaces") for n in ("IEncoder", "ISeqFramewiseEncoder",
                                                                  "ISeqDownsamplingEncoder")],
@@ -387,7 +385,7 @@ length, so its results there depend on the batch; the comparisons below are at t
 - **stft(window_use_frame_length=False)**: rf counts frames as for windows of frame_length while its
   torch.stft call makes frames of fft_length; dimtorch counts frames of fft_length (the frames it
   returns). Equal for the default (True) and when frame_length == fft_length.
-- **replace_dim_v2** (part A): frames beyond each sequence's old length are 0 in dimtorch; rf keeps
+- **replace_dim_v2**: frames beyond each sequence's old length are 0 in dimtorch; rf keeps
   the raw padding there (what the padded tensor held). Equal once the input's padding is 0.
 """
 
@@ -429,9 +427,9 @@ def problems(check_rf: bool = True) -> list:
             if name in seen:
                 found.append(f"{module}.{name}: listed twice")
             seen.add(name)
-            if status not in (S, ALT, A, NOT_YET, NA):
+            if status not in (S, ALT, NOT_YET, NA):
                 found.append(f"{module}.{name}: unknown status {status!r}")
-            if status in (S, ALT, A) and not counterpart:
+            if status in (S, ALT) and not counterpart:
                 found.append(f"{module}.{name}: status {status} needs a counterpart")
             if status in (NOT_YET, NA) and not note:
                 found.append(f"{module}.{name}: status {status} needs a reason")
@@ -472,10 +470,10 @@ def render() -> str:
         "lists every name the installed returnn has and that every `dt.…` counterpart exists. Side-by-side "
         "results: `tests/test_rf_parity.py`.",
         "",
-        f"{total} names: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in (S, ALT, A, NOT_YET, NA)) + ". "
+        f"{total} names: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in (S, ALT, NOT_YET, NA)) + ". "
         "Status: **same** = dimtorch has it under rf's name (keyword names as rf's unless the note says); "
-        "**alt** = spelled otherwise; **A** = lands with issue 13 part A; **not yet** = missing (why); "
-        "**n/a** = not something dimtorch has by design (why).",
+        "**alt** = spelled otherwise; **not yet** = missing (why); **n/a** = not something dimtorch has by "
+        "design (why).",
         "",
         _ASR_MT,
         "",

@@ -26,7 +26,7 @@ Table T;
 const char* const kUnaryNames[kNumUnary] = {
     "exp",  "log",   "log1p", "sqrt",     "rsqrt",     "square",      "tanh",
     "sigmoid", "relu", "gelu", "silu",    "softplus",  "sin",         "cos",
-    "floor", "ceil", "round", "is_finite", "logical_not", "abs",      "neg"};
+    "floor", "ceil", "round", "is_finite", "logical_not", "abs",      "neg",   "log_sigmoid"};
 
 namespace {
 
@@ -71,6 +71,13 @@ bool init() {
   T.tensor_type = reinterpret_cast<PyTypeObject*>(tb);
   PyObject* t = torch.get();
   PyObject* F = functional.get();
+  Ref parameter_mod(PyImport_ImportModule("torch.nn.parameter"));
+  if (!parameter_mod) return false;
+  PyObject* plain = PyObject_GetAttrString(t, "Tensor");
+  PyObject* parameter = plain ? PyObject_GetAttrString(parameter_mod.get(), "Parameter") : nullptr;
+  if (!parameter) return false;
+  T.plain_type = reinterpret_cast<PyTypeObject*>(plain);
+  T.parameter_type = reinterpret_cast<PyTypeObject*>(parameter);
   bool ok = get_attr(t, "dtype", &T.dtype_type) && get_attr(t, "device", &T.device_type) && get_attr(tb, "permute", &T.permute) &&
             get_attr(tb, "view", &T.view) && get_attr(tb, "reshape", &T.reshape) &&
             get_attr(tb, "unsqueeze", &T.unsqueeze) && get_attr(tb, "expand", &T.expand) &&
@@ -78,7 +85,8 @@ bool init() {
             get_attr(t, "maximum", &T.maximum) && get_attr(t, "minimum", &T.minimum) &&
             get_attr(t, "clamp", &T.clamp) && get_attr(t, "clamp_min", &T.clamp_min) &&
             get_attr(t, "clamp_max", &T.clamp_max) && get_attr(t, "logical_and", &T.logical_and) &&
-            get_attr(t, "logical_or", &T.logical_or) && get_attr(t, "logical_xor", &T.logical_xor);
+            get_attr(t, "logical_or", &T.logical_or) && get_attr(t, "logical_xor", &T.logical_xor) &&
+            get_attr(t, "logaddexp", &T.logaddexp);
   ok = ok && get_attr(t, "sum", &T.sum) && get_attr(t, "mean", &T.mean) &&
        get_attr(t, "amax", &T.amax) && get_attr(t, "amin", &T.amin) &&
        get_attr(t, "logsumexp", &T.logsumexp) && get_attr(t, "any", &T.any) &&
@@ -114,7 +122,8 @@ bool init() {
       {kGelu, F, "gelu"},        {kSilu, F, "silu"},         {kSoftplus, F, "softplus"},
       {kSin, t, "sin"},          {kCos, t, "cos"},           {kFloor, t, "floor"},
       {kCeil, t, "ceil"},        {kRound, t, "round"},       {kIsFinite, t, "isfinite"},
-      {kLogicalNot, t, "logical_not"}, {kAbs, t, "abs"},     {kNeg, t, "neg"}};
+      {kLogicalNot, t, "logical_not"}, {kAbs, t, "abs"},     {kNeg, t, "neg"},
+      {kLogSigmoid, F, "logsigmoid"}};
   for (auto& s : sources)
     if (!get_attr(s.mod, s.name, &T.unary[s.op])) return false;
 
@@ -207,6 +216,28 @@ bool is_floating_dtype_name(PyObject* name) {
   for (int i = 0; i < g_num_dtypes; ++i)
     if (g_dtypes[i].name == name) return g_dtypes[i].is_float;
   return false;
+}
+
+bool explain_jit_trace(const char* caller) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  Ref jit(PyImport_ImportModule("torch._C"));
+  Ref state(jit ? PyObject_CallMethod(jit.get(), "_get_tracing_state", nullptr) : nullptr);
+  bool tracing = state && state.get() != Py_None;
+  if (!tracing) {
+    PyErr_Clear();  // an error of the check itself: keep the original one
+    PyErr_Restore(type, value, tb);
+    return false;
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  PyErr_Format(PyExc_RuntimeError,
+               "%s: torch.jit.trace is not supported: TorchScript cannot hold named dims, and a "
+               "trace would fix one batch's sequence lengths as constants. Use torch.export.export "
+               "(lengths are graph inputs there) or torch.compile instead.",
+               caller);
+  return true;
 }
 
 PyObject* name_error(const char* caller) {

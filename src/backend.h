@@ -8,7 +8,7 @@ namespace dimtorch::backend {
 /// Unary raw ops, by index into the table of torch callables.
 enum Unary : int {
   kExp, kLog, kLog1p, kSqrt, kRsqrt, kSquare, kTanh, kSigmoid, kRelu, kGelu, kSilu, kSoftplus,
-  kSin, kCos, kFloor, kCeil, kRound, kIsFinite, kLogicalNot, kAbs, kNeg,
+  kSin, kCos, kFloor, kCeil, kRound, kIsFinite, kLogicalNot, kAbs, kNeg, kLogSigmoid,
   kNumUnary
 };
 /// Python-facing names of the unary ops (dimtorch.<name>), same order as Unary.
@@ -16,6 +16,8 @@ extern const char* const kUnaryNames[kNumUnary];
 
 struct Table {
   PyTypeObject* tensor_type = nullptr;  // torch._C.TensorBase: every torch.Tensor is one
+  PyTypeObject* plain_type = nullptr;   // torch.Tensor itself
+  PyTypeObject* parameter_type = nullptr;  // torch.nn.Parameter
   PyObject* dtype_type = nullptr;       // torch.dtype
   PyObject* device_type = nullptr;      // torch.device
   // Unbound TensorBase methods, called with the raw as first argument.
@@ -35,6 +37,7 @@ struct Table {
   PyObject* logical_and = nullptr;
   PyObject* logical_or = nullptr;
   PyObject* logical_xor = nullptr;
+  PyObject* logaddexp = nullptr;
   PyObject* unary[kNumUnary] = {};
   // Reductions and normalizations.
   PyObject* sum = nullptr;
@@ -96,6 +99,10 @@ extern Table T;
 bool init();
 
 inline bool is_raw(PyObject* o) { return PyObject_TypeCheck(o, T.tensor_type); }
+/// A torch.Tensor or Parameter itself, not a subclass (FakeTensor, FunctionalTensor, DTensor, ...).
+inline bool is_plain_raw(PyObject* o) {
+  return Py_TYPE(o) == T.plain_type || Py_TYPE(o) == T.parameter_type;
+}
 /// Whether o is a torch.device.
 inline bool is_device(PyObject* o) {
   return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(T.device_type));
@@ -118,6 +125,10 @@ bool is_floating_dtype_name(PyObject* name);
 PyObject* permute(PyObject* raw, PyObject* const* axes, int n);
 /// raw permuted to `order`; the raw itself (new reference) when `order` is the identity.
 PyObject* permute_order(PyObject* raw, const int* order, int n);
+
+/// If torch.jit.trace is tracing, replaces the pending error by one that says it is not supported and
+/// names the alternatives; true then. For error paths only (a jit-traced shape is not an int).
+bool explain_jit_trace(const char* caller);
 
 /// Re-raises the error a torch call set with "caller: " before its message (torch's messages name
 /// no dimtorch call), keeping its type; errors that already name one, or of other types, stay as

@@ -3,7 +3,9 @@
 
 #include "args.h"
 #include "backend.h"
+#include "definitions.h"
 #include "mask.h"
+#include "property.h"
 #include "ops_elementwise.h"
 #include "tensor.h"
 
@@ -123,9 +125,22 @@ DimObject* dim_alloc() {
   d->derive_a = d->derive_b = nullptr;
   d->derive_k = 0;
   d->weakreflist = nullptr;
+  d->sealed = true;
   ++g_live_dims;
   PyObject_GC_Track(d);
   return d;
+}
+
+/// object.__new__(Dim): an unnamed dim whose size comes from data, unsealed (setters below).
+PyObject* dim_tp_alloc(PyTypeObject* type, Py_ssize_t nitems) {
+  PyObject* o = PyType_GenericAlloc(type, nitems);
+  if (!o) return nullptr;
+  DimObject* d = as_dim(o);
+  d->size = d->max_size = d->min_size = d->total_size = -1;
+  d->derive_op = DimOp::kNone;
+  d->sealed = false;
+  ++g_live_dims;
+  return o;
 }
 
 PyObject* dim_create(PyObject* size, PyObject* name) {
@@ -207,16 +222,45 @@ PyObject* dim_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObje
     }
     *slot = value;
   }
+  if (size && is_traced_tensor(size)) {
+    /* Lengths being traced (make_fx, torch.export) have no host values: the Python definition
+       keeps them as they are, unread. */
+    Ref self(dim_tp_alloc(&DimType, 0));
+    if (!self) return nullptr;
+    PyObject* stack[3] = {self.get(), size, name ? name : Py_None};
+    Ref r(call_definition("Dim.__init__", stack, 3, nullptr));
+    return r ? self.release() : nullptr;
+  }
   return dim_create(size, name);
 }
 
-PyObject* dim_new(PyTypeObject*, PyObject* args, PyObject* kwargs) {
+/// Dim.__init__ for an object made by object.__new__(Dim) (the constructor does not come here).
+int dim_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* kw[] = {"size", "name", nullptr};
+  DimObject* d = as_dim(self);
+  if (d->sealed) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch.Dim.__init__(): the Dim is already initialized");
+    return -1;
+  }
   PyObject* size = nullptr;
   PyObject* name = nullptr;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:Dim", const_cast<char**>(kw), &size, &name))
-    return nullptr;
-  return dim_create(size, name);
+    return -1;
+  if (size && is_traced_tensor(size)) {
+    PyObject* stack[3] = {self, size, name ? name : Py_None};
+    Ref r(call_definition("Dim.__init__", stack, 3, nullptr));
+    return r ? 0 : -1;
+  }
+  Ref made(dim_create(size, name));
+  if (!made) return -1;
+  DimObject* m = as_dim(made.get());
+  d->name = Py_XNewRef(m->name);
+  d->size = m->size;
+  d->dyn_size = Py_XNewRef(m->dyn_size);
+  d->max_size = m->max_size;
+  d->min_size = m->min_size;
+  d->sealed = true;
+  return 0;
 }
 
 int dim_traverse(PyObject* self, visitproc visit, void* arg) {
@@ -283,7 +327,14 @@ PyObject* m_is_dynamic(PyObject* self, PyObject*) {
   DimObject* d = as_dim(self);
   return PyBool_FromLong(dim_has_lengths(d));
 }
+/// Whether the dim's lengths (given or derived) are being traced: no host values to read.
+bool traced_lengths(DimObject* d) {
+  PyObject* lengths = dim_has_lengths(d) ? dim_dyn_size(d) : nullptr;
+  return lengths && is_traced_tensor(lengths);
+}
 PyObject* m_get_max_size(PyObject* self, PyObject*) {
+  if (traced_lengths(as_dim(self))) return call_definition("Dim.get_max_size", &self, 1, nullptr);
+  if (PyErr_Occurred()) return nullptr;
   Py_ssize_t m = dim_max_size(as_dim(self));
   if (m == -2) return nullptr;
   if (m < 0) Py_RETURN_NONE;
@@ -293,12 +344,10 @@ PyObject* m_get_max_size(PyObject* self, PyObject*) {
    matching the dims of the data. */
 PyObject* m_copy(PyObject* self, PyObject*) { return Py_NewRef(self); }
 
-/// Calls dimtorch._mask.<name>(self, *args, **kwargs): methods composed in Python.
-PyObject* forward_to_mask_module(const char* name, PyObject* self, PyObject* const* args,
-                                 Py_ssize_t nargsf, PyObject* kwnames) {
-  Ref mod(PyImport_ImportModule("dimtorch._mask"));
-  if (!mod) return nullptr;
-  Ref fn(PyObject_GetAttrString(mod.get(), name));
+/// Calls the Python definition of method `name` (Dim.get_mask, ...) with self first.
+PyObject* forward_to_definition(const char* name, PyObject* self, PyObject* const* args,
+                                Py_ssize_t nargsf, PyObject* kwnames) {
+  PyObject* fn = definition(name);
   if (!fn) return nullptr;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
@@ -309,12 +358,10 @@ PyObject* forward_to_mask_module(const char* name, PyObject* self, PyObject* con
   }
   stack[0] = self;
   for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
-  return PyObject_Vectorcall(fn.get(), stack, nargs + 1, kwnames);
+  return PyObject_Vectorcall(fn, stack, nargs + 1, kwnames);
 }
 PyObject* m_reduce(PyObject* self, PyObject*) {
-  Ref mod(PyImport_ImportModule("dimtorch._pickle"));
-  if (!mod) return nullptr;
-  return PyObject_CallMethod(mod.get(), "reduce_dim", "O", self);
+  return call_definition("Dim.__reduce__", &self, 1, nullptr);
 }
 /* get_mask runs for every new dim and layout (per batch, several times): the common call, with
    dims_order a tuple (or None) and device a torch.device (or None), is done here; anything else,
@@ -325,10 +372,12 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
   DimObject* d = as_dim(self);
   if (!parse_args(args, nargs, kw, names, 2, 2, 0, v, "dimtorch.Dim.get_mask()")) return nullptr;
   PyObject* dims_order = v[0] && v[0] != Py_None ? v[0] : nullptr;
+  if (traced_lengths(d)) return forward_to_definition("Dim.get_mask", self, args, nargs, kw);
+  if (PyErr_Occurred()) return nullptr;
   PyObject* device = v[1] && v[1] != Py_None ? v[1] : backend::cpu_device();
   if (!device) return nullptr;
   if ((dims_order && !PyTuple_Check(dims_order)) || !backend::is_device(device) || !dim_has_lengths(d))
-    return forward_to_mask_module("get_mask", self, args, nargs, kw);
+    return forward_to_definition("Dim.get_mask", self, args, nargs, kw);
   PyObject* lengths = dim_dyn_size(d);
   if (!lengths) return nullptr;
   TensorObject* lt = as_tensor(lengths);
@@ -347,11 +396,11 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
       PyObject* o = PyTuple_GET_ITEM(dims_order, j);
       if (o != self && dims_index(lt->dims, o) < 0) continue;
       if (n == k + 1 || dims_index(order.get(), o) >= 0)  // given twice: the Python definition says so
-        return forward_to_mask_module("get_mask", self, args, nargs, kw);
+        return forward_to_definition("Dim.get_mask", self, args, nargs, kw);
       PyTuple_SET_ITEM(order.get(), n++, Py_NewRef(o));
     }
     if (n != k + 1) {  // dims_order lacks one: the Python definition names it
-      return forward_to_mask_module("get_mask", self, args, nargs, kw);
+      return forward_to_definition("Dim.get_mask", self, args, nargs, kw);
     }
   }
   signed char pos[kMaxDims + 1];
@@ -367,19 +416,118 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
   return tensor_make(raw, order.get(), sizes, nullptr, nullptr);
 }
 PyObject* m_get_size_tensor(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
-  return forward_to_mask_module("get_size_tensor", self, args, nargs, kw);
+  return forward_to_definition("Dim.get_size_tensor", self, args, nargs, kw);
+}
+
+/* Setters: only a Dim made by object.__new__(Dim) has any, and each field is set once. That is how
+   torch.compile replays a Dim made in a graph (its Python definition sets these fields); a Dim
+   made by the constructor or dim math is sealed from the start. */
+bool settable(DimObject* d, PyObject* value, bool unset, const char* name) {
+  if (d->sealed || !value || !unset) {
+    PyErr_Format(PyExc_AttributeError, "dimtorch.Dim: attribute '%s' is read-only", name);
+    return false;
+  }
+  return true;
+}
+int set_name(PyObject* self, PyObject* value, void*) {
+  DimObject* d = as_dim(self);
+  if (!settable(d, value, !d->name, "name")) return -1;
+  if (value == Py_None) return 0;
+  if (!PyUnicode_Check(value)) {
+    PyErr_Format(PyExc_TypeError, "dimtorch.Dim: name must be a str or None, got %.80s",
+                 Py_TYPE(value)->tp_name);
+    return -1;
+  }
+  d->name = Py_NewRef(value);
+  return 0;
+}
+int set_size(PyObject* self, PyObject* value, void*) {
+  DimObject* d = as_dim(self);
+  if (!settable(d, value, d->size < 0, "size"))
+    return -1;
+  if (value == Py_None) return 0;
+  Py_ssize_t n = PyLong_Check(value) && !PyBool_Check(value) ? PyLong_AsSsize_t(value) : -1;
+  if (n < 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "dimtorch.Dim: size must be an int >= 0 or None, got %R", value);
+    return -1;
+  }
+  d->size = d->max_size = d->min_size = n;
+  return 0;
+}
+/// The lengths given at construction (None for a derived dim, whose dyn_size is computed).
+PyObject* get_lengths(PyObject* self, void*) {
+  DimObject* d = as_dim(self);
+  return Py_NewRef(d->derive_op == DimOp::kNone && d->dyn_size ? d->dyn_size : Py_None);
+}
+int set_lengths(PyObject* self, PyObject* value, void*) {
+  DimObject* d = as_dim(self);
+  if (!settable(d, value, !d->dyn_size, "_lengths"))
+    return -1;
+  if (value == Py_None) return 0;
+  // Not is_tensor(): torch.compile's replay may set the lengths Tensor's own fields after this.
+  if (!Py_IS_TYPE(value, &TensorType)) {
+    PyErr_Format(PyExc_TypeError, "dimtorch.Dim: lengths must be a dimtorch.Tensor, got %.80s",
+                 Py_TYPE(value)->tp_name);
+    return -1;
+  }
+  d->dyn_size = Py_NewRef(value);  // min and max are read from it when first needed
+  return 0;
+}
+const char* const kDeriveOps[] = {"", "add", "sub", "mul", "floordiv", "ceildiv", "concat"};
+int set_derivation(PyObject* self, PyObject* value, void*) {
+  DimObject* d = as_dim(self);
+  if (!settable(d, value, d->derive_op == DimOp::kNone, "derivation"))
+    return -1;
+  if (value == Py_None) return 0;
+  PyObject *op, *a, *b;
+  Py_ssize_t k;
+  if (!PyTuple_Check(value) || !PyArg_ParseTuple(value, "UO!On", &op, &DimType, &a, &b, &k)) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_TypeError, "dimtorch.Dim: derivation must be (op, Dim, Dim or None, int)");
+    return -1;
+  }
+  int i = 1;
+  while (i <= 6 && PyUnicode_CompareWithASCIIString(op, kDeriveOps[i]) != 0) ++i;
+  if (i > 6 || (b != Py_None && !is_dim(b)) || ((i == 6) != (b != Py_None))) {
+    PyErr_Format(PyExc_ValueError, "dimtorch.Dim: bad derivation %R", value);
+    return -1;
+  }
+  d->derive_op = static_cast<DimOp>(i);
+  d->derive_a = Py_NewRef(a);
+  d->derive_b = b == Py_None ? nullptr : Py_NewRef(b);
+  d->derive_k = k;
+  return 0;
+}
+/// The dim-math cache: {(op, k or other dim): derived dim}; made on first use.
+PyObject* get_math_cache(PyObject* self, void*) {
+  DimObject* d = as_dim(self);
+  if (!d->cache && !(d->cache = PyDict_New())) return nullptr;
+  return Py_NewRef(d->cache);
+}
+int set_math_cache(PyObject* self, PyObject* value, void*) {
+  DimObject* d = as_dim(self);
+  if (!settable(d, value, !d->cache, "_math_cache")) return -1;
+  if (!PyDict_CheckExact(value)) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch.Dim: _math_cache must be a dict");
+    return -1;
+  }
+  d->cache = Py_NewRef(value);
+  return 0;
 }
 
 PyGetSetDef dim_getset[] = {
-    {"name", get_name, nullptr, "The name given at construction, or None.", nullptr},
-    {"size", get_size, nullptr, "Static size (int), or None for a dynamic or size-from-data dim.",
+    {"name", get_name, set_name, "The name given at construction, or None.", nullptr},
+    {"size", get_size, set_size, "Static size (int), or None for a dynamic or size-from-data dim.",
      nullptr},
     {"dimension", get_size, nullptr, "Alias of size (RETURNN's name).", nullptr},
     {"dyn_size", get_dyn_size, nullptr, "Lengths Tensor (host, over batch dims), or None.", nullptr},
-    {"derivation", get_derivation, nullptr,
+    {"derivation", get_derivation, set_derivation,
      "(op, a, b, k) for a dim made by dim math (op: add, sub, mul, floordiv, ceildiv, concat), "
      "else None.",
      nullptr},
+    {"_lengths", get_lengths, set_lengths, "The lengths given at construction, or None.", nullptr},
+    {"_math_cache", get_math_cache, set_math_cache, "Dim math results made from this dim.", nullptr},
     {nullptr}};
 
 PyMethodDef dim_methods[] = {
@@ -531,10 +679,29 @@ bool derived_min_max(DimObject* d, Py_ssize_t* lo, Py_ssize_t* hi) {
 
 }  // namespace
 
+/// Host min and max of lengths set without them (by the setter, i.e. torch.compile's replay).
+static bool fill_min_max(DimObject* d) {
+  if (d->max_size >= 0 || !d->dyn_size || d->size >= 0) return true;
+  if (is_traced_tensor(d->dyn_size)) {
+    PyErr_SetString(PyExc_RuntimeError, "dimtorch.Dim: the host max of lengths being traced is not "
+                    "known; take the size from a tensor's axis");
+    return false;
+  }
+  Py_ssize_t lo, hi;
+  if (!lengths_min_max(as_tensor(d->dyn_size), &lo, &hi)) return false;
+  d->min_size = lo;
+  d->max_size = hi;
+  return true;
+}
+
 PyObject* dim_dyn_size(DimObject* d) {
   if (d->dyn_size || !dim_has_lengths(d)) return d->dyn_size;
   Ref lengths(derive_lengths(d));
   if (!lengths) return nullptr;
+  if (is_traced_tensor(lengths.get())) {  // being traced: no host min and max
+    d->dyn_size = lengths.release();
+    return d->dyn_size;
+  }
   Py_ssize_t lo, hi;
   if (!derived_min_max(d, &lo, &hi) && !lengths_min_max(as_tensor(lengths.get()), &lo, &hi))
     return nullptr;
@@ -547,7 +714,7 @@ PyObject* dim_dyn_size(DimObject* d) {
 Py_ssize_t dim_max_size(DimObject* d) {
   if (d->max_size >= 0) return d->max_size;
   if (!dim_has_lengths(d)) return -1;
-  if (!dim_dyn_size(d)) return -2;
+  if (!dim_dyn_size(d) || !fill_min_max(d)) return -2;
   return d->max_size;
 }
 
@@ -568,7 +735,7 @@ Py_ssize_t dim_total_size(DimObject* d) {
 Py_ssize_t dim_min_size(DimObject* d) {
   if (d->min_size >= 0) return d->min_size;
   if (!dim_has_lengths(d)) return -1;
-  if (!dim_dyn_size(d)) return -2;
+  if (!dim_dyn_size(d) || !fill_min_max(d)) return -2;
   return d->min_size;
 }
 
@@ -584,7 +751,11 @@ bool export_dim(PyObject* module) {
       "Dim(size=None, name=None)\n\nThe identity of one axis. size: an int (static), None (size "
       "from data, e.g. batch), or an integer dimtorch.Tensor of lengths over batch dims (dynamic, "
       "kept on the host). Equality and hash are identity.";
-  DimType.tp_new = dim_new;
+  /* object's tp_new and no __new__ in the type dict, as for Tensor (tensor.cpp): torch.compile
+     makes a graph's Dims with object.__new__(Dim). The constructor is tp_vectorcall. */
+  DimType.tp_new = PyBaseObject_Type.tp_new;
+  DimType.tp_init = dim_init;
+  DimType.tp_alloc = dim_tp_alloc;
   DimType.tp_dealloc = dim_dealloc;
   DimType.tp_traverse = dim_traverse;
   DimType.tp_clear = dim_clear;
@@ -594,6 +765,10 @@ bool export_dim(PyObject* module) {
   DimType.tp_weaklistoffset = offsetof(DimObject, weakreflist);
   install_dim_math_slots(&DimType);
   if (PyType_Ready(&DimType) < 0) return false;
+  if (PyDict_DelItemString(DimType.tp_dict, "__new__") < 0) return false;
+  static const char* const derived[] = {"dyn_size", "dimension", nullptr};
+  if (!make_traceable_properties(&DimType, derived)) return false;
+  PyType_Modified(&DimType);
   DimType.tp_vectorcall = dim_vectorcall;
   Py_INCREF(&DimType);
   return PyModule_AddObject(module, "Dim", reinterpret_cast<PyObject*>(&DimType)) == 0;

@@ -22,6 +22,9 @@ struct DimObject {
   PyObject* derive_b;    // second Dim operand (A + B), or NULL
   Py_ssize_t derive_k;
   PyObject* weakreflist;
+  /* False only for a Dim made by object.__new__(Dim) (torch.compile replays a Dim made in a graph
+     that way) until its fields are set through the setters, each once. */
+  bool sealed;
 };
 
 extern PyTypeObject DimType;

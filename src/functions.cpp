@@ -9,39 +9,55 @@ namespace dimtorch {
 
 namespace {
 
-/// Wrapper address -> "dimtorch.<name>()" (empty until add_functions names it). Read only on
-/// the error path.
-std::vector<std::pair<void*, std::string>>& wrappers() {
-  static std::vector<std::pair<void*, std::string>> all;
+struct Wrapper {
+  void* address;
+  std::string name;     // the op's name, "pad" (empty until add_functions names it)
+  std::string caller;   // "dimtorch.pad()", for errors
+};
+
+/// Every wrapper, named by add_functions. Read only on the error and traced paths.
+std::vector<Wrapper>& wrappers() {
+  static std::vector<Wrapper> all;
   return all;
 }
 
-std::string* find(void* wrapper) {
+Wrapper* find(void* wrapper) {
   for (auto& w : wrappers())
-    if (w.first == wrapper) return &w.second;
+    if (w.address == wrapper) return &w;
   return nullptr;
 }
 
 }  // namespace
 
 bool remember_wrapper(void* wrapper) {
-  if (!find(wrapper)) wrappers().emplace_back(wrapper, std::string());
+  if (!find(wrapper)) wrappers().push_back({wrapper, std::string(), std::string()});
   return true;
 }
 
 PyObject* name_error_of(void* wrapper) {
-  std::string* name = find(wrapper);
-  return backend::name_error(name && !name->empty() ? name->c_str() : "dimtorch");
+  Wrapper* w = find(wrapper);
+  return backend::name_error(w && !w->caller.empty() ? w->caller.c_str() : "dimtorch");
+}
+
+PyObject* call_definition_of(void* wrapper, PyObject* const* args, size_t nargsf,
+                             PyObject* kwnames) {
+  Wrapper* w = find(wrapper);
+  if (!w || w->name.empty()) {
+    PyErr_SetString(PyExc_SystemError, "dimtorch: a module function without a name");
+    return nullptr;
+  }
+  return call_definition(w->name.c_str(), args, nargsf, kwnames);
 }
 
 bool add_functions(PyObject* module, PyMethodDef* defs) {
   for (PyMethodDef* d = defs; d->ml_name; ++d) {
-    std::string* name = find(reinterpret_cast<void*>(d->ml_meth));
-    if (!name) {
+    Wrapper* w = find(reinterpret_cast<void*>(d->ml_meth));
+    if (!w) {
       PyErr_Format(PyExc_SystemError, "dimtorch: %s is not registered with DIMTORCH_OP", d->ml_name);
       return false;
     }
-    *name = std::string("dimtorch.") + d->ml_name + "()";
+    w->name = d->ml_name;
+    w->caller = std::string("dimtorch.") + d->ml_name + "()";
   }
   return PyModule_AddFunctions(module, defs) == 0;
 }

@@ -2,6 +2,8 @@
 // once per device and layout (the first use of a new dim, i.e. once per batch, builds it here).
 #include "mask.h"
 
+#include "definitions.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -120,11 +122,10 @@ PyObject* build_raw(DimObject* d, TensorObject* lengths, MaskKind kind, const si
   int same = PyObject_RichCompareBool(raw_device.get(), device, Py_EQ);
   if (same < 0) return nullptr;
   if (!same) {
-    bool identity_layout = ndim == k;
-    for (int i = 0; i < k && identity_layout; ++i) identity_layout = pos[i] == i;
-    /* Only the lengths in their own layout are the device copy itself; any other layout (other
-       axes, or size-1 axes around them) is made from that copy below, as on the host. */
-    if (kind == MaskKind::kLengths && identity_layout) return to_device(raw.get(), device);
+    // The lengths in their own layout are the device copy itself; other layouts start from it.
+    bool own_layout = kind == MaskKind::kLengths && ndim == k;
+    for (int i = 0; own_layout && i < k; ++i) own_layout = pos[i] == i;
+    if (own_layout) return to_device(raw.get(), device);
     signed char identity[kMaxDims];
     for (int i = 0; i < k; ++i) identity[i] = static_cast<signed char>(i);
     raw = Ref(dim_cached_raw(d, MaskKind::kLengths, identity, k, 0, device));
@@ -253,6 +254,20 @@ PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t n
   static const char* caller = "dimtorch.Tensor.copy_masked()";
   static const char* const names[] = {"value", "dims"};
   PyObject* v[2];
+  if (!is_tensor(self)) {
+    PyErr_SetString(PyExc_AttributeError, "dimtorch.Tensor: not initialized");
+    return nullptr;
+  }
+  if (is_traced_tensor(self) || any_traced(args, nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0))) {
+    PyObject* stack[4] = {self};
+    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (total > 3) {
+      PyErr_Format(PyExc_TypeError, "%s: too many arguments", caller);
+      return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
+    return call_definition("Tensor.copy_masked", stack, nargs + 1, kwnames);
+  }
   if (!parse_args(args, nargs, kwnames, names, 2, 2, 1, v, caller)) return nullptr;
   TensorObject* x = as_tensor(self);
   if (!x->raw) {

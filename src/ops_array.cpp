@@ -107,9 +107,10 @@ PyObject* narrowed(PyObject* raw, int a, Py_ssize_t s, Py_ssize_t n) {
 
 // ---- slice ------------------------------------------------------------------------------------
 
-DIMTORCH_PYTHON_FALLBACK(slice_fallback, "dimtorch._slicing", "slice")
+DIMTORCH_PYTHON_FALLBACK(slice_fallback, "slice")
 
-/// slice(x, *, axis, start=0, end=None, step=1): the fast path takes step 1 and, on a dynamic dim,
+/// slice(x, *, axis, start=0, end=None, step=1): the fast path (size and out_dim go to the Python
+/// definition as unknown keywords, a Tensor start as a non-int) takes step 1 and, on a dynamic dim,
 /// start >= 0 with end None (each sequence drops its first frames: out dim axis - start by dim
 /// math), on a static dim start/end within the size (a new static out dim).
 PyObject* f_slice(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -180,7 +181,7 @@ PyObject* f_slice(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 // ---- shift_right ------------------------------------------------------------------------------
 
-DIMTORCH_PYTHON_FALLBACK(shift_right_fallback, "dimtorch._slicing", "shift_right")
+DIMTORCH_PYTHON_FALLBACK(shift_right_fallback, "shift_right")
 
 /// shift_right(x, *, axis, amount=1, pad_value=0): the fast path takes an int amount >= 1 and a
 /// Python number as pad_value: the first n - amount frames (a view), then one constant_pad_nd.
@@ -218,7 +219,7 @@ PyObject* f_shift_right(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
 
 // ---- split ------------------------------------------------------------------------------------
 
-DIMTORCH_PYTHON_FALLBACK(split_fallback, "dimtorch._stack", "split")
+DIMTORCH_PYTHON_FALLBACK(split_fallback, "split")
 
 /// split(x, *, axis, out_dims): the fast path splits a dim without lengths into static out dims
 /// whose sizes add up to its size: one split_with_sizes (views).
@@ -290,7 +291,7 @@ PyObject* f_split(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 // ---- stack ------------------------------------------------------------------------------------
 
-DIMTORCH_PYTHON_FALLBACK(stack_fallback, "dimtorch._stack", "stack")
+DIMTORCH_PYTHON_FALLBACK(stack_fallback, "stack")
 
 /// stack(tensors, *, out_dim=None): the fast path takes tensors with the same dims in the same
 /// order, raw sizes and dtype: one torch.stack.
@@ -358,7 +359,7 @@ PyObject* f_stack(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 // ---- top_k ------------------------------------------------------------------------------------
 
-DIMTORCH_PYTHON_FALLBACK(top_k_fallback, "dimtorch._sort", "top_k")
+DIMTORCH_PYTHON_FALLBACK(top_k_fallback, "top_k")
 
 /// top_k(x, *, axis, k): the fast path ranks one dim without lengths (nothing to mask) with an
 /// int k within its size, for int and float dtypes: one topk; k_dim is a new static Dim.
@@ -411,18 +412,18 @@ PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 // ---- reverse_sequence -------------------------------------------------------------------------
 
-DIMTORCH_PYTHON_FALLBACK(reverse_fallback, "dimtorch._slicing", "reverse_sequence")
+DIMTORCH_PYTHON_FALLBACK(reverse_fallback, "reverse_sequence")
 
-/// reverse_sequence(x, *, axis): a dim without lengths is one flip; a dynamic dim whose lengths
-/// vary over dims of x is one gather, by the index dimtorch._slicing._reverse_index makes from the
-/// host lengths, cached on the dim per raw sizes, places of the lengths' dims and device.
+/// reverse_sequence(x, *, axis, handle_dynamic_dims=True): a dim without lengths is one flip; a
+/// dynamic dim whose lengths vary over dims of x is one gather, by the index
+/// dimtorch._slicing._reverse_index makes from the host lengths, cached on the dim per raw sizes,
+/// places of the lengths' dims and device. handle_dynamic_dims other than True goes to Python.
 PyObject* f_reverse_sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"x", "axis"};
+  static const char* const names[] = {"x", "axis", "handle_dynamic_dims"};
   static PyObject* tag = nullptr;
-  static PyObject* builder = nullptr;
   const char* caller = "dimtorch.reverse_sequence()";
-  PyObject* v[2];
-  if (!parse_args(args, nargs, kwnames, names, 2, 1, 2, v, caller)) {
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, caller) || (v[2] && v[2] != Py_True)) {
     PyErr_Clear();
     return reverse_fallback(args, nargs, kwnames);
   }
@@ -448,10 +449,8 @@ PyObject* f_reverse_sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs,
     Ref key(layout_key(tag, device.get(), x->sizes, tensor_ndim(x), pos, k + 1));
     if (!key) return nullptr;
     Ref index(cached_on_dim(d, key.get(), [&]() -> PyObject* {
-      if (!builder) {
-        Ref mod(PyImport_ImportModule("dimtorch._slicing"));
-        if (!mod || !(builder = PyObject_GetAttrString(mod.get(), "_reverse_index"))) return nullptr;
-      }
+      PyObject* builder = definition("_reverse_index");
+      if (!builder) return nullptr;
       return backend::call2(builder, v[0], v[1]);
     }));
     if (!index) return nullptr;
@@ -463,7 +462,7 @@ PyObject* f_reverse_sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs,
 
 // ---- pack_padded ------------------------------------------------------------------------------
 
-DIMTORCH_PYTHON_FALLBACK(pack_fallback, "dimtorch._packing", "pack_padded")
+DIMTORCH_PYTHON_FALLBACK(pack_fallback, "pack_padded")
 
 /// pack_padded(x, *, dims, out_dim=None): the fast path takes `dims` leading x in their order, one
 /// of them dynamic with lengths over the others (static or sized from data), and no frames beyond
@@ -473,7 +472,6 @@ DIMTORCH_PYTHON_FALLBACK(pack_fallback, "dimtorch._packing", "pack_padded")
 PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "dims", "out_dim"};
   static PyObject* tag = nullptr;
-  static PyObject* builder = nullptr;
   static PyObject* pack_name = nullptr;
   const char* caller = "dimtorch.pack_padded()";
   PyObject* v[3];
@@ -511,10 +509,8 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
   if (!key) return nullptr;
   // (index, number of valid frames)
   Ref entry(cached_on_dim(owner, key.get(), [&]() -> PyObject* {
-    if (!builder) {
-      Ref mod(PyImport_ImportModule("dimtorch._packing"));
-      if (!mod || !(builder = PyObject_GetAttrString(mod.get(), "_valid_index"))) return nullptr;
-    }
+    PyObject* builder = definition("_valid_index");
+    if (!builder) return nullptr;
     Ref sizes(PyList_New(n));
     if (!sizes) return nullptr;
     for (Py_ssize_t j = 0; j < n; ++j) {
@@ -571,9 +567,10 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
 
 // ---- scatter ----------------------------------------------------------------------------------
 
-DIMTORCH_PYTHON_FALLBACK(scatter_fallback, "dimtorch._scatter", "scatter")
+DIMTORCH_PYTHON_FALLBACK(scatter_fallback, "scatter")
 
-/// scatter(x, *, indices, indices_dim, out_dim=None): the fast path adds along one indices dim
+/// scatter(x, *, indices, indices_dim, out_dim=None): the fast path (its common call: no mode,
+/// fill_value or use_mask, which go to the Python definition as unknown keywords) adds along one indices dim
 /// into a static out dim, with int64 indices over dims of x of the same sizes, where no other
 /// indices dim has lengths: one scatter_add_ in x's layout. The padding of a dynamic indices dim
 /// goes to an extra last row that is cut off (where with the dim's cached mask, on the indices).
@@ -653,18 +650,20 @@ PyObject* f_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
 
 PyMethodDef kFunctions[] = {
     {"slice", FASTCALL_KW(f_slice),
-     "slice(x, *, axis, start=0, end=None, step=1) -> (tensor, out_dim): see dimtorch._slicing.slice."},
+     "slice(x, *, axis, start=0, end=None, step=1, size=None, out_dim=None) -> (tensor, out_dim): see "
+     "dimtorch._slicing.slice."},
     {"shift_right", FASTCALL_KW(f_shift_right),
      "shift_right(x, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch._slicing.shift_right."},
     {"scatter", FASTCALL_KW(f_scatter),
-     "scatter(x, *, indices, indices_dim, out_dim=None) -> tensor: see dimtorch._scatter.scatter."},
+     "scatter(x, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: "
+     "see dimtorch._scatter.scatter."},
     {"split", FASTCALL_KW(f_split), "split(x, *, axis, out_dims) -> list of tensors: see dimtorch._stack.split."},
     {"stack", FASTCALL_KW(f_stack),
      "stack(tensors, *, out_dim=None) -> (tensor, out_dim): see dimtorch._stack.stack."},
     {"top_k", FASTCALL_KW(f_top_k),
      "top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch._sort.top_k."},
     {"reverse_sequence", FASTCALL_KW(f_reverse_sequence),
-     "reverse_sequence(x, *, axis) -> tensor: see dimtorch._slicing.reverse_sequence."},
+     "reverse_sequence(x, *, axis, handle_dynamic_dims=True) -> tensor: see dimtorch._slicing.reverse_sequence."},
     {"pack_padded", FASTCALL_KW(f_pack_padded),
      "pack_padded(x, *, dims, out_dim=None) -> (tensor, pack_dim): see dimtorch._packing.pack_padded."},
     {nullptr}};

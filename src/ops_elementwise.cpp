@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "backend.h"
+#include "definitions.h"
 #include "dim.h"
 #include "functions.h"
 #include "tensor.h"
@@ -63,13 +64,19 @@ PyObject* raw_binary(Bin k, PyObject* a, PyObject* b) {
       return backend::call2(max ? T.maximum : T.minimum, a, b);
     }
     case Bin::kLogicalAnd:
-    case Bin::kLogicalOr: {
+    case Bin::kLogicalOr:
+    case Bin::kLogAddExp: {
       Ref ra(as_raw_tensor(a));
       if (!ra) return nullptr;
       Ref rb(as_raw_tensor(b));
       if (!rb) return nullptr;
-      return backend::call2(k == Bin::kLogicalAnd ? T.logical_and : T.logical_or, ra.get(),
-                            rb.get());
+      PyObject* fn = k == Bin::kLogicalAnd ? T.logical_and : k == Bin::kLogicalOr ? T.logical_or : T.logaddexp;
+      return backend::call2(fn, ra.get(), rb.get());
+    }
+    case Bin::kSquaredDifference: {
+      Ref diff(PyNumber_Subtract(a, b));
+      if (!diff) return nullptr;
+      return backend::call1(T.unary[backend::kSquare], diff.get());
     }
   }
   PyErr_SetString(PyExc_SystemError, "dimtorch: unknown binary op");
@@ -233,19 +240,30 @@ namespace {
 
 // ---- number slots -------------------------------------------------------------------------
 
-#define DIMTORCH_BINARY_SLOT(fn, kind, pyname)                                    \
-  PyObject* fn(PyObject* a, PyObject* b) {                                        \
-    return binary_op(kind, a, b, false, "dimtorch.Tensor." pyname "()");          \
+/* A traced operand (make_fx, torch.export) sends the operator to its Python definition in the
+   type dict: Tensor.__add__(a, b), or Tensor.__radd__(b, a) when the Tensor is on the right. */
+PyObject* slot_definition(const char* name, const char* rname, PyObject* a, PyObject* b) {
+  PyObject* args[2] = {a, b};
+  if (Py_IS_TYPE(a, &TensorType)) return call_definition(name, args, 2, nullptr);
+  PyObject* reflected[2] = {b, a};
+  return call_definition(rname, reflected, 2, nullptr);
+}
+
+#define DIMTORCH_BINARY_SLOT(fn, kind, pyname)                                      \
+  PyObject* fn(PyObject* a, PyObject* b) {                                          \
+    if (is_traced_tensor(a) || is_traced_tensor(b))                                 \
+      return slot_definition("Tensor.__" pyname "__", "Tensor.__r" pyname "__", a, b); \
+    return binary_op(kind, a, b, false, "dimtorch.Tensor.__" pyname "__()");        \
   }
-DIMTORCH_BINARY_SLOT(slot_add, Bin::kAdd, "__add__")
-DIMTORCH_BINARY_SLOT(slot_sub, Bin::kSub, "__sub__")
-DIMTORCH_BINARY_SLOT(slot_mul, Bin::kMul, "__mul__")
-DIMTORCH_BINARY_SLOT(slot_truediv, Bin::kTrueDiv, "__truediv__")
-DIMTORCH_BINARY_SLOT(slot_floordiv, Bin::kFloorDiv, "__floordiv__")
-DIMTORCH_BINARY_SLOT(slot_mod, Bin::kMod, "__mod__")
-DIMTORCH_BINARY_SLOT(slot_and, Bin::kBitAnd, "__and__")
-DIMTORCH_BINARY_SLOT(slot_or, Bin::kBitOr, "__or__")
-DIMTORCH_BINARY_SLOT(slot_xor, Bin::kBitXor, "__xor__")
+DIMTORCH_BINARY_SLOT(slot_add, Bin::kAdd, "add")
+DIMTORCH_BINARY_SLOT(slot_sub, Bin::kSub, "sub")
+DIMTORCH_BINARY_SLOT(slot_mul, Bin::kMul, "mul")
+DIMTORCH_BINARY_SLOT(slot_truediv, Bin::kTrueDiv, "truediv")
+DIMTORCH_BINARY_SLOT(slot_floordiv, Bin::kFloorDiv, "floordiv")
+DIMTORCH_BINARY_SLOT(slot_mod, Bin::kMod, "mod")
+DIMTORCH_BINARY_SLOT(slot_and, Bin::kBitAnd, "and")
+DIMTORCH_BINARY_SLOT(slot_or, Bin::kBitOr, "or")
+DIMTORCH_BINARY_SLOT(slot_xor, Bin::kBitXor, "xor")
 #undef DIMTORCH_BINARY_SLOT
 
 PyObject* slot_pow(PyObject* a, PyObject* b, PyObject* mod) {
@@ -253,17 +271,32 @@ PyObject* slot_pow(PyObject* a, PyObject* b, PyObject* mod) {
     PyErr_SetString(PyExc_TypeError, "dimtorch.Tensor.__pow__(): a modulus is not supported");
     return nullptr;
   }
+  if (is_traced_tensor(a) || is_traced_tensor(b))
+    return slot_definition("Tensor.__pow__", "Tensor.__rpow__", a, b);
   return binary_op(Bin::kPow, a, b, false, "dimtorch.Tensor.__pow__()");
 }
 
 PyObject* unary_slot(PyObject* self, PyObject* (*fn)(PyObject*), bool keep_sparse) {
+  if (!is_tensor(self)) return bad_operand(self, "dimtorch.Tensor");
   TensorObject* t = as_tensor(self);
   if (!t->raw) return cleared_raw("dimtorch.Tensor");
   return wrap_like(fn(t->raw), t, keep_sparse, "dimtorch.Tensor");
 }
-PyObject* slot_neg(PyObject* self) { return unary_slot(self, PyNumber_Negative, false); }
-PyObject* slot_abs(PyObject* self) { return unary_slot(self, PyNumber_Absolute, false); }
-PyObject* slot_invert(PyObject* self) { return unary_slot(self, PyNumber_Invert, false); }
+PyObject* unary_definition(const char* name, PyObject* self) {
+  return call_definition(name, &self, 1, nullptr);
+}
+PyObject* slot_neg(PyObject* self) {
+  if (is_traced_tensor(self)) return unary_definition("Tensor.__neg__", self);
+  return unary_slot(self, PyNumber_Negative, false);
+}
+PyObject* slot_abs(PyObject* self) {
+  if (is_traced_tensor(self)) return unary_definition("Tensor.__abs__", self);
+  return unary_slot(self, PyNumber_Absolute, false);
+}
+PyObject* slot_invert(PyObject* self) {
+  if (is_traced_tensor(self)) return unary_definition("Tensor.__invert__", self);
+  return unary_slot(self, PyNumber_Invert, false);
+}
 PyObject* slot_pos(PyObject* self) { return Py_NewRef(self); }
 
 PyObject* slot_richcompare(PyObject* a, PyObject* b, int op) {
@@ -271,6 +304,12 @@ PyObject* slot_richcompare(PyObject* a, PyObject* b, int op) {
   static const char* const names[] = {
       "dimtorch.Tensor.__lt__()", "dimtorch.Tensor.__le__()", "dimtorch.Tensor.__eq__()",
       "dimtorch.Tensor.__ne__()", "dimtorch.Tensor.__gt__()", "dimtorch.Tensor.__ge__()"};
+  static const char* const definitions[] = {"Tensor.__lt__", "Tensor.__le__", "Tensor.__eq__",
+                                            "Tensor.__ne__", "Tensor.__gt__", "Tensor.__ge__"};
+  if (is_traced_tensor(a) || is_traced_tensor(b)) {
+    PyObject* args[2] = {a, b};
+    return call_definition(definitions[op], args, 2, nullptr);
+  }
   return binary_op(kinds[op], a, b, false, names[op]);
 }
 
@@ -287,7 +326,8 @@ const KindName kCombineKinds[] = {
     {"pow", Bin::kPow}, {"**", Bin::kPow}, {"maximum", Bin::kMaximum}, {"max", Bin::kMaximum},
     {"minimum", Bin::kMinimum}, {"min", Bin::kMinimum}, {"logical_and", Bin::kLogicalAnd},
     {"logical_or", Bin::kLogicalOr}, {"bitwise_and", Bin::kBitAnd}, {"bitwise_or", Bin::kBitOr},
-    {"bitwise_xor", Bin::kBitXor}};
+    {"bitwise_xor", Bin::kBitXor}, {"squared_difference", Bin::kSquaredDifference},
+    {"logaddexp", Bin::kLogAddExp}};
 const KindName kCompareKinds[] = {
     {"equal", Bin::kEq}, {"==", Bin::kEq}, {"not_equal", Bin::kNe}, {"!=", Bin::kNe},
     {"less", Bin::kLt}, {"<", Bin::kLt}, {"less_equal", Bin::kLe}, {"<=", Bin::kLe},
@@ -334,10 +374,12 @@ PyObject* f_compare(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
 template <Bin K>
 PyObject* f_binary(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"a", "b", "allow_broadcast_all_sources"};
-  const char* caller = K == Bin::kMaximum   ? "dimtorch.maximum()"
-                       : K == Bin::kMinimum ? "dimtorch.minimum()"
-                       : K == Bin::kLogicalAnd ? "dimtorch.logical_and()"
-                                               : "dimtorch.logical_or()";
+  const char* caller = K == Bin::kMaximum              ? "dimtorch.maximum()"
+                       : K == Bin::kMinimum            ? "dimtorch.minimum()"
+                       : K == Bin::kLogicalAnd         ? "dimtorch.logical_and()"
+                       : K == Bin::kSquaredDifference  ? "dimtorch.squared_difference()"
+                       : K == Bin::kLogAddExp          ? "dimtorch.log_add_exp()"
+                                                       : "dimtorch.logical_or()";
   PyObject* v[3];
   if (!parse_args(args, nargs, kwnames, names, 3, 2, 2, v, caller)) return nullptr;
   int allow = flag_arg(v[2], 0, caller, "allow_broadcast_all_sources");
@@ -450,7 +492,7 @@ PyMethodDef kFunctions[] = {
     {"combine", FASTCALL(f_combine), METH_FASTCALL | METH_KEYWORDS,
      "combine(a, b, kind, *, allow_broadcast_all_sources=False): elementwise a <kind> b aligned by "
      "dims. kind: add, sub, mul, truediv, floordiv, mod, pow, maximum, minimum, logical_and, "
-     "logical_or, bitwise_and/or/xor (or the operator symbol)."},
+     "logical_or, bitwise_and/or/xor, squared_difference, logaddexp (or the operator symbol)."},
     {"compare", FASTCALL(f_compare), METH_FASTCALL | METH_KEYWORDS,
      "compare(a, b, kind, *, allow_broadcast_all_sources=False): bool Tensor. kind: equal, "
      "not_equal, less, less_equal, greater, greater_equal (or ==, !=, <, <=, >, >=)."},
@@ -462,6 +504,10 @@ PyMethodDef kFunctions[] = {
      "logical_and(a, b)"},
     {"logical_or", FASTCALL(f_binary<Bin::kLogicalOr>), METH_FASTCALL | METH_KEYWORDS,
      "logical_or(a, b)"},
+    {"squared_difference", FASTCALL(f_binary<Bin::kSquaredDifference>), METH_FASTCALL | METH_KEYWORDS,
+     "squared_difference(a, b): (a - b) ** 2 elementwise, aligned by dims (rf.squared_difference)."},
+    {"log_add_exp", FASTCALL(f_binary<Bin::kLogAddExp>), METH_FASTCALL | METH_KEYWORDS,
+     "log_add_exp(a, b): log(exp(a) + exp(b)) elementwise, stable (torch.logaddexp), aligned by dims."},
     {"where", FASTCALL(f_where), METH_FASTCALL | METH_KEYWORDS,
      "where(condition, true_value, false_value, *, allow_broadcast_all_sources=False): values "
      "may be Tensors or Python scalars."},

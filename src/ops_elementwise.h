@@ -7,7 +7,8 @@ namespace dimtorch {
 
 enum class Bin : int {
   kAdd, kSub, kMul, kTrueDiv, kFloorDiv, kMod, kPow, kBitAnd, kBitOr, kBitXor,
-  kEq, kNe, kLt, kLe, kGt, kGe, kMaximum, kMinimum, kLogicalAnd, kLogicalOr,
+  kEq, kNe, kLt, kLe, kGt, kGe, kMaximum, kMinimum, kLogicalAnd, kLogicalOr, kSquaredDifference,
+  kLogAddExp,
 };
 
 /// Operands aligned to one output: the raws (or scalars) to hand to torch, and the output dims.

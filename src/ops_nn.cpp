@@ -2,6 +2,7 @@
 // layer_norm and rms_norm (F.layer_norm / F.rms_norm with the normalized dims viewed last).
 #include "args.h"
 #include "backend.h"
+#include "definitions.h"
 #include "dim.h"
 #include "functions.h"
 #include "mask.h"
@@ -51,7 +52,9 @@ PyObject* softmax_like(bool log, PyObject* const* args, Py_ssize_t nargs, PyObje
         mask_axes[n_mask++] = i;
         Py_ssize_t lo = dim_min_size(as_dim(PyTuple_GET_ITEM(x->dims, i)));
         if (lo == -2) return nullptr;
-        if (lo == 0) any_empty = true;
+        /* A row along the axis can lack valid frames where a sequence is empty, or where the
+           masked dim is another one (softmax over batch: frames beyond the longest sequence). */
+        if (lo == 0 || i != k) any_empty = true;
       }
   PyObject* mask = nullptr;
   Ref raw(masked_raw(x, mask_axes, n_mask, backend::T.float_neg_inf, any_empty ? &mask : nullptr,
@@ -62,11 +65,15 @@ PyObject* softmax_like(bool log, PyObject* const* args, Py_ssize_t nargs, PyObje
   Ref out(backend::call2(log ? backend::T.log_softmax : backend::T.softmax, raw.get(), axis.get()));
   if (!out) return nullptr;
   if (mask) {
-    /* A sequence of length 0 has no valid frame: its softmax is NaN. Its frames are all padding,
-       which gets probability 0 (log: -inf); the where also stops the NaN in the backward pass. */
+    /* A row without valid frames (a sequence of length 0) has softmax NaN. Its frames are all
+       padding, which gets probability 0 (log: -inf); the where also stops the NaN in the backward
+       pass. Rows with valid frames pass as they are, as when no row is empty (so that a sequence
+       gets the same gradients in any batch). */
+    Ref row_valid(PyObject_CallMethod(mask, "any", "iO", k, Py_True));
+    if (!row_valid) return nullptr;
     PyObject* fill = log ? backend::T.float_neg_inf : nullptr;
     Ref zero(PyLong_FromLong(0));
-    out = Ref(backend::call3(backend::T.where, mask, out.get(), fill ? fill : zero.get()));
+    out = Ref(backend::call3(backend::T.where, row_valid.get(), out.get(), fill ? fill : zero.get()));
     if (!out) return nullptr;
   }
   return tensor_make(out.release(), x->dims, x->sizes, nullptr, x->feature_dim);
@@ -274,15 +281,8 @@ PyObject* f_rms_norm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObjec
 /// mask over the dims `axis`); p == 1 and every bad input go to dimtorch._dropout.dropout, which
 /// owns the errors.
 PyObject* f_dropout(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static PyObject* python_def = nullptr;
   auto fallback = [&]() -> PyObject* {
-    if (!python_def) {
-      Ref mod(PyImport_ImportModule("dimtorch._dropout"));
-      if (!mod) return nullptr;
-      python_def = PyObject_GetAttrString(mod.get(), "dropout");
-      if (!python_def) return nullptr;
-    }
-    return PyObject_Vectorcall(python_def, args, nargs, kwnames);
+    return call_definition("dropout", args, nargs, kwnames);
   };
   static const char* const names[] = {"x", "p", "axis", "training"};
   PyObject* v[4];

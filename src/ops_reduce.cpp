@@ -53,7 +53,7 @@ PyObject* dims_without(TensorObject* x, const bool* removed, Py_ssize_t* sizes_o
   return out;
 }
 
-PyObject* extreme_fill(PyObject* raw, bool want_max_neutral_low) {
+PyObject* extreme_fill(PyObject* raw, bool want_max_neutral_low, const char* caller) {
   /* The neutral element of max is the lowest value of the dtype (of min the highest): -inf/+inf
      for floats, the integer limits for ints, so that torch.where keeps the dtype. */
   PyObject* name = backend::raw_dtype_name(raw);
@@ -75,7 +75,7 @@ PyObject* extreme_fill(PyObject* raw, bool want_max_neutral_low) {
       if (l.name[0] == 'b') return PyBool_FromLong(want_max_neutral_low ? 0 : 1);
       return PyLong_FromLongLong(want_max_neutral_low ? l.lo : l.hi);
     }
-  PyErr_Format(PyExc_TypeError, "dimtorch: no neutral element for dtype %U", name);
+  PyErr_Format(PyExc_TypeError, "%s: no neutral element for dtype %U", caller, name);
   return nullptr;
 }
 
@@ -165,7 +165,7 @@ PyObject* mean_count(TensorObject* x, PyObject* out_dims, int n_out, const int* 
 }
 
 /// Max/min (or arg index 0) over axes of which one is empty: sum(dim) + neutral value.
-PyObject* empty_extreme(PyObject* raw, PyObject* dim, bool max, bool is_arg) {
+PyObject* empty_extreme(PyObject* raw, PyObject* dim, bool max, bool is_arg, const char* caller) {
   // An index has no gradient: sum a detached raw (autograd refuses an int64 result).
   Ref source(is_arg ? PyObject_CallMethod(raw, "detach", nullptr) : Py_NewRef(raw));
   if (!source) return nullptr;
@@ -182,7 +182,7 @@ PyObject* empty_extreme(PyObject* raw, PyObject* dim, bool max, bool is_arg) {
   if (!kwargs || !args) return nullptr;
   Ref zeros(PyObject_Call(sum_fn.get(), args.get(), kwargs.get()));
   if (!zeros || is_arg) return zeros.release();
-  Ref fill(extreme_fill(raw, max));
+  Ref fill(extreme_fill(raw, max, caller));
   if (!fill) return nullptr;
   return PyNumber_Add(zeros.get(), fill.get());
 }
@@ -267,9 +267,9 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
     case Reduce::kAny: fill = Ref::borrow(Py_False); break;
     case Reduce::kAll: fill = Ref::borrow(Py_True); break;
     case Reduce::kMax: case Reduce::kArgMax: case Reduce::kLogSumExp:
-      fill = Ref(n_mask ? extreme_fill(x->raw, true) : Py_NewRef(Py_None)); break;
+      fill = Ref(n_mask ? extreme_fill(x->raw, true, caller) : Py_NewRef(Py_None)); break;
     case Reduce::kMin: case Reduce::kArgMin:
-      fill = Ref(n_mask ? extreme_fill(x->raw, false) : Py_NewRef(Py_None)); break;
+      fill = Ref(n_mask ? extreme_fill(x->raw, false, caller) : Py_NewRef(Py_None)); break;
   }
   if (!fill) return nullptr;
   PyObject* mask = nullptr;
@@ -286,7 +286,7 @@ PyObject* reduce(Reduce mode, PyObject* const* args, Py_ssize_t nargs, PyObject*
     /* torch's amax/argmax refuse an empty axis (e.g. a batch whose sequences all have length 0);
        give what a length-0 sequence gives inside a batch: the neutral value (index 0), still
        connected to x for autograd. */
-    out = Ref(empty_extreme(raw.get(), dim.get(), mode == Reduce::kMax, is_arg));
+    out = Ref(empty_extreme(raw.get(), dim.get(), mode == Reduce::kMax, is_arg, caller));
   } else switch (mode) {
     case Reduce::kSum: out = Ref(backend::call2(T.sum, raw.get(), dim.get())); break;
     case Reduce::kMean:

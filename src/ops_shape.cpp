@@ -1,4 +1,5 @@
 // Fast paths of shape ops composed in Python: merge_dims of adjacent static dims (one reshape),
+// reshape of adjacent static dims into new static dims (one reshape),
 // concat of tensors in the same layout (one torch.cat; for dynamic dims one cat and one gather by a
 // cached index), constant pad of one dim (one constant_pad_nd, plus one where with a cached mask for
 // a dynamic dim). Every other case (permuted dims, other modes, bad input) goes to the Python
@@ -17,9 +18,9 @@ namespace dimtorch {
 
 namespace {
 
-DIMTORCH_PYTHON_FALLBACK(fallback, "dimtorch._shape_ops", "merge_dims")
+DIMTORCH_PYTHON_FALLBACK(fallback, "merge_dims")
 
-DIMTORCH_PYTHON_FALLBACK(concat_fallback, "dimtorch._concat", "concat")
+DIMTORCH_PYTHON_FALLBACK(concat_fallback, "concat")
 
 /* The gather index of a dynamic concat (dimtorch._concat._gather_index builds it from the host
    lengths), expanded to the output's shape and cached in the canonical out dim's dim-math cache
@@ -28,7 +29,6 @@ DIMTORCH_PYTHON_FALLBACK(concat_fallback, "dimtorch._concat", "concat")
 PyObject* concat_index(DimObject* canonical, PyObject* const* args, Py_ssize_t nargs, TensorObject* first,
                        int axis, PyObject* out_dims, const Py_ssize_t* out_sizes, PyObject* device,
                        const char* caller) {
-  static PyObject* builder = nullptr;
   static PyObject* tag = nullptr;
   if (!tag && !(tag = PyUnicode_InternFromString("concat_index"))) return nullptr;
   signed char pos[kMaxDims + 1];
@@ -52,10 +52,8 @@ PyObject* concat_index(DimObject* canonical, PyObject* const* args, Py_ssize_t n
   PyObject* hit = PyDict_GetItemWithError(canonical->cache, key.get());
   if (hit) return Py_NewRef(hit);
   if (PyErr_Occurred()) return nullptr;
-  if (!builder) {
-    Ref mod(PyImport_ImportModule("dimtorch._concat"));
-    if (!mod || !(builder = PyObject_GetAttrString(mod.get(), "_gather_index"))) return nullptr;
-  }
+  PyObject* builder = definition("_gather_index");
+  if (!builder) return nullptr;
   // The lengths' dims in x's order, and the sources' concat dims and raw sizes.
   std::sort(pos, pos + k);
   Ref bdims(PyTuple_New(k));
@@ -306,7 +304,83 @@ PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   return PyTuple_Pack(2, t.get(), out.get());
 }
 
-DIMTORCH_PYTHON_FALLBACK(gather_fallback, "dimtorch._gather", "gather")
+DIMTORCH_PYTHON_FALLBACK(reshape_fallback, "reshape")
+
+/// reshape(source, in_dims, out_dims): the fast path takes static in_dims adjacent in source in the given
+/// order and new static out_dims of the same total size (tuples): one reshape. Anything else, and all
+/// errors, go to the Python definition.
+PyObject* f_reshape(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"source", "in_dims", "out_dims"};
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 3, 3, v, "dimtorch.reshape()") || !is_tensor(v[0]) ||
+      !as_tensor(v[0])->raw || !PyTuple_Check(v[1]) || !PyTuple_Check(v[2])) {
+    PyErr_Clear();
+    return reshape_fallback(args, nargs, kwnames);
+  }
+  TensorObject* x = as_tensor(v[0]);
+  PyObject* in_dims = v[1];
+  PyObject* out_dims = v[2];
+  Py_ssize_t n_in = PyTuple_GET_SIZE(in_dims), n_out = PyTuple_GET_SIZE(out_dims), nd = tensor_ndim(x);
+  Py_ssize_t out_nd = nd - n_in + n_out;
+  if (n_in == 0 || n_in > nd || out_nd > kMaxDims) return reshape_fallback(args, nargs, kwnames);
+  int first = is_dim(PyTuple_GET_ITEM(in_dims, 0)) ? dims_index(x->dims, PyTuple_GET_ITEM(in_dims, 0)) : -1;
+  if (first < 0 || first + n_in > nd) return reshape_fallback(args, nargs, kwnames);
+  Py_ssize_t total = 1;
+  for (Py_ssize_t j = 0; j < n_in; ++j) {
+    PyObject* d = PyTuple_GET_ITEM(in_dims, j);
+    if (PyTuple_GET_ITEM(x->dims, first + j) != d || !dim_is_static(d)) return reshape_fallback(args, nargs, kwnames);
+    total *= x->sizes[first + j];
+  }
+  Py_ssize_t out_total = 1;
+  for (Py_ssize_t j = 0; j < n_out; ++j) {
+    PyObject* d = PyTuple_GET_ITEM(out_dims, j);
+    if (!is_dim(d) || !dim_is_static(d) || dims_index(x->dims, d) >= 0) return reshape_fallback(args, nargs, kwnames);
+    for (Py_ssize_t k = 0; k < j; ++k)
+      if (PyTuple_GET_ITEM(out_dims, k) == d) return reshape_fallback(args, nargs, kwnames);
+    out_total *= as_dim(d)->size;
+  }
+  if (out_total != total) return reshape_fallback(args, nargs, kwnames);
+  // A dim left in x whose lengths vary along a reshaped dim: the Python definition refuses that.
+  for (Py_ssize_t i = 0; i < nd; ++i) {
+    if (i >= first && i < first + n_in) continue;
+    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, i));
+    if (!dim_has_lengths(d)) continue;
+    PyObject* lengths = dim_dyn_size(d);
+    if (!lengths) return PyErr_Occurred() ? nullptr : reshape_fallback(args, nargs, kwnames);
+    for (Py_ssize_t j = 0; j < n_in; ++j)
+      if (dims_index(as_tensor(lengths)->dims, PyTuple_GET_ITEM(in_dims, j)) >= 0)
+        return reshape_fallback(args, nargs, kwnames);
+  }
+  Ref dims(PyTuple_New(out_nd));
+  if (!dims) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  for (Py_ssize_t i = 0, k = 0; i < nd; ++i) {
+    if (i == first) {
+      for (Py_ssize_t j = 0; j < n_out; ++j, ++k) {
+        PyObject* d = PyTuple_GET_ITEM(out_dims, j);
+        PyTuple_SET_ITEM(dims.get(), k, Py_NewRef(d));
+        sizes[k] = as_dim(d)->size;
+      }
+    }
+    if (i >= first && i < first + n_in) continue;
+    PyTuple_SET_ITEM(dims.get(), k, Py_NewRef(PyTuple_GET_ITEM(x->dims, i)));
+    sizes[k++] = x->sizes[i];
+  }
+  // reshape(a, b, c): the sizes as separate ints, which torch parses faster than a tuple.
+  PyObject* call[kMaxDims + 1];
+  call[0] = x->raw;
+  for (Py_ssize_t k = 0; k < out_nd; ++k) call[k + 1] = PyLong_FromSsize_t(sizes[k]);
+  bool ok = true;
+  for (Py_ssize_t k = 1; k <= out_nd; ++k) ok = ok && call[k];
+  PyObject* raw = ok ? PyObject_Vectorcall(backend::T.reshape, call, out_nd + 1, nullptr) : nullptr;
+  for (Py_ssize_t k = 1; k <= out_nd; ++k) Py_XDECREF(call[k]);
+  if (!raw) return nullptr;
+  PyObject* feature =
+      x->feature_dim && dims_index(dims.get(), x->feature_dim) >= 0 ? x->feature_dim : nullptr;
+  return tensor_make(raw, dims.get(), sizes, x->sparse_dim, feature);
+}
+
+DIMTORCH_PYTHON_FALLBACK(gather_fallback, "gather")
 
 /// x at the int `index` of its dim at axis a, that dim removed: one select (a view).
 PyObject* gather_int(TensorObject* x, int a, PyObject* index) {
@@ -330,13 +404,13 @@ PyObject* gather_int(TensorObject* x, int a, PyObject* index) {
   return tensor_make(raw, dims.get(), sizes, x->sparse_dim, x->feature_dim != axis ? x->feature_dim : nullptr);
 }
 
-/// gather(x, *, indices, axis): the fast paths are an int index in range (one select) and an
-/// embedding lookup — x over (axis, feature), int64 indices sharing no dim with x — which is one
-/// F.embedding.
+/// gather(x, *, indices, axis, clip_to_valid=False): the fast paths are an int index in range (one
+/// select) and an embedding lookup — x over (axis, feature), int64 indices sharing no dim with x —
+/// which is one F.embedding. clip_to_valid other than False goes to the Python definition.
 PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"x", "indices", "axis"};
-  PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 1, 3, v, "dimtorch.gather()")) {
+  static const char* const names[] = {"x", "indices", "axis", "clip_to_valid"};
+  PyObject* v[4];
+  if (!parse_args(args, nargs, kwnames, names, 4, 1, 3, v, "dimtorch.gather()") || (v[3] && v[3] != Py_False)) {
     PyErr_Clear();
     return gather_fallback(args, nargs, kwnames);
   }
@@ -376,7 +450,7 @@ PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
 }
 
 
-DIMTORCH_PYTHON_FALLBACK(pad_fallback, "dimtorch._pad", "pad")
+DIMTORCH_PYTHON_FALLBACK(pad_fallback, "pad")
 
 /// A padding amount: an int >= 0 (not a bool).
 bool pad_amount(PyObject* o, Py_ssize_t* out) {
@@ -481,13 +555,17 @@ PyMethodDef kFunctions[] = {
      METH_FASTCALL, "_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."},
     {"gather", DIMTORCH_OP(f_gather),
      METH_FASTCALL | METH_KEYWORDS,
-     "gather(x, *, indices, axis): see dimtorch._gather.gather; an embedding lookup (x over "
+     "gather(x, *, indices, axis, clip_to_valid=False): see dimtorch._gather.gather; an embedding lookup (x over "
      "(axis, feature), int64 indices sharing no dim with x) is one F.embedding here."},
     {"merge_dims", DIMTORCH_OP(f_merge_dims),
      METH_FASTCALL | METH_KEYWORDS,
      "merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
      "slowest) into one dim at the place of the first. Adjacent static dims in order are one "
      "reshape here; other cases are dimtorch._shape_ops.merge_dims."},
+    {"reshape", DIMTORCH_OP(f_reshape),
+     METH_FASTCALL | METH_KEYWORDS,
+     "reshape(source, in_dims, out_dims): see dimtorch._reshape.reshape; static in_dims adjacent in order "
+     "into static out_dims are one reshape here."},
     {"concat", DIMTORCH_OP(f_concat),
      METH_FASTCALL | METH_KEYWORDS,
      "concat((x, dim_x), (y, dim_y), ..., out_dim=None) -> (tensor, out_dim): see "

@@ -13,12 +13,34 @@ struct TensorObject {
   PyObject* name;        // str or NULL
   PyObject* weakreflist;
   /* Raw sizes, one per dim, kept beside the raw so that ops check and propagate sizes without
-     asking torch for raw.shape (a ~100 ns call) on every op. */
-  Py_ssize_t sizes[1];
+     asking torch for raw.shape (a ~100 ns call) on every op. They point into inline_sizes, or to a
+     heap array for a Tensor whose fields were set one by one (see kComplete). */
+  Py_ssize_t* sizes;
+  unsigned char flags;   // TensorFlag bits
+  Py_ssize_t inline_sizes[1];
+};
+
+/// Tensor states. A Tensor made by the constructor or an op is complete at once. One allocated by
+/// object.__new__(Tensor) (torch.compile's replay of an object made in a graph, pickling) is
+/// complete once raw and dims are set; until then no C++ path treats it as a Tensor.
+enum TensorFlag : unsigned char {
+  kComplete = 1,
+  /* The raw is a plain torch.Tensor or Parameter with int sizes. The fast paths take only those:
+     a FakeTensor, a traced or symbolic-shaped raw (make_fx, torch.export) goes to the op's Python
+     definition, which traces; and no per-dim cache ever holds such a raw. */
+  kPlain = 2,
 };
 
 extern PyTypeObject TensorType;
-inline bool is_tensor(PyObject* o) { return Py_IS_TYPE(o, &TensorType); }
+inline bool is_tensor(PyObject* o) {
+  return Py_IS_TYPE(o, &TensorType) &&
+         (reinterpret_cast<const TensorObject*>(o)->flags & kComplete);
+}
+/// A complete Tensor whose raw is not plain (see kPlain).
+inline bool is_traced_tensor(PyObject* o) {
+  return Py_IS_TYPE(o, &TensorType) &&
+         (reinterpret_cast<const TensorObject*>(o)->flags & (kComplete | kPlain)) == kComplete;
+}
 inline TensorObject* as_tensor(PyObject* o) { return reinterpret_cast<TensorObject*>(o); }
 inline Py_ssize_t tensor_ndim(const TensorObject* t) { return Py_SIZE(t); }
 

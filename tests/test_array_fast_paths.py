@@ -1,5 +1,5 @@
-"""The C++ fast paths of slice, shift_right, split, stack, top_k, reverse_sequence, pack_padded and
-scatter against their Python definitions (the full ops, tested against positional torch in their own
+"""The C++ fast paths of slice, shift_right, split, stack, top_k, reverse_sequence, pack_padded,
+scatter (and of gather, pad, reshape, masked_select for their new argument forms) against their Python definitions (the full ops, tested against positional torch in their own
 test files): the same dims, markers, values and gradients on padded batches, the cases they must
 hand to the Python definition (which owns the errors), and their index caches keyed by layout."""
 from __future__ import annotations
@@ -275,8 +275,9 @@ def test_pack_padded_cases_for_the_python_definition():
     both(dt.pack_padded, _packing.pack_padded, xt, dims=(b.batch, b.time))
     with pytest.raises(ValueError, match=r"dimtorch.pack_padded\(\): out_dim .* does not fit the 9 valid frames"):
         dt.pack_padded(b.x, dims=(b.batch, b.time), out_dim=dt.Dim(8, name="pack"))
-    with pytest.raises(ValueError, match=r"dimtorch.pack_padded\(\): the lengths of .*time.* vary over"):
-        dt.pack_padded(b.x, dims=(b.time,))
+    # time's lengths vary over batch, which is not packed: each sequence packs on its own (Python)
+    out, pack = both(dt.pack_padded, _packing.pack_padded, b.x, dims=(b.time,))
+    assert out.dims == (b.batch, pack, b.feature) and pack.dyn_size.raw.tolist() == [5, 3, 1]
 
 
 def test_pack_padded_backward():
@@ -309,6 +310,23 @@ def test_scatter(pad):
     both(dt.scatter, _scatter.scatter, x, indices=plain, indices_dim=b.time, out_dim=vocab)
     both(dt.scatter, _scatter.scatter, x, indices=dt.Tensor(labels.clamp(max=5).int(), (b.batch, b.time),
                                                             sparse_dim=vocab), indices_dim=b.time)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_scatter_modes_go_to_the_python_definition(pad):
+    """mode, fill_value and use_mask are the Python definition's: the fast path hands every call that
+    names them over (mode="sum" too), and the results are the definition's."""
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    vocab = dt.Dim(6, name="vocab")
+    labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=torch.Generator().manual_seed(3))
+    indices = dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab)
+    plain = both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time)
+    assert_same(both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode="sum"), plain)
+    assert_same(both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, use_mask=True), plain)
+    for mode in ("max", "min", "mean", "logsumexp", "logmeanexp", "argmax"):
+        both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode=mode)
+        both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode=mode, fill_value=-3)
+    both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, fill_value=1.5)
 
 
 def test_scatter_cases_for_the_python_definition():
@@ -350,14 +368,19 @@ def test_odd_arguments_raise_python_errors_not_crashes():
            (b.batch, 3), b.batch, b.time, b.feature, vocab, b.x, labels, b.x.raw, dt.Tensor(torch.zeros(()), ()),
            [b.x, b.x], (b.x, labels), (b.x, None), [b.x] * 30]
     calls = [
-        (dt.slice, ("axis", "start", "end", "step")),
+        (dt.slice, ("axis", "start", "end", "step", "size", "out_dim")),
         (dt.shift_right, ("axis", "amount", "pad_value")),
         (dt.split, ("axis", "out_dims")),
         (dt.stack, ("out_dim",)),
         (dt.top_k, ("axis", "k")),
-        (dt.reverse_sequence, ("axis",)),
+        (dt.reverse_sequence, ("axis", "handle_dynamic_dims")),
+        (dt.gather, ("indices", "axis", "clip_to_valid")),
+        (dt.pad, ("axes", "padding", "value", "mode")),
+        (dt.reshape, ("in_dims", "out_dims")),
+        (dt.masked_select, ("mask", "dims", "out_dim")),
+        (dt.masked_scatter, ("backup", "mask", "dims", "in_dim")),
         (dt.pack_padded, ("dims", "out_dim")),
-        (dt.scatter, ("indices", "indices_dim", "out_dim")),
+        (dt.scatter, ("indices", "indices_dim", "out_dim", "mode", "fill_value", "use_mask")),
     ]
     g = torch.Generator().manual_seed(0)
     for fn, names in calls:
@@ -445,3 +468,9 @@ def test_fast_paths_match_python_in_any_layout(perm, lengths, extra, start, k, p
     labels = dt.Tensor(torch.arange(raw4.shape[0] * raw4.shape[1]).view(raw4.shape[:2]) % 4, (b.batch, b.time),
                        sparse_dim=vocab)
     both(dt.scatter, _scatter.scatter, x, indices=labels, indices_dim=b.time)
+    # New argument forms: the fast paths hand them to the definitions.
+    both(dt.reverse_sequence, _slicing.reverse_sequence, x, axis=b.time, handle_dynamic_dims=False)
+    both(dt.gather, _gather.gather, x, indices=k + 1, axis=b.time, clip_to_valid=True)
+    both(dt.scatter, _scatter.scatter, x, indices=labels, indices_dim=b.time, mode="max", fill_value=0.5)
+    both(dt.slice, _slicing.slice, x, axis=b.time, start=dt.Tensor(torch.full((len(lengths),), start), (b.batch,)),
+         size=dt.Dim(2, name="w"))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from demo.data import (BucketBatchSampler, SequenceDataset, TaskConfig, collate,  # noqa: E402
+from demo.data import (BucketBatchSampler, SequenceDataset, StepLoader, TaskConfig, collate,  # noqa: E402
                        make_loader, prototypes)
 
 CFG = TaskConfig(num_labels=6, feature_dim=10, max_labels=5, min_duration=3, max_duration=5, max_silence=2)
@@ -102,3 +102,62 @@ def test_empty_dataset_errors():
         make_loader(torch.utils.data.Subset(SequenceDataset(CFG, "train", 3), []))
     with pytest.raises(ValueError, match="no items"):
         collate([])
+
+
+def _rank_loaders(ds, world_size, **kw):
+    return [StepLoader(ds, max_frames=120, max_seqs=8, seed=3, rank=r, world_size=world_size, **kw)
+            for r in range(world_size)]
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_step_loader_gives_each_sequence_to_one_rank_once_per_epoch(world_size):
+    ds = SequenceDataset(CFG, "train", 61)
+    loaders = _rank_loaders(ds, world_size)
+    buckets = BucketBatchSampler(ds.input_lengths, max_frames=120, max_seqs=8, seed=3)
+    for epoch in (0, 1):
+        per_rank = [list(loader.shares(epoch)) for loader in loaders]
+        steps = list(zip(*per_rank))
+        assert len(steps) == -(-len(buckets.batches(epoch)) // world_size)
+        # the same buckets as one process, world_size of them per step, rank r the r-th
+        assert [share[0] for step in steps for share in step if share[0]] == buckets.batches(epoch)
+        seen = [i for step in steps for share in step for i in share[0]]
+        assert sorted(seen) == list(range(61))
+        for step in steps:  # every rank agrees on the whole step
+            assert all(share[1:] == step[0][1:] for share in step)
+            assert sorted(step[0][1]) == sorted(i for share in step for i in share[0])
+        # deterministic per epoch; the epochs differ
+        assert [list(loader.shares(epoch)) for loader in _rank_loaders(ds, world_size)] == per_rank
+    assert list(loaders[0].shares(0)) != list(loaders[0].shares(1))
+
+
+def test_step_loader_steps_carry_the_whole_steps_counts_and_stand_ins():
+    ds = SequenceDataset(CFG, "train", 61)
+    loaders = _rank_loaders(ds, 3)
+    steps = [list(loader.steps(0)) for loader in loaders]
+    assert len({len(s) for s in steps}) == 1
+    n_batches = loaders[0].num_batches(0)
+    assert n_batches % 3 != 0  # the last step has fewer batches than ranks: stand-ins
+    for step in zip(*steps):
+        real = [s for s in step if s.has_data]
+        assert sum(s.batch.features.shape[0] for s in real) == step[0].seqs
+        assert sum(int(s.batch.target_lengths.sum()) for s in real) == step[0].labels
+        assert sum(int(s.batch.feature_lengths.sum()) for s in real) == step[0].frames
+        assert step[0].batches == len(real)
+        for s in step:
+            if not s.has_data:
+                assert s.batch.features.shape == (1, 1, CFG.feature_dim) and s.batch.feature_lengths.tolist() == [0]
+                assert s.batch.target_lengths.tolist() == [0]
+    assert sum(s.batches for s in steps[0]) == n_batches
+
+
+def test_step_loader_resumes_at_a_batch_with_another_world_size():
+    ds = SequenceDataset(CFG, "train", 61)
+    two, three = _rank_loaders(ds, 2), _rank_loaders(ds, 3)
+    # two ranks take 4 steps (8 batches), then three ranks go on from batch 8 of the same epoch
+    first = [share[0] for step in list(zip(*(loader.shares(1) for loader in two)))[:4] for share in step]
+    taken = sum(len(b) > 0 for b in first)
+    rest = [share[0] for step in zip(*(loader.shares(1, start_batch=taken) for loader in three)) for share in step]
+    seen = [i for b in first + rest for i in b]
+    assert taken == 8 and sorted(seen) == list(range(61))
+    with pytest.raises(ValueError, match="rank 2, world_size 2"):
+        StepLoader(ds, rank=2, world_size=2)

@@ -29,7 +29,7 @@ def test_three_steps_write_plot_json_checkpoint(tmp_path):
     assert on_disk["step"] == 3 and on_disk["dev"][0]["step"] == 0 and on_disk["dev"][-1]["step"] == 3
     assert (tmp_path / "training.png").read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob("*.tmp*"))  # atomic writes leave no temporary files
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert ckpt["step"] == 3 and len(ckpt["history"]["train"]) == 3
 
 
@@ -37,7 +37,7 @@ def test_resume_continues_step_counter(tmp_path):
     run(tmp_path, "--steps", "3")
     summary = run(tmp_path, "--steps", "5", "--resume")
     assert summary["step"] == 5 and summary["steps_this_run"] == 2
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert [s for s, _ in ckpt["history"]["train"]] == [1, 2, 3, 4, 5]
     # Resuming continues the data and the random numbers (dropout) where they stopped: the same
     # losses as one run of 5 steps.
@@ -71,7 +71,7 @@ def test_mismatched_checkpoints_give_clear_errors_and_are_kept(tmp_path):
         train.main(["--config", "small", "--no-progress", "--out", str(tmp_path), "--steps", "2", "--resume"])
     assert path.read_bytes() == before
     # same config, but weights of another shape: every mismatch named, nothing loaded, file kept
-    state = torch.load(path, weights_only=False)
+    state = torch.load(path, weights_only=True)
     state["model"]["output.weight"] = torch.zeros(3, 3)
     del state["model"]["output.bias"]
     torch.save(state, path)
@@ -181,10 +181,61 @@ def test_aed_decoder_trains_resumes_and_both_impls_match(tmp_path):
 def test_checkpoint_without_decoder_config_resumes_as_ctc_only(tmp_path):
     run(tmp_path, "--steps", "1")
     path = tmp_path / "checkpoint.pt"
-    state = torch.load(path, weights_only=False)
+    state = torch.load(path, weights_only=True)
     assert state["decoder_config"] is None
     del state["decoder_config"]  # as written before --decoder existed
     torch.save(state, path)
     assert run(tmp_path, "--steps", "2", "--resume")["step"] == 2
     with pytest.raises(SystemExit, match="--decoder none in the checkpoint, --decoder aed here"):
         run(tmp_path, "--steps", "3", "--resume", "--decoder", "aed")
+
+
+def test_checkpoint_with_code_is_refused_and_nothing_runs(tmp_path):
+    """The checkpoint is plain data, read with weights_only=True: a file holding a pickled callable is
+    refused with a message naming it, and the callable never runs."""
+    import os
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    run(tmp_path, "--steps", "1")
+    path = tmp_path / "checkpoint.pt"
+    state = torch.load(path, weights_only=True)
+    state["history"] = Payload()
+    torch.save(state, path)
+    before = path.read_bytes()
+    with pytest.raises(SystemExit, match=r"more than plain data .*GLOBAL .*system.*left untouched"):
+        run(tmp_path, "--steps", "2", "--resume")
+    assert not marker.exists() and path.read_bytes() == before
+
+
+def test_help_shows_defaults_and_distributed_options_are_checked(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    text = capsys.readouterr().out
+    assert "(default: dimtorch)" in text and "(default: runs/main)" in text and "torchrun --nproc_per_node=2" in text
+    args = train.parse_args([])
+    assert args.impl == "dimtorch" and args.out == "runs/main" and args.minutes == 3.0
+    with pytest.raises(SystemExit, match="FSDP shards over processes; start with torchrun"):
+        run(tmp_path, "--steps", "1", "--fsdp")
+    with pytest.raises(SystemExit):
+        train.parse_args(["--fsdp", "--decoder", "aed"])
+    assert "--fsdp with --decoder aed" in capsys.readouterr().err
+
+
+def test_both_models_on_a_batch_of_empty_sequences():
+    """What a data-parallel rank without data runs at an epoch's end (demo.data.StepLoader's stand-in)."""
+    from demo.data import StepLoader
+    preset = train.PRESETS["tiny"]
+    stand_in = StepLoader(SequenceDataset(preset["task"], "train", 4))._empty
+    for impl in ("torch", "dimtorch"):
+        for decoder in (None, preset["decoder"]):
+            torch.manual_seed(0)
+            model = train.build_model(impl, preset["model"], decoder)
+            loss, _, out_lengths = model.loss(*stand_in, total_labels=7, total_seqs=3)
+            assert torch.isfinite(loss) and out_lengths.tolist() == [0]
+            loss.backward()
+            for name, p in model.named_parameters():
+                assert p.grad is not None and torch.isfinite(p.grad).all(), (impl, name)

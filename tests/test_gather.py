@@ -167,3 +167,48 @@ def test_sparse_to_dense_axis_and_errors():
     with pytest.raises(TypeError, match=r"dimtorch\.sparse_to_dense\(\): other_value must be a Python scalar or a "
                                         r"0-dim dimtorch\.Tensor, got str"):
         dt.sparse_to_dense(sparse, label_value=1.0, other_value="0")
+
+
+# ---- clip_to_valid ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pad", [float("nan"), 1e30])
+def test_gather_clip_to_valid_dynamic_axis(pad):
+    """Indices past a sequence's end read its last valid frame (never the padding), negative ones frame 0;
+    indices without the batch dim get it from the lengths. Forward and backward per sequence."""
+    b = make_padded_batch((5, 3, 1), feature=2, pad_value=pad, extra_time=1)
+    k = dt.Dim(4, name="k")
+    raw_idx = torch.tensor([[0, 4, 9, -2], [2, 3, 5, 1], [0, 1, 7, -1]])
+    idx = dt.Tensor(raw_idx, (b.batch, k), sparse_dim=b.time)
+    lengths = torch.tensor(b.lengths)
+
+    def oracle(x, i):
+        clipped = torch.minimum(i.clamp(min=0), (lengths - 1).clamp(min=0)[:, None])
+        return x.gather(1, clipped[:, :, None].expand(3, 4, 2))
+
+    check_against_torch(lambda x, i: dt.gather(x, indices=i, axis=b.time, clip_to_valid=True), oracle, [b.x, idx],
+                        expect_dims=(b.batch, k, b.feature))
+    # indices over k only: the result gains the batch dim of the lengths
+    only_k = dt.Tensor(torch.tensor([0, 2, 6, 4]), (k,), sparse_dim=b.time)
+    out = dt.gather(b.x, indices=only_k, axis=b.time, clip_to_valid=True)
+    assert set(out.dims) == {b.batch, k, b.feature}
+    torch.testing.assert_close(out.raw_aligned((b.batch, k, b.feature)), oracle(b.x.raw, only_k.raw.expand(3, 4)))
+    # an int index, per sequence
+    last = dt.gather(b.x, indices=4, axis=b.time, clip_to_valid=True)
+    assert last.dims == (b.batch, b.feature)
+    torch.testing.assert_close(last.raw, torch.stack([b.x.raw[i, min(4, n - 1)] for i, n in enumerate(b.lengths)]))
+
+
+def test_gather_clip_to_valid_static_axis_and_fast_path():
+    from dimtorch import _gather
+    f, v = dt.Dim(3, name="f"), dt.Dim(5, name="vocab")
+    emb = dt.Tensor(torch.randn(5, 3), (v, f))
+    labels = dt.Tensor(torch.tensor([[0, 7], [-3, 4]]), (dt.Dim(2, name="b"), dt.Dim(2, name="t")), sparse_dim=v)
+    out = dt.gather(emb, indices=labels, axis=v, clip_to_valid=True)
+    torch.testing.assert_close(out.raw, F.embedding(labels.raw.clamp(0, 4), emb.raw))
+    assert dt.gather(emb, indices=9, axis=v, clip_to_valid=True).raw.tolist() == emb.raw[4].tolist()
+    # clip_to_valid=False is the fast path's call; True goes to the Python definition
+    in_range = dt.Tensor(labels.raw.clamp(0, 4), labels.dims, sparse_dim=v)
+    fast = dt.gather(emb, indices=in_range, axis=v, clip_to_valid=False)
+    torch.testing.assert_close(fast.raw, _gather.gather(emb, indices=in_range, axis=v).raw)
+    with pytest.raises(TypeError, match=r"dimtorch.gather\(\): clip_to_valid must be a bool, got 1"):
+        dt.gather(emb, indices=in_range, axis=v, clip_to_valid=1)

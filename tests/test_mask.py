@@ -177,11 +177,12 @@ def test_last_frame_position_of_dim():
         dt.last_frame_position_of_dim(3)
 
 
-def test_cached_lengths_layout_on_another_device():
-    """The lengths laid out for a tensor (other axes, size 1 around them) on a device other than the
-    host's: the same layout as on the host (the device copy alone is only the identity layout)."""
-    pb = make_padded_batch((5, 3, 1))
-    for pos, ndim in (((0,), 1), ((0,), 2), ((1,), 3), ((2,), 3)):
-        host = dt._C._dim_cached_raw(2, pb.time, pos, ndim, 0, torch.device("cpu"))
-        meta = dt._C._dim_cached_raw(2, pb.time, pos, ndim, 0, torch.device("meta"))
-        assert meta.shape == host.shape == tuple(3 if i == pos[0] else 1 for i in range(ndim))
+def test_cached_lengths_on_another_device_keep_the_layout():
+    """The lengths laid out for another tensor (size-1 axes, other places) on a device other than the host's:
+    the same layout as on the host (the device copy in the lengths' own layout is only the starting point)."""
+    b = dt.Dim(None, name="batch")
+    t = dt.Dim(dt.Tensor(torch.tensor([5, 3, 1]), (b,)), name="time")
+    for pos, ndim, shape in (((0,), 1, (3,)), ((0,), 2, (3, 1)), ((1,), 2, (1, 3)), ((2,), 3, (1, 1, 3))):
+        for device in ("cpu", "meta"):
+            raw = dt._C._dim_cached_raw(2, t, pos, ndim, 0, torch.device(device))
+            assert tuple(raw.shape) == shape, (pos, ndim, device, raw.shape)

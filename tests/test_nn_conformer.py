@@ -263,3 +263,27 @@ def test_conformer_encoder_nan_padding_gives_finite_gradients(input_layer):
     assert torch.isfinite(y.copy_masked(0.0).raw).all()
     for name, p in enc.named_parameters():
         assert p.grad is None or torch.isfinite(p.grad).all(), name
+
+
+@pytest.mark.parametrize("input_layer, raw_frames", [("conv", 1), ("conv", 0), (None, 0)])
+def test_conformer_ctc_on_a_batch_of_empty_sequences(input_layer, raw_frames):
+    """A batch whose sequences are all empty (what a data-parallel rank without data in a step runs, so
+    that it joins the collectives; demo.data.collate pads to 1 raw frame): the front end's output has
+    0 frames; the CTC loss is 0 and every
+    parameter gets a (zero) gradient, so DDP's and FSDP's reductions see all of them."""
+    torch.manual_seed(0)
+    feature, model, vocab = dt.Dim(8, name="feature"), dt.Dim(8, name="model"), dt.Dim(5, name="vocab")
+    enc = dt.nn.ConformerEncoder(feature, model, num_layers=1, num_heads=2, conv_kernel_size=3,
+                                 input_layer=input_layer, subsample_channels=(2, 2), dropout=0.1, att_dropout=0.1)
+    out = dt.nn.Linear(model, vocab)
+    batch = dt.Dim(None, name="batch")
+    time = dt.Dim(dt.Tensor(torch.tensor([0, 0]), (batch,)), name="time")
+    y, out_time = enc(dt.Tensor(torch.randn(2, raw_frames, 8), (batch, time, feature)), in_spatial_dim=time)
+    assert out_time.dyn_size.raw.tolist() == [0, 0]
+    target_time = dt.Dim(dt.Tensor(torch.tensor([0, 0]), (batch,)), name="target_time")
+    loss = dt.ctc_loss(logits=out(y), targets=dt.Tensor(torch.zeros(2, 1, dtype=torch.int64), (batch, target_time)),
+                       input_spatial_dim=out_time, targets_spatial_dim=target_time, blank_index=4)
+    assert loss.raw.tolist() == [0.0, 0.0]
+    loss.raw.sum().backward()
+    for name, p in list(enc.named_parameters()) + list(out.named_parameters()):
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import dimtorch as dt
-from helpers import PAD_LARGE, PAD_NAN, align_raw, check_against_torch, make_padded_batch
+from helpers import PAD_LARGE, PAD_NAN, align_raw, check_against_torch, check_batch_independence, make_padded_batch
 
 
 def _positive(t: dt.Tensor, lo=0.5) -> dt.Tensor:
@@ -177,6 +177,7 @@ COMBINE_KINDS = [
     ("floordiv", torch.floor_divide), ("//", torch.floor_divide), ("mod", torch.remainder),
     ("%", torch.remainder), ("pow", torch.pow), ("**", torch.pow), ("maximum", torch.maximum),
     ("max", torch.maximum), ("minimum", torch.minimum), ("min", torch.minimum),
+    ("squared_difference", lambda p, q: (p - q).square()), ("logaddexp", torch.logaddexp),
 ]
 
 
@@ -250,7 +251,7 @@ def test_compare_kinds(kind, op):
 def test_combine_and_compare_bad_kind():
     bd = make_padded_batch((2,), 2)
     x = bd.x
-    with pytest.raises(ValueError, match=r"dimtorch\.combine\(\): unknown kind 'foo' \(known: add, \+, sub, .*bitwise_xor\)"):
+    with pytest.raises(ValueError, match=r"dimtorch\.combine\(\): unknown kind 'foo' \(known: add, \+, sub, .*bitwise_xor, squared_difference, logaddexp\)"):
         dt.combine(x, x, "foo")
     with pytest.raises(TypeError, match=r"dimtorch\.combine\(\): kind must be a str, got int"):
         dt.combine(x, x, 1)
@@ -361,6 +362,36 @@ def test_maximum_minimum(fn, torch_fn):
                         expect_dims=(bd.batch, bd.feature, bd.time))
 
 
+@pytest.mark.parametrize("fn, torch_fn", [(dt.squared_difference, lambda p, q: (p - q) ** 2),
+                                          (dt.log_add_exp, torch.logaddexp)],
+                         ids=["squared_difference", "log_add_exp"])
+def test_squared_difference_log_add_exp(fn, torch_fn):
+    """rf.squared_difference and rf.log_add_exp: aligned by dims like every binary op, padded data
+    with NaN and 1e30 in the padding (which stays out of the valid frames)."""
+    for pad in (PAD_NAN, PAD_LARGE):
+        bd, b, c, d = _operands(pad)
+        x = bd.x
+        check_against_torch(fn, torch_fn, [x, x.copy_transpose(x.dims)], expect_dims=x.dims, rtol=1e-5, atol=1e-5)
+        check_against_torch(fn, lambda p, q: torch_fn(p, q[:, None, :]), [x, c], expect_dims=x.dims,
+                            rtol=1e-5, atol=1e-5)
+        check_against_torch(fn, lambda q, p: torch_fn(q, p.permute(2, 1, 0)), [d, x], expect_dims=d.dims,
+                            rtol=1e-5, atol=1e-5)
+        check_against_torch(lambda p: fn(p, 0.5), lambda p: torch_fn(p, torch.tensor(0.5)), [x], rtol=1e-5, atol=1e-5)
+        check_against_torch(lambda p: fn(2, p), lambda p: torch_fn(torch.tensor(2.0), p), [x], rtol=1e-5, atol=1e-5)
+    # Batch independence: each sequence alone gives its frames of the batch result.
+    bd, b, _, _ = _operands(PAD_NAN)
+    check_batch_independence(lambda t, m: fn(t, b), bd.x, bd.batch, bd.time)
+    check_batch_independence(lambda t, m: fn(t.copy_transpose((m(bd.time), bd.feature, m(bd.batch))), t * 0.5),
+                             bd.x, bd.batch, bd.time)
+    name = fn.__name__
+    with pytest.raises(ValueError, match=rf"dimtorch\.{name}\(\): no operand has all dims"):
+        fn(dt.Tensor(torch.randn(3, 4), (bd.batch, bd.feature)), dt.Tensor(torch.randn(6), (bd.time,)))
+    with pytest.raises(TypeError, match=rf"dimtorch\.{name}\(\): operand is a raw torch\.Tensor"):
+        fn(bd.x, torch.ones(2))
+    with pytest.raises(ValueError, match=rf"dimtorch\.{name}\(\): dim .*time.* has raw size 6 in a but 5 in b"):
+        fn(bd.x, dt.Tensor(torch.randn(3, 5, 4), (bd.batch, bd.time, bd.feature)))
+
+
 def test_clip():
     bd, b, c, d = _operands(PAD_NAN)
     x = bd.x
@@ -423,6 +454,7 @@ UNARY = [
     ("round", dt.round, torch.round, None),
     ("abs", dt.abs, torch.abs, None),
     ("neg", dt.neg, torch.neg, None),
+    ("log_sigmoid", dt.log_sigmoid, F.logsigmoid, None),
 ]
 
 

@@ -328,3 +328,81 @@ def test_pad_modes_dim_sized_from_data(mode):
     assert b2.size is None and b2.dyn_size is None and out.dims == (b2, f) and out.raw.shape == (6, 2)
     check_against_torch(lambda t: dt.pad(t, axes=batch, padding=(2, 1), mode=mode)[0],
                         lambda r: F.pad(r.t(), (2, 1), mode=mode).t(), [x])
+
+
+# --- value as a Tensor (rf.pad(value=Tensor)) and bool values -------------------------------------------
+
+@pytest.mark.parametrize("pad_value", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("left,right", [(1, 2), (0, 1), (2, 0)])
+def test_pad_tensor_value_per_sequence(left, right, pad_value):
+    """A value per sequence (over batch) for the padded frames of dynamic time, forward and backward (the
+    value gets the gradient of the frames it fills)."""
+    pb = make_padded_batch((4, 2, 0, 3), feature=3, pad_value=pad_value, extra_time=1)
+    value = dt.Tensor(torch.tensor([1.0, -2.0, 3.0, 0.5]), (pb.batch,))
+    n_out = max(pb.lengths) + left + right
+
+    def oracle(r, v):
+        rows = []
+        for b, n in enumerate(pb.lengths):
+            f = r.shape[2]
+            vb = v[b].expand(1, f)
+            rows.append(torch.cat([vb.expand(left, f), r[b, :n], vb.expand(n_out - n - left, f)]))
+        return torch.stack(rows)
+
+    out, (d,) = dt.pad(pb.x, axes=pb.time, padding=(left, right), value=value)
+    assert d is pb.time + (left + right) and out.dims == (pb.batch, d, pb.feature)
+    check_against_torch(lambda t, v: dt.pad(t, axes=pb.time, padding=(left, right), value=v)[0], oracle,
+                        [pb.x, value], mask_padding=False)
+
+
+def test_pad_tensor_value_static_axis_and_modes():
+    pb = make_padded_batch((4, 2), feature=3, pad_value=0.0)
+    per_time = dt.Tensor(torch.arange(4.0), (pb.time,))
+    # A static axis padded with a value over time: each time frame its own value.
+    check_against_torch(lambda t, v: dt.pad(t, axes=pb.feature, padding=(1, 1), value=v)[0],
+                        lambda r, v: torch.cat([v[None, :, None].expand(2, 4, 1), r, v[None, :, None].expand(2, 4, 1)],
+                                               dim=2),
+                        [pb.x, per_time], mask_padding=False)
+    # A 0-dim value is the scalar case.
+    out, _ = dt.pad(pb.x, axes=pb.time, padding=(1, 1), value=dt.Tensor(torch.tensor(-1.5), ()))
+    ref, _ = dt.pad(pb.x, axes=pb.time, padding=(1, 1), value=-1.5)
+    torch.testing.assert_close(out.raw, ref.raw)
+    # Other modes: the value fills only the frames beyond each sequence's new end.
+    per_feature = dt.Tensor(torch.tensor([7.0, 8.0, 9.0]), (pb.feature,))
+    out, _ = dt.pad(pb.x, axes=pb.time, padding=(1, 1), mode="replicate", value=per_feature)
+    ref, _ = dt.pad(pb.x, axes=pb.time, padding=(1, 1), mode="replicate", value=0.0)
+    torch.testing.assert_close(out.raw[0], ref.raw[0])
+    torch.testing.assert_close(out.raw[1, :4], ref.raw[1, :4])
+    torch.testing.assert_close(out.raw[1, 4:], per_feature.raw.expand(2, 3))
+
+
+def test_pad_bool_values():
+    pb = make_padded_batch((4, 2), feature=1)
+    x = dt.Tensor(pb.x.raw[:, :, 0] > -100, (pb.batch, pb.time))
+    out, _ = dt.pad(x, axes=pb.time, padding=(1, 1), value=False)
+    assert out.dtype == "bool" and out.raw.tolist() == [[False, True, True, True, True, False],
+                                                        [False, True, True, False, False, False]]
+    flags = dt.Tensor(torch.tensor([False, True]), (pb.batch,))
+    zeros = dt.Tensor(torch.zeros(2, 4, dtype=torch.bool), (pb.batch, pb.time))
+    out, _ = dt.pad(zeros, axes=pb.time, padding=(1, 0), value=flags)
+    assert out.dtype == "bool" and out.raw.tolist() == [[False, False, False, False, False],
+                                                        [True, False, False, True, True]]
+    out, _ = dt.pad(pb.x, axes=pb.time, padding=(0, 1), value=True)  # a bool into a float tensor: 1.0
+    assert out.raw[1, 2:].eq(1.0).all()
+
+
+def test_pad_tensor_value_errors():
+    pb = make_padded_batch((4, 2), feature=3)
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): value has dim 'time'\[batch\], which is padded"):
+        dt.pad(pb.x, axes=pb.time, padding=(1, 1), value=dt.Tensor(torch.zeros(2, 4), (pb.batch, pb.time)))
+    other = dt.Dim(2, name="other")
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): value has dim 'other'\(2\), which is not a dim of x"):
+        dt.pad(pb.x, axes=pb.time, padding=(1, 1), value=dt.Tensor(torch.zeros(2), (other,)))
+    with pytest.raises(TypeError, match=r"dimtorch\.pad\(\): value must be a Python number or bool, or a "
+                                        r"dimtorch\.Tensor, got str"):
+        dt.pad(pb.x, axes=pb.time, padding=(1, 1), value="0")
+    from dimtorch import _pad
+    for value in (True, dt.Tensor(torch.tensor([1.0, 2.0]), (pb.batch,)), dt.Tensor(torch.tensor(3.0), ())):
+        fast, (d,) = dt.pad(pb.x, axes=pb.time, padding=(1, 2), value=value)  # the fast path hands these over
+        slow, (d2,) = _pad.pad(pb.x, axes=pb.time, padding=(1, 2), value=value)
+        assert d is d2 and torch.equal(fast.raw.nan_to_num(), slow.raw.nan_to_num())

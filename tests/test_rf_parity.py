@@ -173,7 +173,7 @@ PROGRAMS = [
                                                                          indices=x.labels2),
             dt=lambda F, d, x: dt.gather_nested({"a": x.logits, "b": (x.emb, x.w)}, indices=x.labels2),
             out=(("batch", "time", "time2"), ("batch", "time2", "feature"), ("feature", "out"))),
-    # --- part A (run once dimtorch has them) ---------------------------------------------------------------
+    # --- part A of issue 13 -----------------------------------------------------------------------------------
     Program("squared_difference", both=lambda F, d, x: F.squared_difference(x.x, x.y), out=(BTF,),
             requires=("squared_difference",)),
     Program("log_add_exp", both=lambda F, d, x: F.log_add_exp(x.x, x.y), out=(BTF,), requires=("log_add_exp",)),

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import dimtorch as dt
-from helpers import check_against_torch, make_padded_batch
+from helpers import check_against_torch, check_batch_independence, make_padded_batch
 
 
 def test_scatter_static_with_batch_dim():
@@ -102,3 +102,152 @@ def test_scatter_lengths_over_a_dim_x_lacks():
     idx = dt.Tensor(torch.zeros(2, dtype=torch.int64), (t,), sparse_dim=out)
     with pytest.raises(ValueError, match=r"dimtorch\.scatter\(\): the lengths of 't'\[b2\] vary over 'b2'"):
         dt.scatter(x, indices=idx, indices_dim=t)
+
+
+# ---- modes and fill_value --------------------------------------------------------------------------------
+
+MODES = ["sum", "max", "min", "mean", "logsumexp", "logmeanexp", "argmax"]
+
+
+def _reduce(vals: torch.Tensor, positions: torch.Tensor, mode: str, fill):
+    """vals (k, F) of one out position, positions (k,) along the indices dim: the mode's reduction over k."""
+    if vals.shape[0] == 0:
+        default = {"sum": 0.0, "mean": 0.0, "max": float("-inf"), "min": float("inf"), "logsumexp": float("-inf"),
+                   "logmeanexp": float("-inf"), "argmax": -1}[mode]
+        value = default if fill is None else fill
+        dtype = torch.int64 if mode == "argmax" else vals.dtype
+        return torch.full(vals.shape[1:], value, dtype=dtype) + (0 * vals.sum(0)).to(dtype)
+    if mode == "sum":
+        return vals.sum(0)
+    if mode == "mean":
+        return vals.mean(0)
+    if mode == "max":
+        return vals.amax(0)
+    if mode == "min":
+        return vals.amin(0)
+    if mode == "logsumexp":
+        return torch.logsumexp(vals, 0)
+    if mode == "logmeanexp":
+        return torch.logsumexp(vals, 0) - torch.log(torch.tensor(float(vals.shape[0])))
+    return positions[vals.argmax(0)]  # argmax: the first position of the max
+
+
+def _scatter_oracle(lengths, n_out, mode, fill):
+    def fn(x, idx):  # x (batch, time, feature), idx (batch, time)
+        rows = []
+        for b, n in enumerate(lengths):
+            xs, ids = x[b, :n], idx[b, :n]
+            rows.append(torch.stack([_reduce(xs[ids == o], torch.nonzero(ids == o).squeeze(1), mode, fill)
+                                     for o in range(n_out)]))
+        return torch.stack(rows)
+    return fn
+
+
+@pytest.mark.parametrize("pad", [float("nan"), 1e30])
+@pytest.mark.parametrize("fill", [None, 2.5])
+@pytest.mark.parametrize("mode", MODES)
+def test_scatter_modes_against_torch(mode, fill, pad):
+    """Every mode over a dynamic indices dim, with garbage indices and NaN/1e30 values in the padding; empty
+    out positions hold the fill value; forward and backward per sequence."""
+    lengths = [5, 3, 0, 1]
+    pb = make_padded_batch(lengths, feature=3, extra_time=1, pad_value=pad)
+    out = dt.Dim(4, name="out")
+    raw_idx = torch.randint(0, 3, (4, 6), generator=torch.Generator().manual_seed(2))  # position 3 stays empty
+    raw_idx[0, 0] = raw_idx[0, 1]  # a repeated position with equal values: argmax takes the first
+    pb.x.raw[0, 1] = pb.x.raw[0, 0]
+    for b, n in enumerate(lengths):
+        raw_idx[b, n:] = 10 ** 6
+    idx = dt.Tensor(raw_idx, (pb.batch, pb.time), sparse_dim=out)
+    fill_arg = None if fill is None else (int(fill) if mode == "argmax" else fill)
+    check_against_torch(lambda t, i: dt.scatter(t, indices=i, indices_dim=pb.time, mode=mode, fill_value=fill_arg),
+                        _scatter_oracle(lengths, 4, mode, fill_arg), [pb.x, idx], rtol=1e-5, atol=1e-5,
+                        backward=mode != "argmax")
+    y = dt.scatter(pb.x, indices=idx, indices_dim=pb.time, mode=mode, fill_value=fill_arg)
+    assert y.dims == (pb.batch, out, pb.feature)
+    if mode == "argmax":
+        assert y.dtype == "int64" and y.sparse_dim is pb.time
+    else:
+        assert y.feature_dim is pb.feature
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_scatter_modes_batch_independence(mode):
+    pb = make_padded_batch([5, 3, 0, 1], feature=3, extra_time=1, pad_value=float("nan"))
+    vocab = dt.Dim(3, name="vocab")
+
+    def fn(x, dim_map):
+        first = dt.gather(x, indices=0, axis=pb.feature)
+        idx = dt.cast(dt.abs(first) * 4.0, "int64") % 3  # garbage in the padding, in range
+        idx = dt.Tensor(idx.raw, idx.dims, sparse_dim=vocab)
+        return dt.scatter(x, indices=idx, indices_dim=dim_map(pb.time), mode=mode)
+
+    check_batch_independence(fn, pb.x, pb.batch, pb.time)
+
+
+@pytest.mark.parametrize("mode", ["sum", "max", "mean", "logmeanexp"])
+def test_scatter_modes_several_dims(mode):
+    """Two indices dims (one dynamic), several out dims (merged positions), indices broadcast over feature."""
+    lengths = [3, 1]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1, pad_value=float("nan"))
+    heads = dt.Dim(2, name="heads")
+    x = dt.Tensor(torch.stack([pb.x.raw, 2 * pb.x.raw], dim=2), (pb.batch, pb.time, heads, pb.feature))
+    o1, o2 = dt.Dim(2, name="o1"), dt.Dim(3, name="o2")
+    raw_idx = torch.randint(0, 6, (2, 4, 2), generator=torch.Generator().manual_seed(5))
+    idx = dt.Tensor(raw_idx, (pb.batch, pb.time, heads))
+    y = dt.scatter(x, indices=idx, indices_dim=(pb.time, heads), out_dim=(o1, o2), mode=mode)
+    assert y.dims == (pb.batch, o1, o2, pb.feature)
+    for b, n in enumerate(lengths):
+        vals = x.raw[b, :n].reshape(n * 2, 2)
+        ids = raw_idx[b, :n].reshape(n * 2)
+        for o in range(6):
+            expected = _reduce(vals[ids == o], torch.nonzero(ids == o).squeeze(1), mode, None)
+            torch.testing.assert_close(y.raw[b, o // 3, o % 3], expected, equal_nan=True)
+
+
+def test_scatter_fill_value_int_mean_and_use_mask():
+    k, out = dt.Dim(4, name="k"), dt.Dim(3, name="out")
+    x = dt.Tensor(torch.tensor([1, 2, 4, 7]), (k,))
+    idx = dt.Tensor(torch.tensor([0, 0, 2, 2]), (k,), sparse_dim=out)
+    assert dt.scatter(x, indices=idx, indices_dim=k, mode="mean").raw.tolist() == [1.5, 0.0, 5.5]
+    assert dt.scatter(x, indices=idx, indices_dim=k, mode="max").raw.tolist() == [2, torch.iinfo(torch.int64).min, 7]
+    assert dt.scatter(x, indices=idx, indices_dim=k, fill_value=-5).raw.tolist() == [3, -5, 11]
+    assert dt.scatter(x, indices=idx, indices_dim=k, mode="argmax", fill_value=9).raw.tolist() == [1, 9, 3]
+    # use_mask=False: padding entries scatter too (their indices must be in range then)
+    b2 = dt.Dim(None, name="b")
+    t = dt.Dim(dt.Tensor(torch.tensor([1, 2]), (b2,)), name="t")
+    xt = dt.Tensor(torch.ones(2, 2), (b2, t))
+    it = dt.Tensor(torch.zeros(2, 2, dtype=torch.int64), (b2, t), sparse_dim=out)
+    assert dt.scatter(xt, indices=it, indices_dim=t).raw[:, 0].tolist() == [1.0, 2.0]
+    assert dt.scatter(xt, indices=it, indices_dim=t, use_mask=False).raw[:, 0].tolist() == [2.0, 2.0]
+
+
+def test_scatter_mode_errors():
+    k, out = dt.Dim(2, name="k"), dt.Dim(3, name="out")
+    x = dt.Tensor(torch.randn(2), (k,))
+    idx = dt.Tensor(torch.zeros(2, dtype=torch.int64), (k,), sparse_dim=out)
+    with pytest.raises(ValueError, match=r"dimtorch\.scatter\(\): mode must be one of 'sum', 'max', .* got 'prod'"):
+        dt.scatter(x, indices=idx, indices_dim=k, mode="prod")
+    with pytest.raises(TypeError, match=r"dimtorch\.scatter\(\): fill_value must be a Python number or None, got 'x'"):
+        dt.scatter(x, indices=idx, indices_dim=k, fill_value="x")
+    with pytest.raises(TypeError, match=r"dimtorch\.scatter\(\): use_mask must be a bool or None"):
+        dt.scatter(x, indices=idx, indices_dim=k, use_mask=1)
+    h = dt.Dim(2, name="h")
+    x2 = dt.Tensor(torch.randn(2, 2), (k, h))
+    with pytest.raises(ValueError, match=r"dimtorch\.scatter\(\): mode 'argmax' takes one indices_dim"):
+        dt.scatter(x2, indices=dt.Tensor(torch.zeros(2, 2, dtype=torch.int64), (k, h), sparse_dim=out),
+                   indices_dim=(k, h), mode="argmax")
+    with pytest.raises(ValueError, match=r"dimtorch\.scatter\(\): several out dims must be static"):
+        dt.scatter(x, indices=dt.Tensor(idx.raw, (k,)), indices_dim=k, out_dim=(out, dt.Dim(None, name="u")))
+
+
+@pytest.mark.parametrize("mode", ["sum", "max", "min", "mean", "logsumexp", "logmeanexp"])
+def test_scatter_modes_padding_never_reaches_values_or_gradients(mode):
+    from helpers import check_padding_invariance
+    out = dt.Dim(3, name="out")
+    raw_idx = torch.randint(0, 3, (4, 6), generator=torch.Generator().manual_seed(7))
+
+    def fn(x):
+        batch, time = x.dims[0], x.dims[1]
+        return dt.scatter(x, indices=dt.Tensor(raw_idx, (batch, time), sparse_dim=out), indices_dim=time, mode=mode)
+
+    check_padding_invariance(fn, (5, 3, 0, 1), extra_time=1, rtol=1e-5, atol=1e-5)

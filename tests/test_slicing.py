@@ -184,3 +184,133 @@ def test_reverse_and_shift_left_any_layout(perm, extra, lengths, amount):
         seq = pb.x.raw[b, :n]
         torch.testing.assert_close(rev[b, :n], seq.flip(0))
         torch.testing.assert_close(left[b, :n], shifted_left(seq, amount, -3.0))
+
+
+def test_reverse_sequence_without_handling_dynamic_dims():
+    """handle_dynamic_dims=False flips the whole raw axis (rf's flip_no_mask): padding comes first."""
+    b = make_padded_batch((5, 3, 0), pad_value=float("nan"), extra_time=1)
+    from dimtorch import _slicing
+    check_against_torch(lambda t: dt.reverse_sequence(t, axis=b.time, handle_dynamic_dims=False),
+                        lambda r: r.flip(1), [b.x], mask_padding=False)
+    for flag in (True, False):
+        fast = dt.reverse_sequence(b.x, axis=b.time, handle_dynamic_dims=flag)
+        slow = _slicing.reverse_sequence(b.x, axis=b.time, handle_dynamic_dims=flag)
+        torch.testing.assert_close(fast.raw, slow.raw, equal_nan=True)
+    torch.testing.assert_close(dt.reverse_sequence(b.x, axis=b.time, handle_dynamic_dims=True).raw,
+                               dt.reverse_sequence(b.x, axis=b.time).raw, equal_nan=True)
+    with pytest.raises(TypeError, match=r"dimtorch.reverse_sequence\(\): handle_dynamic_dims must be a bool"):
+        dt.reverse_sequence(b.x, axis=b.time, handle_dynamic_dims=None)
+
+
+# ---- slice with per-sequence starts, size and out_dim (rf.slice) ---------------------------------------------
+
+@pytest.mark.parametrize("pad", [float("nan"), 1e30])
+@pytest.mark.parametrize("step", [1, 2])
+def test_slice_start_tensor_per_sequence(step, pad):
+    """start per sequence: each sequence's own window from its start to its end (lengths
+    ceildiv(len - start, step), read on the host), per sequence alone, forward and backward."""
+    lengths = [6, 3, 1, 0]
+    pb = make_padded_batch(lengths, feature=2, extra_time=1, pad_value=pad)
+    starts = [2, 0, 3, 1]
+    start = dt.Tensor(torch.tensor(starts, dtype=torch.int32), (pb.batch,))
+    y, d = dt.slice(pb.x, axis=pb.time, start=start, step=step)
+    expected = [max(0, -(-(n - s) // step)) for n, s in zip(lengths, starts)]
+    assert d.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, d, pb.feature)
+
+    def oracle(r):
+        rows = []
+        for b, (n, s) in enumerate(zip(lengths, starts)):
+            m = expected[b]
+            o = r[b, s:n:step][:m]
+            rows.append(torch.cat([o, r.new_zeros(max(expected) - m, 2)]))
+        return torch.stack(rows)
+
+    check_against_torch(lambda t: dt.slice(t, axis=pb.time, start=start, step=step)[0], oracle, [pb.x])
+    for b, (n, s) in enumerate(zip(lengths, starts)):  # each sequence alone
+        b1 = dt.Dim(None, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+        alone, d1 = dt.slice(dt.Tensor(pb.x.raw[b:b + 1, :n], (b1, t1, pb.feature)), axis=t1,
+                             start=dt.Tensor(torch.tensor([s]), (b1,)), step=step)
+        assert d1.dyn_size.raw.tolist() == [expected[b]]
+        torch.testing.assert_close(alone.raw[0, :expected[b]], y.raw[b, :expected[b]])
+
+
+def test_slice_start_tensor_with_size_clips_to_each_sequence():
+    """A window of fixed size from per-sequence starts: frames past a sequence's end read its last frame
+    (rf's clip_to_valid), never its padding; an end Tensor bounds each window."""
+    lengths = [6, 3, 1]
+    pb = make_padded_batch(lengths, feature=2, pad_value=float("nan"))
+    start = dt.Tensor(torch.tensor([1, 2, 0]), (pb.batch,))
+    win = dt.Dim(3, name="win")
+    y, d = dt.slice(pb.x, axis=pb.time, start=start, size=win)
+    assert d is win and y.dims == (pb.batch, win, pb.feature)
+    frames = [[1, 2, 3], [2, 2, 2], [0, 0, 0]]
+    expected = torch.stack([pb.x.raw[b, frames[b]] for b in range(3)])
+    torch.testing.assert_close(y.raw, expected)
+    y, d = dt.slice(pb.x, axis=pb.time, start=start, end=dt.Tensor(torch.tensor([4, 3, 1]), (pb.batch,)))
+    assert d.dyn_size.raw.tolist() == [3, 1, 1]
+    y, d = dt.slice(pb.x, axis=pb.time, start=dt.Tensor(torch.tensor(1), ()), end=-1)
+    assert d.dyn_size.raw.tolist() == [4, 1, 0]
+    torch.testing.assert_close(y.raw[0, :4], pb.x.raw[0, 1:5])
+
+
+def test_slice_size_and_out_dim():
+    lengths = [6, 3, 1]
+    pb = make_padded_batch(lengths, feature=4, pad_value=float("nan"))
+    # size an int on a static axis; a Dim of lengths on a dynamic one (each window within its sequence)
+    y, d = dt.slice(pb.x, axis=pb.feature, start=1, size=2)
+    assert d.size == 2 and torch.equal(y.raw.nan_to_num(), pb.x.raw[:, :, 1:3].nan_to_num())
+    w = dt.Dim(dt.Tensor(torch.tensor([4, 2, 0]), (pb.batch,)), name="w")
+    y, d = dt.slice(pb.x, axis=pb.time, start=1, size=w)
+    assert d is w and y.dims == (pb.batch, w, pb.feature)
+    check_against_torch(lambda t: dt.slice(t, axis=pb.time, start=1, size=w)[0], lambda r: r[:, 1:5], [pb.x])
+    y, d = dt.slice(pb.x, axis=pb.time, start=1, size=dt.Tensor(torch.tensor([4, 2, 0]), (pb.batch,)))
+    assert d.dyn_size.raw.tolist() == [4, 2, 0]
+    # out_dim: the result's dim, after checking its sizes
+    out = dt.Dim(dt.Tensor(torch.tensor([5, 2, 0]), (pb.batch,)), name="given")
+    y, d = dt.slice(pb.x, axis=pb.time, start=1, out_dim=out)
+    assert d is out and y.dims == (pb.batch, out, pb.feature)
+    # rf's shift_left: pad then a window of the old size
+    padded, (pd,) = dt.pad(pb.x, axes=pb.time, padding=(0, 2))
+    y, d = dt.slice(padded, axis=pd, start=2, size=pb.time)
+    assert d is pb.time
+
+
+def test_slice_window_errors():
+    pb = make_padded_batch([6, 3, 1], feature=4)
+    start = dt.Tensor(torch.tensor([1, 2, 0]), (pb.batch,))
+    cases = [
+        (lambda: dt.slice(pb.x, axis=pb.time, start=1, size=dt.Dim(dt.Tensor(torch.tensor([2, 3, 1]), (pb.batch,)),
+                                                                   name="w")),
+         ValueError, r"dimtorch\.slice\(\): a sequence's window 1:1\+'w'\[batch\] goes past its end in 'time'\[batch\]"),
+        (lambda: dt.slice(pb.x, axis=pb.feature, start=3, size=2), ValueError,
+         r"dimtorch\.slice\(\): frames 3:3\+2 are out of range of 'feature'\(4\) \(size 4\)"),
+        (lambda: dt.slice(pb.x, axis=pb.time, start=0, end=2, size=2), ValueError,
+         r"dimtorch\.slice\(\): give end or size, not both"),
+        (lambda: dt.slice(pb.x, axis=pb.time, start=0, step=2, size=2), ValueError,
+         r"dimtorch\.slice\(\): size takes step 1, got step=2"),
+        (lambda: dt.slice(pb.x, axis=pb.time, start=dt.Tensor(torch.tensor([1.0, 2.0, 0.0]), (pb.batch,))),
+         TypeError, r"dimtorch\.slice\(\): start must be an int or an integer Tensor, got a float32 Tensor"),
+        (lambda: dt.slice(pb.x, axis=pb.time, start=1, out_dim=dt.Dim(4, name="o")), ValueError,
+         r"dimtorch\.slice\(\): out_dim 'o'\(4\) has sizes 4, but the slice has \[5, 2, 0\]"),
+        (lambda: dt.slice(pb.x, axis=pb.time, start=start, size=1.5), TypeError,
+         r"dimtorch\.slice\(\): size must be an int, a Tensor or a Dim, got float"),
+        (lambda: dt.slice(pb.x, axis=pb.time, start=dt.Tensor(torch.zeros(3, 6, dtype=torch.int64),
+                                                                  (pb.batch, pb.time))),
+         ValueError, r"dimtorch\.slice\(\): start has the sliced axis 'time'\[batch\] among its dims"),
+    ]
+    for call, exc, message in cases:
+        with pytest.raises(exc, match=message):
+            call()
+
+
+def test_slice_new_arguments_go_to_the_python_definition():
+    from dimtorch import _slicing
+    pb = make_padded_batch([6, 3, 1], feature=4, pad_value=float("nan"))
+    start = dt.Tensor(torch.tensor([1, 2, 0]), (pb.batch,))
+    for kwargs in (dict(start=start), dict(start=start, size=2), dict(start=1, size=pb.time - 1),
+                   dict(start=None, end=2), dict(start=0, step=None), dict(start=1, out_dim=pb.time - 1)):
+        fast, fd = dt.slice(pb.x, axis=pb.time, **kwargs)
+        slow, sd = _slicing.slice(pb.x, axis=pb.time, **kwargs)
+        assert fast.dims[0] is slow.dims[0] and fast.dims[2] is slow.dims[2] and fd.name == sd.name
+        torch.testing.assert_close(fast.raw, slow.raw, equal_nan=True)

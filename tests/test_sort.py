@@ -141,3 +141,76 @@ def test_cumsum_errors_and_static():
         dt.cumsum(x, axis=t)
     with pytest.raises(TypeError, match=r"dimtorch\.cumsum\(\): x must be a dimtorch\.Tensor"):
         dt.cumsum(x.raw, axis=t)
+
+
+# ---- search_sorted --------------------------------------------------------------------------------------
+
+def _sorted_batch(lengths, pad, seed=0):
+    """(batch, time) ascending per sequence, padding `pad`; and values (batch, k) around them."""
+    b = make_padded_batch(lengths, feature=1, pad_value=pad, extra_time=1, seed=seed)
+    raw = b.x.raw[:, :, 0]
+    seq = torch.where(b.mask, raw, float("inf")).sort(dim=1).values
+    seq = torch.where(b.mask, seq, pad)
+    return b, dt.Tensor(seq, (b.batch, b.time))
+
+
+@pytest.mark.parametrize("pad", [float("nan"), 1e30, -1e30])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_search_sorted_dynamic_per_sequence(pad, side):
+    """Each sequence is searched within its own length: positions are those of the sequence alone, never
+    beyond its length, whatever its padding holds."""
+    b, seq = _sorted_batch((5, 3, 0, 1), pad)
+    k = dt.Dim(6, name="k")
+    g = torch.Generator().manual_seed(1)
+    vals = torch.randn(4, 6, generator=g) * 2
+    vals[:, 0] = float("inf")
+    vals[:, 1] = seq.raw[:, 0].nan_to_num(0.0)  # ties, on both sides
+    values = dt.Tensor(vals, (b.batch, k))
+
+    def oracle(s, v):
+        rows = [torch.searchsorted(s[i, :n].contiguous(), v[i].contiguous(), side=side, out_int32=True)
+                for i, n in enumerate(b.lengths)]
+        return torch.stack(rows)
+
+    check_against_torch(lambda s, v: dt.search_sorted(s, v, axis=b.time, side=side), oracle, [seq, values],
+                        backward=False)
+    out = dt.search_sorted(seq, values, axis=b.time, side=side, out_dtype="int64")
+    assert out.dims == (b.batch, k) and out.sparse_dim is b.time and out.dtype == "int64"
+
+
+def test_search_sorted_static_layouts_and_dtypes():
+    v_dim, b_dim, t_dim, h_dim = dt.Dim(7, name="vocab"), dt.Dim(3, name="batch"), dt.Dim(4, name="t"), dt.Dim(2, name="h")
+    g = torch.Generator().manual_seed(0)
+    bounds = dt.Tensor(torch.randn(7, generator=g).sort().values, (v_dim,))
+    x = dt.Tensor(torch.randn(3, 4, generator=g), (b_dim, t_dim))
+    # 1-D boundaries: any values (bucketize)
+    check_against_torch(lambda s, v: dt.search_sorted(s, v, axis=v_dim), lambda s, v: torch.searchsorted(s, v, out_int32=True),
+                        [bounds, x], backward=False, expect_dims=(b_dim, t_dim))
+    # batched boundaries over (h, vocab) in another order; values over (t, h, batch): shared dims first
+    per_h = dt.Tensor(torch.randn(7, 2, generator=g).sort(dim=0).values, (v_dim, h_dim))
+    vals = dt.Tensor(torch.randn(4, 2, 3, generator=g), (t_dim, h_dim, b_dim))
+    check_against_torch(lambda s, v: dt.search_sorted(s, v, axis=v_dim, side="right"),
+                        lambda s, v: torch.searchsorted(s.t().contiguous(), v.permute(1, 0, 2).reshape(2, 12),
+                                                        side="right", out_int32=True).reshape(2, 4, 3),
+                        [per_h, vals], backward=False, expect_dims=(h_dim, t_dim, b_dim))
+    # int boundaries with float values: promoted like torch
+    ints = dt.Tensor(torch.tensor([0, 2, 4, 6, 8, 10, 12]), (v_dim,))
+    out = dt.search_sorted(ints, dt.Tensor(torch.tensor([1.5, 12.0, -1.0]), (dt.Dim(3),)), axis=v_dim)
+    assert out.raw.tolist() == [1, 6, 0]
+
+
+def test_search_sorted_errors():
+    b, seq = _sorted_batch((5, 3), 0.0)
+    k = dt.Dim(2, name="k")
+    values = dt.Tensor(torch.zeros(2), (k,))
+    with pytest.raises(ValueError, match=r"dimtorch.search_sorted\(\): dim 'batch'\(\?\) of sorted_seq is not a dim of "
+                                         r"values \(values dims: 'k'\(2\)\)"):
+        dt.search_sorted(seq, values, axis=b.time)
+    with pytest.raises(ValueError, match=r"dimtorch.search_sorted\(\): side must be 'left' or 'right', got 'middle'"):
+        dt.search_sorted(seq, values, axis=b.time, side="middle")
+    with pytest.raises(ValueError, match=r"dimtorch.search_sorted\(\): out_dtype must be 'int32' or 'int64'"):
+        dt.search_sorted(seq, values, axis=b.time, out_dtype="float32")
+    with pytest.raises(ValueError, match=r"dimtorch.search_sorted\(\): axis 'k'\(2\) is not a dim of sorted_seq"):
+        dt.search_sorted(seq, values, axis=k)
+    with pytest.raises(TypeError, match=r"dimtorch.search_sorted\(\): values must be a dimtorch.Tensor"):
+        dt.search_sorted(seq, 1.0, axis=b.time)

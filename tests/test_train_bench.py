@@ -1,5 +1,6 @@
 """The training-step benchmark (bench/train_bench.py) runs end to end in --quick mode on the small config
-with 1 round (2 timed steps per implementation): Markdown table, JSON and PNG are written, and both implementations give the same loss at
+with 1 round (2 timed steps per implementation), with the data-parallel scaling of 1 and 2 processes
+(--nproc 2): Markdown table, JSON and PNG are written, and both implementations give the same loss at
 step 0 (same weights, same batch). No timing assertions."""
 import json
 import subprocess
@@ -19,8 +20,8 @@ pytestmark = pytest.mark.skipif(not hasattr(dt.nn, "ConformerEncoder"),
 def test_quick_small_run_writes_table_json_png_and_losses_agree(tmp_path):
     run = subprocess.run(
         [sys.executable, str(BENCH), "--quick", "--configs", "small", "--rounds", "1", "--no-returnn",
-         "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=120)
+         "--nproc", "2", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stdout + run.stderr
 
     assert "| config | params | batch (seqs × padded frames) | what | torch | dimtorch | ratio (IQR) |" in run.stdout
@@ -42,6 +43,14 @@ def test_quick_small_run_writes_table_json_png_and_losses_agree(tmp_path):
     assert small["meta"]["status"] in ("ok", "skipped")
     assert small["returnn"]["status"] == "not run"
 
+    scaling = document["scaling"]
+    assert scaling["nproc"] == 2 and scaling["config"] == "small" and set(scaling["processes"]) == {"1", "2"}
+    for n in ("1", "2"):
+        for impl in ("torch", "dimtorch"):
+            assert scaling["processes"][n][impl]["samples_per_s"] > 0
+    assert scaling["speedup"]["dimtorch"] > 0
+    assert "## Data parallel: samples/s with 1 and 2 processes" in run.stdout and "| speed-up 1 → 2 |" in run.stdout
+
     assert (tmp_path / "train_bench.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "train_bench.md").read_text().startswith("# Training step: dimtorch vs PyTorch reference")
 
@@ -51,3 +60,9 @@ def test_unknown_config_is_refused(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert "unknown" in run.stderr and "small" in run.stderr
+
+
+def test_nproc_below_two_is_refused(tmp_path):
+    run = subprocess.run([sys.executable, str(BENCH), "--nproc", "1", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--nproc must be >= 2" in run.stderr

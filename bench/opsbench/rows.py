@@ -291,5 +291,6 @@ from .rows_array import ARRAY_ROWS  # noqa: E402  (these import Row from here, s
 from .rows_attention import ATTENTION_ROWS  # noqa: E402
 from .rows_decoding import DECODING_ROWS  # noqa: E402
 from .rows_loop import LOOP_ROWS  # noqa: E402
+from .rows_rf import RF_ROWS  # noqa: E402
 from .rows_signal import SIGNAL_ROWS  # noqa: E402
-ROWS += ARRAY_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + LOOP_ROWS + DECODING_ROWS
+ROWS += ARRAY_ROWS + RF_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + LOOP_ROWS + DECODING_ROWS

@@ -7,26 +7,42 @@ from typing import Union
 import torch
 import torch.nn.functional as F
 
-from ._C import Dim, Tensor
+from . import _C
+from ._C import Dim, Tensor, clip
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+
+_LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/mask.h): the lengths on a device
 
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
-def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim) -> Tensor:
+def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: bool = False) -> Tensor:
     """Values of x at `indices` along `axis`. With an int, the one frame at that index (axis
     removed). With an int Tensor whose sparse_dim is `axis`, the output dims are x's dims with
     `axis` replaced by the dims of indices that x lacks; dims in both are batch dims (each batch
     entry gathers with its own indices). Indices must be in range everywhere, their padding
-    included (out-of-range values raise torch's error; nothing here reads them on the host)."""
+    included (out-of-range values raise torch's error; nothing here reads them on the host).
+
+    clip_to_valid=True clips the indices into [0, size - 1], for a dynamic axis into each
+    sequence's own [0, length - 1] (on the device, from the lengths' cached device copy): an index
+    past a sequence's end reads its last frame, never its padding (an empty axis reads zeros). The
+    result then also has the dims the lengths vary over (for an int index: x's dims without axis)."""
     caller = "dimtorch.gather()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller)
+    if not isinstance(clip_to_valid, bool):
+        raise TypeError(f"{caller}: clip_to_valid must be a bool, got {clip_to_valid!r}")
     if isinstance(indices, int) and not isinstance(indices, bool):
         size = x.raw.shape[a]
-        if not 0 <= indices < size:
-            raise IndexError(f"{caller}: index {indices} is out of range for axis {dim_str(axis)} of size {size}")
-        return keep_markers(x, x.raw.select(a, indices), x.dims[:a] + x.dims[a + 1:])
+        if clip_to_valid and axis.dyn_size is not None:
+            # torch.full, not torch.tensor: a tensor from Python data is a blocking host-to-device copy.
+            indices = Tensor(torch.full((), indices, dtype=torch.int64, device=x.raw.device), (), sparse_dim=axis)
+        else:
+            if clip_to_valid:
+                indices = min(max(indices, 0), max(size - 1, 0))
+            if not 0 <= indices < size:
+                raise IndexError(f"{caller}: index {indices} is out of range for axis {dim_str(axis)} of size {size}")
+            return keep_markers(x, x.raw.select(a, indices), x.dims[:a] + x.dims[a + 1:])
     if not isinstance(indices, Tensor):
         raise TypeError(f"{caller}: indices must be a dimtorch.Tensor or an int, got {type(indices).__name__}")
     if indices.raw.dtype not in _INT_DTYPES:
@@ -37,6 +53,8 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim) -> Tensor:
                          f"(indices dims: {dims_str(indices.dims)})")
     if any(d is axis for d in indices.dims):
         raise ValueError(f"{caller}: indices have axis {dim_str(axis)} among their dims ({dims_str(indices.dims)})")
+    if clip_to_valid:
+        indices = _clipped(indices, x, a, axis, caller)
 
     common = [d for d in x.dims if d is not axis and any(d is e for e in indices.dims)]
     for d in common:
@@ -47,6 +65,11 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim) -> Tensor:
     rest_i = [d for d in indices.dims if not any(d is e for e in common)]
     # x as (common, axis, rest_x), indices as (common, rest_i), both flattened to 3 and 2 axes.
     xr = x.raw_aligned(tuple(common) + (axis,) + tuple(rest_x))
+    if clip_to_valid and xr.shape[len(common)] == 0:
+        # No frame to clip to (every sequence is empty): the result reads zeros.
+        shape = list(xr.shape)
+        shape[len(common)] = 1
+        xr = xr.new_zeros(shape)
     ir = indices.raw_aligned(tuple(common) + tuple(rest_i))
     if ir.dtype != torch.int64:
         ir = ir.to(torch.int64)
@@ -74,6 +97,24 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim) -> Tensor:
     out_dims = tuple(out_dims)
     out = keep_markers(x, raw, flat_dims)
     return out if flat_dims == out_dims else out.copy_transpose(out_dims)
+
+
+def _clipped(indices: Tensor, x: Tensor, a: int, axis: Dim, caller: str) -> Tensor:
+    """indices clipped into [0, size - 1] of axis, or per sequence into [0, length - 1] (over the
+    lengths' dims too): torch.clamp on the device, with the lengths' cached device copy."""
+    raw = indices.raw
+    lengths = axis.dyn_size
+    if lengths is None:
+        return Tensor(raw.clamp(0, max(x.raw.shape[a] - 1, 0)), indices.dims, sparse_dim=axis)
+    for b in lengths.dims:
+        if b not in x.dims:  # Dim equality is identity
+            raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which is not a dim "
+                             f"of x (dims: {dims_str(x.dims)})")
+    last = _C._dim_cached_raw(_LENGTHS, axis, tuple(range(len(lengths.dims))), len(lengths.dims), 0,
+                              raw.device) - 1
+    last = Tensor(last.clamp(min=0).to(raw.dtype), tuple(lengths.dims))
+    clipped = clip(Tensor(raw, indices.dims), 0, last, allow_broadcast_all_sources=True)
+    return Tensor(clipped.raw, clipped.dims, sparse_dim=axis)
 
 
 def one_hot(indices: Tensor) -> Tensor:

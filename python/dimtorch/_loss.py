@@ -171,6 +171,8 @@ def _ctc_loss_one_batch_dim(logits, targets, t_dim: Dim, tt_dim: Dim, blank_inde
     lp = torch.where(frames.unsqueeze(-1), lp, 0.0)  # zeroed padding: clean log_softmax gradients
     if not logits_normalized:
         lp = torch.log_softmax(lp, -1)
+    if lp.shape[0] == 0:  # no frames at all (every sequence empty): torch's ctc_loss needs one, of padding
+        lp = F.pad(lp, (0, 0, 0, 0, 0, 1))
     tg = targets.raw if td[0] is batch else targets.raw.t()
     loss = torch.ctc_loss(lp, tg, lengths.raw, target_lengths.raw, blank_index, 0, True)  # 0: reduction none
     return Tensor(loss, (batch,))
@@ -226,6 +228,8 @@ def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets
         lp = torch.where(frames.reshape(n_time, n_batch, 1), lp, 0)
     if not logits_normalized:
         lp = torch.log_softmax(lp, dim=-1)
+    if n_time == 0:  # no frames at all (every sequence empty): torch's ctc_loss needs one, of padding
+        lp = F.pad(lp, (0, 0, 0, 0, 0, 1))
     tg = targets.raw_aligned(batch_dims + (targets_spatial_dim,)).reshape(n_batch, -1)
     loss = F.ctc_loss(lp, tg, input_lengths, target_lengths, blank=blank_index, reduction="none",
                       zero_infinity=True)

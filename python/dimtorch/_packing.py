@@ -18,13 +18,21 @@ def _check_dims(x: Tensor, dims, caller: str) -> tuple:
         raise ValueError(f"{caller}: dims is empty")
     if len({id(d) for d in dims}) != len(dims):
         raise ValueError(f"{caller}: dims lists a dim twice ({dims_str(dims)})")
+    return dims
+
+
+def _row_dims(dims: tuple, x_dims: tuple, caller: str) -> tuple:
+    """The dims the lengths of dynamic dims among `dims` vary over that are not packed themselves (e.g.
+    batch when packing (hyps, time) with lengths over (batch, hyps)): each of their rows packs on its
+    own. In x's order, then the lengths' order; dims with lengths of their own cannot be rows."""
+    rows = []
     for d in dims:
         if d.dyn_size is not None:
             for b in d.dyn_size.dims:
-                if not any(b is e for e in dims):
-                    raise ValueError(f"{caller}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not in "
-                                     f"dims ({dims_str(dims)})")
-    return dims
+                if b not in dims and b not in rows:  # Dim equality is identity
+                    rows.append(b)
+    rows.sort(key=lambda b: x_dims.index(b) if b in x_dims else len(x_dims))
+    return tuple(rows)
 
 
 def _sizes(dims: tuple, x: Optional[Tensor], caller: str) -> list:
@@ -78,6 +86,12 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     `dims` (for (batch, time): all frames of sequence 0, then of sequence 1, ...); returns
     (tensor, pack_dim), the tensor over (pack_dim, x's other dims in their order).
 
+    When the lengths of a dynamic dim among `dims` also vary over a dim that is not packed (e.g.
+    packing (hyps, time) with time's lengths over (batch, hyps)), each row of those dims packs on
+    its own: the result is over (those dims, pack_dim, x's other dims), pack_dim dynamic with the
+    number of valid frames per row as lengths (host), its padding holding garbage (frames of x's
+    padding). unpack_padded is the inverse.
+
     The packed size is data-dependent: it is the number of valid frames, taken from the HOST
     lengths of the dynamic dims (never read from the device), and so is the index of the frames
     kept (made once per dims and layout, copied to x's device without waiting). A new pack_dim is
@@ -92,6 +106,9 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     x_dims = x.dims
     for d in dims:
         axis_of(x, d, caller, what="dims entry")
+    rows = _row_dims(dims, x_dims, caller)
+    if rows:
+        return _pack_rows(x, dims, rows, out_dim, caller)
     sizes = _sizes(dims, x, caller)
     index = _valid_index(dims, sizes, raw.device)
     out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
@@ -125,7 +142,9 @@ def _pack_dim(out_dim: Optional[Dim], total: int, dims: tuple, caller: str) -> D
 def unpack_padded(x: Tensor, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
     """Inverse of pack_padded: the frames of `in_dim` put back at the valid positions of `dims`;
     returns a tensor over (*dims, x's other dims), padding 0. The positions come from the HOST
-    lengths (the copy of the index to x's device does not wait)."""
+    lengths (the copy of the index to x's device does not wait). Packed per row (lengths of dims
+    that vary over a dim not in dims), in_dim has the rows' counts as lengths and the result is
+    over (those row dims, *dims, x's other dims)."""
     caller = "dimtorch.unpack_padded()"
     check_tensor(x, caller)
     a = axis_of(x, in_dim, caller, what="in_dim")
@@ -133,6 +152,9 @@ def unpack_padded(x: Tensor, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
     for d in dims:
         if any(d is e for e in x.dims):
             raise ValueError(f"{caller}: {dim_str(d)} is already a dim of x (dims: {dims_str(x.dims)})")
+    rows = _row_dims(dims, x.dims, caller)
+    if rows:
+        return _unpack_rows(x, dims, rows, in_dim, caller)
     sizes = _sizes(dims, None, caller)
     raw = x.raw.movedim(a, 0) if a else x.raw
     index = _valid_index(dims, sizes, raw.device)
@@ -142,3 +164,111 @@ def unpack_padded(x: Tensor, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
     rest = tuple(d for d in x.dims if d is not in_dim)
     out = raw.new_zeros((math.prod(sizes),) + tuple(raw.shape[1:])).index_copy(0, index, raw)
     return keep_markers(x, out.reshape(tuple(sizes) + tuple(raw.shape[1:])), dims + rest)
+
+
+def _row_index(dims: tuple, rows: tuple, sizes: list, row_sizes: list, device):
+    """For packing `dims` per row of `rows`: (flat positions in (rows, dims) of each packed frame, in
+    (rows, packed) order, padding frames pointing at the row's other frames; the same with padding
+    frames pointing one past the end; the counts per row over rows, int64 on the host). From host
+    lengths, cached weakly on the first dynamic dim; device copies do not wait for the device."""
+    owner = next(d for d in dims if d.dyn_size is not None)
+    key = ("rows", len(rows), tuple(map(weakref.ref, rows + dims)), tuple(row_sizes + sizes), device)
+    hit = _dim_cache.lookup(owner, key)
+    if hit is not None:
+        return hit
+    layout = rows + dims
+    valid = torch.ones(row_sizes + sizes, dtype=torch.bool)
+    for i, d in enumerate(layout):
+        if d.dyn_size is None:
+            continue
+        lengths = d.dyn_size
+        lens = Tensor(lengths.raw.to(torch.int64), lengths.dims).raw_aligned(layout)
+        shape = [1] * len(layout)
+        shape[i] = valid.shape[i]
+        valid = valid & (torch.arange(valid.shape[i]).view(shape) < lens)
+    n_rows, n_flat = math.prod(row_sizes), math.prod(sizes)
+    valid = valid.reshape(n_rows, n_flat)
+    counts = valid.sum(-1)
+    n_max = int(counts.max()) if counts.numel() else 0
+    # A stable sort of "not valid" puts each row's valid positions first, in order.
+    order = torch.sort((~valid).to(torch.uint8), dim=-1, stable=True).indices[:, :n_max]
+    base = torch.arange(n_rows).view(n_rows, 1) * n_flat
+    gather_index = (order + base).reshape(-1)
+    in_row = torch.arange(n_max).view(1, n_max) < counts.view(n_rows, 1)
+    scatter_index = torch.where(in_row, order + base, n_rows * n_flat).reshape(-1)
+    entry = (gather_index.to(device, non_blocking=True), scatter_index.to(device, non_blocking=True),
+             counts.reshape(row_sizes))
+    return _dim_cache.store(owner, key, entry)
+
+
+def _pack_rows(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[Dim], caller: str):
+    """pack_padded of `dims` per row of `rows` (see pack_padded)."""
+    for b in rows:
+        if b.dyn_size is not None:
+            raise ValueError(f"{caller}: the lengths of dims vary over {dim_str(b)}, which has lengths of its own")
+    sizes = _sizes(dims, x, caller)
+    row_sizes = [_row_size(b, dims, x) for b in rows]
+    gather_index, _, counts = _row_index(dims, rows, sizes, row_sizes, x.raw.device)
+    if out_dim is not None and not isinstance(out_dim, Dim):
+        raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
+    pack = Dim(Tensor(counts, rows), name="pack") if out_dim is None else out_dim
+    if out_dim is not None:
+        _check_row_dim(out_dim, counts, rows, caller)
+    rest = tuple(d for d in x.dims if d not in dims and d not in rows)  # Dim equality is identity
+    rest_sizes = [x.raw.shape[x.dims.index(d)] for d in rest]
+    raw = x.raw
+    for d, n in zip(dims, sizes):
+        a = x.dims.index(d)
+        if raw.shape[a] > n:
+            raw = raw.narrow(a, 0, n)
+    raw = Tensor(raw, x.dims).raw_aligned(rows + dims + rest)
+    raw = raw.expand(row_sizes + sizes + rest_sizes).reshape([math.prod(row_sizes) * math.prod(sizes)] + rest_sizes)
+    n_max = pack.get_max_size()
+    out = raw.index_select(0, gather_index).reshape(row_sizes + [n_max] + rest_sizes)
+    return keep_markers(x, out, rows + (pack,) + rest), pack
+
+
+def _row_size(b: Dim, dims: tuple, x: Tensor) -> int:
+    """Raw size of a row dim: from x, its static size, or the lengths that vary over it."""
+    if b in x.dims:  # Dim equality is identity
+        return x.raw.shape[x.dims.index(b)]
+    if b.size is not None:
+        return b.size
+    for d in dims:
+        if d.dyn_size is not None and b in d.dyn_size.dims:
+            return d.dyn_size.raw.shape[d.dyn_size.dims.index(b)]
+    raise AssertionError("a row dim comes from the lengths of a packed dim")
+
+
+def _check_row_dim(dim: Dim, counts: torch.Tensor, rows: tuple, caller: str) -> None:
+    """A given pack dim must have the packed counts as lengths, over the row dims."""
+    lengths = dim.dyn_size
+    fits = lengths is not None and set(map(id, lengths.dims)) == set(map(id, rows)) and torch.equal(
+        lengths.raw_aligned(rows).to(torch.int64), counts)
+    if not fits:
+        raise ValueError(f"{caller}: {dim_str(dim)} does not have the valid-frame counts {counts.tolist()} per row of "
+                         f"({dims_str(rows)}) as lengths")
+
+
+def _unpack_rows(x: Tensor, dims: tuple, rows: tuple, in_dim: Dim, caller: str) -> Tensor:
+    """unpack_padded of frames packed per row of `rows` (see _pack_rows)."""
+    for b in rows:
+        if b.dyn_size is not None:
+            raise ValueError(f"{caller}: the lengths of dims vary over {dim_str(b)}, which has lengths of its own")
+    sizes = _sizes(dims, None, caller)
+    row_sizes = [_row_size(b, dims, x) for b in rows]
+    _, scatter_index, counts = _row_index(dims, rows, sizes, row_sizes, x.raw.device)
+    _check_row_dim(in_dim, counts, rows, caller)
+    n_max = in_dim.get_max_size()
+    a = x.dims.index(in_dim)
+    if x.raw.shape[a] < n_max:
+        raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} has {x.raw.shape[a]} frames, fewer than its max length "
+                         f"{n_max}")
+    raw = x.raw.narrow(a, 0, n_max) if x.raw.shape[a] > n_max else x.raw
+    rest = tuple(d for d in x.dims if d is not in_dim and d not in rows)  # Dim equality is identity
+    rest_sizes = [x.raw.shape[x.dims.index(d)] for d in rest]
+    raw = Tensor(raw, x.dims).raw_aligned(rows + (in_dim,) + rest)
+    raw = raw.expand(row_sizes + [n_max] + rest_sizes).reshape([math.prod(row_sizes) * n_max] + rest_sizes)
+    total = math.prod(row_sizes) * math.prod(sizes)
+    out = raw.new_zeros([total + 1] + rest_sizes).index_add(0, scatter_index, raw).narrow(0, 0, total)
+    return keep_markers(x, out.reshape(row_sizes + sizes + rest_sizes), rows + dims + rest)

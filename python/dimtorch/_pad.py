@@ -124,6 +124,47 @@ def _pad_dynamic_constant(raw: torch.Tensor, dims: list, a: int, d: Dim, od: Dim
     return torch.where(mask, raw, value)
 
 
+def _value_region(raw: torch.Tensor, dims: list, padded: list, mode: str) -> torch.Tensor:
+    """bool raw (broadcastable to raw, in `dims` order) that is True where pad() puts its value:
+    outside each padded axis's kept frames in constant mode (left frames, and frames from each
+    sequence's own end on), beyond each dynamic sequence's new end in the other modes."""
+    keep = None
+    n = raw.dim()
+    for d, left, right, od in padded:
+        a = dims.index(od)
+        n_out = raw.shape[a]
+        if mode != "constant" and d.dyn_size is None:
+            continue
+        if d.dyn_size is not None:
+            pos = tuple(dims.index(b) for b in d.dyn_size.dims) + (a,)
+            end = od if mode != "constant" else d + left
+            kept = _C._dim_cached_raw(_MASK, end, pos, n, n_out, raw.device)
+        else:
+            shape = [1] * n
+            shape[a] = n_out
+            frames = torch.arange(n_out, device=raw.device).view(shape)
+            kept = frames < left + d.size if d.size is not None else frames < n_out - right
+        if mode == "constant" and left:
+            shape = [1] * n
+            shape[a] = n_out
+            kept = kept & (torch.arange(n_out, device=raw.device).view(shape) >= left)
+        keep = kept if keep is None else keep & kept
+    return ~keep
+
+
+def _tensor_value(value: Tensor, x: Tensor, axes: tuple) -> None:
+    """Checks a Tensor value of pad(): over dims of x that are not padded."""
+    for d in value.dims:
+        if d not in x.dims:  # Dim equality is identity
+            raise ValueError(f"{_CALLER}: value has dim {dim_str(d)}, which is not a dim of x (x dims: "
+                             f"{dims_str(x.dims)})")
+        if d in axes:
+            raise ValueError(f"{_CALLER}: value has dim {dim_str(d)}, which is padded (axes: {dims_str(axes)})")
+        nv, nx = value.raw.shape[value.dims.index(d)], x.raw.shape[x.dims.index(d)]
+        if nv != nx:
+            raise ValueError(f"{_CALLER}: dim {dim_str(d)} has size {nv} in value but {nx} in x")
+
+
 def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: str = "constant"):
     """Pads `axes` of x by `padding` ((left, right) for one axis, else one pair per axis); returns
     (tensor, out_dims), out dims = left + dim + right by dim math (the same dim when both are 0).
@@ -135,7 +176,11 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
     own end, and the limits hold for each sequence's length (checked on the host lengths). Frames
     beyond a sequence's new end hold `value` in every mode (a dim padded by (0, 0) is left as it
     is, padding frames included). Masks and indices come from the host lengths; their device
-    copies do not wait for the device (no sync)."""
+    copies do not wait for the device (no sync).
+
+    `value`: a Python number or bool, or a Tensor over dims of x that are not padded (e.g. one
+    value per sequence, or per feature), broadcast over the padded frames and cast to x's dtype
+    (it gets the gradient of the frames it fills)."""
     check_tensor(x, _CALLER)
     if mode not in _MODES:
         raise ValueError(f"{_CALLER}: mode {mode!r} is not one of {', '.join(map(repr, _MODES))}")
@@ -145,6 +190,13 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
         axis_of(x, d, _CALLER, what="axis")
     if len({id(d) for d in axes}) != len(axes):
         raise ValueError(f"{_CALLER}: axes lists a dim twice ({dims_str(axes)})")
+    tensor_value = None
+    if isinstance(value, Tensor):
+        _tensor_value(value, x, axes)
+        tensor_value, value = value, False if x.raw.dtype == torch.bool else 0  # placeholder of x's dtype
+    elif not isinstance(value, (int, float)):
+        raise TypeError(f"{_CALLER}: value must be a Python number or bool, or a dimtorch.Tensor, got "
+                        f"{type(value).__name__}")
 
     raw = x.raw
     dims = list(x.dims)
@@ -188,6 +240,9 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
             raw = _pad_dynamic_constant(raw, dims, a, d, od, left, right, value)
         else:
             raw = _pad_dynamic_modes(raw, dims, a, d, od, left, right, mode, value)
+    if tensor_value is not None and padded:
+        fill = tensor_value.raw_aligned(tuple(dims))
+        raw = torch.where(_value_region(raw, dims, padded, mode), fill.to(raw.dtype), raw)
     feature_dim = x.feature_dim if x.feature_dim is not None and x.feature_dim in dims else None
     out = Tensor(raw, tuple(dims), sparse_dim=x.sparse_dim, feature_dim=feature_dim)
     return out, tuple(out_dims)

@@ -38,8 +38,11 @@ def _host_to_x(raw: torch.Tensor, dims: tuple, x: Tensor) -> torch.Tensor:
     return out
 
 
-def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, step: int = 1):  # noqa: A001
-    """x[start:end:step] along `axis`; returns (tensor, out_dim). The raw is a view.
+def slice(x: Tensor, *, axis: Dim, start=0, end=None, step: int = 1, size=None, out_dim: Optional[Dim] = None
+          ):  # noqa: A001
+    """x[start:end:step] along `axis`, or x[start:start + size]; returns (tensor, out_dim).
+
+    With int start/end (the raw is a view):
 
     - static axis: Python slice semantics for start/end (negative counts from the end), which
       must lie within the size; out_dim is a new static Dim.
@@ -50,11 +53,26 @@ def slice(x: Tensor, *, axis: Dim, start: int = 0, end: Optional[int] = None, st
       slice twice gives the same dim); with end >= 0 it is a new dynamic Dim.
     - a dim sized from data: start/end >= 0 only, out_dim a new Dim(None).
 
+    `size` (rf's window; step 1): an int, a Tensor of lengths (over batch dims) or a Dim; out_dim is
+    that Dim (a new one for an int or a Tensor). With an int start each sequence's window
+    [start, start + its size) must lie within it (checked on host lengths); the raw is a view.
+
+    `start` a Tensor (over batch dims of x, or 0-dim): each sequence's window starts at its own
+    start (a gather; indices past a sequence's end are clipped to its last frame, as rf's
+    clip_to_valid). Without size or out_dim the out lengths are max(0, ceildiv(stop - start, step))
+    (stop: each sequence's length, or end), which READS start ON THE HOST (one wait for the device
+    where it lives there); with size or out_dim nothing is read.
+
+    `out_dim`: the dim of the result; it must have the sizes (or host lengths) the slice has.
+
     The common calls (step 1; a dynamic axis with end None) are dimtorch._C.slice, which comes here
     for the others."""
     caller = "dimtorch.slice()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
+    if isinstance(start, Tensor) or size is not None or out_dim is not None or start is None or step is None:
+        from ._slice_window import slice_window  # noqa: PLC0415
+        return slice_window(x, a, axis, start, end, step, size, out_dim, caller)
     if type(start) is not int or (end is not None and type(end) is not int) or type(step) is not int:
         raise TypeError(f"{caller}: start, end and step must be ints (end may be None), got "
                         f"start={start!r}, end={end!r}, step={step!r}")
@@ -165,19 +183,22 @@ def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     return keep_markers(x, raw, x.dims)
 
 
-def reverse_sequence(x: Tensor, *, axis: Dim) -> Tensor:
+def reverse_sequence(x: Tensor, *, axis: Dim, handle_dynamic_dims: bool = True) -> Tensor:
     """Reverses each sequence along `axis` (same dim): frame t of sequence b gets frame
-    len_b - 1 - t for t < len_b; padding frames stay where they are. A static dim is flipped.
+    len_b - 1 - t for t < len_b; padding frames stay where they are. A static dim is flipped, and
+    so is a dynamic one with handle_dynamic_dims=False (the whole raw axis: padding first).
     For a dynamic dim, one gather with an index built from the host lengths (_reverse_index);
     dimtorch._C.reverse_sequence caches that index on the dim per layout and device, and comes
-    here only for bad input."""
+    here for handle_dynamic_dims=False and bad input."""
     if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
         check_tensor(x, "dimtorch.reverse_sequence()")
         axis_of(x, axis, "dimtorch.reverse_sequence()", what="axis")
+    if not isinstance(handle_dynamic_dims, bool):
+        raise TypeError(f"dimtorch.reverse_sequence(): handle_dynamic_dims must be a bool, got {handle_dynamic_dims!r}")
     dims = x.dims
     a = dims.index(axis)
     raw = x.raw
-    if axis.dyn_size is None:
+    if axis.dyn_size is None or not handle_dynamic_dims:
         return Tensor(raw.flip(a), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
     return Tensor(raw.gather(a, _reverse_index(x, axis)), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
 

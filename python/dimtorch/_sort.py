@@ -150,3 +150,56 @@ def cumsum(x: Tensor, *, axis: Dim) -> Tensor:
         else:
             raw = _masked(x, (axis,), 0, caller)  # frames beyond the max length dropped, or the error
     return Tensor(raw.cumsum(a), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
+
+
+def search_sorted(sorted_seq: Tensor, values: Tensor, *, axis: Dim, side: str = "left", out_dtype: str = "int32"
+                  ) -> Tensor:
+    """For each entry of `values`, the position along `axis` where it would be inserted into `sorted_seq`
+    (sorted ascending along axis) to keep it sorted (torch.searchsorted): with side "left" the first
+    position i with sorted_seq[i] >= value, with "right" the first with sorted_seq[i] > value.
+
+    sorted_seq's other dims are batch dims and must be dims of values (each batch entry searches its
+    own sequence); the result is over those dims, then values' other dims, of `out_dtype` ("int32" or
+    "int64") with sparse_dim=axis. For a dynamic axis each sequence is searched within its own length
+    (positions <= its length; its padding is never read)."""
+    caller = "dimtorch.search_sorted()"
+    check_tensor(sorted_seq, caller, what="sorted_seq")
+    check_tensor(values, caller, what="values")
+    a = axis_of(sorted_seq, axis, caller, what="axis", of="sorted_seq")
+    if side not in ("left", "right"):
+        raise ValueError(f"{caller}: side must be 'left' or 'right', got {side!r}")
+    if out_dtype not in ("int32", "int64"):
+        raise ValueError(f"{caller}: out_dtype must be 'int32' or 'int64', got {out_dtype!r}")
+    shared = tuple(d for d in sorted_seq.dims if d is not axis)
+    for d in shared:
+        if d not in values.dims:  # Dim equality is identity
+            raise ValueError(f"{caller}: dim {dim_str(d)} of sorted_seq is not a dim of values (values dims: "
+                             f"{dims_str(values.dims)}); sorted_seq's dims other than axis are batch dims")
+        n_seq, n_val = sorted_seq.raw.shape[sorted_seq.dims.index(d)], values.raw.shape[values.dims.index(d)]
+        if n_seq != n_val:
+            raise ValueError(f"{caller}: dim {dim_str(d)} has size {n_seq} in sorted_seq but {n_val} in values")
+    seq = sorted_seq.raw
+    if axis.dyn_size is not None and sorted_seq.raw.dtype != torch.bool:
+        seq = _masked(sorted_seq, (axis,), _highest(seq, caller), caller)  # padding sorts last
+    perm = [sorted_seq.dims.index(d) for d in shared] + [a]
+    if perm != list(range(len(perm))):
+        seq = seq.permute(perm)
+    rest = tuple(d for d in values.dims if d not in shared)
+    val = values.raw_aligned(shared + rest)
+    shared_sizes = list(val.shape[:len(shared)])
+    rest_sizes = list(val.shape[len(shared):])
+    if shared and len(rest) != 1:
+        val = val.reshape(shared_sizes + [math.prod(rest_sizes)])
+    if val.dtype != seq.dtype:
+        common = torch.promote_types(val.dtype, seq.dtype)
+        val, seq = val.to(common), seq.to(common)
+    out = torch.searchsorted(seq.contiguous(), val.contiguous(), side=side, out_int32=out_dtype == "int32")
+    if shared and len(rest) != 1:
+        out = out.reshape(shared_sizes + rest_sizes)
+    out_dims = shared + rest
+    if axis.dyn_size is not None:
+        # Values beyond a sequence's last valid entry (and NaN) land past its padding: at most its length.
+        lengths = _C._dim_cached_raw(2, axis, tuple(out_dims.index(b) for b in axis.dyn_size.dims), len(out_dims), 0,
+                                     out.device)
+        out = torch.minimum(out, lengths.to(out.dtype))
+    return Tensor(out, out_dims, sparse_dim=axis)

@@ -416,7 +416,7 @@ class RelPosSelfAttention(SelfAttention):
         t = q.shape[-2]
         h, dk = self.heads.size, self.key_dim_per_head.size
         pe = self._pos_emb(t, q)
-        pos = F.linear(pe, self.linear_pos.weight.raw).view(2 * t - 1, h, dk).permute(1, 2, 0)  # (H, dk, 2T-1)
+        pos = F.linear(pe, self.linear_pos.weight.raw).view(pe.shape[0], h, dk).permute(1, 2, 0)  # (H, dk, 2T-1)
         u = self.pos_bias_u.raw[:, None, :]  # (H, 1, dk)
         w = self.pos_bias_v.raw[:, None, :]
         ac = torch.matmul(q + u, k.transpose(-2, -1))  # (*lead, H, T, T)

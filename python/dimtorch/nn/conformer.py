@@ -1,6 +1,7 @@
 """Conformer: conv subsampling front end, conv block, encoder layer (macaron FF, rel-pos MHSA, conv), encoder."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
@@ -74,7 +75,7 @@ class ConformerConvSubsample(Module):
         if raw.shape[-2] > n_time:
             raw = raw.narrow(-2, 0, n_time)
         lead_shape = tuple(raw.shape[:-2])
-        h = raw.reshape((-1, 1) + tuple(raw.shape[-2:]))  # (N, 1, T, F)
+        h = raw.reshape((math.prod(lead_shape), 1) + tuple(raw.shape[-2:]))  # (N, 1, T, F); T may be 0
         time = in_spatial_dim
         for conv, cache in zip(self.conv_layers, self._frame_mask_caches):
             valid = cache.get(time, lead, h.device)
@@ -85,8 +86,9 @@ class ConformerConvSubsample(Module):
             ks = tuple(d.size for d in conv.filter_dims)
             strides = (conv.strides,) * 2 if isinstance(conv.strides, int) else tuple(conv.strides)
             pads = tuple((k - 1) // 2 for k in ks) if self.padding == "same" else (0, 0)
-            if self.padding == "valid" and h.shape[2] < ks[0]:
-                h = F.pad(h, (0, 0, 0, ks[0] - h.shape[2]))  # every sequence is too short: 0 frames out
+            if h.shape[2] + 2 * pads[0] < ks[0]:
+                # every sequence is too short (all empty, say): 0 frames out, after a conv over padding
+                h = F.pad(h, (0, 0, 0, ks[0] - 2 * pads[0] - h.shape[2]))
             h = self._raw_activation(F.conv2d(h, conv.weight.raw, conv.bias.raw if conv.bias is not None else None,
                                               stride=strides, padding=pads))
             time = _C.ceildiv(time if self.padding == "same" else time - (ks[0] - 1), strides[0])
@@ -157,11 +159,13 @@ class ConformerConvBlock(Module):
             raw = torch.where(valid[..., None], raw, 0.0)
         lead_shape = raw.shape[:-2]
         if len(lead) != 1:
-            raw = raw.reshape((-1,) + tuple(raw.shape[-2:]))
+            raw = raw.reshape((math.prod(lead_shape),) + tuple(raw.shape[-2:]))
         conv = self.depthwise_conv
         k = conv.filter_dims[0].size
-        out = F.conv1d(raw.transpose(1, 2), conv.weight.raw, conv.bias.raw, padding=(k - 1) // 2,
-                       groups=self.in_dim.size).transpose(1, 2)
+        t = raw.shape[-2]
+        x = raw.transpose(1, 2) if t else F.pad(raw.transpose(1, 2), (0, 1))  # no frames: conv one zero frame
+        out = F.conv1d(x, conv.weight.raw, conv.bias.raw, padding=(k - 1) // 2, groups=self.in_dim.size)
+        out = out.transpose(1, 2) if t else out[..., :0].transpose(1, 2)
         if len(lead) != 1:
             out = out.reshape(lead_shape + tuple(out.shape[-2:]))
         return Tensor(out, order, feature_dim=self.in_dim)

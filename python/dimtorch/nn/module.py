@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import copy
+import sys
 
 import torch
 
 from .._C import Dim, Tensor
 from .._dtypes import to_torch_dtype
 from .._shape_ops import dims_arg, dims_str
+from .._tracing import dynamo_tracing
 
 __all__ = ["Module", "Parameter", "Buffer", "StateDictError", "check_state_dict"]
 
@@ -49,6 +51,15 @@ def _initial_raw(init, dims: tuple, dtype: torch.dtype, device, in_dims, out_dim
     if tuple(raw.shape) != shape:
         raise ValueError(f"{caller}: init gave shape {tuple(raw.shape)}, the dims ({dims_str(dims)}) need {shape}")
     return raw
+
+
+def _is_sharded(raw) -> bool:
+    """Whether `raw` is a DTensor (e.g. a parameter that FSDP2's fully_shard holds sharded between
+    forwards). Such a parameter reads as itself, not as a named view: FSDP2 reads it back with
+    getattr(module, name) and needs the DTensor, and a view of a shard outside FSDP's forward would
+    be a view of the wrong values anyway. (No DTensor exists before torch.distributed.tensor is imported.)"""
+    mod = sys.modules.get("torch.distributed.tensor")
+    return mod is not None and isinstance(raw, mod.DTensor)
 
 
 class Parameter:
@@ -128,6 +139,8 @@ class _NamedMember:
             return self
         name = self.name
         d = obj.__dict__
+        if dynamo_tracing():  # no cache while Dynamo traces (see Module.__getattr__)
+            return obj.__getattr__(name)
         views = d.get("_dt_views")
         if views is not None:
             v = views.get(name)
@@ -242,7 +255,9 @@ class Module(torch.nn.Module):
         d = self.__dict__
         views = d.get("_dt_views")
         if views is not None:
-            v = views.get(name)
+            # No cache while Dynamo traces: its guards would follow the cache's fill.
+            cached = not dynamo_tracing()
+            v = views.get(name) if cached else None
             if v is not None:
                 key, raw, tensor = v
                 if d[key].get(name) is raw:
@@ -251,14 +266,15 @@ class Module(torch.nn.Module):
             if dims is not None:
                 key = "_parameters" if name in d["_parameters"] else "_buffers"
                 raw = d[key].get(name)
-                if raw is None:
-                    return None
+                if raw is None or _is_sharded(raw):
+                    return raw
                 try:
                     tensor = Tensor(raw, dims)
                 except ValueError as e:
                     raise ValueError(f"{type(self).__name__}.{name}: the registered tensor of shape "
                                      f"{tuple(raw.shape)} does not fit its dims ({dims_str(dims)}): {e}") from None
-                views[name] = (key, raw, tensor)
+                if cached:
+                    views[name] = (key, raw, tensor)
                 return tensor
         return torch.nn.Module.__getattr__(self, name)
 

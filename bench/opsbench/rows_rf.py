@@ -1,0 +1,285 @@
+"""Benchmark rows of the ops added for RETURNN-frontend coverage (issue 13, part A): elementwise math, masked
+select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing of gradients.
+
+Same conventions as rows.py and rows_array.py: each row three ways; the PyTorch side is what a competent user
+writes for the same computation (the same masking and, where the size of the result depends on data, the
+same one read to the host); what such a user makes once per batch is made by the builder. rows.py appends
+these rows to its ROWS: import rows, not this module.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+import dimtorch as dt
+
+from .rows import BTF, Row, _rf
+
+_SMOOTHING = 0.1
+
+
+# ---- helpers of the PyTorch side ----------------------------------------------------------------------------
+
+def _mask2(s):
+    """(batch, time) bool: the valid frames (the PyTorch user's mask, made once per batch)."""
+    return s.mask3[:, :, 0]
+
+
+def _torch_masked_select_rows(x, cond, valid):
+    """Per sequence: the frames where cond holds (and valid), packed to the front, padding 0; one host read."""
+    m = cond & valid
+    n = int(m.sum(1).max())
+    pos = torch.where(m, m.cumsum(1) - 1, n)
+    out = x.new_zeros(x.shape[0], n + 1, x.shape[2]).scatter_add_(1, pos.unsqueeze(-1).expand(x.shape), x)
+    return out[:, :n]
+
+
+def _torch_masked_scatter_rows(y, cond, valid):
+    """Inverse of _torch_masked_select_rows: frame k of each packed sequence back where cond holds, 0 elsewhere."""
+    m = cond & valid
+    pos = (m.cumsum(1) - 1).clamp(0, y.shape[1] - 1)
+    values = y.gather(1, pos.unsqueeze(-1).expand(m.shape + (y.shape[2],)))
+    return torch.where(m.unsqueeze(-1), values, 0.0)
+
+
+def _packed(s, api_side):
+    """The packed input of the masked_scatter row on one side, made outside the timed region."""
+    if api_side == "torch":
+        return _torch_masked_select_rows(s.x, s.cond, _mask2(s))
+    if api_side == "dimtorch":
+        return dt.masked_select(s.x, mask=s.cond, dims=(s.time,))
+    return _rf(s).masked_select(s.x, mask=s.cond, dims=[s.time])
+
+
+def _repeats_raw(s):
+    """Repeat counts 0..2 per frame over (batch, time), from a fixed seed (garbage in the padding)."""
+    g = torch.Generator().manual_seed(3)
+    return torch.randint(0, 3, (s.shapes.batch, s.shapes.time), generator=g).to(s.device)
+
+
+def _torch_repeat(s):
+    """Per sequence, frame t repeated repeats[t] times: one host read of the repeats, then cumsum, searchsorted,
+    gather (the same computation as dimtorch's). Puts the valid output frames aside as `repeat_valid`."""
+    reps = _repeats_raw(s)
+    valid = _mask2(s)
+    host = torch.where(valid, reps, 0).cpu()
+    lengths = host.sum(1)
+    s.repeat_valid = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None])[:, :, None].to(s.device)
+
+    def run(x=s.x, r=reps, valid=valid, T=s.T):
+        r = torch.where(valid, r, 0)
+        counts = r.cpu().sum(1)
+        n = int(counts.max())
+        cum = r.cumsum(1)
+        frames = torch.arange(n, device=x.device).expand(x.shape[0], n)
+        index = torch.searchsorted(cum, frames.contiguous(), side="right").clamp(max=T - 1)
+        return x.gather(1, index.unsqueeze(-1).expand(x.shape[0], n, x.shape[2]))
+    return run
+
+
+def _torch_scatter_reduce(s, reduce, fill=0.0, neutral=None):
+    """The labels' padding sent to an extra row `vocab` that is cut off (max/min: padding values set neutral)."""
+    shape = (s.B, s.shapes.vocab + 1, s.F)
+
+    def run(x=s.x, labels=s.labels, m=_mask2(s), m3=s.mask3, shape=shape, V=s.shapes.vocab):
+        idx = torch.where(m, labels, V)
+        if neutral is not None:
+            x = torch.where(m3, x, neutral)
+        return x.new_full(shape, fill).scatter_reduce_(1, idx.unsqueeze(-1).expand(x.shape), x, reduce,
+                                                       include_self=False)[:, :V]
+    return run
+
+
+def _torch_scatter_logmeanexp(s):
+    V = s.shapes.vocab
+
+    def run(x=s.x, labels=s.labels, m=_mask2(s), valid=s.mask3, V=V):
+        idx = torch.where(m, labels, V)
+        shape = (x.shape[0], V + 1, x.shape[2])
+        index = idx.unsqueeze(-1).expand(x.shape)
+        counts = torch.zeros(shape[:2], dtype=torch.int64, device=x.device).scatter_add_(
+            1, idx, torch.ones((), dtype=torch.int64, device=x.device).expand(idx.shape))
+        xm = torch.where(valid, x, float("-inf"))
+        with torch.no_grad():
+            top = x.new_full(shape, float("-inf")).scatter_reduce_(1, index, xm, "amax", include_self=False)
+        shift = torch.where(torch.isfinite(top), top, 0.0)
+        total = x.new_zeros(shape).scatter_add_(1, index, torch.exp(xm - shift.gather(1, index)))
+        out = torch.log(total) + shift - torch.log(counts.clamp(min=1).to(x.dtype)).unsqueeze(-1)
+        return out[:, :V]
+    return run
+
+
+def _torch_scatter_argmax(s):
+    V = s.shapes.vocab
+
+    def run(x=s.x, labels=s.labels, m=_mask2(s), valid=s.mask3, V=V):
+        idx = torch.where(m, labels, V)
+        shape = (x.shape[0], V + 1, x.shape[2])
+        T = x.shape[1]
+        index = idx.unsqueeze(-1).expand(x.shape)
+        counts = torch.zeros(shape[:2], dtype=torch.int64, device=x.device).scatter_add_(
+            1, idx, torch.ones((), dtype=torch.int64, device=x.device).expand(idx.shape))
+        xm = torch.where(valid, x, float("-inf"))
+        with torch.no_grad():
+            top = x.new_full(shape, float("-inf")).scatter_reduce_(1, index, xm, "amax", include_self=False)
+        candidates = torch.where(xm == top.gather(1, index), torch.arange(T, device=x.device).view(1, T, 1), T)
+        out = torch.full(shape, T, dtype=torch.int64, device=x.device).scatter_reduce_(1, index, candidates, "amin")
+        return torch.where((counts.unsqueeze(-1) > 0) & (out < T), out, -1)[:, :V]
+    return run
+
+
+class _TorchSmoothedGradient(torch.autograd.Function):
+    """A PyTorch user's own label-smoothed gradient: identity forward, grad * scale + shift * sum |grad|."""
+
+    @staticmethod
+    def forward(ctx, x, scale, shift):
+        ctx.scale, ctx.shift = scale, shift
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale + ctx.shift * grad.abs().sum(dim=-1, keepdim=True), None, None
+
+
+def _leaf(raw):
+    return raw.detach().clone().requires_grad_(True)
+
+
+def _smoothing_factors(n):
+    floor = _SMOOTHING / (n - 1)
+    return 1.0 - n * floor, -floor
+
+
+def _torch_smoothed_ce(s):
+    x, cot = _leaf(s.x), -F.one_hot(s.labels, s.shapes.vocab)[:, :, :s.F].float() * s.mask3
+    scale, shift = _smoothing_factors(s.F)
+
+    def run(x=x, cot=cot, scale=scale, shift=shift):
+        x.grad = None
+        (_TorchSmoothedGradient.apply(x, scale, shift) * cot).sum().backward()
+        return x.grad
+    return run
+
+
+def _named_smoothed_ce(s, fn):
+    x = s.api.tensor(_leaf(s.raw.x), (s.batch, s.time, s.feature))
+    cot = -F.one_hot(s.raw.labels, s.shapes.vocab)[:, :, :s.shapes.feature].float() * s.raw.mask[:, :, None]
+    raw_x = x.raw if hasattr(x, "raw") else x.raw_tensor
+
+    def run(x=x, raw_x=raw_x, cot=cot):
+        raw_x.grad = None
+        out = fn(x)
+        ((out.raw if hasattr(out, "raw") else out.raw_tensor) * cot).sum().backward()
+        return raw_x.grad
+    return run
+
+
+def _bounds(s):
+    """Sorted boundaries over `out` (the search_sorted row), a raw made once."""
+    g = torch.Generator().manual_seed(4)
+    return torch.randn(s.shapes.out, generator=g).sort().values.to(s.device)
+
+
+def _keep_time_plus_2(s):
+    """(batch, time + 2, 1): frames before each sequence's end (replace_dim_v2 keeps those, 0 after)."""
+    return (torch.arange(s.T + 2, device=s.device)[None, :] < s.lengths.to(s.device)[:, None])[:, :, None]
+
+
+RF_ROWS = (
+    Row("squared_difference", "(x - y) ** 2", out=BTF, requires=("squared_difference",),
+        torch=lambda s: lambda x=s.x, y=s.y: torch.square(x - y),
+        dimtorch=lambda s: lambda x=s.x, y=s.y: dt.squared_difference(x, y),
+        returnn=lambda s: lambda x=s.x, y=s.y, fn=_rf(s).squared_difference: fn(x, y)),
+    Row("log_add_exp", "log(exp(x) + exp(y))", out=BTF, requires=("log_add_exp",),
+        torch=lambda s: lambda x=s.x, y=s.y: torch.logaddexp(x, y),
+        dimtorch=lambda s: lambda x=s.x, y=s.y: dt.log_add_exp(x, y),
+        returnn=lambda s: lambda x=s.x, y=s.y, fn=_rf(s).log_add_exp: fn(x, y)),
+    Row("log_sigmoid", "log(sigmoid(x))", out=BTF, requires=("log_sigmoid",),
+        torch=lambda s: lambda x=s.x: F.logsigmoid(x),
+        dimtorch=lambda s: lambda x=s.x: dt.log_sigmoid(x),
+        returnn=lambda s: lambda x=s.x, fn=_rf(s).log_sigmoid: fn(x)),
+    Row("masked_select_seq", "per sequence, the frames where cond (batch, time) holds, packed into a new dynamic "
+        "dim (counts read on the host)", out=("batch", "masked_select", "feature"), requires=("masked_select",),
+        meta=False,
+        torch=lambda s: lambda x=s.x, c=s.cond, v=_mask2(s): _torch_masked_select_rows(x, c, v),
+        dimtorch=lambda s: lambda x=s.x, c=s.cond, dims=(s.time,): dt.masked_select(x, mask=c, dims=dims)[0],
+        returnn=lambda s: lambda x=s.x, c=s.cond, dims=[s.time], fn=_rf(s).masked_select: fn(x, mask=c, dims=dims)[0]),
+    Row("masked_select_all", "the valid (batch, time) frames where cond holds, packed into one static dim "
+        "(positions read on the host); RETURNN, which would select padding frames too, gets cond & valid",
+        out=("masked_select", "feature"), requires=("masked_select",), meta=False,
+        torch=lambda s: lambda x=s.x, c=s.cond, v=_mask2(s): x[c & v],
+        dimtorch=lambda s: lambda x=s.x, c=s.cond, dims=(s.batch, s.time): dt.masked_select(x, mask=c, dims=dims)[0],
+        returnn=lambda s: lambda x=s.x, m=_rf(s).logical_and(s.cond, s.time.get_mask()), dims=[s.batch, s.time],
+        fn=_rf(s).masked_select: fn(x, mask=m, dims=dims)[0]),
+    Row("masked_scatter_seq", "inverse of masked_select_seq: packed frames back where cond holds, 0 elsewhere",
+        out=BTF, requires=("masked_scatter",), meta=False,
+        torch=lambda s: lambda y=_packed(s, "torch"), c=s.cond, v=_mask2(s): _torch_masked_scatter_rows(y, c, v),
+        dimtorch=lambda s: lambda yd=_packed(s, "dimtorch"), c=s.cond, dims=(s.time,):
+            dt.masked_scatter(yd[0], mask=c, dims=dims, in_dim=yd[1]),
+        returnn=lambda s: lambda yd=_packed(s, "returnn"), c=s.cond, dims=[s.time], fn=_rf(s).masked_scatter:
+            fn(yd[0], mask=c, dims=dims, in_dim=yd[1])),
+    Row("reshape", "(heads, head_dim) of (batch, time, heads, head_dim) read as (head_dim, heads)",
+        out=("batch", "time", "d2", "h2"), requires=("reshape",),
+        torch=lambda s: lambda x=s.x4, shape=(s.B, s.T, s.D, s.H): x.reshape(shape),
+        dimtorch=lambda s: lambda x=s.x4, i=(s.heads, s.head_dim), o=(s.api.dim(s.shapes.head_dim, "d2"),
+                                                                      s.api.dim(s.shapes.heads, "h2")):
+            dt.reshape(x, i, o),
+        returnn=lambda s: lambda x=s.x4, i=[s.heads, s.head_dim], o=[s.api.dim(s.shapes.head_dim, "d2"),
+                                                                     s.api.dim(s.shapes.heads, "h2")],
+        fn=_rf(s).reshape: fn(x, i, o)),
+    Row("replace_dim_v2", "dynamic time replaced by time + 2: frames from each sequence's end on read 0",
+        out=("batch", "time+2", "feature"), requires=("replace_dim_v2",),
+        torch=lambda s: lambda x=s.x, keep=_keep_time_plus_2(s): torch.where(keep, F.pad(x, (0, 0, 0, 2)), 0.0),
+        dimtorch=lambda s: lambda x=s.x, t=s.time, o=s.time + 2: dt.replace_dim_v2(x, in_dim=t, out_dim=o),
+        returnn=lambda s: lambda x=s.x, t=s.time, o=s.time + 2, fn=_rf(s).replace_dim_v2: fn(x, in_dim=t, out_dim=o)),
+    Row("search_sorted", "positions of x (batch, time, feature) in sorted boundaries (out,)",
+        out=BTF, requires=("search_sorted",),
+        torch=lambda s: lambda x=s.x, b=_bounds(s): torch.searchsorted(b, x, out_int32=True),
+        dimtorch=lambda s: lambda x=s.x, b=s.api.tensor(_bounds(s), (s.out,)), o=s.out:
+            dt.search_sorted(b, x, axis=o),
+        returnn=lambda s: lambda x=s.x, b=s.api.tensor(_bounds(s), (s.out,)), o=s.out, fn=_rf(s).search_sorted:
+            fn(b, x, axis=o)),
+    Row("repeat", "each frame of dynamic time repeated 0..2 times into a new dynamic dim (repeats read on the host)",
+        out=("batch", "repeat", "feature"), requires=("repeat",), meta=False, valid_frames="repeat_valid",
+        torch=_torch_repeat,
+        dimtorch=lambda s: lambda x=s.x, r=s.api.tensor(_repeats_raw(s), (s.batch, s.time)), t=s.time:
+            dt.repeat(x, in_spatial_dim=t, repeats=r)[0],
+        returnn=lambda s: lambda x=s.x, r=s.api.tensor(_repeats_raw(s), (s.batch, s.time)), t=s.time,
+        fn=_rf(s).repeat: fn(x, in_spatial_dim=t, repeats=r)[0]),
+    Row("scatter_mean", "scatter-mean of frames of dynamic time into vocab at labels, padding takes no part",
+        out=("batch", "vocab", "feature"), requires=("scatter",),
+        torch=lambda s: _torch_scatter_reduce(s, "mean"),
+        dimtorch=lambda s: lambda x=s.x, labels=s.labels, t=s.time: dt.scatter(x, indices=labels, indices_dim=t,
+                                                                                mode="mean"),
+        returnn=lambda s: lambda x=s.x, labels=s.labels, t=s.time, fn=_rf(s).scatter:
+            fn(x, indices=labels, indices_dim=t, mode="mean")),
+    Row("scatter_max", "scatter-max of frames of dynamic time into vocab at labels, empty positions -inf",
+        out=("batch", "vocab", "feature"), requires=("scatter",),
+        torch=lambda s: _torch_scatter_reduce(s, "amax", float("-inf"), float("-inf")),
+        dimtorch=lambda s: lambda x=s.x, labels=s.labels, t=s.time: dt.scatter(x, indices=labels, indices_dim=t,
+                                                                                mode="max"),
+        returnn=lambda s: lambda x=s.x, labels=s.labels, t=s.time, fn=_rf(s).scatter:
+            fn(x, indices=labels, indices_dim=t, mode="max")),
+    Row("scatter_logmeanexp", "scatter-logmeanexp of frames of dynamic time into vocab at labels",
+        out=("batch", "vocab", "feature"), requires=("scatter",),
+        torch=_torch_scatter_logmeanexp,
+        dimtorch=lambda s: lambda x=s.x, labels=s.labels, t=s.time: dt.scatter(x, indices=labels, indices_dim=t,
+                                                                                mode="logmeanexp"),
+        returnn=lambda s: lambda x=s.x, labels=s.labels, t=s.time, fn=_rf(s).scatter:
+            fn(x, indices=labels, indices_dim=t, mode="logmeanexp")),
+    Row("scatter_argmax", "scatter-argmax: per vocab entry, the frame of dynamic time with the largest value",
+        out=("batch", "vocab", "feature"), requires=("scatter",),
+        torch=_torch_scatter_argmax,
+        dimtorch=lambda s: lambda x=s.x, labels=s.labels, t=s.time: dt.scatter(x, indices=labels, indices_dim=t,
+                                                                                mode="argmax"),
+        returnn=lambda s: lambda x=s.x, labels=s.labels, t=s.time, fn=_rf(s).scatter:
+            fn(x, indices=labels, indices_dim=t, mode="argmax")),
+    Row("label_smoothed_grad_fwd_bwd", "label-smoothed log-prob gradient over feature, forward + backward of a "
+        "cross-entropy-like loss; PyTorch: the user's own autograd Function", out=BTF, requires=(
+            "label_smoothed_log_prob_gradient",), meta=False,
+        torch=_torch_smoothed_ce,
+        dimtorch=lambda s: _named_smoothed_ce(s, lambda x, f=s.feature: dt.label_smoothed_log_prob_gradient(
+            x, _SMOOTHING, axis=f)),
+        returnn=lambda s: _named_smoothed_ce(s, lambda x, f=s.feature, fn=_rf(s).label_smoothed_log_prob_gradient:
+                                             fn(x, _SMOOTHING, axis=f))),
+)

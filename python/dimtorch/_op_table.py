@@ -1,0 +1,65 @@
+"""The op table: every public op's one Python definition and, where it has one, its C++ fast path.
+
+The definition is the op's semantics: readable, traceable by torch.compile, and what runs for every
+call the fast path does not take. A fast path (a function of dimtorch._C) takes the common eager
+call on real tensors and must give what the definition gives; the property tests run every row of
+this table to check that. While torch.compile traces, Dynamo inlines the definition in place of the
+fast path (dimtorch._compile registers each row with torch.compiler.substitute_in_graph).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable, NamedTuple, Optional
+
+from . import _C
+
+
+class Op(NamedTuple):
+    name: str                        # public name: dimtorch.<name>
+    definition: Callable             # the Python definition
+    fast_path: Optional[Callable]    # the C++ function of dimtorch._C, or None
+
+
+# name -> module holding its definition (a function of the same name), relative to this package.
+# Rows whose name is a function of dimtorch._C have a fast path.
+_DEFINITIONS = {
+    "pad": "_pad",
+    "concat": "_concat",
+    "gather": "_gather",
+    "merge_dims": "_shape_ops",
+    "slice": "_slicing",
+    "shift_right": "_slicing",
+    "reverse_sequence": "_slicing",
+    "split": "_stack",
+    "stack": "_stack",
+    "top_k": "_sort",
+    "pack_padded": "_packing",
+    "scatter": "_scatter",
+    "dropout": "_dropout",
+    "ceildiv": "_dim",
+    "reshape": "_reshape",
+    "masked_select": "_masked",
+    "masked_scatter": "_masked",
+    **{name: "ops.elementwise" for name in (
+        "combine", "compare", "maximum", "minimum", "logical_and", "logical_or", "where", "clip", "cast",
+        "exp", "log", "log1p", "sqrt", "rsqrt", "square", "tanh", "sigmoid", "relu", "gelu", "silu",
+        "softplus", "sin", "cos", "floor", "ceil", "round", "is_finite", "logical_not", "abs", "neg",
+        "squared_difference", "log_add_exp", "log_sigmoid")},
+    **{name: "ops.reduce" for name in (
+        "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_logsumexp", "reduce_any",
+        "reduce_all", "reduce_argmax", "reduce_argmin", "moments", "softmax", "log_softmax")},
+    **{name: "ops.matmul" for name in ("matmul", "dot", "linear")},
+    **{name: "ops.normalization" for name in ("layer_norm", "rms_norm", "batch_norm")},
+    **{name: "ops.creation" for name in ("zeros", "ones", "full")},
+}
+
+
+def _load() -> dict:
+    table = {}
+    for name, module in _DEFINITIONS.items():
+        definition = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        table[name] = Op(name, definition, getattr(_C, name, None))
+    return table
+
+
+OPS: dict = _load()

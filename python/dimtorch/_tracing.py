@@ -1,0 +1,64 @@
+"""Whether ops run eagerly on real data or are traced into a graph, and the in-graph forms of what
+eager ops read from the host (lengths, masks and sizes of dynamic dims).
+
+Eager ops may read a dynamic dim's host lengths (its max, an index built from them) and use the
+per-dim caches of the C++ core: that is free of device syncs because lengths live on the host.
+While torch.compile (Dynamo), torch.export or make_fx trace, none of that may happen: lengths are
+graph inputs, masks are built in the graph from them, and sizes come from the raw tensors' shapes
+(symbolic there). Op definitions branch on `tracing()` only where the two forms differ.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+_forced = False
+
+
+def tracing() -> bool:
+    """True while torch.compile/torch.export/make_fx/jit.trace trace (or under force_in_graph)."""
+    if _forced or torch.compiler.is_compiling():
+        return True
+    if torch._C._get_tracing_state() is not None:  # torch.jit.trace
+        return True
+    # make_fx and non-strict export: a proxy or fake dispatch mode is active.
+    key = torch._C._TorchDispatchModeKey
+    return (torch._C._get_dispatch_mode(key.PROXY) is not None
+            or torch._C._get_dispatch_mode(key.FAKE) is not None)
+
+
+def dynamo_tracing() -> bool:
+    """True while Dynamo traces (torch.compile, strict export): a polyfill gives it there
+    (dimtorch._compile). In eager a plain call that returns False, ~3x cheaper than
+    torch.compiler.is_compiling(), for the hot paths that skip a cache while Dynamo traces."""
+    return False
+
+
+@contextlib.contextmanager
+def force_in_graph():
+    """Runs op definitions' in-graph forms eagerly (tests compare them with the eager forms)."""
+    global _forced
+    old, _forced = _forced, True
+    try:
+        yield
+    finally:
+        _forced = old
+
+
+def lengths_raw(dim, dims, device) -> torch.Tensor:
+    """The lengths of dynamic `dim` as a raw int tensor on `device`, its axes aligned to `dims` (a
+    tuple of Dims holding the lengths' batch dims; size 1 for the other dims of `dims`)."""
+    raw = dim.dyn_size.raw_aligned(tuple(dims))
+    return raw if raw.device == device else raw.to(device, non_blocking=True)
+
+
+def mask_raw(dim, dims, shape, device) -> torch.Tensor:
+    """Bool raw, True on the valid frames of dynamic `dim`, broadcastable to `shape` (the raw shape
+    of a tensor over `dims`, which holds `dim` and its lengths' batch dims). Built in the graph:
+    arange over the raw axis compared with the lengths; nothing is read on the host."""
+    axis = dims.index(dim)
+    view = [1] * len(dims)
+    view[axis] = shape[axis]
+    positions = torch.arange(shape[axis], device=device).reshape(view)
+    return positions < lengths_raw(dim, dims, device)

@@ -1,0 +1,192 @@
+"""What the op definitions share: argument checks and messages as the C++ core gives them, error naming, masks of padding."""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .._C import Dim, Tensor
+from .._shape_ops import dim_str
+from .._tracing import mask_raw, tracing
+
+MAX_DIMS = 24  # kMaxDims of src/common.h
+
+# Errors that src/backend.cpp's name_error prefixes with the call (exact types, not subclasses).
+_NAMED_TYPES = (TypeError, ValueError, RuntimeError, IndexError, OverflowError, NotImplementedError)
+
+
+def names_errors(caller: str):
+    """Decorator of an op definition: an error torch raises inside it (torch's messages name no
+    dimtorch call) comes out as "<caller>: <message>", of the same type, as the C++ functions'
+    wrapper does (src/functions.h). While tracing, the definition runs bare (nothing to rename,
+    and no try block for the tracer to follow)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def definition(*args, **kwargs):
+            if tracing():
+                return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except _NAMED_TYPES as e:
+                text = str(e)
+                if type(e) not in _NAMED_TYPES or text.startswith("dimtorch"):
+                    raise
+                raise type(e)(f"{caller}: {text}") from None
+        return definition
+    return wrap
+
+
+def tp_name(o) -> str:
+    """The C-level name of o's type, as the C++ messages print it ("list", "dimtorch.Tensor",
+    "numpy.ndarray"; a class defined in Python by its own name, e.g. torch's "Tensor")."""
+    t = type(o)
+    if t.__flags__ & (1 << 9) or t.__module__ == "builtins":  # Py_TPFLAGS_HEAPTYPE
+        return t.__name__
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def describe_dims(dims, sizes=None) -> str:
+    """`batch:3, time:5` with sizes, else `batch, feature(80)`: dims as the C++ messages list them."""
+    parts = []
+    for i, d in enumerate(dims):
+        name = d.name if d.name is not None else "<unnamed>"
+        if sizes is not None:
+            parts.append(f"{name}:{sizes[i]}")
+        elif d.size is not None:
+            parts.append(f"{name}({d.size})")
+        else:
+            parts.append(str(name))
+    return ", ".join(parts)
+
+
+def is_scalar(o) -> bool:
+    """A Python number that ops keep as a scalar (bool, int, float, complex, and their subclasses)."""
+    return isinstance(o, (float, int, complex))
+
+
+def bad_operand(o, caller: str) -> TypeError:
+    if isinstance(o, torch.Tensor):
+        return TypeError(f"{caller}: operand is a raw torch.Tensor of shape {o.shape}; wrap it with its dims: "
+                         f"dimtorch.Tensor(raw, dims=(...))")
+    return TypeError(f"{caller}: operands must be dimtorch.Tensor or Python scalars (bool, int, float, complex), "
+                     f"got {tp_name(o)}")
+
+
+def need_tensor(o, caller: str, what: str = "x") -> Tensor:
+    if not isinstance(o, Tensor):
+        raise TypeError(f"{caller}: {what} must be a dimtorch.Tensor, got {tp_name(o)}")
+    return o
+
+
+def flag(value, caller: str, name: str) -> bool:
+    """Truth of a flag argument; a Tensor is refused (its truth would read device data)."""
+    if isinstance(value, (Tensor, torch.Tensor)):
+        raise TypeError(f"{caller}: {name} must be a bool, got a {tp_name(value)}")
+    return bool(value)
+
+
+def dims_tuple(arg, caller: str, what: str) -> tuple:
+    """A Dim, or a tuple or list of Dims, as a tuple (src/tensor.cpp dims_arg_to_tuple)."""
+    if isinstance(arg, Dim):
+        return (arg,)
+    if not isinstance(arg, (tuple, list)):
+        raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got {tp_name(arg)}")
+    dims = tuple(arg)
+    for i, d in enumerate(dims):
+        if not isinstance(d, Dim):
+            raise TypeError(f"{caller}: {what}[{i}] must be a Dim, got {tp_name(d)}")
+    return dims
+
+
+def product(sizes):
+    """The product of sizes (ints, or symbolic sizes while tracing); 1 for none."""
+    out = 1
+    for s in sizes:
+        out = out * s
+    return out
+
+
+def index_of(dims: tuple, dim) -> int:
+    """Index of `dim` in `dims` by identity, or -1."""
+    for i, d in enumerate(dims):
+        if d is dim:
+            return i
+    return -1
+
+
+def axes_arg(x: Tensor, axis, caller: str) -> list:
+    """x's axes named by `axis` (a Dim or a sequence of Dims), each once (src/ops_reduce.cpp axes_arg)."""
+    dims = dims_tuple(axis, caller, "axis")
+    if not dims:
+        raise ValueError(f"{caller}: axis must name at least one dim")
+    axes = []
+    for d in dims:
+        i = index_of(x.dims, d)
+        if i < 0:
+            raise ValueError(f"{caller}: dim {dim_str(d)} is not in x (dims: {describe_dims(x.dims, x.raw.shape)})")
+        if i in axes:
+            raise ValueError(f"{caller}: dim {dim_str(d)} is given twice in axis")
+        axes.append(i)
+    return axes
+
+
+def has_lengths(d: Dim) -> bool:
+    """Whether d has per-sequence lengths (given, or derived by dim math from dims that have)."""
+    return d.dyn_size is not None
+
+
+def masked_by_reduction(x: Tensor, i: int, reduced) -> bool:
+    """Whether dim i of x has padding to mask when reducing over x's axes `reduced`: a dim with
+    lengths that is reduced itself, or whose lengths vary along a reduced dim."""
+    d = x.dims[i]
+    if not has_lengths(d):
+        return False
+    if i in reduced:
+        return True
+    return any(index_of(x.dims, b) in reduced for b in d.dyn_size.dims)
+
+
+def check_lengths_dims(d: Dim, dims: tuple, caller: str) -> None:
+    """The mask of d over `dims` needs the dims its lengths vary over (src/mask.cpp lengths_positions)."""
+    for b in d.dyn_size.dims:
+        if index_of(dims, b) < 0:
+            raise ValueError(f"{caller}: the lengths of dim {dim_str(d)} are over {dim_str(b)}, which the tensor "
+                             f"lacks (dims: {describe_dims(dims)}); add that dim (e.g. by broadcasting) first")
+
+
+def valid_mask(x: Tensor, axes, caller: str):
+    """Bool raw broadcastable to x's raw, True where none of x's dims at `axes` is in its padding
+    (built in the graph from the lengths); None for no axes."""
+    mask = None
+    raw = x.raw
+    for i in axes:
+        d = x.dims[i]
+        check_lengths_dims(d, x.dims, caller)
+        m = mask_raw(d, x.dims, raw.shape, raw.device)
+        mask = m if mask is None else mask & m
+    return mask
+
+
+def masked_raw(x: Tensor, axes, fill, caller: str):
+    """(x's raw with the padding of its dims at `axes` replaced by `fill`, the mask or None)."""
+    mask = valid_mask(x, axes, caller)
+    if mask is None:
+        return x.raw, None
+    return torch.where(mask, x.raw, fill), mask
+
+
+def padded_size(d: Dim, caller: str):
+    """The raw size of a new tensor's axis over `d`: its static size, or a dynamic dim's longest
+    sequence. That max is a host read of the lengths, which eager ops may make but a graph must
+    not: while tracing, a dynamic dim has no size until a tensor over it gives one. None for a dim
+    that takes its size from data."""
+    if d.size is not None:
+        return d.size
+    if not has_lengths(d):
+        return None
+    if tracing():
+        raise NotImplementedError(
+            f"{caller}: a new tensor over the dynamic dim {dim_str(d)} needs its padded size, which is not "
+            f"known while tracing (it would be read from the host lengths); make it from a tensor over that "
+            f"dim instead (dimtorch.zeros_like, dimtorch.ones_like, or an op of such a tensor)")
+    return d.get_max_size()

@@ -1,0 +1,100 @@
+"""Tests of python/dimtorch/_repeat.py: repeat against torch.repeat_interleave per sequence, forward and backward on
+padded batches (garbage repeats in the padding), batch independence, max_len_factor and errors."""
+import pytest
+import torch
+
+import dimtorch as dt
+from helpers import PAD_LARGE, PAD_NAN, check_against_torch, make_padded_batch
+
+
+def _repeats(b, seed=0, high=4):
+    g = torch.Generator().manual_seed(seed)
+    raw = torch.randint(0, high, b.x.raw.shape[:2], generator=g)
+    raw[~b.mask] = 10**6  # garbage in the padding: never repeated
+    return dt.Tensor(raw, (b.batch, b.time))
+
+
+def _oracle(b, reps, n_out):
+    def fn(x):
+        rows = []
+        for i, n in enumerate(b.lengths):
+            r = x[i, :n].repeat_interleave(reps[i, :n], dim=0)
+            rows.append(torch.cat([r, r.new_zeros(n_out - r.shape[0], x.shape[2])]))
+        return torch.stack(rows)
+    return fn
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0)])
+def test_repeat_against_repeat_interleave(pad, order):
+    b = make_padded_batch((5, 3, 0, 1), pad_value=pad, extra_time=1)
+    reps = _repeats(b)
+    x = b.x.copy_transpose(tuple(b.x.dims[i] for i in order))
+    out, out_dim = dt.repeat(x, in_spatial_dim=b.time, repeats=reps)
+    expected_lengths = [int(reps.raw[i, :n].sum()) for i, n in enumerate(b.lengths)]
+    assert out_dim.dyn_size.dims == (b.batch,) and out_dim.dyn_size.raw.tolist() == expected_lengths
+    assert set(out.dims) == {b.batch, out_dim, b.feature}
+    inv = [order.index(i) for i in range(3)]
+    oracle = _oracle(b, reps.raw, max(expected_lengths))
+    check_against_torch(lambda t, r: dt.repeat(t, in_spatial_dim=b.time, repeats=r, out_spatial_dim=out_dim)[0],
+                        lambda t, r: oracle(t.permute(inv)), [x, reps], out_dims=(b.batch, out_dim, b.feature))
+
+
+def test_repeat_batch_independence():
+    """Each sequence alone gives the frames it gives in the batch."""
+    b = make_padded_batch((5, 3, 0, 1), pad_value=PAD_NAN)
+    reps = _repeats(b, seed=2)
+    out, out_dim = dt.repeat(b.x, in_spatial_dim=b.time, repeats=reps)
+    full = out.raw_aligned((b.batch, out_dim, b.feature))
+    for i, n in enumerate(b.lengths):
+        b1 = dt.Dim(None, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+        alone, dim1 = dt.repeat(dt.Tensor(b.x.raw[i:i + 1, :n], (b1, t1, b.feature)), in_spatial_dim=t1,
+                                repeats=dt.Tensor(reps.raw[i:i + 1, :n], (b1, t1)))
+        k = int(out_dim.dyn_size.raw[i])
+        assert dim1.dyn_size.raw.tolist() == [k]
+        torch.testing.assert_close(alone.raw_aligned((b1, dim1, b.feature))[0, :k], full[i, :k])
+
+
+def test_repeat_static_dim_and_broadcast_repeats():
+    """A static in dim; repeats with a batch dim the values lack: the result gains it."""
+    t, f, h = dt.Dim(4, name="t"), dt.Dim(2, name="f"), dt.Dim(2, name="h")
+    x = dt.Tensor(torch.randn(4, 2), (t, f))
+    reps = dt.Tensor(torch.tensor([[1, 0, 2, 1], [0, 0, 3, 0]]), (h, t))
+    out, out_dim = dt.repeat(x, in_spatial_dim=t, repeats=reps)
+    assert out_dim.dyn_size.raw.tolist() == [4, 3] and out.dims == (h, out_dim, f)
+    torch.testing.assert_close(out.raw[0], x.raw.repeat_interleave(reps.raw[0], dim=0))
+    torch.testing.assert_close(out.raw[1, :3], x.raw.repeat_interleave(reps.raw[1], dim=0))
+    one, one_dim = dt.repeat(x, in_spatial_dim=t, repeats=dt.Tensor(torch.tensor([2, 0, 1, 1], dtype=torch.int32), (t,)))
+    assert one_dim.dyn_size.dims == () and one.dims == (one_dim, f)
+    torch.testing.assert_close(one.raw, x.raw.repeat_interleave(torch.tensor([2, 0, 1, 1]), dim=0))
+
+
+def test_repeat_max_len_factor():
+    t = dt.Dim(4, name="t")
+    x = dt.Tensor(torch.arange(4.0), (t,))
+    reps = dt.Tensor(torch.tensor([1, 9, 0, 3]), (t,))
+    out, out_dim = dt.repeat(x, in_spatial_dim=t, repeats=reps, max_len_factor=2)
+    # total 13 > 2 * 4: each nonzero keeps 1 (3 frames), the surplus 10 scaled to the budget 5: 9 -> 1 + 4, 3 -> 1 + 1
+    assert out_dim.dyn_size.raw.tolist() == 8 and out.raw.tolist() == [0, 1, 1, 1, 1, 1, 3, 3]
+    same, _ = dt.repeat(x, in_spatial_dim=t, repeats=dt.Tensor(torch.tensor([1, 2, 0, 3]), (t,)), max_len_factor=2)
+    assert same.raw.tolist() == [0, 1, 1, 3, 3, 3]
+
+
+def test_repeat_errors():
+    b = make_padded_batch((3, 2))
+    reps = _repeats(b)
+    bad = dt.Tensor(torch.where(b.mask, -1, 0), (b.batch, b.time))
+    with pytest.raises(ValueError, match=r"dimtorch.repeat\(\): repeats must be >= 0, got -1"):
+        dt.repeat(b.x, in_spatial_dim=b.time, repeats=bad)
+    with pytest.raises(TypeError, match=r"dimtorch.repeat\(\): repeats must be of an integer dtype, got float32"):
+        dt.repeat(b.x, in_spatial_dim=b.time, repeats=dt.Tensor(reps.raw.float(), reps.dims))
+    with pytest.raises(ValueError, match=r"dimtorch.repeat\(\): in_spatial_dim 'feature'\(4\) is not a dim of repeats"):
+        dt.repeat(b.x, in_spatial_dim=b.feature, repeats=reps)
+    with pytest.raises(ValueError, match=r"dimtorch.repeat\(\): the lengths of 'time'\[batch\] vary over 'batch'\(\?\), "
+                                         r"which is not a dim of repeats"):
+        dt.repeat(b.x, in_spatial_dim=b.time, repeats=dt.Tensor(torch.ones(3, dtype=torch.int64), (b.time,)))
+    with pytest.raises(ValueError, match=r"dimtorch.repeat\(\): out_spatial_dim 'o'\(3\) does not have the repeated lengths"):
+        dt.repeat(b.x, in_spatial_dim=b.time, repeats=reps, out_spatial_dim=dt.Dim(3, name="o"))
+    with pytest.raises(ValueError, match=r"dimtorch.repeat\(\): max_len_factor must be >= 1"):
+        dt.repeat(b.x, in_spatial_dim=b.time, repeats=reps, max_len_factor=0.5)
