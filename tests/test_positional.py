@@ -163,3 +163,10 @@ def test_positional_errors():
         dt.apply_rope(pb.x, dt.zeros((dt.Dim(2, name="k"), pb.feature)), pb.feature)
     with pytest.raises(TypeError, match=r"apply_rope\(\): x must be a dimtorch.Tensor"):
         dt.apply_rope(pb.x.raw, dt.zeros((pb.feature,)), pb.feature)
+
+
+def test_relative_encoding_raw_of_an_empty_time():
+    """No frames at all (a batch of empty sequences, e.g. a data-parallel rank's share): no rows."""
+    from dimtorch._positional import relative_positional_encoding_raw
+    assert relative_positional_encoding_raw(0, 0, 8).shape == (0, 8)
+    assert relative_positional_encoding_raw(1, 1, 8).shape == (1, 8)

@@ -171,8 +171,8 @@ def relative_positional_encoding_raw(query_size: int, kv_size: int, feat: int, q
     a zero last column). Host-computed once per arguments and cached."""
     dev = _device(device)
 
-    def make():
-        distances = torch.arange(-(query_size - 1), kv_size) - query_offset
+    def make():  # (an empty time, e.g. a batch of length-0 sequences only: no rows)
+        distances = torch.arange(max(0, query_size - 1 + kv_size)) - (query_size - 1) - query_offset
         pe = _sin_cos(distances, _relative_freqs(feat // 2, None))
         if feat % 2:
             pe = torch.nn.functional.pad(pe, (0, 1))
