@@ -1,7 +1,8 @@
-"""The device reads of ops whose output size depends on data (masked_select, repeat, ...), in one place.
+"""The device reads of ops whose output size or control flow depends on data (masked_select, repeat,
+ctc_greedy_decode, scan with cond, while_loop, cond, ...), in one place.
 
 Every other op reads nothing from the device (DESIGN.md section 2). These few must: the size of their
-result is a count of data. Each read is one named call here, so that a graph-capturing path can give
+result is a count of data, or the loop's length or the branch taken is. Each read is one named call here, so that a graph-capturing path can give
 it an in-graph form (an unbacked size) without touching the ops.
 """
 from __future__ import annotations
@@ -26,3 +27,13 @@ def checkable(raw: torch.Tensor) -> bool:
     """Whether `raw` can be read on the host without waiting for a device: on the CPU (not meta).
     Ops use this to check data-dependent promises (counts, ranges) where the check is free."""
     return raw.device == _CPU
+
+
+def read_bool(raw: torch.Tensor) -> bool:
+    """The value of a one-element bool raw (a loop condition or a branch): waits for the device."""
+    return bool(raw.item())
+
+
+def read_int(raw: torch.Tensor) -> int:
+    """The value of a one-element integer raw (a loop bound): waits for the device."""
+    return int(raw.item())

@@ -7,7 +7,7 @@ import torch
 
 from . import _C
 from ._C import Dim, Tensor
-from ._device_reads import to_host
+from ._data_dependent import to_host
 from ._dtypes import to_torch_dtype
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 

@@ -11,7 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ._C import Dim, Tensor, gather, where
-from ._device_reads import to_host
+from ._data_dependent import to_host
 from ._shape_ops import check_tensor, dim_str, dims_str
 
 
