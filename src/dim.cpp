@@ -119,8 +119,10 @@ DimObject* dim_alloc() {
   d->total_size = -1;
   d->masks = nullptr;
   d->cache = nullptr;
+  d->derived = nullptr;
   d->derive_op = DimOp::kNone;
-  d->derive_a = d->derive_b = nullptr;
+  d->derive_a = nullptr;
+  d->derive_b = nullptr;
   d->derive_k = 0;
   d->weakreflist = nullptr;
   ++g_live_dims;
@@ -223,16 +225,15 @@ int dim_traverse(PyObject* self, visitproc visit, void* arg) {
   DimObject* d = as_dim(self);
   Py_VISIT(d->dyn_size);
   Py_VISIT(d->cache);
-  Py_VISIT(d->derive_a);
   Py_VISIT(d->derive_b);
-  return 0;
+  return derived_cache_traverse(d, visit, arg);
 }
 
 int dim_clear(PyObject* self) {
   DimObject* d = as_dim(self);
   Py_CLEAR(d->dyn_size);
   Py_CLEAR(d->cache);
-  Py_CLEAR(d->derive_a);
+  derived_cache_free(d);
   Py_CLEAR(d->derive_b);
   mask_cache_free(d);
   return 0;
@@ -274,8 +275,11 @@ PyObject* get_derivation(PyObject* self, void*) {
   static const char* const ops[] = {"", "add", "sub", "mul", "floordiv", "ceildiv", "concat"};
   DimObject* d = as_dim(self);
   if (d->derive_op == DimOp::kNone) Py_RETURN_NONE;
-  return Py_BuildValue("(sOOn)", ops[static_cast<int>(d->derive_op)], d->derive_a,
-                       d->derive_b ? d->derive_b : Py_None, d->derive_k);
+  PyObject* b = reinterpret_cast<PyObject*>(dim_derive_b(d));
+  if (d->derive_op == DimOp::kConcat && !b) Py_RETURN_NONE;  // B died: no longer a derivation
+  return Py_BuildValue("(sOOn)", ops[static_cast<int>(d->derive_op)],
+                       reinterpret_cast<PyObject*>(d->derive_a), b ? b : Py_None,
+                       d->derive_k);
 }
 
 PyObject* m_is_static(PyObject* self, PyObject*) { return PyBool_FromLong(as_dim(self)->size >= 0); }
@@ -428,7 +432,8 @@ bool dim_has_lengths(DimObject* d) {
   if (d->size >= 0) return false;
   if (d->dyn_size) return true;
   if (d->derive_op == DimOp::kNone) return false;
-  return dim_has_lengths(as_dim(d->derive_a)) || (d->derive_b && dim_has_lengths(as_dim(d->derive_b)));
+  DimObject* b = dim_derive_b(d);
+  return dim_has_lengths(d->derive_a) || (b && dim_has_lengths(b));
 }
 
 namespace {
@@ -457,7 +462,7 @@ bool never_negative(DimObject* d) {
 
 /// Host lengths of a derived dim from its operands' (int64, never below 0), by the Tensor ops.
 PyObject* derive_lengths(DimObject* d) {
-  Ref a(operand_lengths(as_dim(d->derive_a)));
+  Ref a(operand_lengths(d->derive_a));
   if (!a) return nullptr;
   Ref k(PyLong_FromSsize_t(d->derive_k));
   if (!k) return nullptr;
@@ -474,7 +479,12 @@ PyObject* derive_lengths(DimObject* d) {
       break;
     }
     case DimOp::kConcat: {
-      Ref b(operand_lengths(as_dim(d->derive_b)));
+      DimObject* b_dim = dim_derive_b(d);
+      if (!b_dim) {
+        PyErr_SetString(PyExc_RuntimeError, "dimtorch dim math: the second operand of A + B has died");
+        return nullptr;
+      }
+      Ref b(operand_lengths(b_dim));
       if (!b) return nullptr;
       out = is_tensor(a.get()) && is_tensor(b.get())
                 ? Ref(binary_op(Bin::kAdd, a.get(), b.get(), true, "dimtorch dim math"))
@@ -509,7 +519,7 @@ PyObject* derive_lengths(DimObject* d) {
 /// (everything but A + B); false when they must be read from the lengths.
 bool derived_min_max(DimObject* d, Py_ssize_t* lo, Py_ssize_t* hi) {
   if (d->derive_op == DimOp::kConcat || d->derive_op == DimOp::kNone) return false;
-  DimObject* a = as_dim(d->derive_a);
+  DimObject* a = d->derive_a;
   Py_ssize_t a_lo = dim_min_size(a), a_hi = dim_max_size(a), k = d->derive_k;
   if (a_lo < 0 || a_hi < 0 || (d->derive_op != DimOp::kAdd && d->derive_op != DimOp::kSub && k <= 0))
     return false;
@@ -538,6 +548,8 @@ PyObject* dim_dyn_size(DimObject* d) {
   Py_ssize_t lo, hi;
   if (!derived_min_max(d, &lo, &hi) && !lengths_min_max(as_tensor(lengths.get()), &lo, &hi))
     return nullptr;
+  // torch may have let another thread in, which set them first: keep theirs.
+  if (d->dyn_size) return d->dyn_size;
   d->min_size = lo;
   d->max_size = hi;
   d->dyn_size = lengths.release();

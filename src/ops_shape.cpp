@@ -190,31 +190,9 @@ PyObject* f_concat(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject
   return PyTuple_Pack(2, t.get(), out);
 }
 
-/* The merged dim of static `dims` (a tuple), cached in the first dim's dim-math cache under the
-   dims tuple as key (dim-math keys start with an int, so they never collide): merging the same
-   dims again gives the same dim, as RETURNN's prod(dims) does, and costs no new Dim per call. */
-PyObject* merged_dim(PyObject* dims, Py_ssize_t total) {
-  DimObject* first = as_dim(PyTuple_GET_ITEM(dims, 0));
-  if (!first->cache) {
-    first->cache = PyDict_New();
-    if (!first->cache) return nullptr;
-  }
-  PyObject* hit = PyDict_GetItemWithError(first->cache, dims);
-  if (hit) return Py_NewRef(hit);
-  if (PyErr_Occurred()) return nullptr;
-  std::string name;
-  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(dims); ++j) {
-    DimObject* d = as_dim(PyTuple_GET_ITEM(dims, j));
-    name += (j ? "*" : "") + (d->name ? to_std_string(d->name) : std::string("None"));
-  }
-  Ref size(PyLong_FromSsize_t(total));
-  Ref py_name(PyUnicode_FromString(name.c_str()));
-  if (!size || !py_name) return nullptr;
-  Ref dim(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&DimType), size.get(), py_name.get(),
-                                       nullptr));
-  if (!dim || PyDict_SetItem(first->cache, dims, dim.get()) < 0) return nullptr;
-  return dim.release();
-}
+/* The merged dim of static `dims` (a tuple), cached on the first dim (dim_merged): merging the
+   same dims again gives the same dim, as RETURNN's prod(dims) does, and costs no new Dim per call. */
+PyObject* merged_dim(PyObject* dims, Py_ssize_t total) { return dim_merged(dims, total); }
 
 /// _merged_dim(dims): merged_dim for the Python definition of merge_dims, so that both paths give
 /// the same dim for the same static dims.
