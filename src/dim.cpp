@@ -5,6 +5,7 @@
 #include "backend.h"
 #include "mask.h"
 #include "ops_elementwise.h"
+#include "plan.h"
 #include "tensor.h"
 
 namespace dimtorch {
@@ -92,7 +93,7 @@ PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* ma
     /* Lengths are host data by design; a device copy is made once per dim and cached. Moving them
        here happens once, when the batch's dims are made, never inside ops. */
     PyObject* host_raw = backend::call2(backend::T.to, t->raw, s_cpu);
-    if (!host_raw) return nullptr;
+    if (!host_raw) return backend::name_error("dimtorch.Dim()");  // e.g. meta lengths: no data
     kept = Ref(tensor_make(host_raw, t->dims, t->sizes, nullptr, nullptr));
     if (!kept) return nullptr;
   }
@@ -242,6 +243,7 @@ int dim_clear(PyObject* self) {
 void dim_dealloc(PyObject* self) {
   DimObject* d = as_dim(self);
   PyObject_GC_UnTrack(self);
+  plan_caches_dim_died(self);  // before the address can be reused by a new dim
   if (d->weakreflist) PyObject_ClearWeakRefs(self);
   dim_clear(self);
   Py_CLEAR(d->name);

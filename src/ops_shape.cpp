@@ -22,9 +22,9 @@ DIMTORCH_PYTHON_FALLBACK(fallback, "dimtorch._shape_ops", "merge_dims")
 DIMTORCH_PYTHON_FALLBACK(concat_fallback, "dimtorch._concat", "concat")
 
 /* The gather index of a dynamic concat (dimtorch._concat._gather_index builds it from the host
-   lengths), expanded to the output's shape and cached in the canonical out dim's dim-math cache
-   under a key that starts with a str (dim-math keys start with an int): the raw sizes, the places
-   of the lengths' dims and the device. New reference. */
+   lengths), expanded to the output's shape and cached in the canonical out dim's cache of index
+   raws under a key that starts with a str tag: the raw sizes, the places of the lengths' dims and
+   the device. New reference. */
 PyObject* concat_index(DimObject* canonical, PyObject* const* args, Py_ssize_t nargs, TensorObject* first,
                        int axis, PyObject* out_dims, const Py_ssize_t* out_sizes, PyObject* device,
                        const char* caller) {
@@ -78,8 +78,9 @@ PyObject* concat_index(DimObject* canonical, PyObject* const* args, Py_ssize_t n
   expand_args[0] = index.get();
   for (Py_ssize_t j = 0; j < nd; ++j) expand_args[j + 1] = PyTuple_GET_ITEM(key.get(), 2 + nargs + j);
   Ref expanded(PyObject_Vectorcall(backend::T.expand, expand_args, nd + 1, nullptr));
-  if (!expanded || PyDict_SetItem(canonical->cache, key.get(), expanded.get()) < 0) return nullptr;
-  return expanded.release();
+  if (!expanded) return nullptr;
+  // The builder and torch may have let another thread in, which stored this key first: keep its.
+  return Py_XNewRef(PyDict_SetDefault(canonical->cache, key.get(), expanded.get()));
 }
 
 /// concat((x, dim_x), (y, dim_y), ..., out_dim=None): the fast path takes tensors whose other dims
