@@ -21,10 +21,12 @@ from ._slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_seq
 from ._conv import conv, pool, transposed_conv  # noqa: F401
 from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
+from ._pickle import register_safe_globals as _register_safe_globals
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from . import nn  # noqa: F401
 
 __version__ = "0.1.0"
+_register_safe_globals()  # torch.load(weights_only=True) of states holding Dims and Tensors
 
 
 def _star_exports() -> list:
