@@ -168,7 +168,7 @@ class UnsafeCheckpointError(ShardedCheckpointError):
 def _safe_dcp_classes():
     """(storage reader, load planner) classes for torch.distributed.checkpoint that load plain data
     only. torch 2.13's FileSystemReader unpickles the metadata file with pickle.load and its
-    DefaultLoadPlanner reads non-tensor entries with torch.load(weights_only=False): either would run
+    DefaultLoadPlanner reads non-tensor entries with an unrestricted torch.load: either would run
     code hidden in a foreign checkpoint. Here the metadata may name only DCP's own record classes and
     the entries load with weights_only=True."""
     import io

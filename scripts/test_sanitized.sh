@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the extension with AddressSanitizer + UndefinedBehaviorSanitizer into .venv-asan and runs
-# the tests under it. Slow; not part of CI. Extra arguments go to pytest.
+# the tests under it (all of them, or the test files/folders given). Extra arguments go to pytest.
+# CI (.ci/run) runs the fuzz, thread and garbage tests this way after the normal suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -13,8 +14,12 @@ DIMTORCH_SANITIZE=ON python -m pip install -q --no-build-isolation --force-reins
 LIBASAN=$(gcc -print-file-name=libasan.so)
 LIBUBSAN=$(gcc -print-file-name=libubsan.so)
 # torch and CPython are not built with ASan: leaks and their allocator mismatches are not ours.
-export ASAN_OPTIONS=detect_leaks=0:alloc_dealloc_mismatch=0:new_delete_type_mismatch=0
+export ASAN_OPTIONS=detect_leaks=0:alloc_dealloc_mismatch=0:new_delete_type_mismatch=0:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Tests that measure process memory skip that part (ASan's quarantine grows the process).
 export DIMTORCH_SANITIZED=1
-LD_PRELOAD="$LIBASAN $LIBUBSAN" python -m pytest -q -p no:cacheprovider tests "$@"
+targets=(tests)
+for arg in "$@"; do
+  case "$arg" in tests/*) targets=() ;; esac
+done
+LD_PRELOAD="$LIBASAN $LIBUBSAN" python -m pytest -q -p no:cacheprovider "${targets[@]}" "$@"

@@ -7,6 +7,7 @@
 #include "mask.h"
 #include "property.h"
 #include "ops_elementwise.h"
+#include "plan.h"
 #include "tensor.h"
 
 namespace dimtorch {
@@ -94,7 +95,7 @@ PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* ma
     /* Lengths are host data by design; a device copy is made once per dim and cached. Moving them
        here happens once, when the batch's dims are made, never inside ops. */
     PyObject* host_raw = backend::call2(backend::T.to, t->raw, s_cpu);
-    if (!host_raw) return nullptr;
+    if (!host_raw) return backend::name_error("dimtorch.Dim()");  // e.g. meta lengths: no data
     kept = Ref(tensor_make(host_raw, t->dims, t->sizes, nullptr, nullptr));
     if (!kept) return nullptr;
   }
@@ -121,10 +122,13 @@ DimObject* dim_alloc() {
   d->total_size = -1;
   d->masks = nullptr;
   d->cache = nullptr;
+  d->derived = nullptr;
   d->derive_op = DimOp::kNone;
-  d->derive_a = d->derive_b = nullptr;
+  d->derive_a = nullptr;
+  d->derive_b = nullptr;
   d->derive_k = 0;
   d->weakreflist = nullptr;
+  d->pycache = nullptr;
   d->sealed = true;
   ++g_live_dims;
   PyObject_GC_Track(d);
@@ -267,16 +271,17 @@ int dim_traverse(PyObject* self, visitproc visit, void* arg) {
   DimObject* d = as_dim(self);
   Py_VISIT(d->dyn_size);
   Py_VISIT(d->cache);
-  Py_VISIT(d->derive_a);
+  Py_VISIT(d->pycache);
   Py_VISIT(d->derive_b);
-  return 0;
+  return derived_cache_traverse(d, visit, arg);
 }
 
 int dim_clear(PyObject* self) {
   DimObject* d = as_dim(self);
+  derived_cache_free(d);  // first: a derived dim that has not yet made its lengths reads this dim's
   Py_CLEAR(d->dyn_size);
   Py_CLEAR(d->cache);
-  Py_CLEAR(d->derive_a);
+  Py_CLEAR(d->pycache);
   Py_CLEAR(d->derive_b);
   mask_cache_free(d);
   return 0;
@@ -285,6 +290,7 @@ int dim_clear(PyObject* self) {
 void dim_dealloc(PyObject* self) {
   DimObject* d = as_dim(self);
   PyObject_GC_UnTrack(self);
+  plan_caches_dim_died(self);  // before the address can be reused by a new dim
   if (d->weakreflist) PyObject_ClearWeakRefs(self);
   dim_clear(self);
   Py_CLEAR(d->name);
@@ -318,8 +324,11 @@ PyObject* get_derivation(PyObject* self, void*) {
   static const char* const ops[] = {"", "add", "sub", "mul", "floordiv", "ceildiv", "concat"};
   DimObject* d = as_dim(self);
   if (d->derive_op == DimOp::kNone) Py_RETURN_NONE;
-  return Py_BuildValue("(sOOn)", ops[static_cast<int>(d->derive_op)], d->derive_a,
-                       d->derive_b ? d->derive_b : Py_None, d->derive_k);
+  PyObject* b = reinterpret_cast<PyObject*>(dim_derive_b(d));
+  if (d->derive_op == DimOp::kConcat && !b) Py_RETURN_NONE;  // B died: no longer a derivation
+  return Py_BuildValue("(sOOn)", ops[static_cast<int>(d->derive_op)],
+                       reinterpret_cast<PyObject*>(d->derive_a), b ? b : Py_None,
+                       d->derive_k);
 }
 
 PyObject* m_is_static(PyObject* self, PyObject*) { return PyBool_FromLong(as_dim(self)->size >= 0); }
@@ -493,26 +502,35 @@ int set_derivation(PyObject* self, PyObject* value, void*) {
     PyErr_Format(PyExc_ValueError, "dimtorch.Dim: bad derivation %R", value);
     return -1;
   }
+  PyObject* weak_b = b == Py_None ? nullptr : PyWeakref_NewRef(b, nullptr);
+  if (b != Py_None && !weak_b) return -1;
   d->derive_op = static_cast<DimOp>(i);
-  d->derive_a = Py_NewRef(a);
-  d->derive_b = b == Py_None ? nullptr : Py_NewRef(b);
+  d->derive_a = as_dim(a);  // borrowed: a's cache owns d (dim_register_derived), as dim math's dims
+  d->derive_b = weak_b;
   d->derive_k = k;
+  if (!dim_register_derived(d)) {
+    d->derive_op = DimOp::kNone;
+    d->derive_a = nullptr;
+    Py_CLEAR(d->derive_b);
+    return -1;
+  }
   return 0;
 }
-/// The dim-math cache: {(op, k or other dim): derived dim}; made on first use.
+/// The dim-math cache as the Python definition reads it: {(op code, k or other dim): dim}; the
+/// dict set on a Dim made in a graph, else a snapshot of the core's cache.
 PyObject* get_math_cache(PyObject* self, void*) {
   DimObject* d = as_dim(self);
-  if (!d->cache && !(d->cache = PyDict_New())) return nullptr;
-  return Py_NewRef(d->cache);
+  if (d->pycache) return Py_NewRef(d->pycache);
+  return derived_cache_snapshot(d);
 }
 int set_math_cache(PyObject* self, PyObject* value, void*) {
   DimObject* d = as_dim(self);
-  if (!settable(d, value, !d->cache, "_math_cache")) return -1;
+  if (!settable(d, value, !d->pycache, "_math_cache")) return -1;
   if (!PyDict_CheckExact(value)) {
     PyErr_SetString(PyExc_TypeError, "dimtorch.Dim: _math_cache must be a dict");
     return -1;
   }
-  d->cache = Py_NewRef(value);
+  d->pycache = Py_NewRef(value);
   return 0;
 }
 
@@ -576,7 +594,8 @@ bool dim_has_lengths(DimObject* d) {
   if (d->size >= 0) return false;
   if (d->dyn_size) return true;
   if (d->derive_op == DimOp::kNone) return false;
-  return dim_has_lengths(as_dim(d->derive_a)) || (d->derive_b && dim_has_lengths(as_dim(d->derive_b)));
+  DimObject* b = dim_derive_b(d);
+  return dim_has_lengths(d->derive_a) || (b && dim_has_lengths(b));
 }
 
 namespace {
@@ -605,7 +624,7 @@ bool never_negative(DimObject* d) {
 
 /// Host lengths of a derived dim from its operands' (int64, never below 0), by the Tensor ops.
 PyObject* derive_lengths(DimObject* d) {
-  Ref a(operand_lengths(as_dim(d->derive_a)));
+  Ref a(operand_lengths(d->derive_a));
   if (!a) return nullptr;
   Ref k(PyLong_FromSsize_t(d->derive_k));
   if (!k) return nullptr;
@@ -622,7 +641,12 @@ PyObject* derive_lengths(DimObject* d) {
       break;
     }
     case DimOp::kConcat: {
-      Ref b(operand_lengths(as_dim(d->derive_b)));
+      DimObject* b_dim = dim_derive_b(d);
+      if (!b_dim) {
+        PyErr_SetString(PyExc_RuntimeError, "dimtorch dim math: the second operand of A + B has died");
+        return nullptr;
+      }
+      Ref b(operand_lengths(b_dim));
       if (!b) return nullptr;
       out = is_tensor(a.get()) && is_tensor(b.get())
                 ? Ref(binary_op(Bin::kAdd, a.get(), b.get(), true, "dimtorch dim math"))
@@ -657,7 +681,7 @@ PyObject* derive_lengths(DimObject* d) {
 /// (everything but A + B); false when they must be read from the lengths.
 bool derived_min_max(DimObject* d, Py_ssize_t* lo, Py_ssize_t* hi) {
   if (d->derive_op == DimOp::kConcat || d->derive_op == DimOp::kNone) return false;
-  DimObject* a = as_dim(d->derive_a);
+  DimObject* a = d->derive_a;
   Py_ssize_t a_lo = dim_min_size(a), a_hi = dim_max_size(a), k = d->derive_k;
   if (a_lo < 0 || a_hi < 0 || (d->derive_op != DimOp::kAdd && d->derive_op != DimOp::kSub && k <= 0))
     return false;
@@ -705,6 +729,8 @@ PyObject* dim_dyn_size(DimObject* d) {
   Py_ssize_t lo, hi;
   if (!derived_min_max(d, &lo, &hi) && !lengths_min_max(as_tensor(lengths.get()), &lo, &hi))
     return nullptr;
+  // torch may have let another thread in, which set them first: keep theirs.
+  if (d->dyn_size) return d->dyn_size;
   d->min_size = lo;
   d->max_size = hi;
   d->dyn_size = lengths.release();

@@ -16,12 +16,20 @@ struct DimObject {
   Py_ssize_t min_size;   // host min of the lengths; -1 until known (0 means some sequence is empty)
   Py_ssize_t total_size; // host sum of the lengths (valid frames of a batch); -1 until known
   struct MaskCache* masks;  // device lengths and masks (mask.cpp); made lazily
-  PyObject* cache;       // dict: dim-math results; made lazily
-  DimOp derive_op;       // dim math: the op, operands and constant that define this dim
-  PyObject* derive_a;
-  PyObject* derive_b;    // second Dim operand (A + B), or NULL
+  PyObject* cache;       // dict: index raws made from the lengths (ops_array.cpp); made lazily
+  struct DerivedCache* derived;  // dims made from this one by dim math or merging (dim_math.cpp)
+  /* Dim math: the op, operands and constant that define this dim. The operands are not owned, so
+     that an operand and the derived dims cached on it form no reference cycle: the operand's
+     cache owns its derived dims and, when it dies, detaches the ones still alive (derive_op
+     becomes kNone; their lengths were computed when they were made). */
+  DimOp derive_op;
+  DimObject* derive_a;   // borrowed: alive while this dim is in its cache
+  PyObject* derive_b;    // weak reference to the second Dim operand (A + B), or NULL
   Py_ssize_t derive_k;
   PyObject* weakreflist;
+  /* The dim-math cache as torch.compile traces it (dimtorch._dim.derive): a dict set on a Dim made
+     in a graph; NULL for other Dims, whose Python view of the cache is a snapshot of `derived`. */
+  PyObject* pycache;
   /* False only for a Dim made by object.__new__(Dim) (torch.compile replays a Dim made in a graph
      that way) until its fields are set through the setters, each once. */
   bool sealed;
@@ -57,5 +65,18 @@ void install_dim_math_slots(PyTypeObject* type);
 bool export_dim_math(PyObject* module);
 /// New dim for `a <op> k` (or a + b for kConcat), cached on `a`; new reference.
 PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const char* caller);
+/// The second operand of A + B (borrowed), or NULL when there is none or it has died.
+DimObject* dim_derive_b(DimObject* d);
+/// The static dim of merging the static `dims` (a tuple), `total` its size, cached on dims[0]
+/// (merging the same dims again gives the same Dim); new reference.
+PyObject* dim_merged(PyObject* dims, Py_ssize_t total);
+/// Releases the dims cached on `d` by dim_derive and dim_merged, detaching those still alive.
+void derived_cache_free(DimObject* d);
+/// Caches `d`, whose derivation fields are set (by the setter: torch.compile's replay), on its
+/// first operand, which then owns it as dim_derive's dims are owned. False with an error set.
+bool dim_register_derived(DimObject* d);
+/// {(op code, k or the other dim): derived dim} of the dims cached on `a` by dim math; new dict.
+PyObject* derived_cache_snapshot(DimObject* a);
+int derived_cache_traverse(DimObject* d, visitproc visit, void* arg);
 
 }  // namespace dimtorch

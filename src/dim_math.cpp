@@ -1,10 +1,172 @@
 // Dim math: T + k, T - k, T * k, T // k, ceildiv(T, k), A + B. Results are cached on the left
-// operand, so the same expression twice gives the same Dim; lengths are derived lazily on the host.
+// operand, so the same expression twice gives the same Dim; lengths are derived on the host.
+#include <vector>
+
 #include "backend.h"
 #include "dim.h"
 #include "functions.h"
 
 namespace dimtorch {
+
+/* The dims made from a dim, owned by it: a derived dim lives as long as its operand (its lengths
+   and masks are made once per batch, however often an op derives it again), and points back to
+   the operand without owning it, so that the two form no reference cycle and a batch's dims go
+   with its last reference, garbage collector or not. Keys hold other dims weakly (A + B: B; a
+   merge: the dims after the first), so that two dims never own each other through their caches;
+   an entry whose weak key died is dropped when the next one is added. */
+struct DerivedEntry {
+  DimOp op;          // kNone: a merged dim (dim_merged)
+  Py_ssize_t k;
+  PyObject* other;   // owned: a weak ref to B (A + B), a tuple of weak refs (a merge), or NULL
+  PyObject* dim;     // owned
+};
+
+struct DerivedCache {
+  std::vector<DerivedEntry> entries;
+};
+
+namespace {
+
+/// The object a weak ref points to (borrowed), or NULL when it has died.
+PyObject* weak_target(PyObject* ref) {
+  PyObject* o = PyWeakref_GET_OBJECT(ref);
+  return o == Py_None ? nullptr : o;
+}
+
+/// Whether every weak ref in `other` (a weak ref or a tuple of them) still points to its dim.
+bool keys_alive(PyObject* other) {
+  if (!other) return true;
+  if (!PyTuple_Check(other)) return weak_target(other) != nullptr;
+  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(other); ++j)
+    if (!weak_target(PyTuple_GET_ITEM(other, j))) return false;
+  return true;
+}
+
+/// Makes a derived dim stand alone when its operand leaves: it keeps its sizes and lengths (dim
+/// math computes them when it makes a dim; one cached by dim_register_derived gets them here).
+void detach(DimObject* owner, const DerivedEntry& e) {
+  DimObject* d = as_dim(e.dim);
+  if (e.op == DimOp::kNone || d->derive_a != owner) return;
+  if (!d->dyn_size && dim_has_lengths(d) && !dim_dyn_size(d))
+    PyErr_WriteUnraisable(e.dim);  // the dim is left without lengths: its size comes from data
+  d->derive_op = DimOp::kNone;
+  d->derive_a = nullptr;
+  Py_CLEAR(d->derive_b);
+}
+
+/// The cached dim of dim math (op, k, b) on `a` (borrowed), or NULL.
+PyObject* lookup_derived(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b) {
+  if (!a->derived) return nullptr;
+  for (const DerivedEntry& e : a->derived->entries) {
+    if (e.op != op) continue;
+    if (op == DimOp::kConcat ? weak_target(e.other) == reinterpret_cast<PyObject*>(b) : e.k == k)
+      return e.dim;
+  }
+  return nullptr;
+}
+
+/// The cached merge of `dims` on dims[0] (borrowed), or NULL.
+PyObject* lookup_merged(DimObject* first, PyObject* dims) {
+  if (!first->derived) return nullptr;
+  Py_ssize_t n = PyTuple_GET_SIZE(dims);
+  for (const DerivedEntry& e : first->derived->entries) {
+    if (e.op != DimOp::kNone || PyTuple_GET_SIZE(e.other) != n - 1) continue;
+    bool same = true;
+    for (Py_ssize_t j = 1; j < n && same; ++j)
+      same = weak_target(PyTuple_GET_ITEM(e.other, j - 1)) == PyTuple_GET_ITEM(dims, j);
+    if (same) return e.dim;
+  }
+  return nullptr;
+}
+
+/// Adds an entry (taking its references), after dropping entries whose weak keys died. False
+/// with an error set (and e's references released) when out of memory.
+bool insert_derived(DimObject* owner, DerivedEntry e) {
+  std::vector<DerivedEntry> dropped;
+  bool ok = true;
+  try {
+    if (!owner->derived) owner->derived = new DerivedCache();
+    auto& entries = owner->derived->entries;
+    entries.reserve(entries.size() + 1);
+    dropped.reserve(entries.size());
+    for (size_t i = 0; i < entries.size();) {
+      if (keys_alive(entries[i].other)) {
+        ++i;
+        continue;
+      }
+      detach(owner, entries[i]);
+      dropped.push_back(entries[i]);
+      entries[i] = entries.back();
+      entries.pop_back();
+    }
+    entries.push_back(e);
+  } catch (const std::bad_alloc&) {
+    ok = false;
+  }
+  // Releasing may run arbitrary code (a dim's death): only once the cache is consistent again.
+  for (DerivedEntry& x : dropped) {
+    Py_XDECREF(x.other);
+    Py_DECREF(x.dim);
+  }
+  if (!ok) {
+    Py_XDECREF(e.other);
+    Py_DECREF(e.dim);
+    PyErr_NoMemory();
+  }
+  return ok;
+}
+
+}  // namespace
+
+bool dim_register_derived(DimObject* d) {
+  DimObject* a = d->derive_a;
+  if (!a || d->derive_op == DimOp::kNone) {
+    PyErr_SetString(PyExc_SystemError, "dimtorch: dim_register_derived() of a dim without derivation");
+    return false;
+  }
+  return insert_derived(a, {d->derive_op, d->derive_k, Py_XNewRef(d->derive_b),
+                            Py_NewRef(reinterpret_cast<PyObject*>(d))});
+}
+
+PyObject* derived_cache_snapshot(DimObject* a) {
+  Ref dict(PyDict_New());
+  if (!dict || !a->derived) return dict.release();
+  for (const DerivedEntry& e : a->derived->entries) {
+    if (e.op == DimOp::kNone) continue;  // merged dims: not dim math
+    PyObject* arg = e.op == DimOp::kConcat ? weak_target(e.other) : nullptr;
+    if (e.op == DimOp::kConcat && !arg) continue;
+    Ref key(arg ? Py_BuildValue("(iO)", static_cast<int>(e.op), arg)
+                : Py_BuildValue("(in)", static_cast<int>(e.op), e.k));
+    if (!key || PyDict_SetItem(dict.get(), key.get(), e.dim) < 0) return nullptr;
+  }
+  return dict.release();
+}
+
+DimObject* dim_derive_b(DimObject* d) {
+  if (!d->derive_b) return nullptr;
+  return reinterpret_cast<DimObject*>(weak_target(d->derive_b));
+}
+
+void derived_cache_free(DimObject* d) {
+  DerivedCache* c = d->derived;
+  if (!c) return;
+  d->derived = nullptr;
+  for (const DerivedEntry& e : c->entries) detach(d, e);
+  for (DerivedEntry& e : c->entries) {
+    Py_XDECREF(e.other);
+    Py_DECREF(e.dim);
+  }
+  delete c;
+}
+
+int derived_cache_traverse(DimObject* d, visitproc visit, void* arg) {
+  if (!d->derived) return 0;
+  for (const DerivedEntry& e : d->derived->entries) {
+    Py_VISIT(e.other);
+    Py_VISIT(e.dim);
+  }
+  return 0;
+}
 
 namespace {
 
@@ -51,7 +213,7 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
      math. Mixed chains stay as they are: (T - 3) + 1 differs from T - 2 where lengths hit 0. */
   if (!b && op != DimOp::kConcat && a->derive_op == op) {
     bool additive = op == DimOp::kAdd || op == DimOp::kSub;
-    return dim_derive(as_dim(a->derive_a), op, additive ? a->derive_k + k : a->derive_k * k,
+    return dim_derive(a->derive_a, op, additive ? a->derive_k + k : a->derive_k * k,
                       nullptr, caller);
   }
   if (a->size >= 0 && op == DimOp::kSub && a->size < k) {
@@ -71,41 +233,60 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
       return nullptr;
     }
   }
-  if (!a->cache) {
-    a->cache = PyDict_New();
-    if (!a->cache) return nullptr;
-  }
-  /* Cached strongly on the operand: a derived dim made again and again (pad, conv in a loop) keeps
-     its lengths and masks. The operand and its derived dims form a cycle, which the cyclic
-     collector frees once nothing else holds them. */
-  // (op, k) or (op, b), built directly: Py_BuildValue's format parsing was half of a cache hit.
-  Ref key(PyTuple_New(2));
-  if (!key) return nullptr;
-  PyObject* op_obj = PyLong_FromLong(static_cast<long>(op));
-  PyObject* arg_obj = op == DimOp::kConcat ? Py_NewRef(reinterpret_cast<PyObject*>(b)) : PyLong_FromSsize_t(k);
-  if (op_obj) PyTuple_SET_ITEM(key.get(), 0, op_obj);
-  if (arg_obj) PyTuple_SET_ITEM(key.get(), 1, arg_obj);
-  if (!op_obj || !arg_obj) return nullptr;
-  PyObject* hit = PyDict_GetItemWithError(a->cache, key.get());
+  PyObject* hit = lookup_derived(a, op, k, b);
   if (hit) return Py_NewRef(hit);
-  if (PyErr_Occurred()) return nullptr;
 
   bool all_static = a->size >= 0 && (op != DimOp::kConcat || b->size >= 0);
   Ref size(all_static ? PyLong_FromSsize_t(static_result(op, a->size, k, b ? b->size : 0))
                       : Py_NewRef(Py_None));
   Ref name(derived_name(a, op, k, b));
   if (!size || !name) return nullptr;
+  Ref other;
+  if (op == DimOp::kConcat && !(other = Ref(PyWeakref_NewRef(reinterpret_cast<PyObject*>(b), nullptr))))
+    return nullptr;
   Ref dim(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&DimType), size.get(), name.get(),
                                        nullptr));
   if (!dim) return nullptr;
   DimObject* d = as_dim(dim.get());
-  {  // also for static results: chains fold through them too
-    d->derive_op = op;
-    d->derive_a = Py_NewRef(self);
-    d->derive_b = b ? Py_NewRef(reinterpret_cast<PyObject*>(b)) : nullptr;
-    d->derive_k = k;
+  // Also for static results: chains fold through them too.
+  d->derive_op = op;
+  d->derive_a = a;
+  d->derive_b = Py_XNewRef(other.get());
+  d->derive_k = k;
+  /* The lengths now, while the operands are surely alive: once cached, the dim may outlive
+     them. This calls torch, which may let another thread in: that one may have cached the same
+     dim meanwhile, which then wins. */
+  if (dim_has_lengths(d) && !dim_dyn_size(d)) return nullptr;
+  hit = lookup_derived(a, op, k, b);
+  if (hit) return Py_NewRef(hit);
+  if (!insert_derived(a, {op, k, other.release(), Py_NewRef(dim.get())})) return nullptr;
+  return dim.release();
+}
+
+PyObject* dim_merged(PyObject* dims, Py_ssize_t total) {
+  DimObject* first = as_dim(PyTuple_GET_ITEM(dims, 0));
+  PyObject* hit = lookup_merged(first, dims);
+  if (hit) return Py_NewRef(hit);
+  Py_ssize_t n = PyTuple_GET_SIZE(dims);
+  std::string name;
+  for (Py_ssize_t j = 0; j < n; ++j) {
+    DimObject* d = as_dim(PyTuple_GET_ITEM(dims, j));
+    name += (j ? "*" : "") + (d->name ? to_std_string(d->name) : std::string("None"));
   }
-  if (PyDict_SetItem(a->cache, key.get(), dim.get()) < 0) return nullptr;
+  Ref others(PyTuple_New(n - 1));
+  if (!others) return nullptr;
+  for (Py_ssize_t j = 1; j < n; ++j) {
+    PyObject* w = PyWeakref_NewRef(PyTuple_GET_ITEM(dims, j), nullptr);
+    if (!w) return nullptr;
+    PyTuple_SET_ITEM(others.get(), j - 1, w);
+  }
+  Ref size(PyLong_FromSsize_t(total));
+  Ref py_name(PyUnicode_FromString(name.c_str()));
+  if (!size || !py_name) return nullptr;
+  Ref dim(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&DimType), size.get(), py_name.get(),
+                                       nullptr));
+  if (!dim) return nullptr;
+  if (!insert_derived(first, {DimOp::kNone, total, others.release(), Py_NewRef(dim.get())})) return nullptr;
   return dim.release();
 }
 

@@ -162,6 +162,28 @@ PyObject* build_raw(DimObject* d, TensorObject* lengths, MaskKind kind, const si
 
 }  // namespace
 
+namespace {
+
+/// The cached raw for this layout and device (new reference); NULL without an error when there
+/// is none. Index-based: comparing devices may run code that lets another thread change the cache.
+PyObject* find_raw(DimObject* d, MaskKind kind, const signed char* pos, int npos, int ndim,
+                   Py_ssize_t size, PyObject* device) {
+  for (size_t i = 0; d->masks && i < d->masks->entries.size(); ++i) {
+    const MaskEntry& e = d->masks->entries[i];
+    if (e.kind != kind || e.ndim != ndim || e.size != size || e.npos != npos ||
+        std::memcmp(e.pos, pos, npos) != 0)
+      continue;
+    if (e.device == device) return Py_NewRef(e.raw);
+    Ref entry_device = Ref::borrow(e.device), raw = Ref::borrow(e.raw);
+    int same = PyObject_RichCompareBool(entry_device.get(), device, Py_EQ);
+    if (same < 0) return nullptr;
+    if (same) return raw.release();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, int ndim,
                          Py_ssize_t size, PyObject* device) {
   PyObject* lengths = dim_dyn_size(d);
@@ -173,31 +195,32 @@ PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, in
   }
   int npos = static_cast<int>(tensor_ndim(as_tensor(lengths))) + (kind == MaskKind::kMask ? 1 : 0);
   if (kind != MaskKind::kMask) size = -1;
-  MaskCache* c = d->masks;
-  if (c) {
-    for (auto& e : c->entries) {
-      if (e.kind != kind || e.ndim != ndim || e.size != size || e.npos != npos ||
-          std::memcmp(e.pos, pos, npos) != 0)
-        continue;
-      int same = e.device == device ? 1 : PyObject_RichCompareBool(e.device, device, Py_EQ);
-      if (same < 0) return nullptr;
-      if (same) return Py_NewRef(e.raw);
-    }
-  }
+  PyObject* hit = find_raw(d, kind, pos, npos, ndim, size, device);
+  if (hit || PyErr_Occurred()) return hit;
   Ref raw(build_raw(d, as_tensor(lengths), kind, pos, ndim, size, device));
   if (!raw) return nullptr;
-  if (!d->masks) d->masks = new MaskCache();
-  c = d->masks;
+  /* torch let other threads in while it built the raw: one of them may have cached the same
+     entry meanwhile, which then wins (one entry per layout, the same raw for every caller). */
+  hit = find_raw(d, kind, pos, npos, ndim, size, device);
+  if (hit || PyErr_Occurred()) return hit;
   MaskEntry e{kind, ndim, npos, {}, size, Py_NewRef(device), Py_NewRef(raw.get())};
   std::memcpy(e.pos, pos, npos);
-  if (c->entries.size() < kMaxEntries) {
-    c->entries.push_back(e);
-  } else {
-    MaskEntry& old = c->entries[c->next_evict];
-    release(old);
-    old = e;
-    c->next_evict = (c->next_evict + 1) % kMaxEntries;
+  MaskEntry evicted{};
+  try {
+    if (!d->masks) d->masks = new MaskCache();
+    MaskCache* c = d->masks;
+    if (c->entries.size() < kMaxEntries) {
+      c->entries.push_back(e);
+    } else {
+      evicted = c->entries[c->next_evict];
+      c->entries[c->next_evict] = e;
+      c->next_evict = (c->next_evict + 1) % kMaxEntries;
+    }
+  } catch (const std::bad_alloc&) {
+    release(e);
+    return PyErr_NoMemory();
   }
+  release(evicted);  // may run code (a tensor's death): only once the cache is consistent
   return raw.release();
 }
 
@@ -300,7 +323,7 @@ PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t n
       if (dim_has_lengths(as_dim(PyTuple_GET_ITEM(x->dims, i)))) axes[n++] = i;
   }
   PyObject* raw = masked_raw(x, axes, n, v[0], nullptr, caller);
-  if (!raw) return nullptr;
+  if (!raw) return backend::name_error(caller);  // e.g. a value out of the dtype's range
   return tensor_make(raw, x->dims, x->sizes, x->sparse_dim, x->feature_dim);
 }
 

@@ -52,8 +52,8 @@ PyObject* kept_feature(TensorObject* x, PyObject* dims) {
   return x->feature_dim && dims_index(dims, x->feature_dim) >= 0 ? x->feature_dim : nullptr;
 }
 
-/// The raw cached in dim->cache under `key` (a tuple starting with a str: dim-math keys start
-/// with an int), or the one `build()` makes, stored there. New reference.
+/// The raw cached in dim->cache under `key` (a tuple starting with a str tag), or the one
+/// `build()` makes, stored there. New reference.
 template <typename Build>
 PyObject* cached_on_dim(DimObject* dim, PyObject* key, Build build) {
   if (!dim->cache && !(dim->cache = PyDict_New())) return nullptr;
@@ -61,8 +61,10 @@ PyObject* cached_on_dim(DimObject* dim, PyObject* key, Build build) {
   if (hit) return Py_NewRef(hit);
   if (PyErr_Occurred()) return nullptr;
   Ref value(build());
-  if (!value || PyDict_SetItem(dim->cache, key, value.get()) < 0) return nullptr;
-  return value.release();
+  if (!value) return nullptr;
+  // build() may have let another thread in, which stored the same key first: keep its value.
+  PyObject* kept = PyDict_SetDefault(dim->cache, key, value.get());
+  return Py_XNewRef(kept);
 }
 
 /// Cache key (tag, device, ints...): the layout an index raw was made for. New reference.

@@ -166,7 +166,12 @@ bool align_operands(PyObject* const* ops, int n, bool allow_bc, bool allow_none,
     out->args[map[j]] = Ref(plan_align_raw(p, j, ts[j]));
     if (!out->args[map[j]]) return false;
   }
-  out->out_dims = p->holder >= 0 ? dims[p->holder] : p->out_dims;
+  if (p->holder >= 0) {
+    out->out_dims = dims[p->holder];
+  } else {
+    out->out_dims_owned = Ref(plan_out_dims(p, ts));
+    if (!(out->out_dims = out->out_dims_owned.get())) return false;
+  }
   out->n_out = p->out_ndim;
   for (int k = 0; k < p->out_ndim; ++k) out->sizes[k] = ts[p->size_op[k]]->sizes[p->size_axis[k]];
   if (p->holder >= 0 && ts[p->holder]->feature_dim) feature = ts[p->holder]->feature_dim;
@@ -216,7 +221,12 @@ PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_bc, const char* 
                         : ta->feature_dim               ? ta->feature_dim
                                                         : tb->feature_dim;
     bool same_sparse = keep_sparse && ta->sparse_dim == tb->sparse_dim;
-    return tensor_make(raw, holder ? holder->dims : p->out_dims, sizes,
+    Ref owned_dims;  // the output dims, when no operand has them all (an allowed outer broadcast)
+    if (!holder && !(owned_dims = Ref(plan_out_dims(p, ts)))) {
+      Py_DECREF(raw);
+      return nullptr;
+    }
+    return tensor_make(raw, holder ? holder->dims : owned_dims.get(), sizes,
                        same_sparse ? ta->sparse_dim : nullptr, feature);
   }
   if (is_tensor(a) && is_scalar_operand(b)) {

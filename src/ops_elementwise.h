@@ -14,7 +14,8 @@ enum class Bin : int {
 /// Operands aligned to one output: the raws (or scalars) to hand to torch, and the output dims.
 struct Aligned {
   Ref args[kMaxOperands];       // aligned raw, or the scalar/None passed through
-  PyObject* out_dims = nullptr; // borrowed from an operand or the plan
+  PyObject* out_dims = nullptr; // borrowed from an operand, or from out_dims_owned
+  Ref out_dims_owned;           // made for this call when no operand has all output dims
   Py_ssize_t sizes[kMaxDims];
   int n_out = 0;
   PyObject* sparse_dim = nullptr;   // borrowed: the common sparse dim of the tensor operands

@@ -8,6 +8,7 @@
 #include "functions.h"
 #include "mask.h"
 #include "ops_reduce.h"
+#include "plan.h"
 #include "tensor.h"
 
 namespace dimtorch {
@@ -28,10 +29,13 @@ struct Layout {
 struct MatmulPlan {
   int refs = 0;
   Py_hash_t hash = 0;
-  PyObject* key[3] = {};  // a dims, b dims, reduce dims (strong refs)
+  /* a dims, b dims, reduce dims, not owned: the death of one of them evicts the plan
+     (watch_key_dims), so that a cached plan keeps no batch's dims alive. */
+  signed char key_len[3] = {};
+  PyObject* key[3][kMaxDims] = {};
+  int slot = -1;  // index in g_cache while cached there
   bool use_linear = false;
   Layout la, lb;
-  PyObject* out_dims = nullptr;
   int out_ndim = 0;
   signed char out_op[kMaxDims] = {}, out_axis[kMaxDims] = {};
   bool out_view = false;
@@ -44,13 +48,39 @@ struct MatmulPlan {
 constexpr int kSlots = 128;
 MatmulPlan* g_cache[kSlots] = {};
 
+int flat_key(const MatmulPlan* p, PyObject** out) {
+  int m = 0;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < p->key_len[i]; ++j) out[m++] = p->key[i][j];
+  return m;
+}
+
 void plan_release(MatmulPlan* p) {
   if (--p->refs > 0) return;
-  for (PyObject* k : p->key) Py_XDECREF(k);
+  PyObject* key[3 * kMaxDims];
+  unwatch_key_dims(p, key, flat_key(p, key));
   for (Layout* l : {&p->la, &p->lb})
     for (int i = 0; i < l->n_perm; ++i) Py_XDECREF(l->perm[i]);
-  Py_XDECREF(p->out_dims);
   delete p;
+}
+
+/// A key dim of the plan died: drop it from the cache.
+void evict(void* plan) {
+  MatmulPlan* p = static_cast<MatmulPlan*>(plan);
+  if (p->slot >= 0 && g_cache[p->slot] == p) {
+    g_cache[p->slot] = nullptr;
+    p->slot = -1;
+    plan_release(p);
+  }
+}
+
+/// The output dims of a call (a new tuple): out_op/out_axis name them in a and b.
+PyObject* out_dims_of(const MatmulPlan* p, TensorObject* a, TensorObject* b) {
+  PyObject* out = PyTuple_New(p->out_ndim);
+  if (!out) return nullptr;
+  for (int k = 0; k < p->out_ndim; ++k)
+    PyTuple_SET_ITEM(out, k, Py_NewRef(PyTuple_GET_ITEM((p->out_op[k] == 0 ? a : b)->dims, p->out_axis[k])));
+  return out;
 }
 
 struct PlanHold {
@@ -121,15 +151,8 @@ MatmulPlan* build(TensorObject* a, TensorObject* b, PyObject* reduce, const char
   }
   MatmulPlan* p = new MatmulPlan();
   p->out_ndim = static_cast<int>(ca.size() + a_rest.size() + b_rest.size());
-  p->out_dims = PyTuple_New(p->out_ndim);
-  if (!p->out_dims) {
-    delete p;
-    return nullptr;
-  }
   int k = 0;
   auto put = [&](int op, int axis) {
-    TensorObject* t = op == 0 ? a : b;
-    PyTuple_SET_ITEM(p->out_dims, k, Py_NewRef(PyTuple_GET_ITEM(t->dims, axis)));
     p->out_op[k] = static_cast<signed char>(op);
     p->out_axis[k++] = static_cast<signed char>(axis);
   };
@@ -215,14 +238,14 @@ MatmulPlan* get_plan(TensorObject* a, TensorObject* b, PyObject* reduce, const c
       h = (h ^ (reinterpret_cast<size_t>(PyTuple_GET_ITEM(t, j)) >> 4)) * 1000003u;
     h = (h ^ 0x9e3779b9u) * 1000003u;
   }
-  MatmulPlan*& slot = g_cache[h & (kSlots - 1)];
+  size_t index = h & (kSlots - 1);
+  MatmulPlan*& slot = g_cache[index];
   if (slot && slot->hash == static_cast<Py_hash_t>(h)) {
     bool same = true;
     for (int i = 0; i < 3 && same; ++i) {
-      PyObject *x = slot->key[i], *y = key[i];
-      Py_ssize_t n = PyTuple_GET_SIZE(x);
-      same = n == PyTuple_GET_SIZE(y);
-      for (Py_ssize_t j = 0; same && j < n; ++j) same = PyTuple_GET_ITEM(x, j) == PyTuple_GET_ITEM(y, j);
+      Py_ssize_t n = PyTuple_GET_SIZE(key[i]);
+      same = n == slot->key_len[i];
+      for (Py_ssize_t j = 0; same && j < n; ++j) same = slot->key[i][j] == PyTuple_GET_ITEM(key[i], j);
     }
     if (same) {
       ++slot->refs;
@@ -232,11 +255,24 @@ MatmulPlan* get_plan(TensorObject* a, TensorObject* b, PyObject* reduce, const c
   MatmulPlan* p = build(a, b, reduce, caller);
   if (!p) return nullptr;
   p->hash = static_cast<Py_hash_t>(h);
-  for (int i = 0; i < 3; ++i) p->key[i] = Py_NewRef(key[i]);
-  p->refs = 2;
+  for (int i = 0; i < 3; ++i) {
+    p->key_len[i] = static_cast<signed char>(PyTuple_GET_SIZE(key[i]));
+    for (int j = 0; j < p->key_len[i]; ++j) p->key[i][j] = PyTuple_GET_ITEM(key[i], j);
+  }
+  p->refs = 1;  // the caller's
+  PyObject* flat[3 * kMaxDims];
+  if (!watch_key_dims(p, evict, flat, flat_key(p, flat))) {
+    PyErr_Clear();  // out of memory for the index: use the plan once, uncached
+    return p;
+  }
+  ++p->refs;  // the cache's
+  p->slot = static_cast<int>(index);
   MatmulPlan* old = slot;
   slot = p;
-  if (old) plan_release(old);
+  if (old) {
+    old->slot = -1;
+    plan_release(old);
+  }
   return p;
 }
 
@@ -328,10 +364,12 @@ PyObject* matmul_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames
     out = Ref(backend::call2(backend::T.view, out.get(), shape.get()));
     if (!out) return nullptr;
   }
+  Ref out_dims(out_dims_of(p, a, b));
+  if (!out_dims) return nullptr;
   PyObject* feature = nullptr;
   for (PyObject* f : {a->feature_dim, b->feature_dim})
-    if (!feature && f && dims_index(p->out_dims, f) >= 0) feature = f;
-  return tensor_make(out.release(), p->out_dims, sizes, nullptr, feature);
+    if (!feature && f && dims_index(out_dims.get(), f) >= 0) feature = f;
+  return tensor_make(out.release(), out_dims.get(), sizes, nullptr, feature);
 }
 
 PyObject* f_matmul(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -360,7 +398,10 @@ void matmul_cache_clear() {
   for (auto& slot : g_cache) {
     MatmulPlan* p = slot;
     slot = nullptr;
-    if (p) plan_release(p);
+    if (p) {
+      p->slot = -1;
+      plan_release(p);
+    }
   }
 }
 

@@ -23,9 +23,9 @@ DIMTORCH_PYTHON_FALLBACK(fallback, "merge_dims")
 DIMTORCH_PYTHON_FALLBACK(concat_fallback, "concat")
 
 /* The gather index of a dynamic concat (dimtorch._concat._gather_index builds it from the host
-   lengths), expanded to the output's shape and cached in the canonical out dim's dim-math cache
-   under a key that starts with a str (dim-math keys start with an int): the raw sizes, the places
-   of the lengths' dims and the device. New reference. */
+   lengths), expanded to the output's shape and cached in the canonical out dim's cache of index
+   raws under a key that starts with a str tag: the raw sizes, the places of the lengths' dims and
+   the device. New reference. */
 PyObject* concat_index(DimObject* canonical, PyObject* const* args, Py_ssize_t nargs, TensorObject* first,
                        int axis, PyObject* out_dims, const Py_ssize_t* out_sizes, PyObject* device,
                        const char* caller) {
@@ -76,8 +76,9 @@ PyObject* concat_index(DimObject* canonical, PyObject* const* args, Py_ssize_t n
   expand_args[0] = index.get();
   for (Py_ssize_t j = 0; j < nd; ++j) expand_args[j + 1] = PyTuple_GET_ITEM(key.get(), 2 + nargs + j);
   Ref expanded(PyObject_Vectorcall(backend::T.expand, expand_args, nd + 1, nullptr));
-  if (!expanded || PyDict_SetItem(canonical->cache, key.get(), expanded.get()) < 0) return nullptr;
-  return expanded.release();
+  if (!expanded) return nullptr;
+  // The builder and torch may have let another thread in, which stored this key first: keep its.
+  return Py_XNewRef(PyDict_SetDefault(canonical->cache, key.get(), expanded.get()));
 }
 
 /// concat((x, dim_x), (y, dim_y), ..., out_dim=None): the fast path takes tensors whose other dims
@@ -188,31 +189,9 @@ PyObject* f_concat(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject
   return PyTuple_Pack(2, t.get(), out);
 }
 
-/* The merged dim of static `dims` (a tuple), cached in the first dim's dim-math cache under the
-   dims tuple as key (dim-math keys start with an int, so they never collide): merging the same
-   dims again gives the same dim, as RETURNN's prod(dims) does, and costs no new Dim per call. */
-PyObject* merged_dim(PyObject* dims, Py_ssize_t total) {
-  DimObject* first = as_dim(PyTuple_GET_ITEM(dims, 0));
-  if (!first->cache) {
-    first->cache = PyDict_New();
-    if (!first->cache) return nullptr;
-  }
-  PyObject* hit = PyDict_GetItemWithError(first->cache, dims);
-  if (hit) return Py_NewRef(hit);
-  if (PyErr_Occurred()) return nullptr;
-  std::string name;
-  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(dims); ++j) {
-    DimObject* d = as_dim(PyTuple_GET_ITEM(dims, j));
-    name += (j ? "*" : "") + (d->name ? to_std_string(d->name) : std::string("None"));
-  }
-  Ref size(PyLong_FromSsize_t(total));
-  Ref py_name(PyUnicode_FromString(name.c_str()));
-  if (!size || !py_name) return nullptr;
-  Ref dim(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&DimType), size.get(), py_name.get(),
-                                       nullptr));
-  if (!dim || PyDict_SetItem(first->cache, dims, dim.get()) < 0) return nullptr;
-  return dim.release();
-}
+/* The merged dim of static `dims` (a tuple), cached on the first dim (dim_merged): merging the
+   same dims again gives the same dim, as RETURNN's prod(dims) does, and costs no new Dim per call. */
+PyObject* merged_dim(PyObject* dims, Py_ssize_t total) { return dim_merged(dims, total); }
 
 /// _merged_dim(dims): merged_dim for the Python definition of merge_dims, so that both paths give
 /// the same dim for the same static dims.

@@ -1,6 +1,10 @@
 // Alignment plans: built from dims tuples, kept in a direct-mapped cache keyed by dim identities.
 #include "plan.h"
 
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
 #include "backend.h"
 #include "dim.h"
 
@@ -8,11 +12,72 @@ namespace dimtorch {
 
 namespace {
 
+/// dim -> the cached plans made for it, and how to evict each. Made once, never freed (plans
+/// may be released while the interpreter shuts down).
+using Watchers = std::vector<std::pair<void*, EvictPlan>>;
+std::unordered_map<PyObject*, Watchers>* g_watched = new std::unordered_map<PyObject*, Watchers>();
+
+bool seen_before(PyObject* const* dims, int i) {
+  for (int j = 0; j < i; ++j)
+    if (dims[j] == dims[i]) return true;
+  return false;
+}
+
+}  // namespace
+
+bool watch_key_dims(void* plan, EvictPlan evict, PyObject* const* dims, int n) {
+  try {
+    for (int i = 0; i < n; ++i)
+      if (!seen_before(dims, i)) (*g_watched)[dims[i]].emplace_back(plan, evict);
+  } catch (const std::bad_alloc&) {
+    unwatch_key_dims(plan, dims, n);
+    PyErr_NoMemory();
+    return false;
+  }
+  return true;
+}
+
+void unwatch_key_dims(void* plan, PyObject* const* dims, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (seen_before(dims, i)) continue;
+    auto it = g_watched->find(dims[i]);
+    if (it == g_watched->end()) continue;
+    Watchers& w = it->second;
+    for (size_t k = 0; k < w.size(); ++k)
+      if (w[k].first == plan) {
+        w[k] = w.back();
+        w.pop_back();
+        break;
+      }
+    if (w.empty()) g_watched->erase(it);
+  }
+}
+
+void plan_caches_dim_died(PyObject* dim) {
+  if (g_watched->empty()) return;
+  auto it = g_watched->find(dim);
+  if (it == g_watched->end()) return;
+  Watchers w = std::move(it->second);
+  g_watched->erase(it);
+  for (auto& [plan, evict] : w) evict(plan);
+}
+
+namespace {
+
+/// The key dims of a plan, operand after operand.
+int flat_key(const Plan* p, PyObject** out) {
+  int m = 0;
+  for (int i = 0; i < p->n; ++i)
+    for (int j = 0; j < p->key_len[i]; ++j) out[m++] = p->key[i][j];
+  return m;
+}
+
 constexpr int kCacheSlots = 512;
 Plan* g_cache[kCacheSlots] = {};
 Plan* g_last = nullptr;  // holds a reference
 
 void set_last(Plan* p);
+void evict(void* plan);
 
 Py_hash_t key_hash(PyObject* const* dims, int n, bool allow) {
   size_t h = static_cast<size_t>(n) * 31u + (allow ? 7u : 0u);
@@ -25,28 +90,25 @@ Py_hash_t key_hash(PyObject* const* dims, int n, bool allow) {
   return static_cast<Py_hash_t>(h);
 }
 
-/* Items compared by pointer: the cached plan holds its key tuples, which hold their Dims, so a Dim
-   at the same address is the same live object. */
+/* Items compared by pointer: a plan's key dims are alive (the death of one evicts the plan), so
+   a Dim at the same address is the same object. */
 bool key_equal(const Plan* p, PyObject* const* dims, int n, bool allow) {
   if (p->n != n || p->allow_broadcast_all != allow) return false;
   for (int i = 0; i < n; ++i) {
-    PyObject* a = p->key[i];
     PyObject* b = dims[i];
-    if (a == b) continue;
-    Py_ssize_t m = PyTuple_GET_SIZE(a);
-    if (PyTuple_GET_SIZE(b) != m) return false;
+    Py_ssize_t m = PyTuple_GET_SIZE(b);
+    if (p->key_len[i] != m) return false;
     for (Py_ssize_t j = 0; j < m; ++j)
-      if (PyTuple_GET_ITEM(a, j) != PyTuple_GET_ITEM(b, j)) return false;
+      if (p->key[i][j] != PyTuple_GET_ITEM(b, j)) return false;
   }
   return true;
 }
 
 void plan_free(Plan* p) {
-  for (int i = 0; i < p->n; ++i) {
-    Py_XDECREF(p->key[i]);
+  PyObject* key[kMaxOperands * kMaxDims];
+  unwatch_key_dims(p, key, flat_key(p, key));
+  for (int i = 0; i < p->n; ++i)
     for (int k = 0; k < p->align[i].n_perm; ++k) Py_XDECREF(p->align[i].perm[k]);
-  }
-  Py_XDECREF(p->out_dims);
   delete p;
 }
 
@@ -65,7 +127,7 @@ Plan* plan_build(PyObject* const* dims, int n, bool allow, const char* caller,
       if (j != i) all = covers(dims[i], dims[j]);
     if (all) holder = i;
   }
-  Ref out;
+  Ref out;  // the output dims while building
   if (holder >= 0) {
     out = Ref::borrow(dims[holder]);
   } else {
@@ -103,8 +165,7 @@ Plan* plan_build(PyObject* const* dims, int n, bool allow, const char* caller,
   p->allow_broadcast_all = allow;
   p->holder = holder;
   p->out_ndim = static_cast<int>(out_ndim);
-  if (holder < 0) p->out_dims = out.release();
-  PyObject* out_dims = holder >= 0 ? dims[holder] : p->out_dims;
+  PyObject* out_dims = out.get();
   for (int k = 0; k < p->out_ndim; ++k) p->size_op[k] = -1;
   // Sizes come from the holder where there is one, else from the first operand with the dim.
   for (int pass = 0; pass < 2; ++pass)
@@ -119,7 +180,8 @@ Plan* plan_build(PyObject* const* dims, int n, bool allow, const char* caller,
       }
     }
   for (int i = 0; i < n; ++i) {
-    p->key[i] = Py_NewRef(dims[i]);
+    p->key_len[i] = static_cast<signed char>(PyTuple_GET_SIZE(dims[i]));
+    for (int j = 0; j < p->key_len[i]; ++j) p->key[i][j] = PyTuple_GET_ITEM(dims[i], j);
     AlignOp& al = p->align[i];
     Py_ssize_t nd = PyTuple_GET_SIZE(dims[i]);
     if (nd == 0) continue;  // a 0-dim raw broadcasts by itself
@@ -162,26 +224,16 @@ Plan* plan_build(PyObject* const* dims, int n, bool allow, const char* caller,
 
 Plan* plan_get(PyObject* const* dims, int n, bool allow, const char* caller,
                const char* const* names) {
-  /* The plan used last, when called with the very same dims tuples (an op in a loop, a model
-     step): found without hashing. */
-  if (g_last && g_last->n == n && g_last->allow_broadcast_all == allow) {
-    bool same = true;
-    for (int i = 0; i < n && same; ++i) same = g_last->key[i] == dims[i];
-    if (same) {
-      ++g_last->refs;
-      return g_last;
-    }
+  /* The plan used last, when called with the same dims (an op in a loop, a model step): found
+     without hashing. */
+  if (g_last && key_equal(g_last, dims, n, allow)) {
+    ++g_last->refs;
+    return g_last;
   }
   Py_hash_t h = key_hash(dims, n, allow);
-  Plan*& slot = g_cache[static_cast<size_t>(h) & (kCacheSlots - 1)];
+  size_t index = static_cast<size_t>(h) & (kCacheSlots - 1);
+  Plan*& slot = g_cache[index];
   if (slot && slot->hash == h && key_equal(slot, dims, n, allow)) {
-    // Keep the latest tuples as the key, so that the next call with them takes the path above.
-    for (int i = 0; i < n; ++i)
-      if (slot->key[i] != dims[i]) {
-        PyObject* old = slot->key[i];
-        slot->key[i] = Py_NewRef(dims[i]);
-        Py_DECREF(old);
-      }
     set_last(slot);
     ++slot->refs;
     return slot;
@@ -189,10 +241,20 @@ Plan* plan_get(PyObject* const* dims, int n, bool allow, const char* caller,
   Plan* p = plan_build(dims, n, allow, caller, names);
   if (!p) return nullptr;
   p->hash = h;
-  p->refs = 2;  // the cache's and the caller's
+  p->refs = 1;  // the caller's
+  PyObject* key[kMaxOperands * kMaxDims];
+  if (!watch_key_dims(p, evict, key, flat_key(p, key))) {
+    PyErr_Clear();  // out of memory for the index: use the plan once, uncached
+    return p;
+  }
+  ++p->refs;  // the cache's
+  p->slot = static_cast<int>(index);
   Plan* old = slot;
   slot = p;
-  if (old) plan_release(old);
+  if (old) {
+    old->slot = -1;
+    plan_release(old);
+  }
   set_last(p);
   return p;
 }
@@ -209,6 +271,19 @@ void set_last(Plan* p) {
   g_last = p;
   if (old) plan_release(old);
 }
+
+/// A key dim of the plan died: drop it from the cache and from g_last.
+void evict(void* plan) {
+  Plan* p = static_cast<Plan*>(plan);
+  ++p->refs;  // alive until the end of this function
+  if (g_last == p) set_last(nullptr);
+  if (p->slot >= 0 && g_cache[p->slot] == p) {
+    g_cache[p->slot] = nullptr;
+    p->slot = -1;
+    plan_release(p);
+  }
+  plan_release(p);
+}
 }  // namespace
 
 void plan_cache_clear() {
@@ -216,8 +291,19 @@ void plan_cache_clear() {
   for (auto& slot : g_cache) {
     Plan* p = slot;
     slot = nullptr;
-    if (p) plan_release(p);
+    if (p) {
+      p->slot = -1;
+      plan_release(p);
+    }
   }
+}
+
+PyObject* plan_out_dims(const Plan* p, TensorObject* const* ts) {
+  PyObject* out = PyTuple_New(p->out_ndim);
+  if (!out) return nullptr;
+  for (int k = 0; k < p->out_ndim; ++k)
+    PyTuple_SET_ITEM(out, k, Py_NewRef(PyTuple_GET_ITEM(ts[p->size_op[k]]->dims, p->size_axis[k])));
+  return out;
 }
 
 bool plan_check_sizes(const Plan* p, TensorObject* const* ts, const char* caller,

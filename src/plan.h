@@ -24,8 +24,7 @@ struct Plan {
   int refs = 0;
   int n = 0;                  // tensor operands
   bool allow_broadcast_all = false;
-  int holder = -1;            // operand whose dims tuple is the output's, or -1 (out_dims below)
-  PyObject* out_dims = nullptr;  // owned; only when holder == -1
+  int holder = -1;            // operand whose dims tuple is the output's, or -1 (plan_out_dims)
   int out_ndim = 0;
   signed char size_op[kMaxDims] = {};    // each output size comes from this operand...
   signed char size_axis[kMaxDims] = {};  // ...at this axis
@@ -35,8 +34,13 @@ struct Plan {
   };
   int n_checks = 0;  // raw sizes that must agree (dims that are not static)
   Check checks[kMaxDims * (kMaxOperands - 1)];
-  PyObject* key[kMaxOperands] = {};  // dims tuples this plan was made for (strong refs)
+  /* The dims this plan was made for, not owned: a cached plan must not keep a batch's dims (and
+     their masks) alive. The death of one of them drops the plan (watch_key_dims), so a pointer
+     here is always a live dim and pointer equality is identity. */
+  signed char key_len[kMaxOperands] = {};
+  PyObject* key[kMaxOperands][kMaxDims] = {};
   Py_hash_t hash = 0;
+  int slot = -1;  // index in the cache, while cached there
 };
 
 /// Plan aligning Tensors with these dims tuples, from the cache or made now; the caller owns one
@@ -51,6 +55,8 @@ bool plan_check_sizes(const Plan* p, TensorObject* const* ts, const char* caller
                       const char* const* names);
 /// The aligned raw of operand i (new reference; the raw itself when no view is needed).
 PyObject* plan_align_raw(const Plan* p, int i, TensorObject* t);
+/// The output dims (a new tuple) of a plan whose output is no operand's dims (holder == -1).
+PyObject* plan_out_dims(const Plan* p, TensorObject* const* ts);
 
 /// Holds a plan reference for a scope.
 struct PlanRef {
@@ -66,5 +72,16 @@ struct PlanRef {
 
 /// Empties the plan cache (tests, and before counting live objects).
 void plan_cache_clear();
+
+/* Plan caches (this one and matmul's) hold their key dims without owning them. A cache watches
+   the dims of each plan it caches; when a watched dim dies, evict(plan) is called once for every
+   plan watching it, and must drop the plan from the cache. */
+using EvictPlan = void (*)(void* plan);
+/// Watches the distinct dims among dims[0..n) for `plan` (once per plan; unwatch them when it is
+/// freed). False with MemoryError set.
+bool watch_key_dims(void* plan, EvictPlan evict, PyObject* const* dims, int n);
+void unwatch_key_dims(void* plan, PyObject* const* dims, int n);
+/// Called by a dying Dim: evicts the cached plans made for it.
+void plan_caches_dim_died(PyObject* dim);
 
 }  // namespace dimtorch

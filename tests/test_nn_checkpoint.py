@@ -111,3 +111,44 @@ def test_crash_while_saving_keeps_the_old_file(tmp_path, monkeypatch):
     assert path.read_bytes() == old
     assert os.listdir(tmp_path) == ["model.pt"]
     assert dt.nn.load_checkpoint(path, Net(a, b, c)) == {"v": 1}
+
+
+class _RunsCode:
+    """Unpickles as exec(...): what a checkpoint from someone else may hold."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('ran')",)
+
+
+def test_a_checkpoint_holding_code_is_refused_and_nothing_runs(tmp_path):
+    a, b, c = dt.Dim(3, name="a"), dt.Dim(4, name="b"), dt.Dim(2, name="c")
+    net = Net(a, b, c)
+    path, marker = tmp_path / "model.pt", tmp_path / "ran.txt"
+    dt.nn.save_checkpoint(path, net, extra={"step": 1})
+    state = torch.load(path, weights_only=True)
+    state["extra"] = {"step": 1, "hook": _RunsCode(marker)}
+    torch.save(state, path)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    with pytest.raises(dt.nn.CheckpointError,
+                       match=r"load_checkpoint\(\): refused to load .*model.pt.*GLOBAL exec was not an allowed "
+                             r"global.*nothing in it was run"):
+        dt.nn.load_checkpoint(path, net)
+    assert not marker.exists()
+    assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())  # nothing loaded
+
+
+def test_dims_and_tensors_in_extra_load_without_running_code(tmp_path):
+    batch, a, b, c = dt.Dim(None, name="batch"), dt.Dim(3, name="a"), dt.Dim(4, name="b"), dt.Dim(2, name="c")
+    time = dt.Dim(dt.Tensor(torch.tensor([2, 1]), (batch,)), name="time")
+    net = Net(a, b, c)
+    x = dt.Tensor(torch.randn(2, 2, 3), (batch, time, a), feature_dim=a)
+    path = tmp_path / "model.pt"
+    dt.nn.save_checkpoint(path, net, extra={"x": x, "dims": (time + 1, a * 2)})
+    extra = dt.nn.load_checkpoint(path, Net(a, b, c))
+    x2, (t1, a2) = extra["x"], extra["dims"]
+    b2, time2, f2 = x2.dims
+    assert torch.equal(x2.raw, x.raw) and x2.feature_dim is f2 and time2.dyn_size.dims == (b2,)
+    assert t1 is time2 + 1 and t1.dyn_size.raw.tolist() == [3, 2] and a2 is f2 * 2

@@ -794,3 +794,29 @@ def test_property_raw_aligned_and_copy_transpose(perm, n, extra):
     t = x.copy_transpose(list(reversed(dims)))
     assert t.dims == tuple(reversed(dims))
     torch.testing.assert_close(t.raw, align_raw(x.raw, dims, reversed(dims)))
+
+
+def test_plans_of_dead_dims_never_serve_new_dims_at_their_addresses():
+    """Plans keep their dims as borrowed pointers, and CPython gives a dead dim's memory to the next
+    new one. A plan made for static dims checks no sizes; if it survived its dims, new dims sized
+    from data at their addresses would skip the check of their raw sizes (and broadcast 1 against
+    3 silently). A dying dim must evict its plans."""
+    reused = 0
+    for _ in range(50):
+        a, b = dt.Dim(3, name="a"), dt.Dim(4, name="b")
+        ids = (id(a), id(b))
+        x, y = dt.Tensor(torch.randn(3, 4), (a, b)), dt.Tensor(torch.randn(4, 3), (b, a))
+        assert torch.equal((x + y).raw, x.raw + y.raw.t())
+        dt.matmul(x, y, reduce=b)  # a matmul plan too: a is a batch dim of both
+        del x, y
+        del b  # freed last to first: the next two dims take a's memory, then b's
+        del a
+        a2, b2 = dt.Dim(None, name="a2"), dt.Dim(None, name="b2")
+        reused += (id(a2), id(b2)) == ids
+        x2, y2 = dt.Tensor(torch.randn(3, 4), (a2, b2)), dt.Tensor(torch.randn(4, 1), (b2, a2))
+        with pytest.raises(ValueError, match=r"dim 'a2'\(\?\) has raw size 3 in a but 1 in b"):
+            x2 + y2
+        with pytest.raises(ValueError, match=r"dimtorch.matmul\(\): dim 'a2'\(\?\) has raw size 3 in a but 1 in b"):
+            dt.matmul(x2, y2, reduce=b2)
+        del x2, y2, b2, a2
+    assert reused > 0  # the case this test is about happened

@@ -1,8 +1,11 @@
 """Pickling of Dim and Tensor (python/dimtorch/_pickle.py): one object graph comes back with one
 consistent set of new Dims."""
 import io
+import os
+import pathlib
 import pickle
 
+import pytest
 import torch
 
 import dimtorch as dt
@@ -27,13 +30,55 @@ def test_tensor_and_dims_roundtrip():
     assert b is not batch  # identity is per process: new Dims
 
 
-def test_module_with_its_input_through_torch_save():
+def test_module_with_its_input_through_pickle():
+    # A whole module (classes and all) pickles, e.g. to another process; as data files, states are
+    # loaded with weights_only=True (next test), which builds no module classes.
     batch, time, feat = _batch()
     out = dt.Dim(3, name="out")
     lin = dt.nn.Linear(feat, out)
     x = dt.Tensor(torch.randn(2, 3, 4), (batch, time, feat))
-    buf = io.BytesIO()
-    torch.save((lin, x), buf)
-    buf.seek(0)
-    lin2, x2 = torch.load(buf, weights_only=False)
+    lin2, x2 = pickle.loads(pickle.dumps((lin, x)))
     assert torch.allclose(lin2(x2).raw, lin(x).raw)
+
+
+def test_dims_and_tensors_load_with_weights_only():
+    batch, time, feat = _batch()
+    x = dt.Tensor(torch.randn(2, 3, 4), (batch, time, feat), feature_dim=feat, name="x")
+    state = {"x": x, "lengths": time.dyn_size, "dims": [time + 1, dt.ceildiv(time, 2) - 1, time + time, feat * 2],
+             "weight": dt.Tensor(torch.randn(4), (feat,))}
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=True)  # no code from the file runs
+    b, t, f = loaded["x"].dims
+    t1, t2, t3, f2 = loaded["dims"]
+    assert loaded["x"].name == "x" and loaded["x"].feature_dim is f and loaded["weight"].dims == (f,)
+    assert loaded["lengths"].dims == (b,) and t.dyn_size.raw.tolist() == [3, 2]
+    assert t1 is t + 1 and t2 is dt.ceildiv(t, 2) - 1 and t3 is t + t and f2 is f * 2
+    assert t3.dyn_size.raw.tolist() == [6, 4]
+
+
+def test_weights_only_loading_checks_what_it_rebuilds():
+    from dimtorch import _pickle
+    _, time, _ = _batch()
+    with pytest.raises(TypeError, match="cannot unpickle a derived dim"):
+        _pickle.rebuild_derived_dim("add", "time", None, 1)
+    with pytest.raises(ValueError, match="cannot unpickle a dim made by 'pow'"):
+        _pickle.rebuild_derived_dim("pow", time, None, 2)
+    with pytest.raises(TypeError, match="cannot unpickle a derived dim"):
+        _pickle.rebuild_derived_dim("add", time, None, 1.5)
+
+
+def test_no_loading_that_can_run_code_in_the_project():
+    root = pathlib.Path(__file__).resolve().parents[1]
+    needle = "weights_only" + "=False"  # spelled so that this file does not match itself
+    skip_dirs = {".git", "build", "runs", "out", "__pycache__", ".hypothesis", "node_modules"}
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in skip_dirs and not d.startswith(".venv")]
+        for name in files:
+            if name.endswith((".py", ".sh", ".ipynb")):  # code; the docs may name the flag
+                path = pathlib.Path(folder, name)
+                if needle in path.read_text(errors="replace"):
+                    found.append(path.relative_to(root).as_posix())
+    assert not found, f"torch.load with {needle} (a file could run code) in: {', '.join(sorted(found))}"

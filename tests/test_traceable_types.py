@@ -256,3 +256,24 @@ def test_get_max_size_definition():
     assert _dim.get_max_size(dt.Dim(3)) == 3 and _dim.get_max_size(b.batch) is None
     with pytest.raises(RuntimeError, match="traced"):
         _dim.get_max_size(b.time)  # the definition is what runs while tracing
+
+
+def test_dims_derived_by_the_definition_are_owned_like_the_cores():
+    """A derived dim made field by field (torch.compile's replay) joins its operand's cache: no
+    reference cycle, the same Dim for the same expression afterwards, and its lengths survive the
+    operand's death."""
+    import gc
+    b = make_padded_batch(lengths=(4, 2))
+    t = dt.Dim(dt.Tensor(torch.tensor([4, 2]), (b.batch,)), name="t")
+    d = _dim.derive(t, "add", 3, None, "test")
+    assert t + 3 is d and _dim.derive(t, "add", 3, None, "test") is d
+    u = dt.Dim(dt.Tensor(torch.tensor([1, 1]), (b.batch,)), name="u")
+    c = _dim.derive(t, "concat", 0, u, "test")
+    assert t + u is c
+    gc.disable()
+    try:
+        del t
+        assert d.dyn_size.raw.tolist() == [7, 5] and d.derivation is None  # detached, lengths kept
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

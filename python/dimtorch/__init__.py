@@ -26,6 +26,7 @@ from ._reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 from ._repeat import repeat  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from . import _compile
+from ._pickle import register_safe_globals as _register_safe_globals
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from ._label_smoothing import label_smoothed_log_prob_gradient  # noqa: F401
 from ._attention import dot_attention  # noqa: F401
@@ -45,6 +46,7 @@ from . import nn  # noqa: F401
 _compile.install()  # the Python definitions, for the core's fallbacks and for torch.compile
 
 __version__ = "0.1.0"
+_register_safe_globals()  # torch.load(weights_only=True) of states holding Dims and Tensors
 
 
 def _star_exports() -> list:

@@ -139,8 +139,9 @@ def _cached_plan(plans: dict, caller: str, x, filter, args: tuple, in_spatial_di
     key = id(filter)
 
     def forget(ref, plans=plans, key=key):
-        if plans.get(key) is not None and plans[key].ref is ref:
-            del plans[key]
+        entry = plans.get(key)
+        if entry is not None and entry.ref is ref:
+            plans.pop(key, None)  # another thread may have replaced or dropped it meanwhile
 
     plan.ref, plan.n = weakref.ref(filter, forget), len(spatial)
     plan.args = tuple(list(a) if type(a) is list else a for a in args)  # a caller's later change of a list

@@ -10,6 +10,7 @@ import torch
 
 from ._C import Dim, Tensor
 from ._dtypes import to_torch_dtype
+from ._errors import naming_errors
 from ._shape_ops import dims_arg
 
 DimsArg = Union[Dim, Sequence[Dim]]
@@ -60,8 +61,10 @@ def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", de
     """Uniform values in [minval, maxval) over `dims`; `seed` or `generator` make it repeatable."""
     caller = "dimtorch.random_uniform()"
     dims = dims_arg(dims, caller, "dims")
-    raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
-    raw.uniform_(minval, maxval, generator=_generator(seed, generator, device, caller))
+    shape, torch_dtype = _shape(dims, caller), to_torch_dtype(dtype, caller)
+    with naming_errors(caller):  # device, bounds, seed and generator go to torch as they are
+        raw = torch.empty(shape, dtype=torch_dtype, device=device)
+        raw.uniform_(minval, maxval, generator=_generator(seed, generator, device, caller))
     return Tensor(raw, dims, feature_dim=feature_dim)
 
 
@@ -70,8 +73,10 @@ def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", devic
     """Normal values N(mean, stddev²) over `dims`; `seed` or `generator` make it repeatable."""
     caller = "dimtorch.random_normal()"
     dims = dims_arg(dims, caller, "dims")
-    raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
-    raw.normal_(mean, stddev, generator=_generator(seed, generator, device, caller))
+    shape, torch_dtype = _shape(dims, caller), to_torch_dtype(dtype, caller)
+    with naming_errors(caller):  # device, mean, stddev, seed and generator go to torch as they are
+        raw = torch.empty(shape, dtype=torch_dtype, device=device)
+        raw.normal_(mean, stddev, generator=_generator(seed, generator, device, caller))
     return Tensor(raw, dims, feature_dim=feature_dim)
 
 
@@ -81,7 +86,9 @@ def range_over_dim(dim: Dim, *, dtype="int64", device=None) -> Tensor:
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")
     (size,) = _shape((dim,), caller)
-    raw = torch.arange(size, dtype=to_torch_dtype(dtype, caller), device=device)
+    torch_dtype = to_torch_dtype(dtype, caller)
+    with naming_errors(caller):  # the device goes to torch as it is
+        raw = torch.arange(size, dtype=torch_dtype, device=device)
     return Tensor(raw, (dim,), sparse_dim=dim)
 
 

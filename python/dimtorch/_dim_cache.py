@@ -15,7 +15,15 @@ _MAX_PER_DIM = 16  # layouts seen per dim are few; the oldest is dropped beyond 
 def _forget(key: int, ref: weakref.ref) -> None:
     entry = _CACHE.get(key)
     if entry is not None and entry[0] is ref:
-        del _CACHE[key]
+        _CACHE.pop(key, None)  # another thread may have replaced or dropped it meanwhile
+
+
+def drop_oldest(d: dict) -> None:
+    """Drops d's first key; another thread changing d meanwhile is no error (a cache only)."""
+    try:
+        d.pop(next(iter(d)), None)
+    except (StopIteration, RuntimeError):
+        pass
 
 
 def lookup(dim: Dim, key):
@@ -35,6 +43,6 @@ def store(dim: Dim, key, value):
         entry = _CACHE[i] = (weakref.ref(dim, lambda ref, i=i: _forget(i, ref)), {})
     per_dim = entry[1]
     if len(per_dim) >= _MAX_PER_DIM:
-        del per_dim[next(iter(per_dim))]
+        drop_oldest(per_dim)
     per_dim[key] = value
     return value

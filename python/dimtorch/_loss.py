@@ -135,7 +135,10 @@ def _cross_entropy_general(raw, a: int, est_dims: tuple, out_dims: tuple, target
 def _host_lengths(d: Dim, batch_dims: tuple, batch_shape: list, n_batch: int, what: str, caller: str):
     """Host int64 lengths of `d` per flattened batch entry (the full size for a static dim)."""
     if not d.is_dynamic():
-        return torch.full((n_batch,), d.get_max_size(), dtype=torch.int64)
+        if d.size is None:
+            raise ValueError(f"{caller}: {what} {dim_str(d)} takes its size from data; it needs lengths or a "
+                             f"static size")
+        return torch.full((n_batch,), d.size, dtype=torch.int64)
     lengths = d.dyn_size
     for b in lengths.dims:
         if not any(b is e for e in batch_dims):
@@ -251,6 +254,8 @@ def loss_mean_over_frames(loss: Tensor, *, frames_dim: Optional[Dim] = None) -> 
         count = host_mask.expand(shape).sum().item() if host_mask is not None else loss.raw.numel()  # host
         raw = loss.raw if host_mask is None else torch.where(_valid_mask_raw(dims, shape, loss.raw.device), loss.raw, 0)
     else:
+        if not isinstance(frames_dim, Dim):
+            raise TypeError(f"{caller}: frames_dim must be a Dim or None, got {type(frames_dim).__name__}")
         if any(d is frames_dim for d in dims):
             raise ValueError(f"{caller}: frames_dim {dim_str(frames_dim)} is a dim of loss ({dims_str(dims)}); "
                              f"leave it out to count loss's own valid frames")

@@ -32,7 +32,7 @@ def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
     if dims_order is None:
         order = relevant
     else:
-        order = [d for d in dims_order if any(d is r for r in relevant)]
+        order = [d for d in dims_arg(dims_order, caller, "dims_order") if any(d is r for r in relevant)]
         missing = [r for r in relevant if not any(r is d for d in order)]
         if missing:
             raise ValueError(f"{caller}: dims_order lacks {missing} needed for the mask of {dim!r}")

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from ._C import Dim, Tensor
 from ._conv_args import (check_padding, is_dynamic, out_spatial_dim, per_dim, permuted, plan_perm, same_pads,
                          short_pads, spatial_dims)
+from ._dim_cache import drop_oldest
 from ._shape_ops import check_tensor
 
 # torch.max_pool*d: what F.max_pool*d call once return_indices is handled (one Python frame less).
@@ -66,11 +67,11 @@ def _store(key, plan: _Plan, dims: Sequence[Dim]) -> None:
     def forget(ref, key=key):
         entry = _PLANS.get(key)
         if entry is not None and any(r is ref for r in entry.refs):
-            del _PLANS[key]
+            _PLANS.pop(key, None)  # another thread may have replaced or dropped it meanwhile
 
     plan.refs = tuple(weakref.ref(d, forget) for d in dims)
     if len(_PLANS) >= _MAX_PLANS:
-        del _PLANS[next(iter(_PLANS))]
+        drop_oldest(_PLANS)
     _PLANS[key] = plan
 
 

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from . import _C
 from ._C import Dim, Tensor, ceildiv
+from ._errors import naming_errors
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
 
@@ -265,7 +266,8 @@ def expand_dim(x: Tensor, dim: Dim) -> Tensor:
         raise ValueError(f"{caller}: dim {dim_str(dim)} must be static (a size known without data)")
     if any(d is dim for d in x.dims):
         raise ValueError(f"{caller}: dim {dim_str(dim)} is already a dim of x (dims: {dims_str(x.dims)})")
-    raw = x.raw.unsqueeze(0).expand(dim.size, *x.raw.shape)
+    with naming_errors(caller):  # a size past torch's limits
+        raw = x.raw.unsqueeze(0).expand(dim.size, *x.raw.shape)
     return keep_markers(x, raw, (dim,) + x.dims)
 
 

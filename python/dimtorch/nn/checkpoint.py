@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import pickle
+import re
 import tempfile
 
 import torch
@@ -85,13 +87,26 @@ def load_checkpoint(path, module: torch.nn.Module, optimizer: torch.optim.Optimi
     and the dim names of named parameters (a transposed weight of the same shape is caught), and the
     optimizer's parameter groups; a mismatch raises CheckpointError listing all of them. A file that
     cannot be read (corrupt, truncated, not a checkpoint) raises CheckpointError naming the path.
+    The file is loaded with weights_only=True: it is data, and a pickled callable or class in it
+    (code from whoever made the file) raises CheckpointError and is never run.
     """
     caller = "dimtorch.nn.load_checkpoint()"
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{caller}: no checkpoint file at {path!r}")
     try:
+        # weights_only: the file is data; a pickled callable or class in it is refused, never run.
         state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "Weights only load failed" not in str(e):
+            raise CheckpointError(f"{caller}: cannot read {path!r}: the file is corrupt, truncated or not a torch "
+                                  f"file (UnpicklingError: {str(e).splitlines()[0] if str(e) else ''})") from e
+        refused = re.search(r"WeightsUnpickler error: (.*)", str(e))
+        raise CheckpointError(
+            f"{caller}: refused to load {path!r}: it holds code or objects other than data "
+            f"({refused.group(1).split('. ')[0] if refused else 'not allowed by weights_only loading'}); nothing "
+            f"in it was run. A checkpoint holds tensors, numbers, strings, lists, dicts, Dims and Tensors "
+            f"only") from None
     except Exception as e:
         raise CheckpointError(f"{caller}: cannot read {path!r}: the file is corrupt, truncated or not a torch file "
                               f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
