@@ -6,7 +6,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from . import _C
+from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
@@ -38,7 +38,9 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
     Dims of indices other than indices_dim are batch dims: each batch entry scatters into its own
     row. Padding entries of dynamic dims among indices_dim add nothing (x and indices are masked
     there, so garbage indices in the padding are harmless). Indices must be in range at valid
-    entries (torch checks on CPU; nothing is read back on the host)."""
+    entries (torch checks on CPU; nothing is read back on the host). While tracing, masks are built
+    in the graph from the lengths, and a dynamic out_dim is an error (no tensor gives its padded
+    size: its max length is data)."""
     caller = "dimtorch.scatter()"
     check_tensor(x, caller)
     check_tensor(indices, caller, what="indices")
@@ -63,10 +65,12 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
     if out_dim in x_dims:  # Dim equality is identity
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of x (dims: {dims_str(x_dims)})")
     n_out = out_dim.size
+    # Only a dynamic out_dim or indices dim reads lengths: the in-graph form differs there alone.
+    in_graph = (n_out is None or any(d.dyn_size is not None for d in in_dims)) and _tracing.tracing()
     if n_out is None:
         if out_dim.dyn_size is None:
             raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; it needs a size")
-        n_out = out_dim.get_max_size()
+        n_out = _in_graph.padded_size(out_dim, caller) if in_graph else out_dim.get_max_size()
     dynamic = []
     x_shape, i_shape = xr.shape, ir.shape
     for i, d in enumerate(i_dims):
@@ -95,8 +99,11 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
                                      f"dim of x (dims: {dims_str(x_dims)})")
                 pos.append(x_dims.index(b))
             pos.append(a)
-            mask = _C._dim_cached_raw(_MASK, d, pos, len(x_dims), x_shape[a], xr.device)
-            ir = torch.where(mask, ir, _host_scalar(n_out, ir.dtype))
+            if in_graph:
+                ir = torch.where(_tracing.mask_raw(d, x_dims, x_shape, xr.device), ir, n_out)
+            else:
+                mask = _C._dim_cached_raw(_MASK, d, pos, len(x_dims), x_shape[a], xr.device)
+                ir = torch.where(mask, ir, _host_scalar(n_out, ir.dtype))
             out_shape[a] = n_out + 1
         if ir.dtype != torch.int64:
             ir = ir.to(torch.int64)
@@ -107,7 +114,15 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
         return keep_markers(x, raw, x_dims[:a] + (out_dim,) + x_dims[a + 1:])
     common = [d for d in x_dims if d in i_dims and d not in in_dims]
     rest = [d for d in x.dims if not any(d is e for e in common) and not any(d is e for e in in_dims)]
-    if any(d.dyn_size is not None for d in in_dims):
+    if in_graph and any(d.dyn_size is not None for d in in_dims):
+        # The same masking from masks built in the graph (frames beyond the max lengths kept, masked).
+        order = tuple(d for d in x.dims if any(d is e for e in indices.dims))
+        mask = _in_graph.valid_mask(order, tuple(x.raw.shape[x.dims.index(d)] for d in order), x.raw.device)
+        if mask is not None:
+            mask = Tensor(mask.expand(tuple(x.raw.shape[x.dims.index(d)] for d in order)), order)
+            x = Tensor(torch.where(mask.raw_aligned(x.dims), x.raw, 0), x.dims, feature_dim=x.feature_dim)
+            indices = Tensor(torch.where(mask.raw_aligned(indices.dims), indices.raw, 0), indices.dims)
+    elif any(d.dyn_size is not None for d in in_dims):
         # One mask (over indices' dims, in x's order) zeroes the padding of both x and indices.
         from ._mask import sequence_mask  # noqa: PLC0415
         mask = sequence_mask(tuple(d for d in x.dims if any(d is e for e in indices.dims)), device=x.raw.device)

@@ -14,18 +14,20 @@ import contextlib
 import torch
 
 _forced = False
+# Bound once: tracing() runs on eager calls of Python-composed ops (~0.1 us saved per call).
+_get_tracing_state = torch._C._get_tracing_state
+_get_dispatch_mode = torch._C._get_dispatch_mode
+_PROXY, _FAKE = torch._C._TorchDispatchModeKey.PROXY, torch._C._TorchDispatchModeKey.FAKE
 
 
 def tracing() -> bool:
     """True while torch.compile/torch.export/make_fx/jit.trace trace (or under force_in_graph)."""
     if _forced or torch.compiler.is_compiling():
         return True
-    if torch._C._get_tracing_state() is not None:  # torch.jit.trace
+    if _get_tracing_state() is not None:  # torch.jit.trace
         return True
     # make_fx and non-strict export: a proxy or fake dispatch mode is active.
-    key = torch._C._TorchDispatchModeKey
-    return (torch._C._get_dispatch_mode(key.PROXY) is not None
-            or torch._C._get_dispatch_mode(key.FAKE) is not None)
+    return _get_dispatch_mode(_PROXY) is not None or _get_dispatch_mode(_FAKE) is not None
 
 
 @contextlib.contextmanager
