@@ -8,6 +8,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
+from . import _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._dtypes import to_torch_dtype
 from ._shape_ops import dims_arg
@@ -16,6 +17,10 @@ DimsArg = Union[Dim, Sequence[Dim]]
 
 
 def _shape(dims: tuple, caller: str) -> list:
+    """Raw sizes of a new tensor over dims: max sizes (padded sizes while tracing, see
+    _in_graph.padded_size)."""
+    if _tracing.tracing():
+        return [_in_graph.padded_size(d, caller) for d in dims]
     shape = []
     for d in dims:
         size = d.get_max_size()

@@ -54,7 +54,8 @@ def padded_size(dim: Dim, caller: str) -> int:
     error naming the call."""
     if dim.size is not None:
         return dim.size
+    from ._shape_ops import dim_str  # noqa: PLC0415  (_shape_ops imports this module)
     what = "has lengths" if dim.dyn_size is not None else "takes its size from data"
-    raise ValueError(f"{caller}: while tracing, dim {dim!r} {what} and no tensor over it gives its padded size "
+    raise ValueError(f"{caller}: while tracing, dim {dim_str(dim)} {what} and no tensor over it gives its padded size "
                      f"(its max length is data, read on the host only in eager); derive the result from a tensor "
                      f"over the dim instead")
