@@ -50,12 +50,14 @@ def masked(raw: torch.Tensor, dims: Sequence[Dim], value, among: Optional[Sequen
 
 def padded_size(dim: Dim, caller: str) -> int:
     """The raw size of a new tensor over `dim` while tracing: its static size. A dynamic dim has
-    none without a tensor over it (its max length is data, read on the host only in eager): an
-    error naming the call."""
+    none without a tensor over it (its max length is data, read on the host only in eager), nor
+    has a dim sized from data: an error naming the call."""
     if dim.size is not None:
         return dim.size
     from ._shape_ops import dim_str  # noqa: PLC0415  (_shape_ops imports this module)
-    what = "has lengths" if dim.dyn_size is not None else "takes its size from data"
-    raise ValueError(f"{caller}: while tracing, dim {dim_str(dim)} {what} and no tensor over it gives its padded size "
-                     f"(its max length is data, read on the host only in eager); derive the result from a tensor "
-                     f"over the dim instead")
+    if dim.dyn_size is None:
+        raise ValueError(f"{caller}: dim {dim_str(dim)} takes its size from data, so a new tensor over it has no "
+                         f"size; make it from an existing tensor")
+    raise ValueError(f"{caller}: while tracing, dim {dim_str(dim)} has lengths and no tensor over it gives its padded "
+                     f"size (its max length is data, read on the host only in eager); derive the result from a "
+                     f"tensor over the dim instead")
