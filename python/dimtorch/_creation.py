@@ -62,7 +62,8 @@ def _generator(seed, generator, device, caller: str):
 
 def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", device=None, seed=None,
                    generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
-    """Uniform values in [minval, maxval) over `dims`; `seed` or `generator` make it repeatable."""
+    """Uniform values in [minval, maxval) over `dims`; `seed` or `generator` make it repeatable.
+    While tracing, a dynamic dim among dims is an error (no tensor gives its padded size)."""
     caller = "dimtorch.random_uniform()"
     dims = dims_arg(dims, caller, "dims")
     raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
@@ -72,7 +73,8 @@ def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", de
 
 def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", device=None, seed=None,
                   generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
-    """Normal values N(mean, stddev²) over `dims`; `seed` or `generator` make it repeatable."""
+    """Normal values N(mean, stddev²) over `dims`; `seed` or `generator` make it repeatable.
+    While tracing, a dynamic dim among dims is an error (no tensor gives its padded size)."""
     caller = "dimtorch.random_normal()"
     dims = dims_arg(dims, caller, "dims")
     raw = torch.empty(_shape(dims, caller), dtype=to_torch_dtype(dtype, caller), device=device)
@@ -81,7 +83,8 @@ def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", devic
 
 
 def range_over_dim(dim: Dim, *, dtype="int64", device=None) -> Tensor:
-    """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim`."""
+    """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim`. While
+    tracing, a dynamic dim is an error (no tensor gives its padded size)."""
     caller = "dimtorch.range_over_dim()"
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")
