@@ -19,6 +19,7 @@ _forced = False
 _is_compiling = torch.compiler.is_compiling
 _get_tracing_state = torch._C._get_tracing_state
 _get_dispatch_mode = torch._C._get_dispatch_mode
+_dispatch_stack_len = torch._C._len_torch_dispatch_stack  # counts the infra modes too; no argument to convert
 _PROXY, _FAKE = torch._C._TorchDispatchModeKey.PROXY, torch._C._TorchDispatchModeKey.FAKE
 
 
@@ -28,8 +29,9 @@ def tracing() -> bool:
         return True
     if _get_tracing_state() is not None:  # torch.jit.trace
         return True
-    # make_fx and non-strict export: a proxy or fake dispatch mode is active.
-    return _get_dispatch_mode(_PROXY) is not None or _get_dispatch_mode(_FAKE) is not None
+    # make_fx and non-strict export: a proxy or fake dispatch mode is active (none at all, eagerly).
+    return _dispatch_stack_len() > 0 and (_get_dispatch_mode(_PROXY) is not None
+                                          or _get_dispatch_mode(_FAKE) is not None)
 
 
 @contextlib.contextmanager
