@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import _C
+from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
 
@@ -57,6 +57,24 @@ def _gather_index(canonical: Dim, cat_dims: list, sizes: tuple, bdims: tuple, ou
     return index
 
 
+def _gather_index_in_graph(cat_dims: list, sizes: tuple, out_dims: tuple, axis: int, device) -> torch.Tensor:
+    """While tracing, _gather_index built in the graph from the lengths as tensors, over out_dims's
+    layout (size 1 but for the lengths' dims and the out axis, which has sum(sizes) frames)."""
+    total = sum(sizes)
+    shape = [1] * len(out_dims)
+    shape[axis] = total
+    frames = _in_graph.positions(shape, axis, device)
+    index = torch.full_like(frames, total)  # -> the zero frame
+    start, offset = 0, 0
+    for size, d in zip(sizes, cat_dims):
+        length = d.size if d.dyn_size is None else _tracing.lengths_raw(d, out_dims, device).to(torch.int64)
+        inside = (frames >= start) & (frames < start + length)
+        index = torch.where(inside, frames - start + offset, index)
+        start = start + length
+        offset += size
+    return index
+
+
 def concat(*sources, out_dim: Optional[Dim] = None):
     """Concatenates `(tensor, dim)` pairs along their dims; returns (tensor, out_dim), out_dim =
     dim_0 + dim_1 + ... by dim math (or the given out_dim), at the place of dim_0 in the first
@@ -65,7 +83,11 @@ def concat(*sources, out_dim: Optional[Dim] = None):
     Static dims: torch.cat. Dynamic dims: each sequence's valid frames follow each other (the frames
     of tensor 1 start at tensor 0's length of that sequence); out lengths are the sum of the
     lengths, computed on the host; frames beyond a sequence's new end are 0. The gather index is
-    computed from host lengths and copied to the device without waiting for it (no sync)."""
+    computed from host lengths and copied to the device without waiting for it (no sync).
+
+    While tracing: the index is built in the graph from the lengths; the out axis has the sum of
+    the sources' raw sizes (not the longest sum), and a given out_dim's lengths are not compared
+    with the sum (that reads them)."""
     if len(sources) < 1:
         raise ValueError(f"{_CALLER}: give at least one (tensor, dim) pair")
     pairs = []
@@ -111,7 +133,9 @@ def concat(*sources, out_dim: Optional[Dim] = None):
     elif not isinstance(out_dim, Dim):
         raise TypeError(f"{_CALLER}: out_dim must be a Dim, got {type(out_dim).__name__}")
     elif out_dim is not canonical and canonical is not None:
-        if dynamic:
+        if dynamic and _tracing.tracing():
+            ok = out_dim.dyn_size is not None
+        elif dynamic:
             ok = out_dim.dyn_size is not None and torch.equal(
                 _length_raw(out_dim, out_dim.dyn_size.dims), _length_raw(canonical, out_dim.dyn_size.dims))
         else:
@@ -137,11 +161,19 @@ def concat(*sources, out_dim: Optional[Dim] = None):
                 if not any(b is e for e in bset):
                     bset.append(b)
     bdims = tuple(d for d in others if any(d is b for b in bset))
+    zero_shape = list(raws[0].shape)
+    zero_shape[axis] = 1
+    if _tracing.tracing():
+        sizes = tuple(r.shape[axis] for r in raws)
+        index = _gather_index_in_graph(cat_dims, sizes, out_dims, axis, x0.raw.device)
+        joined = torch.cat(raws + [raws[0].new_zeros(zero_shape)], dim=axis)
+        out_shape = list(joined.shape)
+        out_shape[axis] = sum(sizes)
+        raw = torch.gather(joined, axis, index.expand(out_shape))
+        return Tensor(raw, out_dims, sparse_dim=x0.sparse_dim, feature_dim=feature_dim), out_dim
     n_out = out_dim.get_max_size()
     index = _gather_index(canonical, cat_dims, tuple(r.shape[axis] for r in raws), bdims, out_dims, axis,
                           x0.raw.device)
-    zero_shape = list(raws[0].shape)
-    zero_shape[axis] = 1
     zero = raws[0].new_zeros(zero_shape)
     joined = torch.cat(raws + [zero], dim=axis)
     out_shape = list(joined.shape)

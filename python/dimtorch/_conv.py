@@ -7,6 +7,7 @@ from typing import Optional, Sequence, Union
 
 import torch.nn.functional as F
 
+from . import _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._conv_args import (check_padding, out_spatial_dim, per_dim, permuted, plan_perm, same_pads, short_pads,
                          spatial_dims, transposed_extra, transposed_out_dim)
@@ -227,7 +228,8 @@ class _Layout:
         return self.dims == x.dims and self.spatial_arg == in_spatial_dims and self.shape == x.raw.shape
 
 
-def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spatial_dims) -> _Layout:
+def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spatial_dims, in_graph: bool = False
+                ) -> _Layout:
     spatial = _check_x_args(caller, x, in_dim, in_spatial_dims)
     if len(spatial) != plan.n:
         _filter_size(caller, plan.args[2], spatial)  # raises: the filter has plan.n spatial dims
@@ -258,7 +260,7 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
         lay.unmerge = lead_shape
     lay.narrow_in = []
     for i, d in enumerate(spatial):
-        if d.dyn_size is not None and sizes[i] > d.get_max_size():
+        if d.dyn_size is not None and not in_graph and sizes[i] > d.get_max_size():
             sizes[i] = d.get_max_size()
             lay.narrow_in.append((2 + i, sizes[i]))
     lay.fit_pad = short_pads(caller, sizes, spatial, plan.need)
@@ -272,16 +274,33 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
     return lay
 
 
-def _narrow_out(out_shape, lay: _Layout, plan: _Plan) -> list:
+def _narrow_out(out_shape, lay: _Layout, plan: _Plan, in_graph: bool = False) -> list:
     """(axis, start, size) of torch's result axes longer than the output dims: a window's frames
-    beyond the longest sequence (all sequences shorter than one window), a transposed conv's crops."""
+    beyond the longest sequence (all sequences shorter than one window), a transposed conv's crops.
+    In graph, a dynamic out dim keeps every frame after its crop (its max length is data)."""
     steps = []
     for i, (d, crop) in enumerate(zip(lay.out_spatial, plan.crops)):
         have = out_shape[2 + i]
+        if in_graph and d.dyn_size is not None:
+            if crop:
+                steps.append((2 + i, crop, have - crop))
+            continue
         size = d.size if d.size is not None else d.get_max_size() if d.dyn_size is not None else have
         if have != size:
             steps.append((2 + i, min(crop, have - size), size))
     return steps
+
+
+def _run_in_graph(caller: str, build, x, filter, args: tuple, in_spatial_dims, bias):
+    """The call while tracing: the plan and layout made for this call and kept nowhere (the caches
+    are keyed by object ids and hold host sizes and lengths), x's padding masked in the graph, no
+    narrowing to max lengths."""
+    spatial = _check_x_args(caller, x, args[0], in_spatial_dims)
+    plan = build(caller, filter, spatial, args)
+    plan.n, plan.args = len(spatial), args
+    in_dim, out_dim = args[0], args[1]
+    lay = _new_layout(caller, plan, x, in_dim, out_dim, in_spatial_dims, in_graph=True)
+    return _apply(caller, plan, lay, x, filter, out_dim, bias, True)
 
 
 def _run(caller: str, plan: _Plan, x, filter: Tensor, in_dim: Dim, out_dim: Dim, in_spatial_dims, bias):
@@ -289,6 +308,11 @@ def _run(caller: str, plan: _Plan, x, filter: Tensor, in_dim: Dim, out_dim: Dim,
     lay = plan.layout
     if lay is None or not isinstance(x, Tensor) or not lay.matches(x, in_spatial_dims):
         lay = plan.layout = _new_layout(caller, plan, x, in_dim, out_dim, in_spatial_dims)
+    return _apply(caller, plan, lay, x, filter, out_dim, bias, False)
+
+
+def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: Dim, bias, in_graph: bool):
+    """x through plan's torch function with layout `lay`."""
     if bias is None:
         b = None
     elif isinstance(bias, Tensor) and len(bias.dims) == 1 and bias.dims[0] is out_dim:
@@ -296,7 +320,10 @@ def _run(caller: str, plan: _Plan, x, filter: Tensor, in_dim: Dim, out_dim: Dim,
     else:
         check_tensor(bias, caller, what="bias")
         raise ValueError(f"{caller}: bias must have dims ({dim_str(out_dim)}), has ({dims_str(bias.dims)})")
-    raw = x.copy_masked(0).raw if lay.masked else x.raw
+    if in_graph:
+        raw = _in_graph.masked(x.raw, x.dims, 0.0) if lay.masked else x.raw
+    else:
+        raw = x.copy_masked(0).raw if lay.masked else x.raw
     raw = permuted(raw, lay.perm)
     if lay.merge is not None:
         raw = raw.reshape(lay.merge)
@@ -307,9 +334,13 @@ def _run(caller: str, plan: _Plan, x, filter: Tensor, in_dim: Dim, out_dim: Dim,
     if plan.pre_pad is not None:
         raw = F.pad(raw, plan.pre_pad)
     out = plan.fn(raw, filter.raw if plan.aligned else filter.raw_aligned(plan.want), b, *plan.torch_args)
-    if lay.narrow_out is None:
-        lay.narrow_out = _narrow_out(out.shape, lay, plan)
-    for a, start, size in lay.narrow_out:
+    if in_graph:
+        narrow_out = _narrow_out(out.shape, lay, plan, True)
+    else:
+        if lay.narrow_out is None:
+            lay.narrow_out = _narrow_out(out.shape, lay, plan)
+        narrow_out = lay.narrow_out
+    for a, start, size in narrow_out:
         out = out.narrow(a, start, size)
     if lay.unmerge is not None:
         out = out.reshape(lay.unmerge + tuple(out.shape[1:]))
@@ -338,11 +369,16 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
       padding; for stride 1 this is torch's padding='same'). Output frame t then sees input frames
       t*s - left + j*dilation for every sequence alike, so each sequence gets what it gets alone
       (batch independence); unlike TF's 'same' with stride > 1, the padding does not depend on T.
-    Output padding frames hold garbage (bias and partial sums), as padding may."""
+    Output padding frames hold garbage (bias and partial sums), as padding may.
+
+    While tracing: plans and layouts are made per call and cached nowhere, x's padding is masked
+    in the graph, and the output keeps torch's frames beyond the longest sequence (padding)."""
     caller = "dimtorch.conv()"
     if type(in_spatial_dims) is not tuple:
         in_spatial_dims = _spatial_arg(in_spatial_dims)
     args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups)
+    if _tracing.tracing():
+        return _run_in_graph(caller, _conv_plan, x, filter, args, in_spatial_dims, bias)
     plan = _cached_plan(_CONV_PLANS, caller, x, filter, args, in_spatial_dims, _conv_plan)
     return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, bias)
 
@@ -368,10 +404,14 @@ def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_
     - remove_padding r then crops r frames on each side (from each sequence's own end).
     Lengths follow by dim math on the host (never below 0); an empty sequence (T = 0) gives the
     frames above that no input reaches, holding the bias. Padding of x is zeroed first, and every
-    crop is the same for all sequences, so each sequence gets what it gets alone."""
+    crop is the same for all sequences, so each sequence gets what it gets alone.
+    While tracing, as dt.conv: nothing cached, masks in the graph, frames beyond the longest
+    sequence kept (after the left crop)."""
     caller = "dimtorch.transposed_conv()"
     if type(in_spatial_dims) is not tuple:
         in_spatial_dims = _spatial_arg(in_spatial_dims)
     args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups, output_padding, remove_padding)
+    if _tracing.tracing():
+        return _run_in_graph(caller, _transposed_plan, x, filter, args, in_spatial_dims, bias)
     plan = _cached_plan(_TRANSPOSED_PLANS, caller, x, filter, args, in_spatial_dims, _transposed_plan)
     return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, bias)

@@ -8,6 +8,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
+from . import _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._dtypes import to_torch_dtype
 from ._errors import naming_errors
@@ -17,6 +18,10 @@ DimsArg = Union[Dim, Sequence[Dim]]
 
 
 def _shape(dims: tuple, caller: str) -> list:
+    """Raw sizes of a new tensor over dims: max sizes (padded sizes while tracing, see
+    _in_graph.padded_size)."""
+    if _tracing.tracing():
+        return [_in_graph.padded_size(d, caller) for d in dims]
     shape = []
     for d in dims:
         size = d.get_max_size()
@@ -58,7 +63,8 @@ def _generator(seed, generator, device, caller: str):
 
 def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", device=None, seed=None,
                    generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
-    """Uniform values in [minval, maxval) over `dims`; `seed` or `generator` make it repeatable."""
+    """Uniform values in [minval, maxval) over `dims`; `seed` or `generator` make it repeatable.
+    While tracing, a dynamic dim among dims is an error (no tensor gives its padded size)."""
     caller = "dimtorch.random_uniform()"
     dims = dims_arg(dims, caller, "dims")
     shape, torch_dtype = _shape(dims, caller), to_torch_dtype(dtype, caller)
@@ -70,7 +76,8 @@ def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", de
 
 def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", device=None, seed=None,
                   generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
-    """Normal values N(mean, stddev²) over `dims`; `seed` or `generator` make it repeatable."""
+    """Normal values N(mean, stddev²) over `dims`; `seed` or `generator` make it repeatable.
+    While tracing, a dynamic dim among dims is an error (no tensor gives its padded size)."""
     caller = "dimtorch.random_normal()"
     dims = dims_arg(dims, caller, "dims")
     shape, torch_dtype = _shape(dims, caller), to_torch_dtype(dtype, caller)
@@ -81,7 +88,8 @@ def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", devic
 
 
 def range_over_dim(dim: Dim, *, dtype="int64", device=None) -> Tensor:
-    """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim`."""
+    """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim`. While
+    tracing, a dynamic dim is an error (no tensor gives its padded size)."""
     caller = "dimtorch.range_over_dim()"
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")

@@ -6,7 +6,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import _C
+from . import _C, _ctc_op, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._mask import _MASK, sequence_mask
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
@@ -20,7 +20,10 @@ _nll_loss = torch._C._nn.nll_loss_nd
 
 def _valid_mask_raw(dims: tuple, shape, device) -> Optional[torch.Tensor]:
     """bool raw broadcastable to `shape` (axes in `dims` order), True on valid frames, or None when
-    no dim of `dims` has padding there. Each dim's mask is cached on the dim (per layout and device)."""
+    no dim of `dims` has padding there. Each dim's mask is cached on the dim (per layout and device);
+    while tracing, the masks are built in the graph."""
+    if _tracing.tracing():
+        return _in_graph.valid_mask(dims, shape, device)
     mask = None
     ndim = len(dims)
     for i, d in enumerate(dims):
@@ -51,7 +54,8 @@ def cross_entropy(*, estimated: Tensor, target: Tensor, axis: Dim, estimated_typ
     Result: estimated's dims without `axis` (in estimated's order). With use_mask, padding positions
     of dynamic dims get loss 0 and no gradient, and the values of padded index targets are never
     read (they may be out of range). One F.cross_entropy (logits) or F.nll_loss (log-probs/probs)
-    call; label_smoothing as in F.cross_entropy. No host-device sync.
+    call; label_smoothing as in F.cross_entropy. No host-device sync. While tracing, the masks are
+    built in the graph from the lengths.
     """
     if type(estimated) is not Tensor or type(target) is not Tensor:
         check_tensor(estimated, "dimtorch.cross_entropy()", "estimated")
@@ -75,7 +79,9 @@ def cross_entropy(*, estimated: Tensor, target: Tensor, axis: Dim, estimated_typ
     # Index targets: padding gets F.cross_entropy's ignore_index, by the C++ masked copy (the dims'
     # cached masks, one where), as hand-written PyTorch does with its own mask.
     unmasked = False
-    if use_mask:
+    if use_mask and _tracing.tracing():
+        unmasked = True  # masked below, by masks built in the graph
+    elif use_mask:
         try:
             target = target.copy_masked(_IGNORE)
         except ValueError:  # some dim's lengths vary over a dim the target lacks: the per-dim masks below
@@ -132,18 +138,23 @@ def _cross_entropy_general(raw, a: int, est_dims: tuple, out_dims: tuple, target
     return Tensor(loss, out_dims)
 
 
-def _host_lengths(d: Dim, batch_dims: tuple, batch_shape: list, n_batch: int, what: str, caller: str):
-    """Host int64 lengths of `d` per flattened batch entry (the full size for a static dim)."""
+def _host_lengths(d: Dim, batch_dims: tuple, batch_shape: list, n_batch: int, what: str, caller: str, device=None):
+    """Host int64 lengths of `d` per flattened batch entry (the full size for a static dim); with a
+    `device` (while tracing), on that device, from the lengths as a tensor in the graph."""
     if not d.is_dynamic():
         if d.size is None:
             raise ValueError(f"{caller}: {what} {dim_str(d)} takes its size from data; it needs lengths or a "
                              f"static size")
+        if device is not None:
+            return torch.full((n_batch,), d.size, dtype=torch.int64, device=device)
         return torch.full((n_batch,), d.size, dtype=torch.int64)
     lengths = d.dyn_size
     for b in lengths.dims:
         if not any(b is e for e in batch_dims):
             raise ValueError(f"{caller}: the lengths of {what} {dim_str(d)} are over {dim_str(b)}, "
                              f"which is not a batch dim of targets ({dims_str(batch_dims)})")
+    if device is not None:
+        return _tracing.lengths_raw(d, batch_dims, device).expand(batch_shape).reshape(n_batch).to(torch.int64)
     return lengths.raw_aligned(batch_dims).expand(batch_shape).reshape(n_batch).to("cpu", torch.int64)
 
 
@@ -169,15 +180,23 @@ def _ctc_loss_one_batch_dim(logits, targets, t_dim: Dim, tt_dim: Dim, blank_inde
     if not 0 <= blank_index < raw.shape[ld.index(c)]:
         return None
     lp = raw.permute(ld.index(t_dim), ld.index(batch), ld.index(c))  # (T, B, C): a view
-    # The cached mask of t_dim laid out (T, B): its lengths' dim (batch) at axis 1, t_dim at 0.
-    frames = _C._dim_cached_raw(0, t_dim, (1, 0), 2, lp.shape[0], lp.device)
+    in_graph = _tracing.tracing()
+    if in_graph:  # the mask and the lengths (on the logits' device) in the graph
+        frames = _tracing.mask_raw(t_dim, (t_dim, batch), lp.shape, lp.device)
+        lengths, target_lengths = (_tracing.lengths_raw(d, (batch,), lp.device) for d in (t_dim, tt_dim))
+    else:
+        # The cached mask of t_dim laid out (T, B): its lengths' dim (batch) at axis 1, t_dim at 0.
+        frames = _C._dim_cached_raw(0, t_dim, (1, 0), 2, lp.shape[0], lp.device)
     lp = torch.where(frames.unsqueeze(-1), lp, 0.0)  # zeroed padding: clean log_softmax gradients
     if not logits_normalized:
         lp = torch.log_softmax(lp, -1)
     if lp.shape[0] == 0:  # no frames at all (every sequence empty): torch's ctc_loss needs one, of padding
         lp = F.pad(lp, (0, 0, 0, 0, 0, 1))
     tg = targets.raw if td[0] is batch else targets.raw.t()
-    loss = torch.ctc_loss(lp, tg, lengths.raw, target_lengths.raw, blank_index, 0, True)  # 0: reduction none
+    if in_graph:  # torch's CTC op cannot be traced (see _ctc_op)
+        loss = _ctc_op.ctc_loss(lp, tg, lengths, target_lengths, blank_index, True)
+    else:
+        loss = torch.ctc_loss(lp, tg, lengths.raw, target_lengths.raw, blank_index, 0, True)  # 0: reduction none
     return Tensor(loss, (batch,))
 
 
@@ -191,6 +210,9 @@ def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets
     input_spatial_dim (blank_index indexes it; targets' sparse_dim may lack the blank). log_softmax over
     the classes unless logits_normalized; the padding of logits is zeroed first (clean gradients);
     lengths come from the host; reduction none, zero_infinity=True. Result dims: the batch dims.
+    While tracing, the mask is built in the graph and the lengths go as tensors on the logits' device
+    to dimtorch::ctc_loss (torch's CTC kernel as one opaque graph op: torch's own op has a
+    data-dependent output and no fake kernel, see _ctc_op).
     """
     fast = _ctc_loss_one_batch_dim(logits, targets, input_spatial_dim, targets_spatial_dim, blank_index,
                                    logits_normalized)
@@ -222,20 +244,26 @@ def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets
         n_batch *= s
     n_time = logits.raw.shape[t_ax]
     lp = logits.raw_aligned((input_spatial_dim,) + batch_dims + (class_dim,)).reshape(n_time, n_batch, n_classes)
-    input_lengths = _host_lengths(input_spatial_dim, batch_dims, batch_shape, n_batch, "input_spatial_dim", caller)
+    in_graph = _tracing.tracing()
+    device = lp.device if in_graph else None
+    input_lengths = _host_lengths(input_spatial_dim, batch_dims, batch_shape, n_batch, "input_spatial_dim", caller,
+                                  device)
     target_lengths = _host_lengths(targets_spatial_dim, batch_dims, batch_shape, n_batch, "targets_spatial_dim",
-                                   caller)
+                                   caller, device)
     if input_spatial_dim.is_dynamic():
-        frames = sequence_mask((input_spatial_dim,) + batch_dims, device=lp.device)  # cached on the dim
-        frames = frames.raw_aligned((input_spatial_dim,) + batch_dims).expand(n_time, *batch_shape)
-        lp = torch.where(frames.reshape(n_time, n_batch, 1), lp, 0)
+        # The dim's mask at the raw size (cached on the dim; in the graph while tracing).
+        frames = _valid_mask_raw((input_spatial_dim,) + batch_dims, (n_time, *batch_shape), lp.device)
+        lp = torch.where(frames.expand(n_time, *batch_shape).reshape(n_time, n_batch, 1), lp, 0)
     if not logits_normalized:
         lp = torch.log_softmax(lp, dim=-1)
     if n_time == 0:  # no frames at all (every sequence empty): torch's ctc_loss needs one, of padding
         lp = F.pad(lp, (0, 0, 0, 0, 0, 1))
     tg = targets.raw_aligned(batch_dims + (targets_spatial_dim,)).reshape(n_batch, -1)
-    loss = F.ctc_loss(lp, tg, input_lengths, target_lengths, blank=blank_index, reduction="none",
-                      zero_infinity=True)
+    if in_graph:  # torch's CTC op cannot be traced (see _ctc_op)
+        loss = _ctc_op.ctc_loss(lp, tg, input_lengths, target_lengths, blank_index, True)
+    else:
+        loss = F.ctc_loss(lp, tg, input_lengths, target_lengths, blank=blank_index, reduction="none",
+                          zero_infinity=True)
     return Tensor(loss.view(batch_shape), batch_dims)
 
 
@@ -244,10 +272,13 @@ def loss_mean_over_frames(loss: Tensor, *, frames_dim: Optional[Dim] = None) -> 
     its dims divided by the number of frames, counted on the host from the lengths (no device read).
     Frames: the valid positions of loss itself (a per-frame loss, e.g. from cross_entropy), or, with
     `frames_dim` (e.g. the targets' spatial dim of a per-sequence CTC loss), the total of that dim's
-    lengths over loss's dims. At least one frame is counted (an empty batch gives 0, not NaN)."""
+    lengths over loss's dims. At least one frame is counted (an empty batch gives 0, not NaN).
+    While tracing, the count is a tensor in the graph (from the lengths as tensors)."""
     caller = "dimtorch.loss_mean_over_frames()"
     check_tensor(loss, caller, "loss")
     dims = loss.dims
+    if _tracing.tracing():
+        return _loss_mean_in_graph(loss, frames_dim, caller)
     if frames_dim is None:
         shape = loss.raw.shape
         host_mask = _valid_mask_raw(dims, shape, _CPU)
@@ -264,3 +295,21 @@ def loss_mean_over_frames(loss: Tensor, *, frames_dim: Optional[Dim] = None) -> 
         count = _host_lengths(frames_dim, dims, shape, n, "frames_dim", caller).sum().item()
         raw = loss.raw
     return Tensor(raw.sum() / max(count, 1), ())
+
+
+def _loss_mean_in_graph(loss: Tensor, frames_dim: Optional[Dim], caller: str) -> Tensor:
+    """loss_mean_over_frames while tracing: the frame count as a tensor in the graph."""
+    dims, raw = loss.dims, loss.raw
+    shape = raw.shape
+    if frames_dim is None:
+        mask = _in_graph.valid_mask(dims, shape, raw.device)
+        if mask is None:
+            return Tensor(raw.sum() / max(raw.numel(), 1), ())
+        raw = torch.where(mask, raw, 0)
+        count = mask.expand(shape).sum()
+    else:
+        if any(d is frames_dim for d in dims):
+            raise ValueError(f"{caller}: frames_dim {dim_str(frames_dim)} is a dim of loss ({dims_str(dims)}); "
+                             f"leave it out to count loss's own valid frames")
+        count = _host_lengths(frames_dim, dims, list(shape), raw.numel(), "frames_dim", caller, raw.device).sum()
+    return Tensor(raw.sum() / count.clamp(min=1), ())

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from . import _C, _dim_cache
+from . import _C, _dim_cache, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import dims_arg
+from .ops._support import flag
 
 _MASK, _LENGTHS = 0, 2  # kinds of src/mask.h's per-dim cache
 
@@ -22,7 +23,9 @@ def _device(device, caller: str) -> torch.device:
 
 def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
     """Bool Tensor, True on the valid frames of `dim`, over its lengths' dims and `dim` itself, in
-    the order these have in `dims_order` (default: lengths' dims, then `dim`). Cached on the dim."""
+    the order these have in `dims_order` (default: lengths' dims, then `dim`). Cached on the dim.
+    While tracing, built in the graph at the dim's padded size (_in_graph.padded_size: an error
+    while a dynamic dim has none without a tensor over it; take masks from tensors then)."""
     caller = "dimtorch.Dim.get_mask()"
     lengths = dim.dyn_size
     if lengths is None:
@@ -36,14 +39,25 @@ def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
         missing = [r for r in relevant if not any(r is d for d in order)]
         if missing:
             raise ValueError(f"{caller}: dims_order lacks {missing} needed for the mask of {dim!r}")
+    if _tracing.tracing():
+        shape = [1] * len(order)
+        shape[order.index(dim)] = _in_graph.padded_size(dim, caller)
+        return Tensor(_tracing.mask_raw(dim, tuple(order), shape, _device(device, caller)).expand(
+            *[_size_in_mask(d, lengths, dim, shape[i]) for i, d in enumerate(order)]), tuple(order))
     pos = tuple(next(i for i, d in enumerate(order) if d is r) for r in relevant)
     raw = _C._dim_cached_raw(_MASK, dim, pos, len(order), dim.get_max_size(), _device(device, caller))
     return Tensor(raw, tuple(order))
 
 
+def _size_in_mask(d: Dim, lengths: Tensor, dim: Dim, size):
+    """The raw size of d in a mask of dim: `size` for dim itself, else that of d in the lengths."""
+    return size if d is dim else lengths.raw.shape[lengths.dims.index(d)]
+
+
 def get_size_tensor(dim: Dim, device=None) -> Tensor:
     """Sizes of `dim` as a Tensor: its lengths (over batch dims) on `device` (copied once and
-    cached), or a 0-dim int64 Tensor with the static size."""
+    cached), or a 0-dim int64 Tensor with the static size. While tracing, the lengths are copied
+    in the graph (nothing cached)."""
     if dim.dyn_size is None:
         size = dim.size
         if size is None:
@@ -52,6 +66,9 @@ def get_size_tensor(dim: Dim, device=None) -> Tensor:
         # torch.full, not torch.tensor: a tensor from Python data is a blocking host-to-device copy.
         return Tensor(torch.full((), size, dtype=torch.int64, device=_device(device, "dimtorch.Dim.get_size_tensor()")), ())
     lengths = dim.dyn_size
+    if _tracing.tracing():
+        device = _device(device, "dimtorch.Dim.get_size_tensor()")
+        return Tensor(_tracing.lengths_raw(dim, lengths.dims, device), lengths.dims)
     k = lengths.ndim
     raw = _C._dim_cached_raw(_LENGTHS, dim, tuple(range(k)), k, 0,
                              _device(device, "dimtorch.Dim.get_size_tensor()"))
@@ -59,7 +76,8 @@ def get_size_tensor(dim: Dim, device=None) -> Tensor:
 
 
 def sequence_mask(dims, device=None) -> Tensor:
-    """Bool Tensor, True where every dynamic dim among `dims` is within its sequence's length."""
+    """Bool Tensor, True where every dynamic dim among `dims` is within its sequence's length.
+    While tracing, from get_mask's in-graph form (see there)."""
     from ._C import logical_and  # noqa: PLC0415
     caller = "dimtorch.sequence_mask()"
     dims = dims_arg(dims, caller, "dims")
@@ -82,6 +100,7 @@ def last_frame_position_of_dim(dim: Dim, *, device=None, allow_scalar_on_cpu: bo
     caller = "dimtorch.last_frame_position_of_dim()"
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")
+    allow_scalar_on_cpu = flag(allow_scalar_on_cpu, caller, "allow_scalar_on_cpu")
     if dim.dyn_size is None and dim.size is not None and allow_scalar_on_cpu and device is None:
         return dim.size - 1
     key = ("last_frame", device)

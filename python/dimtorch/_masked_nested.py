@@ -8,7 +8,7 @@ from ._C import Dim, Tensor
 from ._data_dependent import to_host
 from ._masked import _Selection, masked_scatter, masked_select
 from ._reshape import replace_dim_v2
-from ._shape_ops import dims_arg, dim_str
+from ._shape_ops import check_tensor, dims_arg, dim_str
 
 
 def _map(fn, caller: str, *trees):
@@ -68,6 +68,9 @@ def masked_select_nested(s, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, 
     given, is the same for every tensor."""
     caller = "dimtorch.masked_select_nested()"
     dims = dims_arg(dims, caller, "dims")
+    check_tensor(mask, caller, "mask")
+    if mask_cpu is not None:
+        check_tensor(mask_cpu, caller, "mask_cpu")
     host_mask = _host_mask(mask, mask_cpu)
     if out_dim is None:
         out_dim = _new_out_dim(host_mask, dims, caller)

@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import _dim_cache
+from . import _dim_cache, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
@@ -38,21 +38,20 @@ def _row_dims(dims: tuple, x_dims: tuple, caller: str) -> tuple:
 def _sizes(dims: tuple, x: Optional[Tensor], caller: str) -> list:
     """Raw size of each dim: dynamic dims their max length, static their size, dims sized from data
     the size they have in x or in the lengths of a dynamic dim among dims (host values)."""
-    sizes = []
-    for d in dims:
-        if d.dyn_size is not None:
-            sizes.append(d.get_max_size())
-        elif d.size is not None:
-            sizes.append(d.size)
-        elif x is not None and any(d is e for e in x.dims):
-            sizes.append(x.raw.shape[x.dims.index(d)])
-        else:
-            found = [e.dyn_size.raw.shape[e.dyn_size.dims.index(d)] for e in dims
-                     if e.dyn_size is not None and any(d is b for b in e.dyn_size.dims)]
-            if not found:
-                raise ValueError(f"{caller}: the size of {dim_str(d)} is unknown (it takes its size from data)")
-            sizes.append(found[0])
-    return sizes
+    return [d.get_max_size() if d.dyn_size is not None else _size_without_lengths(d, dims, x, caller) for d in dims]
+
+
+def _size_without_lengths(d: Dim, dims: tuple, x: Optional[Tensor], caller: str) -> int:
+    """Raw size of a dim without lengths: static, or from data (x, or the lengths of a dim among dims)."""
+    if d.size is not None:
+        return d.size
+    if x is not None and any(d is e for e in x.dims):
+        return x.raw.shape[x.dims.index(d)]
+    found = [e.dyn_size.raw.shape[e.dyn_size.dims.index(d)] for e in dims
+             if e.dyn_size is not None and any(d is b for b in e.dyn_size.dims)]
+    if not found:
+        raise ValueError(f"{caller}: the size of {dim_str(d)} is unknown (it takes its size from data)")
+    return found[0]
 
 
 def _valid_index(dims: tuple, sizes: list, device) -> torch.Tensor:
@@ -98,7 +97,13 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     static with that size.
 
     The common call (dims leading x, one of them dynamic) is dimtorch._C.pack_padded, which keeps
-    its index on the dim and comes here for the others."""
+    its index on the dim and comes here for the others.
+
+    While tracing, the packed size cannot be data: pack_dim is a dynamic dim whose lengths are a
+    0-dim tensor holding the number of valid frames (over no batch dims), with the static upper
+    bound prod(raw sizes of dims) as its raw size; the valid frames come first, in the order
+    above, then the padding frames (whatever x held there). A given out_dim must be such a dim
+    (its lengths are not compared with the count: that reads them)."""
     caller = "dimtorch.pack_padded()"
     check_tensor(x, caller)
     raw = x.raw
@@ -108,7 +113,12 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
         axis_of(x, d, caller, what="dims entry")
     rows = _row_dims(dims, x_dims, caller)
     if rows:
+        if _tracing.tracing():
+            raise NotImplementedError(f"{caller}: packing per row (lengths that vary over a dim not packed) "
+                                      f"has no in-graph form yet: its pack dim is sized from host lengths")
         return _pack_rows(x, dims, rows, out_dim, caller)
+    if _tracing.tracing():
+        return _pack_in_graph(x, dims, out_dim, caller)
     sizes = _sizes(dims, x, caller)
     index = _valid_index(dims, sizes, raw.device)
     out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
@@ -125,6 +135,83 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     raw = Tensor(raw, x_dims).raw_aligned(dims + rest)
     raw = raw.reshape((math.prod(sizes),) + tuple(raw.shape[len(dims):]))
     return keep_markers(x, raw.index_select(0, index), (out_dim,) + rest), out_dim
+
+
+def _packing_order(dims: tuple, sizes, device):
+    """While tracing: (index, valid), `index` the int64 frames of the row-major flattening of `dims`
+    (raw `sizes`) with the valid ones first, each group in its order, and `valid` their flat bool
+    mask (None when dims have no padding), on `device`; built in the graph from the lengths."""
+    n = 1
+    for s in sizes:
+        n = n * s
+    frames = torch.arange(n, device=device)
+    mask = _in_graph.valid_mask(dims, sizes, device)
+    if mask is None:
+        return frames, None
+    valid = mask.expand(tuple(sizes)).reshape(n)
+    before = valid.to(torch.int64).cumsum(0)  # valid frames up to each frame, itself included
+    total = before[-1:].sum()  # 0-dim, also for n == 0
+    dest = torch.where(valid, before - 1, total + frames - before)
+    return torch.empty_like(frames).scatter_(0, dest, frames), valid
+
+
+def _valid_count(dims: tuple, sizes) -> torch.Tensor:
+    """While tracing, the 0-dim int64 number of valid frames of `dims` (raw `sizes`), computed
+    where the lengths live (the pack dim's lengths stay with the other lengths)."""
+    device = next((d.dyn_size.raw.device for d in dims if d.dyn_size is not None), torch.device("cpu"))
+    mask = _in_graph.valid_mask(dims, sizes, device)
+    if mask is None:
+        n = 1
+        for s in sizes:
+            n = n * s
+        return torch.full((), n, dtype=torch.int64, device=device)
+    return mask.expand(tuple(sizes)).sum()
+
+
+def _pack_in_graph(x: Tensor, dims: tuple, out_dim: Optional[Dim], caller: str):
+    """pack_padded while tracing (see its docstring)."""
+    rest = tuple(d for d in x.dims if not any(d is e for e in dims))
+    raw = x.raw_aligned(dims + rest)
+    sizes = tuple(raw.shape[:len(dims)])
+    index, _ = _packing_order(dims, sizes, raw.device)
+    if out_dim is None:
+        out_dim = Dim(Tensor(_valid_count(dims, sizes), ()), name="pack")
+    elif not isinstance(out_dim, Dim):
+        raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
+    elif out_dim.dyn_size is None or out_dim.dyn_size.dims:
+        raise ValueError(f"{caller}: while tracing, the pack dim has the number of valid frames as 0-dim lengths "
+                         f"(its size is data); out_dim {dim_str(out_dim)} must be such a dim, or give none")
+    flat = raw.reshape((index.shape[0],) + tuple(raw.shape[len(dims):]))
+    return keep_markers(x, flat.index_select(0, index), (out_dim,) + rest), out_dim
+
+
+def _unpack_in_graph(x: Tensor, a: int, dims: tuple, in_dim: Dim, caller: str) -> Tensor:
+    """unpack_padded while tracing (see its docstring)."""
+    if in_dim.dyn_size is None or in_dim.dyn_size.dims:
+        raise ValueError(f"{caller}: while tracing, in_dim must be a pack dim of pack_padded traced too (lengths: "
+                         f"the 0-dim count of valid frames), got {dim_str(in_dim)}")
+    n = x.raw.shape[a]
+    known = 1
+    unknown = [i for i, d in enumerate(dims) if d.dyn_size is not None]
+    if len(unknown) != 1:
+        raise ValueError(f"{caller}: while tracing, dims must hold exactly one dynamic dim (its padded size is "
+                         f"in_dim's size over the others'), got ({dims_str(dims)})")
+    sizes = []
+    for i, d in enumerate(dims):
+        if i == unknown[0]:
+            sizes.append(None)
+            continue
+        size = _size_without_lengths(d, dims, None, caller)
+        sizes.append(size)
+        known = known * size
+    sizes[unknown[0]] = n // known
+    raw = x.raw.movedim(a, 0) if a else x.raw
+    index, valid = _packing_order(dims, sizes, raw.device)
+    out = raw.new_zeros(raw.shape).index_copy(0, index, raw)
+    if valid is not None:
+        out = torch.where(valid.reshape((n,) + (1,) * (raw.dim() - 1)), out, 0)
+    rest = tuple(d for d in x.dims if d is not in_dim)
+    return keep_markers(x, out.reshape(tuple(sizes) + tuple(raw.shape[1:])), dims + rest)
 
 
 def _pack_dim(out_dim: Optional[Dim], total: int, dims: tuple, caller: str) -> Dim:
@@ -144,7 +231,11 @@ def unpack_padded(x: Tensor, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
     returns a tensor over (*dims, x's other dims), padding 0. The positions come from the HOST
     lengths (the copy of the index to x's device does not wait). Packed per row (lengths of dims
     that vary over a dim not in dims), in_dim has the rows' counts as lengths and the result is
-    over (those row dims, *dims, x's other dims)."""
+    over (those row dims, *dims, x's other dims).
+
+    While tracing, in_dim must be the pack dim of a traced pack_padded (0-dim lengths, raw size the
+    product of the padded sizes of dims) and dims must hold one dynamic dim: its padded size is
+    in_dim's raw size over the product of the others'. Positions are built in the graph."""
     caller = "dimtorch.unpack_padded()"
     check_tensor(x, caller)
     a = axis_of(x, in_dim, caller, what="in_dim")
@@ -154,7 +245,11 @@ def unpack_padded(x: Tensor, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
             raise ValueError(f"{caller}: {dim_str(d)} is already a dim of x (dims: {dims_str(x.dims)})")
     rows = _row_dims(dims, x.dims, caller)
     if rows:
+        if _tracing.tracing():
+            raise NotImplementedError(f"{caller}: unpacking per row has no in-graph form yet (see pack_padded)")
         return _unpack_rows(x, dims, rows, in_dim, caller)
+    if _tracing.tracing():
+        return _unpack_in_graph(x, a, dims, in_dim, caller)
     sizes = _sizes(dims, None, caller)
     raw = x.raw.movedim(a, 0) if a else x.raw
     index = _valid_index(dims, sizes, raw.device)

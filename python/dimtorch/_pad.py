@@ -6,7 +6,7 @@ from typing import Sequence, Union
 import torch
 import torch.nn.functional as F
 
-from . import _C
+from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str
 
@@ -138,7 +138,10 @@ def _value_region(raw: torch.Tensor, dims: list, padded: list, mode: str) -> tor
         if d.dyn_size is not None:
             pos = tuple(dims.index(b) for b in d.dyn_size.dims) + (a,)
             end = od if mode != "constant" else d + left
-            kept = _C._dim_cached_raw(_MASK, end, pos, n, n_out, raw.device)
+            if _tracing.tracing():
+                kept = _tracing.mask_raw(end, tuple(dims), raw.shape, raw.device)
+            else:
+                kept = _C._dim_cached_raw(_MASK, end, pos, n, n_out, raw.device)
         else:
             shape = [1] * n
             shape[a] = n_out
@@ -165,6 +168,28 @@ def _tensor_value(value: Tensor, x: Tensor, axes: tuple) -> None:
             raise ValueError(f"{_CALLER}: dim {dim_str(d)} has size {nv} in value but {nx} in x")
 
 
+def _pad_dynamic_in_graph(raw: torch.Tensor, dims: list, a: int, d: Dim, left: int, right: int, mode: str,
+                          value) -> torch.Tensor:
+    """While tracing, the padding of the dynamic dim d (axis a of raw, dims order `dims` with the out
+    dim at a), from its lengths as a tensor: the raw axis grows by left + right (x's raw size, not
+    the longest sequence, is the base), and frames beyond each sequence's new end hold `value`."""
+    device = raw.device
+    n = _tracing.lengths_raw(d, dims, device).to(torch.int64)  # size 1 at axis a
+    if mode == "constant":
+        k = raw.dim() - 1 - a
+        raw = F.pad(raw, [0] * (2 * k) + [left, right], mode="constant", value=value)
+        return torch.where(_in_graph.positions(raw.shape, a, device) < n + left, raw, value)
+    size = raw.shape[a]
+    shape = list(raw.shape)
+    shape[a] = size + left + right
+    p = _in_graph.positions(shape, a, device) - left
+    inside = p < n + right
+    # Lengths are not checked against the mode's limits here (that reads them): a sequence too short
+    # for its padding gets in-range garbage frames instead of eager's error.
+    index = torch.where(inside, _source_frames(p, n.clamp(min=1), mode), 0).clamp(0, size - 1)
+    return torch.where(inside, torch.gather(raw, a, index.expand(shape)), value)
+
+
 def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: str = "constant"):
     """Pads `axes` of x by `padding` ((left, right) for one axis, else one pair per axis); returns
     (tensor, out_dims), out dims = left + dim + right by dim math (the same dim when both are 0).
@@ -180,7 +205,11 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
 
     `value`: a Python number or bool, or a Tensor over dims of x that are not padded (e.g. one
     value per sequence, or per feature), broadcast over the padded frames and cast to x's dtype
-    (it gets the gradient of the frames it fills)."""
+    (it gets the gradient of the frames it fills).
+
+    While tracing: masks and indices are built in the graph from the lengths; a padded dynamic
+    axis has x's raw size + left + right frames (not the longest sequence's), and the modes'
+    limits are not checked on the lengths (a sequence too short gets garbage frames, no error)."""
     check_tensor(x, _CALLER)
     if mode not in _MODES:
         raise ValueError(f"{_CALLER}: mode {mode!r} is not one of {', '.join(map(repr, _MODES))}")
@@ -214,7 +243,7 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
             if any(b is e for e, *_ in padded):
                 raise ValueError(f"{_CALLER}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is "
                                  f"padded too (axes: {dims_str(axes)})")
-        if mode != "constant":
+        if mode != "constant" and not _tracing.tracing():
             _check_sizes(d, left, right, int(d.dyn_size.raw.min()) if d.dyn_size.raw.numel() else 0, mode)
 
     # Static dims (and dims sized from data) first, in one call; F.pad lists pairs from the last axis.
@@ -231,12 +260,15 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
     for d, left, right, od in padded:
         if d.dyn_size is None:
             dims[dims.index(d)] = od
+    in_graph = any(d.dyn_size is not None for d, *_ in padded) and _tracing.tracing()
     for d, left, right, od in padded:
         if d.dyn_size is None:
             continue
         a = dims.index(d)
         dims[a] = od
-        if mode == "constant":
+        if in_graph:
+            raw = _pad_dynamic_in_graph(raw, dims, a, d, left, right, mode, value)
+        elif mode == "constant":
             raw = _pad_dynamic_constant(raw, dims, a, d, od, left, right, value)
         else:
             raw = _pad_dynamic_modes(raw, dims, a, d, od, left, right, mode, value)

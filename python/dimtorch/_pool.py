@@ -8,6 +8,7 @@ from typing import Optional, Sequence, Union
 import torch
 import torch.nn.functional as F
 
+from . import _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._conv_args import (check_padding, is_dynamic, out_spatial_dim, per_dim, permuted, plan_perm, same_pads,
                          short_pads, spatial_dims)
@@ -98,8 +99,11 @@ def torch_padding(sizes: Sequence[int], ks: Sequence[int], strides: Sequence[int
     return None
 
 
-def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, strides: tuple, padding: str):
-    """The plan of a checked call, and its out spatial dims."""
+def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, strides: tuple, padding: str,
+               in_graph: bool = False):
+    """The plan of a checked call, and its out spatial dims. In graph (while tracing): no narrowing
+    to max lengths (x's raw sizes, symbolic then, are the padded sizes) and explicit padding (torch's
+    own padding is chosen by comparing sizes, which would make guards of the raw sizes)."""
     dims, shape = x.dims, x.raw.shape
     n = len(spatial)
     plan = _Plan()
@@ -121,7 +125,7 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
     sizes = [shape[i] for i in spatial_pos]
     plan.narrow = []
     for i, d in enumerate(spatial):
-        if is_dynamic(d) and sizes[i] > d.get_max_size():
+        if is_dynamic(d) and not in_graph and sizes[i] > d.get_max_size():
             sizes[i] = d.get_max_size()
             plan.narrow.append((spatial_pos[i], sizes[i]))  # an axis of x: narrowed before the permute
     plan.merge = plan.unmerge = None
@@ -135,7 +139,7 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
     fit = [0] * n if fit is None else fit[1::2][::-1]
     sizes = [size + extra for size, extra in zip(sizes, fit)]
     pads = same_pads(ks) if padding == "same" else [(0, 0)] * n
-    implicit = torch_padding(sizes, ks, strides, pads)
+    implicit = None if in_graph else torch_padding(sizes, ks, strides, pads)
     if implicit is not None:
         torch_pads, ceil_mode = implicit
         flat_pad = [p for extra in reversed(fit) for p in (0, extra)]
@@ -157,8 +161,8 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
     out_sizes = [(size + left + right - k) // s + 1 for size, k, s, (left, right) in zip(sizes, ks, strides, pads)]
     if plan.merge is not None:
         plan.unmerge = lead_shape + tuple(out_sizes)
-    plan.narrow_out = tuple((n_lead + i, d.get_max_size()) for i, d in enumerate(out_spatial)
-                            if is_dynamic(d) and d.get_max_size() != out_sizes[i])
+    plan.narrow_out = () if in_graph else tuple((n_lead + i, d.get_max_size()) for i, d in enumerate(out_spatial)
+                                                if is_dynamic(d) and d.get_max_size() != out_sizes[i])
     return plan, out_spatial
 
 
@@ -174,14 +178,20 @@ def _pooled(plan: _Plan, raw: torch.Tensor) -> torch.Tensor:
     return plan.fn(raw, *plan.torch_args)
 
 
-def _run(plan: _Plan, x: Tensor, out_dims: tuple):
+def _run(plan: _Plan, x: Tensor, out_dims: tuple, in_graph: bool = False):
     """The call: x's raw through the plan's steps; the output over out_dims."""
     # The padding of all dynamic dims is masked, not only the spatial ones' (one cached mask in C++):
     # other dims' padding frames are output padding, whatever they hold.
-    out = _pooled(plan, x.copy_masked(plan.fill).raw if plan.masked else x.raw)
+    if in_graph:
+        raw = _in_graph.masked(x.raw, x.dims, plan.fill) if plan.masked else x.raw
+    else:
+        raw = x.copy_masked(plan.fill).raw if plan.masked else x.raw
+    out = _pooled(plan, raw)
     if plan.count:
         valid = x.raw.new_ones(()).expand(x.raw.shape)
-        if plan.masked:
+        if plan.masked and in_graph:
+            valid = _in_graph.masked(valid, x.dims, 0.0)
+        elif plan.masked:
             valid = Tensor(valid, x.dims).copy_masked(0.0).raw
         # A window with no valid frame (an output padding frame) gives 0 / (1 / window), not 0 / 0.
         out = out / _pooled(plan, valid).clamp(min=1.0 / plan.window)
@@ -205,13 +215,29 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
     padding are -inf; for mode="avg", they are excluded from the count (the mean of each window's
     valid frames). Every valid output frame has at least one valid input frame in its window. With
     padding="valid" no window of a valid output frame reaches into padding, so x is not masked
-    (output padding frames may then hold NaN from x's padding; they are padding)."""
+    (output padding frames may then hold NaN from x's padding; they are padding).
+
+    While tracing: the plan is made per call and cached nowhere, masks are built in the graph,
+    padding is explicit (F.pad) and frames beyond the longest sequence are kept (padding)."""
+    if _tracing.tracing():
+        return _pool_in_graph(x, mode, pool_size, in_spatial_dims, strides, padding)
     key = _plan_key(x, mode, pool_size, in_spatial_dims, strides, padding)
     plan = None if key is None else _PLANS.get(key)
     if plan is not None:
         out_dims = tuple([r() for r in plan.out_refs])
         if None not in out_dims:  # None: a dim died and its callback is yet to drop the plan
             return _run(plan, x, out_dims)
+    plan, out_spatial, spatial = _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding, False)
+    out_dims = tuple(x.dims[i] for i in plan.lead_pos) + out_spatial
+    # A spatial dim that takes its size from data gets a new out dim each call: no plan to keep.
+    if key is not None and all(d.size is not None or is_dynamic(d) for d in spatial):
+        plan.out_refs = tuple(weakref.ref(d) for d in out_dims)
+        _store(key, plan, x.dims + out_spatial)
+    return _run(plan, x, out_dims)
+
+
+def _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding, in_graph: bool):
+    """The argument checks, then the plan of the call and its out spatial dims."""
     caller = "dimtorch.pool()"
     check_tensor(x, caller)
     if mode not in ("max", "avg"):
@@ -223,10 +249,10 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
     check_padding(caller, padding)
     if not x.raw.is_floating_point():
         raise TypeError(f"{caller}: x must be floating, got {x.dtype}")
-    plan, out_spatial = _make_plan(caller, x, mode, spatial, ks, strides, padding)
-    out_dims = tuple(x.dims[i] for i in plan.lead_pos) + out_spatial
-    # A spatial dim that takes its size from data gets a new out dim each call: no plan to keep.
-    if key is not None and all(d.size is not None or is_dynamic(d) for d in spatial):
-        plan.out_refs = tuple(weakref.ref(d) for d in out_dims)
-        _store(key, plan, x.dims + out_spatial)
-    return _run(plan, x, out_dims)
+    return _make_plan(caller, x, mode, spatial, ks, strides, padding, in_graph) + (spatial,)
+
+
+def _pool_in_graph(x, mode, pool_size, in_spatial_dims, strides, padding):
+    """pool while tracing (see its docstring)."""
+    plan, out_spatial, _ = _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding, True)
+    return _run(plan, x, tuple(x.dims[i] for i in plan.lead_pos) + out_spatial, True)

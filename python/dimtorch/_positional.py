@@ -7,7 +7,7 @@ from typing import Optional, Tuple, Union
 
 import torch
 
-from . import _dim_cache
+from . import _dim_cache, _tracing
 from ._C import Dim, Tensor
 from ._dtypes import to_torch_dtype
 from ._shape_ops import check_tensor, dim_str, dims_str
@@ -17,6 +17,9 @@ _MAX_CACHED = 256
 
 
 def _cached(key, make) -> torch.Tensor:
+    """make(), cached under key; while tracing made in the graph (sizes may be symbolic there)."""
+    if _tracing.tracing():
+        return make()
     raw = _RAW_CACHE.get(key)
     if raw is None:
         if len(_RAW_CACHE) >= _MAX_CACHED:
@@ -96,7 +99,7 @@ def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
     dims (offset's dims, feat_dim). Without an offset Tensor the raw is computed on the host once
     per (size, feat_dim, offset, base, dtype, device) and cached."""
     caller = "dimtorch.sinusoidal_positional_encoding()"
-    fast = _FAST.get((id(spatial_dim), id(feat_dim), offset, base, dtype, device)) if type(offset) is not Tensor \
+    fast = _fast_lookup((id(spatial_dim), id(feat_dim), offset, base, dtype, device)) if type(offset) is not Tensor \
         else None
     if fast is not None and fast[0]() is spatial_dim and fast[1]() is feat_dim:
         return Tensor(fast[2], (spatial_dim, feat_dim), feature_dim=feat_dim)
@@ -131,6 +134,15 @@ def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
 # The last calls' results by argument ids, checked by weak refs (no Dim is held): a model asks for the
 # same encoding call after call, and the checks and cache keys cost more than the lookup itself.
 _FAST: dict = {}
+
+
+def _fast_lookup(key):
+    """The remembered result for key, or None (also for arguments that cannot be a key: the checks
+    below name them)."""
+    try:
+        return _FAST.get(key)
+    except TypeError:
+        return None
 
 
 def _remember(key, a: Dim, b: Dim, value) -> None:
@@ -194,8 +206,8 @@ def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_
     query_spatial_dim=None (one step, the query the last frame of each sequence's keys): over
     (key lengths' dims, key_value_spatial_dim, feat_dim), distance j - (T_b - 1) per sequence."""
     caller = "dimtorch.relative_positional_encoding()"
-    fast = _FAST.get(("rel", id(query_spatial_dim), id(key_value_spatial_dim), id(feat_dim), query_offset, dtype,
-                      device))
+    fast = _fast_lookup(("rel", id(query_spatial_dim), id(key_value_spatial_dim), id(feat_dim), query_offset, dtype,
+                         device))
     if fast is not None and fast[0]() is query_spatial_dim and fast[1]() is key_value_spatial_dim:
         raw, out_dim = fast[2]
         return Tensor(raw, (out_dim, feat_dim), feature_dim=feat_dim), out_dim

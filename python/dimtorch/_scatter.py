@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from . import _C
+from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
@@ -62,7 +62,8 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
     must be in range at valid entries (torch checks on CPU; nothing is read back on the host).
 
     The common call (mode "sum", one indices dim, no fill_value) is dimtorch._C.scatter, which
-    comes here for the others."""
+    comes here for the others. While tracing, masks are built in the graph from the lengths, and a
+    dynamic out_dim is an error (no tensor gives its padded size: its max length is data)."""
     caller = "dimtorch.scatter()"
     check_tensor(x, caller)
     check_tensor(indices, caller, what="indices")
@@ -103,12 +104,15 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
     for d in out_dims_given:
         if d in x_dims:  # Dim equality is identity
             raise ValueError(f"{caller}: out_dim {dim_str(d)} is already a dim of x (dims: {dims_str(x_dims)})")
+    # Only a dynamic out_dim or indices dim reads lengths: the in-graph form differs there alone.
+    in_graph = ((any(d.size is None for d in out_dims_given) or any(d.dyn_size is not None for d in in_dims))
+                and _tracing.tracing())
     if len(out_dims_given) == 1:
         n_out = out_dim.size
         if n_out is None:
             if out_dim.dyn_size is None:
                 raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; it needs a size")
-            n_out = out_dim.get_max_size()
+            n_out = _in_graph.padded_size(out_dim, caller) if in_graph else out_dim.get_max_size()
     else:
         for d in out_dims_given:
             if d.size is None:
@@ -143,8 +147,11 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
                                      f"dim of x (dims: {dims_str(x_dims)})")
                 pos.append(x_dims.index(b))
             pos.append(a)
-            mask = _C._dim_cached_raw(_MASK, d, pos, len(x_dims), x_shape[a], xr.device)
-            ir = torch.where(mask, ir, _host_scalar(n_out, ir.dtype))
+            if in_graph:
+                ir = torch.where(_tracing.mask_raw(d, x_dims, x_shape, xr.device), ir, n_out)
+            else:
+                mask = _C._dim_cached_raw(_MASK, d, pos, len(x_dims), x_shape[a], xr.device)
+                ir = torch.where(mask, ir, _host_scalar(n_out, ir.dtype))
             out_shape[a] = n_out + 1
         if ir.dtype != torch.int64:
             ir = ir.to(torch.int64)
@@ -240,8 +247,11 @@ def _scatter_reduce(x: Tensor, indices: Tensor, in_dims: tuple, out_dims: tuple,
     if masked:
         for d in in_dims:
             if d.dyn_size is not None:
-                pos = tuple(layout.index(b) for b in d.dyn_size.dims) + (layout.index(d),)
-                m = _C._dim_cached_raw(_MASK, d, pos, len(layout), xr.shape[layout.index(d)], xr.device)
+                if _tracing.tracing():
+                    m = _tracing.mask_raw(d, layout, xr.shape, xr.device)
+                else:
+                    pos = tuple(layout.index(b) for b in d.dyn_size.dims) + (layout.index(d),)
+                    m = _C._dim_cached_raw(_MASK, d, pos, len(layout), xr.shape[layout.index(d)], xr.device)
                 valid = m if valid is None else valid & m
     if len(in_dims) > 1:
         # The indices dims flattened into one axis at a (the mask and indices broadcast like x).

@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Union
 import torch
 import torch.nn.functional as F
 
-from . import _C
+from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor, ceildiv
 from ._errors import naming_errors
 
@@ -90,6 +90,14 @@ def _same_lengths(a: Dim, b: Dim) -> bool:
     return torch.equal(la.raw.to(torch.int64), lb.raw_aligned(la.dims).to(torch.int64))
 
 
+def _same_lengths_in_graph(a: Dim, b: Dim) -> bool:
+    """While tracing, _same_lengths up to the values (comparing them reads them): both dynamic over
+    the same dims."""
+    la, lb = a.dyn_size, b.dyn_size
+    return (la is not None and lb is not None and len(la.dims) == len(lb.dims)
+            and all(any(d is e for e in lb.dims) for d in la.dims))
+
+
 def merge_dims(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None):
     """Merges `dims` (all in x, in this order: the first is the slowest-varying) into one dim at the
     place of the first of them in x; returns (tensor, out_dim). Merged dims need not be adjacent:
@@ -105,7 +113,9 @@ def merge_dims(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None)
       whatever they held; use pack_padded to keep only the valid frames).
     - a dynamic dim that is not first (valid frames would interleave with padding), or two dynamic
       dims: an error.
-    A dim of x that is not merged must not have lengths over a merged dim (an error)."""
+    A dim of x that is not merged must not have lengths over a merged dim (an error).
+    While tracing, a given dynamic out_dim's lengths are not compared with the merged ones (that
+    reads them)."""
     caller = "dimtorch.merge_dims()"
     check_tensor(x, caller)
     dims = dims_arg(dims, caller, "dims")
@@ -147,7 +157,8 @@ def merge_dims(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None)
     elif any(d is out_dim for d in x.dims):
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of x (dims: {dims_str(x.dims)})")
     elif canonical is not None:
-        if out_dim is not canonical and not _same_lengths(out_dim, canonical):
+        if out_dim is not canonical and not (_same_lengths_in_graph(out_dim, canonical) if _tracing.tracing() else
+                                             _same_lengths(out_dim, canonical)):
             raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not have the lengths of the merged dim "
                              f"{dim_str(canonical)} (dims: {dims_str(dims)}, sizes {sizes})")
     elif out_dim.dyn_size is not None or (out_dim.size is not None and out_dim.size != total):
@@ -190,8 +201,10 @@ def _split_dynamic(x: Tensor, a: int, axis: Dim, dims: tuple, pad_to_multiples, 
             raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which is not a "
                              f"dim of x (dims: {dims_str(x.dims)})")
     raw = x.raw
-    n = dims[0].get_max_size()
     size = raw.shape[a]
+    if _tracing.tracing():
+        return _split_dynamic_in_graph(x, a, axis, dims, k, pad, pad_value)
+    n = dims[0].get_max_size()
     if not pad:
         host = lengths.raw.to(torch.int64)
         if bool((host % k != 0).any()):  # host lengths: no device sync
@@ -212,6 +225,21 @@ def _split_dynamic(x: Tensor, a: int, axis: Dim, dims: tuple, pad_to_multiples, 
     return raw.reshape(list(raw.shape[:a]) + [n] + [d.size for d in dims[1:]] + list(raw.shape[a + 1:]))
 
 
+def _split_dynamic_in_graph(x: Tensor, a: int, axis: Dim, dims: tuple, k: int, pad: bool, pad_value):
+    """While tracing, _split_dynamic with sizes from x's raw: ceildiv(size, k) (or size // k) chunks,
+    and the frames past each sequence's end set to pad_value by a mask built from the lengths."""
+    raw = x.raw
+    size = raw.shape[a]
+    if pad:
+        n = -(-size // k)
+        raw = F.pad(raw, [0, 0] * (raw.dim() - 1 - a) + [0, n * k - size], value=pad_value)
+        raw = _in_graph.masked(raw, x.dims, pad_value, among=(axis,))
+    else:
+        n = size // k
+        raw = raw.narrow(a, 0, n * k)
+    return raw.reshape(list(raw.shape[:a]) + [n] + [d.size for d in dims[1:]] + list(raw.shape[a + 1:]))
+
+
 def split_dims(x: Tensor, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples: Optional[bool] = None,
                pad_value: Union[int, float] = 0) -> Tensor:
     """Splits `axis` into `dims` (the first is the slowest-varying), in its place.
@@ -223,7 +251,9 @@ def split_dims(x: Tensor, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples: O
       length is a multiple of k (checked on the host lengths, else an error), or `dt.ceildiv(T, k)`
       (pad_to_multiples, the default with that dim) where each sequence is padded with pad_value to
       a multiple of k. Frames of a sequence's padding hold pad_value with ceildiv, garbage with //.
-      pad_to_multiples=True/False insists on one of the two."""
+      pad_to_multiples=True/False insists on one of the two.
+    While tracing: the dynamic part has ceildiv(size, k) (or size // k) frames for x's raw size, and
+    with `T // k` the lengths are not checked to be multiples of k (that reads them)."""
     caller = "dimtorch.split_dims()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller)
@@ -285,7 +315,8 @@ def squeeze(x: Tensor, *, axis: Dim) -> Tensor:
 def replace_dim(x: Tensor, *, in_dim: Dim, out_dim: Optional[Dim] = None):
     """x with `in_dim` renamed to `out_dim` (same raw data); returns (tensor, out_dim). Without
     out_dim, a new dim of the same size (the same lengths for a dynamic dim) is made. A static
-    out_dim must have the raw size of in_dim; a dynamic one a max length that fits in it."""
+    out_dim must have the raw size of in_dim; a dynamic one a max length that fits in it (not
+    checked while tracing: that reads the lengths)."""
     caller = "dimtorch.replace_dim()"
     check_tensor(x, caller)
     a = axis_of(x, in_dim, caller, what="in_dim")
@@ -301,7 +332,7 @@ def replace_dim(x: Tensor, *, in_dim: Dim, out_dim: Optional[Dim] = None):
         if any(d is out_dim for d in x.dims if d is not in_dim):
             raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of x (dims: {dims_str(x.dims)})")
         fits = (out_dim.size == size if out_dim.size is not None
-                else out_dim.dyn_size is None or out_dim.get_max_size() <= size)
+                else out_dim.dyn_size is None or _tracing.tracing() or out_dim.get_max_size() <= size)
         if not fits:
             raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not fit the size {size} of "
                              f"in_dim {dim_str(in_dim)}")

@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from . import _dim_cache
+from . import _dim_cache, _in_graph, _tracing
 from ._C import Dim, Tensor, ceildiv
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
 
@@ -66,7 +66,8 @@ def slice(x: Tensor, *, axis: Dim, start=0, end=None, step: int = 1, size=None, 
     `out_dim`: the dim of the result; it must have the sizes (or host lengths) the slice has.
 
     The common calls (step 1; a dynamic axis with end None) are dimtorch._C.slice, which comes here
-    for the others."""
+    for the others. While tracing, a dynamic axis is sliced by x's raw size (not its longest
+    sequence): the result may hold more padding frames."""
     caller = "dimtorch.slice()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
@@ -81,6 +82,7 @@ def slice(x: Tensor, *, axis: Dim, start=0, end=None, step: int = 1, size=None, 
     raw = x.raw
     size = raw.shape[a]
     lengths = axis.dyn_size
+    in_graph = False  # the in-graph form differs only for a dynamic axis
     if lengths is None:
         if axis.size is not None:
             s = start + size if start < 0 else start
@@ -101,22 +103,31 @@ def slice(x: Tensor, *, axis: Dim, start=0, end=None, step: int = 1, size=None, 
             raise ValueError(f"{caller}: start={start} on the dynamic dim {dim_str(axis)}; start must be >= 0 "
                              f"(frames counted from each sequence's start)")
         lengths = _lengths_over_x(x, axis, caller)
-        max_len = axis.get_max_size()
+        in_graph = _tracing.tracing()
         if end is None or end < 0:
             out_dim = axis - (start - (end or 0)) if start - (end or 0) else axis
             if step > 1:
                 out_dim = ceildiv(out_dim, step)
         else:
-            n = (torch.minimum(lengths.raw.to(torch.int64), torch.tensor(end)) - start).clamp(min=0)
+            if in_graph:  # the same values, with no host tensor of `end`
+                n = (lengths.raw.to(torch.int64).clamp(max=end) - start).clamp(min=0)
+            else:
+                n = (torch.minimum(lengths.raw.to(torch.int64), torch.tensor(end)) - start).clamp(min=0)
             n = -((-n) // step)
             out_dim = Dim(Tensor(n, lengths.dims), name=_slice_name(axis, start, end, step))
-        s = min(start, size)
-        e = min(size, max_len if end is None else (max_len + end if end < 0 else end))
-        e = max(e, s)
+        if in_graph:  # sizes from the raw (symbolic while tracing): min/max without guards
+            s = torch.sym_min(start, size)
+            e = size if end is None else (size + end if end < 0 else torch.sym_min(size, end))
+            e = torch.sym_max(e, s)
+        else:
+            max_len = axis.get_max_size()
+            s = min(start, size)
+            e = min(size, max_len if end is None else (max_len + end if end < 0 else end))
+            e = max(e, s)
     raw = raw.narrow(a, s, e - s)
     if step > 1:
         raw = raw[(builtins.slice(None),) * a + (builtins.slice(None, None, step),)]
-    if out_dim.dyn_size is not None and raw.shape[a] > out_dim.get_max_size():
+    if out_dim.dyn_size is not None and not in_graph and raw.shape[a] > out_dim.get_max_size():
         raw = raw.narrow(a, 0, out_dim.get_max_size())
     dims = x.dims[:a] + (out_dim,) + x.dims[a + 1:]
     return keep_markers(x, raw, dims), out_dim
@@ -162,7 +173,8 @@ def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     """Frames move `amount` earlier along `axis` (same dim): out[t] = x[t + amount] while
     t + amount < T, else `pad_value`. For a dynamic dim, T is each sequence's own length, so the
     frames entering at each sequence's end hold pad_value (the mask comes from host lengths, once
-    per dim and layout; its device copy does not wait, no sync)."""
+    per dim and layout; its device copy does not wait, no sync). While tracing, the mask is built
+    in the graph from the lengths."""
     caller = "dimtorch.shift_left()"
     a = _shift_checks(x, axis, amount, pad_value, caller)
     if amount == 0:
@@ -171,7 +183,12 @@ def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     n = raw.shape[a]
     k = min(amount, n)
     raw = torch.constant_pad_nd(raw.narrow(a, k, n - k), _pad_spec(raw, a, 0, k), pad_value)
-    if axis.dyn_size is not None:
+    if axis.dyn_size is not None and _tracing.tracing():
+        _lengths_over_x(x, axis, caller)  # its check
+        keep = _in_graph.positions(raw.shape, a, raw.device) < (
+            _tracing.lengths_raw(axis, x.dims, raw.device).to(torch.int64) - amount)
+        raw = torch.where(keep, raw, pad_value)
+    elif axis.dyn_size is not None:
         key = ("shift_left", amount, n, tuple(map(id, x.dims)), raw.device)
         keep = _dim_cache.lookup(axis, key)
         if keep is None:
@@ -189,7 +206,8 @@ def reverse_sequence(x: Tensor, *, axis: Dim, handle_dynamic_dims: bool = True) 
     so is a dynamic one with handle_dynamic_dims=False (the whole raw axis: padding first).
     For a dynamic dim, one gather with an index built from the host lengths (_reverse_index);
     dimtorch._C.reverse_sequence caches that index on the dim per layout and device, and comes
-    here for handle_dynamic_dims=False and bad input."""
+    here for handle_dynamic_dims=False and bad input. While tracing, the index is built in the graph
+    from the lengths."""
     if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
         check_tensor(x, "dimtorch.reverse_sequence()")
         axis_of(x, axis, "dimtorch.reverse_sequence()", what="axis")
@@ -200,7 +218,8 @@ def reverse_sequence(x: Tensor, *, axis: Dim, handle_dynamic_dims: bool = True) 
     raw = x.raw
     if axis.dyn_size is None or not handle_dynamic_dims:
         return Tensor(raw.flip(a), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
-    return Tensor(raw.gather(a, _reverse_index(x, axis)), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
+    index = _reverse_index_in_graph(x, axis) if _tracing.tracing() else _reverse_index(x, axis)
+    return Tensor(raw.gather(a, index), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
 
 
 def _reverse_index(x: Tensor, axis: Dim) -> torch.Tensor:
@@ -212,3 +231,12 @@ def _reverse_index(x: Tensor, axis: Dim) -> torch.Tensor:
     lens = lengths.raw.to(torch.int64).unsqueeze(-1)
     index = torch.where(frames < lens, lens - 1 - frames, frames)
     return _host_to_x(index, tuple(lengths.dims) + (axis,), x).expand(raw.shape)
+
+
+def _reverse_index_in_graph(x: Tensor, axis: Dim) -> torch.Tensor:
+    """While tracing, _reverse_index built in the graph from the lengths as a tensor."""
+    _lengths_over_x(x, axis, "dimtorch.reverse_sequence()")
+    raw = x.raw
+    frames = _in_graph.positions(raw.shape, x.dims.index(axis), raw.device)
+    lens = _tracing.lengths_raw(axis, x.dims, raw.device).to(torch.int64)
+    return torch.where(frames < lens, lens - 1 - frames, frames).expand(raw.shape)

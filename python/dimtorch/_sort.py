@@ -6,7 +6,7 @@ from typing import Sequence, Union
 
 import torch
 
-from . import _C
+from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 from ._slicing import _lengths_in
@@ -33,8 +33,10 @@ def _highest(raw: torch.Tensor, caller: str):
 
 def _masked(x: Tensor, axes: Sequence[Dim], value, caller: str) -> torch.Tensor:
     """x's raw with the padding of the dynamic dims among `axes` set to `value` (frames beyond a
-    dim's max length dropped), by the mask cached on each dim for x's layout."""
+    dim's max length dropped), by the mask cached on each dim for x's layout. While tracing, frames
+    beyond the max length are kept (masked too) and the mask is built in the graph."""
     raw, dims = x.raw, x.dims
+    in_graph = any(d.dyn_size is not None for d in axes) and _tracing.tracing()
     for d in axes:
         lengths = d.dyn_size
         if lengths is None:
@@ -45,6 +47,9 @@ def _masked(x: Tensor, axes: Sequence[Dim], value, caller: str) -> torch.Tensor:
                 raise ValueError(f"{caller}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not a "
                                  f"dim of x (dims: {dims_str(dims)})")
             pos.append(dims.index(b))
+        if in_graph:
+            raw = torch.where(_tracing.mask_raw(d, dims, raw.shape, raw.device), raw, value)
+            continue
         a = dims.index(d)
         n = raw.shape[a]
         if n > d.get_max_size():
@@ -68,7 +73,9 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     shorter than k gets only its own frames as valid entries; otherwise k_dim is static (a Dim k is
     used as it is) and entries beyond the valid count are padding (value -inf).
 
-    One dim without lengths and an int k is dimtorch._C.top_k, which comes here for the others."""
+    One dim without lengths and an int k is dimtorch._C.top_k, which comes here for the others.
+    While tracing, padding is masked by masks built in the graph, and frames beyond the longest
+    sequence are kept (so for one dynamic axis, k_dim's raw size is min(k, x's raw size))."""
     caller = "dimtorch.top_k()"
     check_tensor(x, caller)
     axes = dims_arg(axis, caller, "axis")
@@ -89,7 +96,7 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     sizes = [raw.shape[p] for p in positions]
     total = math.prod(sizes)
     dynamic_k = len(axes) == 1 and axes[0].dyn_size is not None and k_dim is None
-    k_raw = min(k_int, total) if dynamic_k else k_int
+    k_raw = (torch.sym_min(k_int, total) if _tracing.tracing() else min(k_int, total)) if dynamic_k else k_int
     if k_raw > total:
         raise ValueError(f"{caller}: k={k_int} is larger than the {total} entries of axis ({dims_str(axes)})")
     if k_dim is None:
@@ -124,7 +131,8 @@ def sort(x: Tensor, *, axis: Dim, descending: bool = False):
     """Sorts x along `axis` (a stable sort); returns (values, indices), both over x's dims,
     indices int64 with sparse_dim=axis. For a dynamic axis each sequence's valid frames are sorted
     among themselves and its padding stays behind them (padding values are then +-inf or the
-    dtype's extreme)."""
+    dtype's extreme). While tracing, the mask is built in the graph and frames beyond the longest
+    sequence are kept (as padding)."""
     caller = "dimtorch.sort()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
@@ -135,7 +143,8 @@ def sort(x: Tensor, *, axis: Dim, descending: bool = False):
 
 def cumsum(x: Tensor, *, axis: Dim) -> Tensor:
     """Cumulative sum along `axis` (same dims); padding of a dynamic axis contributes 0 (and gets no
-    gradient), so frames past a sequence's end repeat its total."""
+    gradient), so frames past a sequence's end repeat its total. While tracing, the mask is built
+    in the graph and frames beyond the longest sequence are kept (repeating the total too)."""
     caller = "dimtorch.cumsum()"
     if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
         check_tensor(x, caller)
@@ -145,7 +154,9 @@ def cumsum(x: Tensor, *, axis: Dim) -> Tensor:
     raw = x.raw
     lengths = axis.dyn_size
     if lengths is not None:
-        if raw.shape[a] == axis.get_max_size() and _lengths_in(lengths, dims):
+        if _tracing.tracing():
+            raw = _masked(x, (axis,), 0, caller)
+        elif raw.shape[a] == axis.get_max_size() and _lengths_in(lengths, dims):
             raw = x.copy_masked(0, (axis,)).raw  # one where with the mask cached on the dim, in C++
         else:
             raw = _masked(x, (axis,), 0, caller)  # frames beyond the max length dropped, or the error

@@ -5,6 +5,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from . import _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
@@ -13,11 +14,16 @@ def _part_lengths(d: Dim, bdims: tuple, caller: str) -> torch.Tensor:
     """Host int64 lengths of an out dim of split, over `bdims` (size 1 where they do not vary)."""
     if d.dyn_size is None:
         return torch.full([1] * len(bdims), d.size, dtype=torch.int64)
+    _part_lengths_over(d, bdims, caller)
+    return d.dyn_size.raw_aligned(bdims).to(torch.int64)
+
+
+def _part_lengths_over(d: Dim, bdims: tuple, caller: str) -> None:
+    """Errors when the lengths of the out dim d vary over a dim the axis' lengths do not."""
     for b in d.dyn_size.dims:
         if not any(b is e for e in bdims):
             raise ValueError(f"{caller}: the lengths of out dim {dim_str(d)} vary over {dim_str(b)}, the axis' "
                              f"lengths do not (they vary over: {dims_str(bdims)})")
-    return d.dyn_size.raw_aligned(bdims).to(torch.int64)
 
 
 def _concat_parts(axis: Dim) -> list:
@@ -28,6 +34,33 @@ def _concat_parts(axis: Dim) -> list:
     return _concat_parts(a) + [b]
 
 
+def _split_dynamic_in_graph(x: Tensor, a: int, out_dims: tuple) -> list:
+    """While tracing, _split_dynamic with the part lengths as tensors in the graph: a dynamic part
+    spans x's raw axis from its start (its raw size is not its longest sequence)."""
+    raw = x.raw
+    size = raw.shape[a]
+    device = raw.device
+    out = []
+    offset = 0  # an int while every earlier part is static, else lengths over x's layout
+    for d in out_dims:
+        part_dims = x.dims[:a] + (d,) + x.dims[a + 1:]
+        if isinstance(offset, int):
+            width = d.size if d.size is not None else size - offset
+            part = raw.narrow(a, offset, width)
+        else:
+            width = d.size if d.size is not None else size
+            shape = list(raw.shape)
+            shape[a] = width
+            index = (offset + _in_graph.positions(shape, a, device)).clamp(max=size - 1)
+            part = torch.gather(raw, a, index.expand(shape))
+        out.append(keep_markers(x, part, part_dims))
+        if isinstance(offset, int) and d.size is not None:
+            offset = offset + d.size
+        else:
+            offset = offset + (d.size if d.size is not None else _tracing.lengths_raw(d, x.dims, device).to(torch.int64))
+    return out
+
+
 def _split_dynamic(x: Tensor, a: int, axis: Dim, out_dims: tuple, caller: str) -> list:
     """Parts of the dynamic `axis`, sequence by sequence (see split)."""
     lengths = axis.dyn_size
@@ -36,6 +69,11 @@ def _split_dynamic(x: Tensor, a: int, axis: Dim, out_dims: tuple, caller: str) -
         if not any(b is e for e in x.dims):
             raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which is not a dim "
                              f"of x (dims: {dims_str(x.dims)})")
+    if _tracing.tracing():
+        for d in out_dims:  # the checks of _part_lengths; the sums are not compared (that reads them)
+            if d.dyn_size is not None:
+                _part_lengths_over(d, bdims, caller)
+        return _split_dynamic_in_graph(x, a, out_dims)
     parts = [_part_lengths(d, bdims, caller) for d in out_dims]
     parts_of_axis = _concat_parts(axis)
     if not (len(parts_of_axis) == len(out_dims) and all(p is d for p, d in zip(parts_of_axis, out_dims))):
@@ -78,7 +116,10 @@ def split(x: Tensor, *, axis: Dim, out_dims: Sequence[Dim]) -> list:
       axis (checked on the host, no sync; skipped when axis is their sum by dim math, A + B). Each
       sequence's parts follow each other from its start, so split undoes concat: sequence b's part i
       starts at the sum of its earlier parts' lengths. Parts after a dynamic part are one gather
-      each (index from host lengths); the others are views."""
+      each (index from host lengths); the others are views.
+    While tracing: indices are built in the graph from the lengths, a dynamic part has x's raw size
+    of axis (less the static parts before it), and the part lengths' sums are not compared with
+    axis' lengths (that reads them)."""
     caller = "dimtorch.split()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
@@ -153,12 +194,14 @@ def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = None):
 def unstack(x: Tensor, *, axis: Dim) -> list:
     """One tensor per index of `axis`, without that dim; views. For a dynamic axis, one per
     position up to the longest sequence (its host max length): in the tensor of position t, the
-    entries of sequences not longer than t are padding (whatever x held there, not masked)."""
+    entries of sequences not longer than t are padding (whatever x held there, not masked).
+    While tracing, one per position of x's raw axis (the number of results is its size: a traced
+    graph specializes to it)."""
     caller = "dimtorch.unstack()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
     raw = x.raw
-    if axis.dyn_size is not None and axis.get_max_size() < raw.shape[a]:
+    if axis.dyn_size is not None and not _tracing.tracing() and axis.get_max_size() < raw.shape[a]:
         raw = raw.narrow(a, 0, axis.get_max_size())
     dims = x.dims[:a] + x.dims[a + 1:]
     return [keep_markers(x, r, dims) for r in torch.unbind(raw, a)]

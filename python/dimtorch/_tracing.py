@@ -14,18 +14,24 @@ import contextlib
 import torch
 
 _forced = False
+# Bound once: tracing() runs on eager calls of Python-composed ops (~0.1 us saved per call). Dynamo
+# folds torch.compiler.is_compiling to True by the function object, so a bound name works there too.
+_is_compiling = torch.compiler.is_compiling
+_get_tracing_state = torch._C._get_tracing_state
+_get_dispatch_mode = torch._C._get_dispatch_mode
+_dispatch_stack_len = torch._C._len_torch_dispatch_stack  # counts the infra modes too; no argument to convert
+_PROXY, _FAKE = torch._C._TorchDispatchModeKey.PROXY, torch._C._TorchDispatchModeKey.FAKE
 
 
 def tracing() -> bool:
     """True while torch.compile/torch.export/make_fx/jit.trace trace (or under force_in_graph)."""
-    if _forced or torch.compiler.is_compiling():
+    if _forced or _is_compiling():
         return True
-    if torch._C._get_tracing_state() is not None:  # torch.jit.trace
+    if _get_tracing_state() is not None:  # torch.jit.trace
         return True
-    # make_fx and non-strict export: a proxy or fake dispatch mode is active.
-    key = torch._C._TorchDispatchModeKey
-    return (torch._C._get_dispatch_mode(key.PROXY) is not None
-            or torch._C._get_dispatch_mode(key.FAKE) is not None)
+    # make_fx and non-strict export: a proxy or fake dispatch mode is active (none at all, eagerly).
+    return _dispatch_stack_len() > 0 and (_get_dispatch_mode(_PROXY) is not None
+                                          or _get_dispatch_mode(_FAKE) is not None)
 
 
 def dynamo_tracing() -> bool:

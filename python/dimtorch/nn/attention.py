@@ -6,7 +6,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
-from .. import _C
+from .. import _C, _tracing
 from .._C import Dim, Tensor
 from .._positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
 from .._shape_ops import dim_str, dims_str
@@ -59,18 +59,34 @@ def _valid_frames(axis: Dim, lead: tuple, device) -> Optional[torch.Tensor]:
     return mask.raw if mask.dims == order else mask.raw_aligned(order)
 
 
+def _valid_frames_in_graph(axis: Dim, lead: tuple, device, size) -> Optional[torch.Tensor]:
+    """While tracing, _valid_frames built in the graph from the lengths, with `size` frames (the
+    raw size of axis in the tensor it masks)."""
+    if axis.dyn_size is None:
+        return None
+    order = lead + (axis,)
+    return _tracing.mask_raw(axis, order, (1,) * len(lead) + (size,), device)
+
+
 class FrameMaskCache:
     """The last (axis, batch dims, device) -> valid-frames raw of one module: a module calls the same
     dim over and over within a batch (and each layer of a stack does), and looking up the dim's
     cached mask from Python costs more than the op it feeds on tiny shapes. Copies and pickles of
-    the module start empty (the entry holds dims of the data, not of the module)."""
+    the module start empty (the entry holds dims of the data, not of the module). While tracing,
+    nothing is cached: the mask is built in the graph with the raw size of axis in the tensor it
+    masks (eagerly, that is the dim's max length)."""
 
     __slots__ = ("key", "value")
 
     def __init__(self):
         self.key, self.value = None, None
 
-    def get(self, axis: Dim, lead: tuple, device) -> Optional[torch.Tensor]:
+    def get(self, axis: Dim, lead: tuple, device, like) -> Optional[torch.Tensor]:
+        """The mask of axis's valid frames over (*lead, axis) for `like`, the tensor it masks: a
+        Tensor over axis, or a raw with axis at its axis -2 (in graph, the mask takes its size)."""
+        if _tracing.tracing():
+            size = like.raw.shape[like.dims.index(axis)] if isinstance(like, Tensor) else like.shape[-2]
+            return _valid_frames_in_graph(axis, lead, device, size)
         key = self.key
         if key is not None and key[0] is axis and key[1] == lead and key[2] == device:
             return self.value
@@ -174,7 +190,7 @@ class SelfAttention(Module):
 
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
-        valid = self._frame_mask_cache.get(axis, lead, x.raw.device)
+        valid = self._frame_mask_cache.get(axis, lead, x.raw.device, x)
         q, k, v = self._project_qkv(x, lead, axis, valid if self.zero_padding else None)
         q, k = self._rotate(q, k, 0)
         mask = valid[..., None, None, :] if valid is not None else None
@@ -249,7 +265,7 @@ class CausalSelfAttention(SelfAttention):
         lead = _check_x(self, x, self.in_dim, axis)
         # Padding is zeroed even though causality hides it from valid frames: torch applies the
         # causal mask by adding -inf, and NaN garbage + -inf is still NaN.
-        valid = self._frame_mask_cache.get(axis, lead, x.raw.device) if axis is not None else None
+        valid = self._frame_mask_cache.get(axis, lead, x.raw.device, x) if axis is not None else None
         q, k, v = self._project_qkv(x, lead, axis, valid)
         p = self.att_dropout if self.training else 0.0
         if axis is not None:
@@ -330,7 +346,7 @@ class CrossAttention(Module):
         kv = _linear(self.kv, encoder)
         kv_order = lead + (enc_axis, self.kv_dim_total)
         kv = kv.raw if kv.dims == kv_order else kv.raw_aligned(kv_order)
-        valid = self._frame_mask_cache.get(enc_axis, lead, kv.device)
+        valid = self._frame_mask_cache.get(enc_axis, lead, kv.device, kv)
         kv = _zero_padding(kv, valid)
         k, v = _split_heads(kv, self.heads.size, (self.key_dim_per_head.size, self.value_dim_per_head.size))
         if k.shape[:-2] != q.shape[:-2]:
@@ -396,6 +412,9 @@ class RelPosSelfAttention(SelfAttention):
         if self.pos_emb_kind == "sinusoidal":
             return relative_positional_encoding_raw(time, time, self.pos_emb_dim.size, dtype=like.dtype,
                                                     device=like.device)
+        if _tracing.tracing():  # in the graph, no cache (time may be symbolic there)
+            index = torch.arange(-(time - 1), time, device=like.device).clamp(-self.clipping, self.clipping)
+            return self.learned_pos_emb.raw[index + self.clipping]
         key = (time, like.device)
         index = self._index_cache.get(key)
         if index is None:
@@ -408,7 +427,7 @@ class RelPosSelfAttention(SelfAttention):
 
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
-        valid = self._frame_mask_cache.get(axis, lead, x.raw.device)
+        valid = self._frame_mask_cache.get(axis, lead, x.raw.device, x)
         q, k, v = self._project_qkv(x, lead, axis)  # (*lead, H, T, d)
         if valid is not None and self.zero_padding:
             # Only v's padding needs zeroing here: garbage scores of padded keys are replaced below.

@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
-from .. import _C
+from .. import _C, _tracing
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
 from .._shape_ops import dim_str, dims_str, merge_dims
@@ -71,14 +71,17 @@ class ConformerConvSubsample(Module):
         dt.conv's general path costs ~130 µs more per conv on tiny CPU shapes. */"""
         order = lead + (in_spatial_dim, self.in_dim)
         raw = x.raw if x.dims == order else x.raw_aligned(order)
-        n_time = in_spatial_dim.get_max_size() if in_spatial_dim.dyn_size is not None else raw.shape[-2]
-        if raw.shape[-2] > n_time:
-            raw = raw.narrow(-2, 0, n_time)
+        # In graph (while tracing) the raw sizes are the padded sizes: no narrowing to max lengths.
+        in_graph = _tracing.tracing()
+        if in_spatial_dim.dyn_size is not None and not in_graph:
+            n_time = in_spatial_dim.get_max_size()
+            if raw.shape[-2] > n_time:
+                raw = raw.narrow(-2, 0, n_time)
         lead_shape = tuple(raw.shape[:-2])
         h = raw.reshape((math.prod(lead_shape), 1) + tuple(raw.shape[-2:]))  # (N, 1, T, F); T may be 0
         time = in_spatial_dim
         for conv, cache in zip(self.conv_layers, self._frame_mask_caches):
-            valid = cache.get(time, lead, h.device)
+            valid = cache.get(time, lead, h.device, h)
             if valid is not None:
                 if len(lead) != 1:
                     valid = valid.expand(lead_shape + (valid.shape[-1],)).reshape(-1, valid.shape[-1])
@@ -92,7 +95,7 @@ class ConformerConvSubsample(Module):
             h = self._raw_activation(F.conv2d(h, conv.weight.raw, conv.bias.raw if conv.bias is not None else None,
                                               stride=strides, padding=pads))
             time = _C.ceildiv(time if self.padding == "same" else time - (ks[0] - 1), strides[0])
-            if time.dyn_size is not None and h.shape[2] != time.get_max_size():
+            if time.dyn_size is not None and not in_graph and h.shape[2] != time.get_max_size():
                 h = h.narrow(2, 0, time.get_max_size())
         n, c, t, f = h.shape
         h = h.permute(0, 2, 3, 1).reshape(lead_shape + (t, f * c))
@@ -154,7 +157,7 @@ class ConformerConvBlock(Module):
         lead = tuple(d for d in h.dims if d is not spatial_dim and d is not self.in_dim)
         order = lead + (spatial_dim, self.in_dim)
         raw = h.raw if h.dims == order else h.raw_aligned(order)
-        valid = self._frame_mask_cache.get(spatial_dim, lead, raw.device)
+        valid = self._frame_mask_cache.get(spatial_dim, lead, raw.device, raw)
         if valid is not None:
             raw = torch.where(valid[..., None], raw, 0.0)
         lead_shape = raw.shape[:-2]

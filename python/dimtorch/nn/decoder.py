@@ -6,6 +6,7 @@ from typing import List, Optional, Tuple
 
 import torch
 
+from .. import _tracing
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
 from .._shape_ops import dim_str, dims_str
@@ -22,20 +23,30 @@ __all__ = ["TransformerDecoder", "TransformerDecoderLayer", "TransformerDecoderS
 _abs_cache = {}
 
 
+def _sinusoids(pos: torch.Tensor, dim: int) -> torch.Tensor:
+    """float32 (len(pos), dim): concat(sin(p * w), cos(p * w)) per position p, w_k = 10000^(-2k / dim),
+    k < dim/2; an odd dim gets one zero column."""
+    div = torch.exp(torch.arange(dim // 2, dtype=torch.float32, device=pos.device) * -(2.0 * math.log(1e4) / dim))
+    arg = pos[:, None] * div[None, :]
+    pe = torch.cat([torch.sin(arg), torch.cos(arg)], dim=1)
+    if pe.shape[1] < dim:  # odd dim: one zero column
+        pe = torch.nn.functional.pad(pe, (0, dim - pe.shape[1]))
+    return pe
+
+
 def absolute_positional_encoding(positions: int, dim: int, device=None, dtype=torch.float32,
                                  offset: int = 0) -> torch.Tensor:
     """Sinusoidal positions, raw (positions, dim): row t is [sin(p w), cos(p w)] at p = offset + t,
-    w_k = 10000^(-2k / dim). Made on the host, cached per (offset + positions, dim, device, dtype)."""
+    w_k = 10000^(-2k / dim). Made on the host, cached per (offset + positions, dim, device, dtype);
+    while tracing, computed in the graph (positions may be symbolic there)."""
+    if _tracing.tracing():
+        pos = torch.arange(offset, offset + positions, dtype=torch.float32, device=device)
+        return _sinusoids(pos, dim).to(dtype)
     n = offset + positions
     key = (n, dim, torch.device("cpu") if device is None else torch.device(device), dtype)
     pe = _abs_cache.get(key)
     if pe is None:
-        pos = torch.arange(n, dtype=torch.float32)
-        div = torch.exp(torch.arange(dim // 2, dtype=torch.float32) * -(2.0 * math.log(1e4) / dim))
-        arg = pos[:, None] * div[None, :]
-        pe = torch.cat([torch.sin(arg), torch.cos(arg)], dim=1)
-        if pe.shape[1] < dim:
-            pe = torch.nn.functional.pad(pe, (0, dim - pe.shape[1]))
+        pe = _sinusoids(torch.arange(n, dtype=torch.float32), dim)
         pe = pe.to(device=key[2], dtype=dtype, non_blocking=True)
         if len(_abs_cache) > 256:
             _abs_cache.clear()

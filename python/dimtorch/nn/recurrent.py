@@ -6,6 +6,7 @@ from typing import NamedTuple, Optional
 import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from .. import _tracing
 from .._C import Dim, Tensor, zeros
 from .._shape_ops import dim_str, dims_str
 from . import init as _init
@@ -43,6 +44,14 @@ class LSTM(Module):
     direction ends at frame 0); a length-0 sequence keeps its initial state and gets y = 0.
     A dynamic spatial_dim runs as a packed sequence (pack_padded_sequence with lengths from the host,
     enforce_sorted=False); no device value is read.
+
+    While tracing, packing is impossible (its batch sizes are data): each layer and direction runs
+    torch's fused kernel on the padded frames (the backward direction on each sequence reversed in
+    place), with one more input feature that is 1 on padding frames, weighted +-1e4 into the
+    forget and input gates: there the gates are exactly 1 and 0, so the cell state stays that of
+    the sequence's last valid frame (and no gradient passes them); y and h are taken at valid
+    frames. Same results as the packed run (up to the summation order of the input projection);
+    torch's inter-layer dropout is applied as F.dropout between the layers.
     """
 
     def __init__(self, in_dim: Dim, out_dim: Dim, *, num_layers: int = 1, bidirectional: bool = False,
@@ -110,6 +119,10 @@ class LSTM(Module):
                 if not any(d is e for e in batch_dims):
                     raise ValueError(f"{caller}: the lengths of {dim_str(spatial_dim)} are over {dim_str(d)}, "
                                      f"which x lacks (x dims: {dims_str(x.dims)})")
+        if spatial_dim.is_dynamic() and _tracing.tracing():
+            lens = _tracing.lengths_raw(spatial_dim, batch_dims, raw.device).expand(batch_shape).reshape(n_batch)
+            y, h, c = self._run_in_graph(raw, lens.to(torch.int64), h0, c0, weights)
+        elif spatial_dim.is_dynamic():
             lens = lengths.raw_aligned(batch_dims).expand(batch_shape).reshape(n_batch).to("cpu", torch.int64)
             any_empty = n_batch > 0 and int(lens.min()) == 0  # host lengths: no device read
             if any_empty:
@@ -142,6 +155,44 @@ class LSTM(Module):
         h = Tensor(h.reshape(state_shape), state_dims, feature_dim=self.out_dim)
         c = Tensor(c.reshape(state_shape), state_dims, feature_dim=self.out_dim)
         return y, LstmState(h, c)
+
+    def _run_in_graph(self, raw: torch.Tensor, lens: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
+                      weights: list):
+        """While tracing: (y, h, c) of the stacked LSTM on raw (N, T, in) with lengths lens (N,), as the
+        packed run gives them (see the class docstring)."""
+        n, t = raw.shape[0], raw.shape[1]
+        frames = torch.arange(t, device=raw.device)
+        valid = frames < lens[:, None]  # (N, T)
+        padding = (~valid).to(raw.dtype)[..., None]
+        # Each sequence reversed in place (its padding stays behind it), for the backward direction.
+        reverse = torch.where(valid, lens[:, None] - 1 - frames, frames)
+        last = (lens - 1).clamp(min=0)[:, None, None]  # the frame of each sequence's final state
+        empty = (lens == 0)[None, :, None]
+        per_direction = 4 if self.with_bias else 2
+        directions = 2 if self.bidirectional else 1
+        inp, hs, cs = raw, [], []
+        for k in range(self.num_layers):
+            if k and self.training and self.dropout:
+                inp = torch.nn.functional.dropout(inp, self.dropout, True)
+            outs = []
+            for d in range(directions):
+                i = k * directions + d
+                w = weights[i * per_direction:(i + 1) * per_direction]
+                # The padding feature's weights: -1e4 into the input gate, +1e4 into the forget gate.
+                hidden = w[1].shape[1]
+                col = torch.cat([w[0].new_full((hidden, 1), -1e4), w[0].new_full((hidden, 1), 1e4),
+                                 w[0].new_zeros(2 * hidden, 1)])
+                w = [torch.cat([w[0], col], dim=1)] + list(w[1:])
+                seq = inp if d == 0 else inp.gather(1, reverse[..., None].expand(inp.shape))
+                seq = torch.cat([torch.where(valid[..., None], seq, 0), padding], dim=2)
+                y, _, c = torch._VF.lstm(seq, (h0[i:i + 1], c0[i:i + 1]), w, self.with_bias, 1, 0.0, self.training,
+                                         False, True)
+                h = y.gather(1, last.expand(n, 1, hidden)).transpose(0, 1)  # (1, N, H)
+                hs.append(torch.where(empty, h0[i:i + 1], h))
+                cs.append(c)  # the padding frames kept it; an empty sequence keeps c0
+                outs.append(y if d == 0 else y.gather(1, reverse[..., None].expand(y.shape)))
+            inp = torch.where(valid[..., None], outs[0] if directions == 1 else torch.cat(outs, dim=2), 0)
+        return inp, torch.cat(hs), torch.cat(cs)
 
     def _state_raw(self, s: Tensor, name: str, batch_dims: tuple, n_states: int, n_batch: int,
                    caller: str) -> torch.Tensor:
