@@ -379,8 +379,17 @@ class ConformerCTC(nn.Module):
         h, out_lengths = self.encoder(features, feature_lengths)
         logits = self.output(h)
         log_probs = F.log_softmax(logits.float(), dim=-1).transpose(0, 1)  # (T', B, V+1)
-        loss = F.ctc_loss(log_probs, targets, out_lengths, target_lengths, blank=self.blank_index,
-                          reduction="sum", zero_infinity=True)
+        if torch.compiler.is_compiling():
+            # torch 2.13's CTC op cannot be compiled (its log_alpha output has a size read from the
+            # lengths): the traceable op a PyTorch user writes for that (torch.library.custom_op
+            # around torch.ctc_loss, log_alpha recomputed in the backward), here dimtorch's own, so
+            # that both compiled models run the same CTC.
+            from dimtorch._ctc_op import ctc_loss as traceable_ctc_loss
+            loss = traceable_ctc_loss(log_probs, targets, out_lengths.to(log_probs.device),
+                                      target_lengths.to(log_probs.device), self.blank_index, True).sum()
+        else:
+            loss = F.ctc_loss(log_probs, targets, out_lengths, target_lengths, blank=self.blank_index,
+                              reduction="sum", zero_infinity=True)
         labels = int(target_lengths.sum()) if total_labels is None else total_labels
         loss = loss / max(1, labels)
         if self.dec_cfg is None:

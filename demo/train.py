@@ -135,8 +135,21 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--dist-timeout", type=float, default=300.0,
                    help="under torchrun: seconds a collective waits for the other ranks (a rank that died or hangs) "
                         "before the job fails")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the training step's forward and loss (backward through AOTAutograd); "
+                        "evaluation stays eager")
+    p.add_argument("--compile-mode", choices=("default", "reduce-overhead", "max-autotune"), default="default",
+                   help="torch.compile's mode (reduce-overhead: CUDA graphs, on a GPU)")
+    p.add_argument("--pad-to-multiple", type=int, default=1,
+                   help="pad each batch's time axes (input frames, target labels) to a multiple of this: fewer "
+                        "distinct shapes, e.g. for static graphs (1: no padding)")
     p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
     args = p.parse_args(argv)
+    if args.pad_to_multiple < 1:
+        p.error("--pad-to-multiple must be >= 1")
+    if args.compile and args.fsdp:
+        p.error("--compile with --fsdp: not supported by this demo (FSDP2 under torch.compile needs its own "
+                "set-up); use DDP (no --fsdp) or no --compile")
     if args.steps is not None and args.steps < 0:
         p.error("--steps must be >= 0")
     if args.minutes is None and args.steps is None:
@@ -235,6 +248,48 @@ def train_step(module, optimizer, params, batch: Batch, total_labels: int, total
     torch.nn.utils.clip_grad_norm_(params, 5.0)
     optimizer.step()
     return loss.detach()
+
+
+def pad_to_multiple(batch: Batch, multiple: int) -> Batch:
+    """The batch with its time axes (features, targets) padded by zeros to a multiple of `multiple`:
+    the lengths are unchanged, so the padding is masked like any other."""
+    if multiple <= 1:
+        return batch
+
+    def padded(raw, axis):
+        extra = -raw.shape[axis] % multiple
+        if not extra:
+            return raw
+        shape = list(raw.shape)
+        shape[axis] = extra
+        return torch.cat([raw, raw.new_zeros(shape)], dim=axis)
+    return Batch(padded(batch.features, 1), batch.feature_lengths, padded(batch.targets, 1), batch.target_lengths)
+
+
+class CompileClock:
+    """Splits wall time into compiling and stepping: a step during which Dynamo compiled a graph
+    counts as compile time (it holds the tracing and the code generation), the others as steps."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.seconds, self.graphs = enabled, 0.0, 0
+
+    def _count(self) -> int:
+        if not self.enabled:
+            return 0
+        from torch._dynamo.utils import counters
+        return counters["stats"]["unique_graphs"]
+
+    def start(self) -> None:
+        self._before = self._count()
+
+    def stop(self, seconds: float) -> bool:
+        """Whether this step compiled (its seconds were added to the compile time)."""
+        now = self._count()
+        compiled = now > self._before
+        if compiled:
+            self.seconds += seconds
+            self.graphs += now - self._before
+        return compiled
 
 
 def lr_at(step: int, base_lr: float, warmup: int) -> float:
@@ -413,6 +468,16 @@ def run(args, world: World) -> dict:
     model.to(device)
     module = parallelize(model, args.impl, world, args.fsdp)
     params = list(module.parameters())
+    if args.compile:
+        # torch 2.13's inductor fails on its own random numbers (dropout) over a dynamic size made by
+        # floor division (the conv front end's T // 4): "ValueRangeError: Invalid ranges [0:-1]", for
+        # the hand-written reference as for dimtorch. Its fallback draws them with torch's kernels.
+        from torch._inductor import config as inductor_config
+        inductor_config.fallback_random = True
+        # One graph for the forward and loss (its backward compiled with it); under DDP, Dynamo's DDP
+        # optimizer cuts the graph at the gradient buckets, so fullgraph is left to the single process.
+        module = torch.compile(module, fullgraph=not world.distributed, mode=args.compile_mode)
+    clock = CompileClock(args.compile)
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     if state is not None:
         if args.fsdp:
@@ -483,9 +548,10 @@ def run(args, world: World) -> dict:
     while not done:
         for s in train_loader.steps(epoch, batch_in_epoch):
             t0 = time.perf_counter()
+            clock.start()
             weight = 1.0 if s.has_data else 0.0
-            part = train_step(module, optimizer, params, s.batch.to(device), s.labels, s.seqs,
-                              lr_at(step, args.lr, preset["warmup"]), world.world_size * weight)
+            part = train_step(module, optimizer, params, pad_to_multiple(s.batch, args.pad_to_multiple).to(device),
+                              s.labels, s.seqs, lr_at(step, args.lr, preset["warmup"]), world.world_size * weight)
             step += 1
             batch_in_epoch += s.batches
             elapsed = time.monotonic() - t_start
@@ -496,13 +562,17 @@ def run(args, world: World) -> dict:
                 over_time = over > 0
             else:
                 loss_value = float(part)
-            step_times.append(time.perf_counter() - t0)
+            if not clock.stop(time.perf_counter() - t0):
+                step_times.append(time.perf_counter() - t0)
             frames_done += s.frames
             seqs_done += s.seqs
             history["train"].append([step, loss_value])
             ema = loss_value if ema is None else 0.9 * ema + 0.1 * loss_value
             info = {"loss": f"{ema:.3f}", "steps/s": f"{(step - start_step) / elapsed:.2f}",
                     "frames/s": f"{frames_done / elapsed:.0f}"}
+            if args.compile:  # step time without compiling, and the compile time apart
+                info["step"] = f"{1000 * statistics.median(step_times):.0f}ms" if step_times else "-"
+                info["compile"] = f"{clock.seconds:.0f}s/{clock.graphs} graphs"
             if history["dev"]:
                 info["dev LER"] = f"{100 * history['dev'][-1]['ler']:.1f}%"
                 if "aed_ler" in history["dev"][-1]:
@@ -540,6 +610,8 @@ def run(args, world: World) -> dict:
         "task_config": task_cfg.to_dict(),
         "step": step, "steps_this_run": step - start_step, "train_seconds_this_run": round(train_s, 2),
         "median_step_seconds": statistics.median(step_times) if step_times else None,
+        "compile": {"mode": args.compile_mode, "graphs": clock.graphs, "seconds": round(clock.seconds, 2)}
+        if args.compile else None,
         "steps_per_s": (step - start_step) / train_s if train_s > 0 else None,
         "frames_per_s": frames_done / train_s if train_s > 0 else None,
         "sequences_per_s": seqs_done / train_s if train_s > 0 else None,

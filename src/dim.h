@@ -75,7 +75,8 @@ void derived_cache_free(DimObject* d);
 /// Caches `d`, whose derivation fields are set (by the setter: torch.compile's replay), on its
 /// first operand, which then owns it as dim_derive's dims are owned. False with an error set.
 bool dim_register_derived(DimObject* d);
-/// {(op code, k or the other dim): derived dim} of the dims cached on `a` by dim math; new dict.
+/// {(op code, k or the other dim): derived dim} of the dims cached on `a` by dim math, and
+/// {("merge", the other dims): merged dim} of its merges; new dict.
 PyObject* derived_cache_snapshot(DimObject* a);
 int derived_cache_traverse(DimObject* d, visitproc visit, void* arg);
 

@@ -132,7 +132,17 @@ PyObject* derived_cache_snapshot(DimObject* a) {
   Ref dict(PyDict_New());
   if (!dict || !a->derived) return dict.release();
   for (const DerivedEntry& e : a->derived->entries) {
-    if (e.op == DimOp::kNone) continue;  // merged dims: not dim math
+    if (e.op == DimOp::kNone) {  // a merge: ("merge", the other dims)
+      if (!keys_alive(e.other)) continue;
+      Py_ssize_t n = PyTuple_GET_SIZE(e.other);
+      Ref others(PyTuple_New(n));
+      if (!others) return nullptr;
+      for (Py_ssize_t j = 0; j < n; ++j)
+        PyTuple_SET_ITEM(others.get(), j, Py_NewRef(weak_target(PyTuple_GET_ITEM(e.other, j))));
+      Ref key(Py_BuildValue("(sO)", "merge", others.get()));
+      if (!key || PyDict_SetItem(dict.get(), key.get(), e.dim) < 0) return nullptr;
+      continue;
+    }
     PyObject* arg = e.op == DimOp::kConcat ? weak_target(e.other) : nullptr;
     if (e.op == DimOp::kConcat && !arg) continue;
     Ref key(arg ? Py_BuildValue("(iO)", static_cast<int>(e.op), arg)

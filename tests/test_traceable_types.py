@@ -277,3 +277,13 @@ def test_dims_derived_by_the_definition_are_owned_like_the_cores():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_merged_dim_definition_finds_the_cores_merges():
+    a, b, c = dt.Dim(2, name="a"), dt.Dim(3, name="b"), dt.Dim(4, name=None)
+    made = dt._C._merged_dim((a, b))
+    assert _dim.merged_dim((a, b)) is made
+    new = _dim.merged_dim((a, c))
+    assert new.size == 8 and new.name == dt._C._merged_dim((b, c)).name.replace("b", "a") == "a*None"
+    with pytest.raises(ValueError, match="static"):
+        _dim.merged_dim((a, dt.Dim(None)))

@@ -84,6 +84,7 @@ def _install_polyfills() -> None:
     for op in OPS.values():
         if op.fast_path is not None:
             substitute(op.fast_path, op.definition)
+    substitute(_C._merged_dim, _dim.merged_dim)
     substitute(Tensor.__init__, _tensor.__init__)
     substitute(Dim.__init__, _dim.__init__)
     for name, fn in _tensor.METHODS.items():

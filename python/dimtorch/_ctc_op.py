@@ -32,13 +32,14 @@ def ctc_loss_backward(grad: torch.Tensor, log_probs: torch.Tensor, targets: torc
     """The gradient of ctc_loss with respect to log_probs, for the loss's gradient `grad` (B,)."""
     nll, log_alpha = torch.ops.aten._ctc_loss.Tensor(log_probs, targets, input_lengths, target_lengths, blank,
                                                       zero_infinity)
+    # contiguous whatever the layout of log_probs (the fake kernel below says so)
     return torch.ops.aten._ctc_loss_backward.Tensor(grad, log_probs, targets, input_lengths, target_lengths, nll,
-                                                     log_alpha, blank, zero_infinity)
+                                                     log_alpha, blank, zero_infinity).contiguous()
 
 
 @ctc_loss_backward.register_fake
 def _(grad, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
-    return torch.empty_like(log_probs)
+    return log_probs.new_empty(log_probs.shape)
 
 
 def _setup_context(ctx, inputs, output):

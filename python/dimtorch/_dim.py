@@ -207,6 +207,28 @@ def derive(a, op: str, k: int, b, caller: str):
     return d
 
 
+def merged_dim(dims: tuple):
+    """The static Dim that merging the static `dims` gives (dimtorch._C._merged_dim): cached on the
+    first, so that merging the same dims again gives the same Dim. While tracing, a merge made first
+    in the graph is cached on a Dim made in the graph (not on one made outside it)."""
+    if not isinstance(dims, tuple) or not dims:
+        raise TypeError("dimtorch._C._merged_dim(dims): dims must be a non-empty tuple of Dims")
+    for d in dims:
+        if not isinstance(d, Dim) or d.size is None:
+            raise ValueError(f"dimtorch._C._merged_dim(dims): every dim must be static, got {d!r}")
+    cache = dims[0]._math_cache
+    key = ("merge", dims[1:])
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    total = 1
+    for d in dims:
+        total *= d.size
+    d = Dim(total, name="*".join(str(e.name) for e in dims))
+    cache[key] = d
+    return d
+
+
 def _int_operand(o) -> bool:
     return isinstance(o, int) and not isinstance(o, bool)
 

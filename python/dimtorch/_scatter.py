@@ -117,7 +117,7 @@ def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]
         for d in out_dims_given:
             if d.size is None:
                 raise ValueError(f"{caller}: several out dims must be static, {dim_str(d)} is not")
-        n_out = math.prod(d.size for d in out_dims_given)
+        n_out = math.prod([d.size for d in out_dims_given])
     dynamic = []
     x_shape, i_shape = xr.shape, ir.shape
     for i, d in enumerate(i_dims):

@@ -182,7 +182,7 @@ def _split_dynamic(x: Tensor, a: int, axis: Dim, dims: tuple, pad_to_multiples, 
         raise ValueError(f"{caller}: splitting the dynamic dim {dim_str(axis)} needs dims whose first entry is "
                          f"the dynamic part and the rest static, e.g. ({axis.name} // k, Dim(k)) (dims: "
                          f"{dims_str(dims)})")
-    k = math.prod(d.size for d in dims[1:])
+    k = math.prod([d.size for d in dims[1:]])
     if k < 1:
         raise ValueError(f"{caller}: the static dims {dims_str(dims[1:])} have no frames")
     floor_dim, ceil_dim = axis // k, ceildiv(axis, k)
@@ -270,11 +270,11 @@ def split_dims(x: Tensor, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples: O
         if d.size is None:
             raise ValueError(f"{caller}: dims must be static, {dim_str(d)} is not (dims: {dims_str(dims)})")
     size = x.raw.shape[a]
-    total = math.prod(d.size for d in dims)
+    total = math.prod([d.size for d in dims])
     raw = x.raw
     fits = total == size
     if pad_to_multiples and not fits:
-        chunk = math.prod(d.size for d in dims[1:])
+        chunk = math.prod([d.size for d in dims[1:]])
         fits = size < total < size + chunk
         if fits:
             raw = F.pad(raw, [0, 0] * (raw.dim() - 1 - a) + [0, total - size], value=pad_value)

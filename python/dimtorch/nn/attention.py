@@ -368,8 +368,14 @@ class CrossAttention(Module):
 
 def rel_shift(x: torch.Tensor) -> torch.Tensor:
     """(..., T, 2T-1), last axis the relative position r = j - i + T - 1 -> (..., T, T) with
-    out[..., i, j] = x[..., i, j - i + T - 1] (Transformer-XL's pad-and-reshape trick, no gather)."""
+    out[..., i, j] = x[..., i, j - i + T - 1] (Transformer-XL's pad-and-reshape trick, no gather).
+    While tracing a gather: the reshapes' size arithmetic would become guards that a symbolic T
+    cannot prove (torch.export of a dynamic T refuses them)."""
     *lead, t, r = x.shape
+    if _tracing.tracing():
+        positions = torch.arange(t, device=x.device)
+        index = positions[None, :] - positions[:, None] + (t - 1)
+        return x.gather(-1, index.expand(*lead, t, t))
     x = F.pad(x, (1, 0))
     x = x.reshape(*lead, 2 * t, t)[..., 1:, :]
     return x.reshape(*lead, t, r)[..., :t]

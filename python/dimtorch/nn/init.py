@@ -53,7 +53,7 @@ def compute_fans(dims: Sequence[Dim], in_dims: Optional[Sequence[Dim]] = None,
         if len(dims) == 1:
             n = _size(dims[0], caller)
             return n, n
-        field = math.prod(_size(d, caller) for d in dims[2:])
+        field = math.prod([_size(d, caller) for d in dims[2:]])
         return _size(dims[1], caller) * field, _size(dims[0], caller) * field
     in_dims = (in_dims,) if isinstance(in_dims, Dim) else tuple(in_dims)
     for d in in_dims:
@@ -66,9 +66,9 @@ def compute_fans(dims: Sequence[Dim], in_dims: Optional[Sequence[Dim]] = None,
         for d in out_dims:
             if not _contains(dims, d) or _contains(in_dims, d):
                 raise ValueError(f"{caller}: out_dims has {d!r}, which is not in dims {dims} or is also in in_dims")
-    field = math.prod(_size(d, caller) for d in dims if not _contains(in_dims, d) and not _contains(out_dims, d))
-    fan_in = math.prod(_size(d, caller) for d in in_dims) * field
-    fan_out = math.prod(_size(d, caller) for d in out_dims) * field
+    field = math.prod([_size(d, caller) for d in dims if not _contains(in_dims, d) and not _contains(out_dims, d)])
+    fan_in = math.prod([_size(d, caller) for d in in_dims]) * field
+    fan_out = math.prod([_size(d, caller) for d in out_dims]) * field
     return fan_in, fan_out
 
 

@@ -9,6 +9,7 @@ import torch
 from .._C import Dim, Tensor
 from .._dtypes import to_torch_dtype
 from .._shape_ops import dims_arg, dims_str
+from .. import _tracing
 from .._tracing import dynamo_tracing
 
 __all__ = ["Module", "Parameter", "Buffer", "StateDictError", "check_state_dict"]
@@ -255,9 +256,9 @@ class Module(torch.nn.Module):
         d = self.__dict__
         views = d.get("_dt_views")
         if views is not None:
-            # No cache while Dynamo traces: its guards would follow the cache's fill.
-            cached = not dynamo_tracing()
-            v = views.get(name) if cached else None
+            # No cache while Dynamo traces (its guards would follow the cache's fill); none filled
+            # while make_fx or torch.export trace (their parameters are stand-ins).
+            v = views.get(name) if not dynamo_tracing() else None
             if v is not None:
                 key, raw, tensor = v
                 if d[key].get(name) is raw:
@@ -273,7 +274,7 @@ class Module(torch.nn.Module):
                 except ValueError as e:
                     raise ValueError(f"{type(self).__name__}.{name}: the registered tensor of shape "
                                      f"{tuple(raw.shape)} does not fit its dims ({dims_str(dims)}): {e}") from None
-                if cached:
+                if not _tracing.tracing():
                     views[name] = (key, raw, tensor)
                 return tensor
         return torch.nn.Module.__getattr__(self, name)
