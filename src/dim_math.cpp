@@ -5,6 +5,7 @@
 #include "backend.h"
 #include "dim.h"
 #include "functions.h"
+#include "tensor.h"
 
 namespace dimtorch {
 
@@ -42,13 +43,25 @@ bool keys_alive(PyObject* other) {
   return true;
 }
 
+/// Whether lengths d would be derived from are a Tensor whose raw the garbage collector cleared.
+bool lengths_cleared(DimObject* d) {
+  if (d->dyn_size) return as_tensor(d->dyn_size)->raw == nullptr;
+  if (d->derive_op == DimOp::kNone) return false;
+  DimObject* b = dim_derive_b(d);
+  return lengths_cleared(d->derive_a) || (b && lengths_cleared(b));
+}
+
 /// Makes a derived dim stand alone when its operand leaves: it keeps its sizes and lengths (dim
 /// math computes them when it makes a dim; one cached by dim_register_derived gets them here).
 void detach(DimObject* owner, const DerivedEntry& e) {
   DimObject* d = as_dim(e.dim);
   if (e.op == DimOp::kNone || d->derive_a != owner) return;
-  if (!d->dyn_size && dim_has_lengths(d) && !dim_dyn_size(d))
-    PyErr_WriteUnraisable(e.dim);  // the dim is left without lengths: its size comes from data
+  if (!d->dyn_size && dim_has_lengths(d) && !dim_dyn_size(d)) {
+    // Left without lengths (its size comes from data). Quietly when the operand is cyclic
+    // garbage whose lengths the collector cleared first: nothing to compute them from.
+    if (lengths_cleared(d)) PyErr_Clear();
+    else PyErr_WriteUnraisable(e.dim);
+  }
   d->derive_op = DimOp::kNone;
   d->derive_a = nullptr;
   Py_CLEAR(d->derive_b);

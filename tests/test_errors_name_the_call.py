@@ -63,6 +63,31 @@ def test_flags_that_are_tensors_are_refused(batch):
             call()
 
 
+def test_fuzz_findings_of_the_python_ops(batch):
+    # Found by test_fuzz_public_api: torch's errors and wrong argument kinds inside the Python-only ops.
+    x, time, feature = batch.x, batch.time, batch.feature
+    huge = dt.Dim(2**40, name="huge")
+    cases = [
+        (lambda: dt.where_nested([x], [x], condition=x), RuntimeError, r"^dimtorch.where(_nested)?\(\): .*boolean"),
+        (lambda: dt.masked_scatter_nested(x, x, mask=time, dims=[batch.batch], in_dim=time,
+                                          masked_select_dim_map={}),
+         TypeError, r"^dimtorch.masked_scatter_nested\(\): mask"),
+        (lambda: dt.masked_scatter_nested(x, x, mask=dt.Tensor(batch.mask, (batch.batch, time)), dims=[batch.batch], in_dim=time,
+                                          masked_select_dim_map=x),
+         TypeError, r"^dimtorch.masked_scatter_nested\(\): masked_select_dim_map must be a dict"),
+        (lambda: dt.gather_nested(x, indices=dt.Tensor(torch.zeros(3, dtype=torch.int64), (batch.batch,),
+                                                       sparse_dim=batch.batch), dim_map=x),
+         TypeError, r"^dimtorch.gather_nested\(\): dim_map must be a dict"),
+        (lambda: dt.gating(x, act_func=None), TypeError, r"^dimtorch.gating\(\): act_func must be callable"),
+        (lambda: dt.gating(dt.cast(x, "int64")), NotImplementedError, r"^dimtorch.gating\(\): .*Long"),
+        (lambda: dt.sinusoidal_positional_encoding(spatial_dim=huge, feat_dim=huge), RuntimeError,
+         r"^dimtorch.sinusoidal_positional_encoding\(\)"),
+    ]
+    for call, kind, message in cases:
+        with pytest.raises(kind, match=message):
+            call()
+
+
 def test_devices_and_dims_of_sequence_mask(batch):
     with pytest.raises(ValueError, match=r"dimtorch.sequence_mask\(\): device must be a torch.device or a device name"):
         dt.sequence_mask((batch.batch, batch.time), device="nowhere")

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from . import _C
 from ._C import Dim, Tensor
 from ._shape_ops import check_tensor, dim_str, dims_str
+from .ops._support import names_errors
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
 _CAUSAL: dict = {}  # (Lq, S, device) -> bool tril raw
@@ -163,6 +164,7 @@ def _plan(caller: str, query, keys, values, key_dim, axis, causal) -> _Plan:
     return plan
 
 
+@names_errors("dimtorch.dot_attention()")
 def dot_attention(query: Tensor, keys: Tensor, values: Tensor, *, key_dim: Dim, axis: Dim, att_dropout: float = 0.0,
                   att_dropout_broadcast: Optional[bool] = None, causal_query_spatial_dim: Optional[Dim] = None,
                   scale: Optional[float] = None, training: bool = True) -> Tensor:

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from .ops._support import names_errors
 
 _CALLER = "dimtorch.concat()"
 _LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
@@ -182,6 +183,7 @@ def concat(*sources, out_dim: Optional[Dim] = None):
     return Tensor(raw, out_dims, sparse_dim=x0.sparse_dim, feature_dim=feature_dim), out_dim
 
 
+@names_errors("dimtorch.cum_concat_step()")
 def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatial_dim: Optional[Dim] = None):
     """One step of accumulating frames (RETURNN frontend's): prev_accum (over `axis`, e.g. a
     decoder's history) with `source` (one frame, without axis; its dims among prev_accum's)

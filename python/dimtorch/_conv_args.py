@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 
 from ._C import Dim, Tensor, ceildiv
 from ._shape_ops import axis_of, dim_str, dims_arg, dims_str
+from .ops._support import names_errors
 
 
 def is_dynamic(d: Dim) -> bool:
@@ -94,6 +95,7 @@ def _filter_sizes(caller: str, filter_size, n: int) -> tuple:
     return sizes
 
 
+@names_errors("dimtorch.make_conv_out_spatial_dims()")
 def make_conv_out_spatial_dims(in_spatial_dims: Sequence[Dim], *, filter_size, padding, strides=1, dilation_rate=1,
                                description_prefix: Optional[str] = None) -> list:
     """The output spatial dims of a conv or pool over `in_spatial_dims` (RETURNN frontend's), by dim
@@ -120,6 +122,7 @@ def make_conv_out_spatial_dims(in_spatial_dims: Sequence[Dim], *, filter_size, p
     return out
 
 
+@names_errors("dimtorch.make_transposed_conv_out_spatial_dims()")
 def make_transposed_conv_out_spatial_dims(in_spatial_dims: Sequence[Dim], *, filter_size, padding,
                                           output_padding=None, strides=None, dilation_rate=1,
                                           description_prefix: Optional[str] = None) -> list:

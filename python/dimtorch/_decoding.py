@@ -10,6 +10,7 @@ from ._C import Dim, Tensor
 from ._data_dependent import to_host
 from ._dtypes import to_torch_dtype
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from .ops._support import names_errors
 
 _MASK, _LENGTHS = 0, 2  # kinds of dimtorch._C._dim_cached_raw (src/mask.h)
 
@@ -27,6 +28,7 @@ def _lengths_raw(dim: Dim, order: tuple, device) -> torch.Tensor:
     return _C._dim_cached_raw(_LENGTHS, dim, tuple(pos), len(order), 0, device)
 
 
+@names_errors("dimtorch.ctc_greedy_decode()")
 def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, out_spatial_dim: Optional[Dim] = None,
                       target_dim: Optional[Dim] = None, wb_target_dim: Optional[Dim] = None) -> Tuple[Tensor, Dim]:
     """Greedy CTC decoding: the best label per frame (over wb_target_dim, default logits'
@@ -78,6 +80,7 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     return Tensor(out.to(torch.int32), batch + (out_spatial_dim,), sparse_dim=sparse), out_spatial_dim
 
 
+@names_errors("dimtorch.edit_distance()")
 def edit_distance(a: Tensor, a_spatial_dim: Dim, b: Tensor, b_spatial_dim: Dim, *, dtype: str = "int32") -> Tensor:
     """Levenshtein distance between the label sequences a (over a_spatial_dim) and b (over
     b_spatial_dim), each sequence within its own length: a Tensor over the batch dims (a's other

@@ -7,12 +7,14 @@ import torch.nn.functional as F
 
 from ._C import Dim, Tensor, sigmoid, split
 from ._shape_ops import axis_of, check_tensor, dim_str
+from .ops._support import names_errors
 
 
 def _identity(x: Tensor) -> Tensor:
     return x
 
 
+@names_errors("dimtorch.gating()")
 def gating(x: Tensor, *, axis: Optional[Dim] = None, gate_func: Callable = sigmoid, act_func: Callable = _identity,
            out_dim: Optional[Dim] = None) -> Tuple[Tensor, Dim]:
     """act_func(a) * gate_func(b), a and b the two halves of `axis` (default x's feature_dim, static
@@ -20,6 +22,9 @@ def gating(x: Tensor, *, axis: Optional[Dim] = None, gate_func: Callable = sigmo
     = axis // 2 by dim math unless given."""
     caller = "dimtorch.gating()"
     check_tensor(x, caller)
+    for what, fn in (("gate_func", gate_func), ("act_func", act_func)):
+        if not callable(fn):
+            raise TypeError(f"{caller}: {what} must be callable, got {type(fn).__name__}")
     if axis is None:
         axis = x.feature_dim
         if axis is None:

@@ -7,6 +7,7 @@ import torch
 
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from .ops._support import names_errors
 
 
 class _SmoothedGradient(torch.autograd.Function):
@@ -31,6 +32,7 @@ def _aligned(value, dims: tuple, device) -> Union[float, torch.Tensor]:
     return value
 
 
+@names_errors("dimtorch.label_smoothed_log_prob_gradient()")
 def label_smoothed_log_prob_gradient(log_prob: Tensor, smoothing: Union[Tensor, float], *, axis: Optional[Dim] = None,
                                      exclude_labels: Optional[Sequence[int]] = None) -> Tensor:
     """log_prob as it is, whose gradient is label-smoothed (rf): for a loss whose negative gradient

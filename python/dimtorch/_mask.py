@@ -6,7 +6,7 @@ import torch
 from . import _C, _dim_cache, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import dims_arg
-from .ops._support import flag
+from .ops._support import flag, names_errors
 
 _MASK, _LENGTHS = 0, 2  # kinds of src/mask.h's per-dim cache
 
@@ -93,6 +93,7 @@ def sequence_mask(dims, device=None) -> Tensor:
     return mask.copy_transpose([d for d in dims if d in mask.dims])
 
 
+@names_errors("dimtorch.last_frame_position_of_dim()")
 def last_frame_position_of_dim(dim: Dim, *, device=None, allow_scalar_on_cpu: bool = True):
     """The position of each sequence's last frame: dim's lengths - 1 as a Tensor over its lengths'
     dims on `device` (the lengths' device copy is cached), or size - 1 for a static dim (a Python

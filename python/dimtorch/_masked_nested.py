@@ -9,6 +9,7 @@ from ._data_dependent import to_host
 from ._masked import _Selection, masked_scatter, masked_select
 from ._reshape import replace_dim_v2
 from ._shape_ops import check_tensor, dims_arg, dim_str
+from .ops._support import check_dim_map, names_errors
 
 
 def _map(fn, caller: str, *trees):
@@ -55,6 +56,7 @@ def _with_dim(t: Tensor, dim: Dim) -> Tensor:
                   sparse_dim=t.sparse_dim, feature_dim=t.feature_dim)
 
 
+@names_errors("dimtorch.masked_select_nested()")
 def masked_select_nested(s, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, dims: Sequence[Dim],
                          out_dim: Optional[Dim] = None, dim_map: Optional[Dict[Dim, Dim]] = None):
     """masked_select over every Tensor of the tree `s` that has one of `dims` (the others, and None,
@@ -71,6 +73,10 @@ def masked_select_nested(s, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, 
     check_tensor(mask, caller, "mask")
     if mask_cpu is not None:
         check_tensor(mask_cpu, caller, "mask_cpu")
+    if out_dim is not None and not isinstance(out_dim, Dim):
+        raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
+    if dim_map is not None:
+        check_dim_map(dim_map, caller, "dim_map")
     host_mask = _host_mask(mask, mask_cpu)
     if out_dim is None:
         out_dim = _new_out_dim(host_mask, dims, caller)
@@ -113,6 +119,7 @@ def _new_out_dim(host_mask: Tensor, dims: tuple, caller: str) -> Dim:
     return Dim(Tensor(counts, sel.other), name="masked_select")
 
 
+@names_errors("dimtorch.masked_scatter_nested()")
 def masked_scatter_nested(s, backup, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, dims: Sequence[Dim],
                           in_dim: Dim, masked_select_dim_map: Dict[Dim, Dim],
                           masked_scatter_dim_map: Optional[Dict[Dim, Dim]] = None):
@@ -126,6 +133,12 @@ def masked_scatter_nested(s, backup, *, mask: Tensor, mask_cpu: Optional[Tensor]
     dims = dims_arg(dims, caller, "dims")
     if not isinstance(in_dim, Dim):
         raise TypeError(f"{caller}: in_dim must be a Dim, got {type(in_dim).__name__}")
+    check_tensor(mask, caller, "mask")
+    if mask_cpu is not None:
+        check_tensor(mask_cpu, caller, "mask_cpu")
+    check_dim_map(masked_select_dim_map, caller, "masked_select_dim_map")
+    if masked_scatter_dim_map is not None:
+        check_dim_map(masked_scatter_dim_map, caller, "masked_scatter_dim_map")
     host_mask = _host_mask(mask, mask_cpu)
     reverse = {new: old for old, new in masked_select_dim_map.items()}
     merged = {} if masked_scatter_dim_map is None else masked_scatter_dim_map

@@ -13,6 +13,7 @@ import torch.utils._pytree as pytree
 from ._C import Dim, Tensor, gather, where
 from ._data_dependent import to_host
 from ._shape_ops import check_tensor, dim_str, dims_str
+from .ops._support import check_dim_map, names_errors
 
 
 def _is_leaf(v) -> bool:
@@ -67,6 +68,7 @@ def _replace_dims(t: Tensor, dim_map: Dict[Dim, Dim]) -> Tensor:
                   feature_dim=dim_map.get(t.feature_dim, t.feature_dim))
 
 
+@names_errors("dimtorch.gather_nested()")
 def gather_nested(s: Any, *, indices: Tensor, dim_map: Optional[Dict[Dim, Dim]] = None) -> Any:
     """s with every Tensor that has indices.sparse_dim gathered along it (dt.gather); others as they
     are. A dim of s whose lengths vary over indices.sparse_dim (e.g. a per-hypothesis history) gets a
@@ -79,6 +81,8 @@ def gather_nested(s: Any, *, indices: Tensor, dim_map: Optional[Dict[Dim, Dim]] 
     if axis is None:
         raise ValueError(f"{caller}: indices need a sparse_dim (the dim to gather along), got dims "
                          f"({dims_str(indices.dims)})")
+    if dim_map is not None:
+        check_dim_map(dim_map, caller)
     dim_map = {} if dim_map is None else dim_map
     leaves = _leaves(s)
     host_indices = None
@@ -116,6 +120,7 @@ def _same_dim(a: Dim, b: Dim, caller: str) -> Dim:
     return a
 
 
+@names_errors("dimtorch.where_nested()")
 def where_nested(x: Any, y: Any, *, condition: Tensor, condition_cpu: Optional[Tensor] = None) -> Any:
     """where(condition, x_leaf, y_leaf) for each pair of Tensors of two structures alike (broadcast
     as dt.combine(allow_broadcast_all_sources=True)); equal non-Tensor leaves stay. Dims of the
@@ -159,6 +164,7 @@ def _where_broadcast(condition: Tensor, a, b) -> Tensor:
     return Tensor(torch.where(*raws), tuple(dims))
 
 
+@names_errors("dimtorch.mask_nested()")
 def mask_nested(s: Any, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, mask_value: Any,
                 dim_map: Optional[Dict[Dim, Dim]] = None, allow_dim_extension: bool = True) -> Any:
     """where(mask, s_leaf, mask_value leaf) over a structure (RETURNN frontend's rules): mask_value
@@ -168,6 +174,8 @@ def mask_nested(s: Any, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, mask
     be the same on both sides (merging two dims: not yet)."""
     caller = "dimtorch.mask_nested()"
     check_tensor(mask, caller, what="mask")
+    if dim_map is not None:
+        check_dim_map(dim_map, caller)
     leaves = _leaves(s)
     if type(mask_value) is type(s) and not isinstance(s, (Tensor, Dim)):
         if _structure(mask_value) != _structure(s):

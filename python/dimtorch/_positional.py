@@ -11,6 +11,7 @@ from . import _dim_cache, _tracing
 from ._C import Dim, Tensor
 from ._dtypes import to_torch_dtype
 from ._shape_ops import check_tensor, dim_str, dims_str
+from .ops._support import names_errors
 
 _RAW_CACHE: dict = {}  # (kind, sizes..., dtype, device) -> raw; host-computed once, bounded below
 _MAX_CACHED = 256
@@ -71,6 +72,7 @@ def _relative_freqs(half: int, device) -> torch.Tensor:
     return torch.exp(torch.arange(half, dtype=torch.float64, device=device) * -(2.0 * math.log(1e4) / (2 * half)))
 
 
+@names_errors("dimtorch.sinusoidal_encoding()")
 def sinusoidal_encoding(indices: Tensor, *, feat_dim: Dim, base: Union[int, float] = 1e4, dtype=None) -> Tensor:
     """Sinusoidal encoding of position values: over indices' dims and `feat_dim` (last), the first
     half sin(p * w_k), the second half cos(p * w_k), w_k = base^(-k / (F/2 - 1)), F = feat_dim's
@@ -88,6 +90,7 @@ def sinusoidal_encoding(indices: Tensor, *, feat_dim: Dim, base: Union[int, floa
     return Tensor(_sin_cos(raw, freqs).to(out_dtype), indices.dims + (feat_dim,), feature_dim=feat_dim)
 
 
+@names_errors("dimtorch.sinusoidal_positional_encoding()")
 def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
                                    offset: Optional[Union[int, Tensor]] = None, base: Union[int, float] = 1e4,
                                    dtype=None, device=None) -> Tensor:
@@ -193,6 +196,7 @@ def relative_positional_encoding_raw(query_size: int, kv_size: int, feat: int, q
     return _cached(("rel", query_size, kv_size, feat, query_offset, dtype, dev), make)
 
 
+@names_errors("dimtorch.relative_positional_encoding()")
 def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_spatial_dim: Dim, feat_dim: Dim,
                                  query_offset: int = 0, dtype=None, device=None) -> Tuple[Tensor, Dim]:
     """Transformer-XL's sinusoidal relative positional encoding (RETURNN frontend's); returns
@@ -260,6 +264,7 @@ def rope_raw(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch.Ten
     return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
 
 
+@names_errors("dimtorch.apply_rope()")
 def apply_rope(x: Tensor, pos_enc: Tensor, feat_dim: Dim) -> Tensor:
     """Rotary position embedding (RoPE) of x along `feat_dim`: each pair (x[2i], x[2i+1]) is
     rotated by the angle whose sine is pos_enc[i] and cosine pos_enc[D/2 + i] (pos_enc over

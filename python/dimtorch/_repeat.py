@@ -10,6 +10,7 @@ from ._C import Dim, Tensor
 from ._data_dependent import to_host
 from ._gather import gather
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from .ops._support import names_errors
 
 _MASK, _LENGTHS = 0, 2  # kinds of dimtorch._C._dim_cached_raw (src/mask.h)
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -28,6 +29,7 @@ def _limit(r: torch.Tensor, in_len, factor: float) -> torch.Tensor:
     return keep + (surplus.to(torch.float32) * scale.unsqueeze(-1)).to(r.dtype)
 
 
+@names_errors("dimtorch.repeat()")
 def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_dim: Optional[Dim] = None,
            max_len_factor: Optional[float] = None):
     """Each frame t of `in_spatial_dim` repeated repeats[..., t] times (0 drops it), in order, along a

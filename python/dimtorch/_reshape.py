@@ -9,6 +9,7 @@ import torch
 from . import _C
 from ._C import Dim, Tensor
 from ._shape_ops import _check_lengths_kept, axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from .ops._support import names_errors
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
 
@@ -79,6 +80,7 @@ def _within(out_dim: Dim, in_dim: Dim) -> bool:
     return bool((out_lengths.raw_aligned(lengths.dims) <= lengths.raw).all())
 
 
+@names_errors("dimtorch.replace_dim_v2()")
 def replace_dim_v2(source: Tensor, *, in_dim: Dim, out_dim: Dim, allow_expand: bool = True,
                    allow_shrink: bool = True) -> Tensor:
     """source with `in_dim` replaced by `out_dim`, whose size may differ: the first frames are kept,

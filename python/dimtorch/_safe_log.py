@@ -6,11 +6,13 @@ from typing import Optional
 
 from ._C import Tensor, log, maximum
 from ._shape_ops import check_tensor
+from .ops._support import names_errors
 
 # The smallest positive value of each float dtype (RETURNN frontend's defaults).
 _TINY = {"float16": 6e-08, "bfloat16": 9.1835e-41, "float32": 1.4013e-45, "float64": 4.9407e-324}
 
 
+@names_errors("dimtorch.safe_log()")
 def safe_log(x: Tensor, *, eps: Optional[float] = None) -> Tensor:
     """log(maximum(x, eps)): finite for x <= 0 (e.g. the log of a power spectrum). eps defaults to
     the smallest positive value of x's dtype; its gradient is 0 where x < eps."""

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from ._C import Dim, Tensor
 from ._conv_args import out_spatial_dim as out_spatial_dim_of
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from .ops._support import names_errors
 
 _WINDOWS: dict = {}  # (frame_length, fft_length, align_left, enforce_even, dtype, device) -> window raw
 
@@ -37,6 +38,7 @@ def _window(frame_length: int, fft_length: int, align_left: bool, enforce_even: 
     return w
 
 
+@names_errors("dimtorch.stft()")
 def stft(x: Tensor, *, in_spatial_dim: Dim, frame_step: int, frame_length: int, fft_length: Optional[int] = None,
          window_use_frame_length: bool = True, align_window_left: bool = True, window_enforce_even: bool = True,
          out_spatial_dim: Optional[Dim] = None, out_dim: Optional[Dim] = None, use_mask: Optional[bool] = None):

@@ -10,6 +10,7 @@ from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 from ._slicing import _lengths_in
+from .ops._support import names_errors
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 
@@ -163,6 +164,7 @@ def cumsum(x: Tensor, *, axis: Dim) -> Tensor:
     return Tensor(raw.cumsum(a), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
 
 
+@names_errors("dimtorch.search_sorted()")
 def search_sorted(sorted_seq: Tensor, values: Tensor, *, axis: Dim, side: str = "left", out_dtype: str = "int32"
                   ) -> Tensor:
     """For each entry of `values`, the position along `axis` where it would be inserted into `sorted_seq`

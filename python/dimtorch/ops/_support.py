@@ -36,6 +36,12 @@ def names_errors(caller: str):
     return wrap
 
 
+def check_dim_map(m, caller: str, what: str = "dim_map") -> None:
+    """A dict of Dim to Dim (the nested ops' dim maps), else a TypeError naming the call."""
+    if not isinstance(m, dict) or not all(isinstance(k, Dim) and isinstance(v, Dim) for k, v in m.items()):
+        raise TypeError(f"{caller}: {what} must be a dict of Dim to Dim, got {tp_name(m)}")
+
+
 def tp_name(o) -> str:
     """The C-level name of o's type, as the C++ messages print it ("list", "dimtorch.Tensor",
     "numpy.ndarray"; a class defined in Python by its own name, e.g. torch's "Tensor")."""
