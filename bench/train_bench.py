@@ -3,6 +3,7 @@
     python bench/train_bench.py                  # small + larger config, CPU, 1 thread: a few minutes
     python bench/train_bench.py --quick          # rough numbers in under a minute
     python bench/train_bench.py --device cuda --configs larger
+    python bench/train_bench.py --configs small --compile   # also compiled: dimtorch vs reference vs eager
 
 Both models start from the same weights (the reference's initialization loaded into dimtorch's model),
 each has its own AdamW, and both see the same batches in the same order. Per round each implementation
@@ -43,6 +44,7 @@ import dimtorch as dt  # noqa: E402
 from demo.data import BucketBatchSampler, SequenceDataset, TaskConfig, collate  # noqa: E402
 from demo.reference_model import ConformerCTC, ModelConfig  # noqa: E402
 from opsbench.timing import quartiles, round_ratios, seconds_per_call  # noqa: E402
+import train_compile  # noqa: E402
 import train_scaling  # noqa: E402
 
 IMPLS = ("torch", "dimtorch")
@@ -355,7 +357,7 @@ def loss_at_step0(models: dict, batch) -> dict:
 
 
 def run_config(cfg: BenchConfig, device: torch.device, quick: bool, rounds: Optional[int], meta: bool,
-               use_returnn: bool, log) -> ConfigResult:
+               use_returnn: bool, log, compile_mode: Optional[str] = None) -> ConfigResult:
     r_rounds, r_warmup = QUICK_ROUNDS.get(cfg.name, (3, 1)) if quick else (cfg.rounds, cfg.warmup)
     if rounds is not None:
         r_rounds = rounds
@@ -383,6 +385,12 @@ def run_config(cfg: BenchConfig, device: torch.device, quick: bool, rounds: Opti
         log(f"[{cfg.name}] RETURNN frontend ...")
         fwd_bwd = make_fwd_bwd(models["torch"], device)
         rf_res = returnn_timing(cfg, dev_batches, device, r_rounds, r_warmup, fwd_bwd)
+    compiled = {"status": "not run"}
+    if compile_mode:
+        log(f"[{cfg.name}] torch.compile ({compile_mode}) ...")
+        compiled = train_compile.measure(make_models(cfg.model), dev_batches, device, r_rounds, r_warmup,
+                                         compile_mode, interleaved, summarize, peak_memory, log)
+        compiled["status"] = "ok"
     frames = [int(b.feature_lengths.sum()) for b in batches]
     padded = [b.features.shape[0] * b.features.shape[1] for b in batches]
     return ConfigResult(
@@ -391,7 +399,7 @@ def run_config(cfg: BenchConfig, device: torch.device, quick: bool, rounds: Opti
                  "mean_seqs": statistics.fmean(b.features.shape[0] for b in batches),
                  "mean_frames": statistics.fmean(frames), "mean_padded_frames": statistics.fmean(padded)},
         loss_step0=loss0, step=step_res, memory=mem, meta=meta_res, returnn=rf_res,
-        extra={"model": cfg.model.to_dict(), "rounds": r_rounds, "warmup": r_warmup})
+        extra={"model": cfg.model.to_dict(), "rounds": r_rounds, "warmup": r_warmup, "compile": compiled})
 
 
 # ------------------------------------------------------------------------------------------------ output
@@ -433,6 +441,8 @@ def markdown(results: List[ConfigResult], header: dict) -> str:
                          f"returnn {_ms(rf['returnn']['median_ms'])} | {rf['ratio']:.3f} |")
         elif rf["status"] == "n/a":
             lines.append(f"| {r.name} | | | RETURNN frontend | | | n/a ({rf['reason']}) |")
+        if r.extra.get("compile", {}).get("status") == "ok":
+            lines += train_compile.markdown_rows(r.name, r.extra["compile"], _ms, _mib)
     lines.append("")
     for r in results:
         l0 = r.loss_step0
@@ -467,13 +477,19 @@ def write_png(path: Path, results: List[ConfigResult], scaling: Optional[dict] =
         if r.returnn["status"] == "ok":
             labels.append(f"{r.name}\nRETURNN fwd+bwd")
             values.append(r.returnn["ratio"])
+        if r.extra.get("compile", {}).get("status") == "ok":
+            labels.append(f"{r.name}\ncompiled step")
+            values.append(r.extra["compile"]["ratios"]["compiled step: dimtorch / reference"]["ratio"])
+            if r.extra["compile"]["memory"]["ratio"] is not None:
+                labels.append(f"{r.name}\ncompiled memory")
+                values.append(r.extra["compile"]["memory"]["ratio"])
     if scaling:
         fig, (ax, ax_scaling) = plt.subplots(1, 2, figsize=(max(6, 1.3 * len(labels)) + 5, 4),
                                              gridspec_kw={"width_ratios": [max(6, 1.3 * len(labels)), 5]})
         train_scaling.plot(ax_scaling, scaling)
     else:
         fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels)), 4))
-    colors = ["C0" if "step" in lbl else "C1" if "memory" in lbl else "C2" if "meta" in lbl else "C3" for lbl in labels]
+    colors = ["C4" if "compiled" in lbl else "C0" if "step" in lbl else "C1" if "memory" in lbl else "C2" if "meta" in lbl else "C3" for lbl in labels]
     ax.bar(range(len(values)), values, color=colors)
     ax.axhline(1.0, color="k", linewidth=0.8)
     for i, v in enumerate(values):
@@ -496,6 +512,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default=str(ROOT / "bench" / "out"), help="folder for train_bench.{md,json,png}")
     p.add_argument("--no-meta", action="store_true", help="skip the meta-device timing")
     p.add_argument("--no-returnn", action="store_true", help="skip RETURNN frontend")
+    p.add_argument("--compile", action="store_true",
+                   help="also time the step under torch.compile (fullgraph, dynamic shapes), both implementations "
+                        "compiled and eager in one interleaved run (bench/train_compile.py)")
+    p.add_argument("--compile-mode", choices=("default", "reduce-overhead", "max-autotune"), default="default",
+                   help="torch.compile's mode with --compile (reduce-overhead: CUDA graphs, for --device cuda)")
     p.add_argument("--nproc", type=int, default=None,
                    help="also measure data-parallel samples/s with 1 and NPROC processes (CPU, gloo, DDP) on the "
                         "first config")
@@ -528,7 +549,8 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     gc.freeze()
-    results = [run_config(CONFIGS[name], device, args.quick, args.rounds, not args.no_meta, not args.no_returnn, log)
+    results = [run_config(CONFIGS[name], device, args.quick, args.rounds, not args.no_meta, not args.no_returnn, log,
+                          args.compile_mode if args.compile else None)
                for name in args.config_list]
     scaling = None
     if args.nproc:

@@ -141,14 +141,18 @@ _pos_cache: Dict[tuple, torch.Tensor] = {}
 
 
 def relative_positional_encoding(time: int, dim: int, device, dtype) -> torch.Tensor:
-    """(2*time - 1, dim): row r is pe(r - (time - 1)) (see the module docstring); cached."""
+    """(2*time - 1, dim): row r is pe(r - (time - 1)) (see the module docstring); cached (not while
+    compiling: made in the graph, since a cache keyed by the length would make guards on it)."""
+    compiling = torch.compiler.is_compiling()
     key = (time, dim, torch.device(device), dtype)
-    pe = _pos_cache.get(key)
+    pe = None if compiling else _pos_cache.get(key)
     if pe is None:
         pos = torch.arange(-(time - 1), time, dtype=torch.float32)
         div = torch.exp(torch.arange(dim // 2, dtype=torch.float32) * -(2.0 * math.log(1e4) / dim))
         arg = pos[:, None] * div[None, :]
         pe = torch.cat([torch.sin(arg), torch.cos(arg)], dim=1).to(device=device, dtype=dtype)
+        if compiling:
+            return pe
         if len(_pos_cache) > 256:
             _pos_cache.clear()
         _pos_cache[key] = pe
@@ -157,8 +161,14 @@ def relative_positional_encoding(time: int, dim: int, device, dtype) -> torch.Te
 
 def rel_shift(x: torch.Tensor) -> torch.Tensor:
     """(..., T, 2T-1) indexed by relative position r = d + T - 1 -> (..., T, T) with
-    out[..., i, j] = x[..., i, j - i + T - 1] (Transformer-XL's pad-and-reshape trick)."""
+    out[..., i, j] = x[..., i, j - i + T - 1] (Transformer-XL's pad-and-reshape trick). Compiled, a
+    gather: inductor's CPU code generation of the reshapes' index arithmetic over a dynamic T runs for
+    over 10 minutes in torch 2.13 (sympy simplification); dimtorch's rel_shift does the same."""
     *lead, t, r = x.shape
+    if torch.compiler.is_compiling():
+        positions = torch.arange(t, device=x.device)
+        index = positions[None, :] - positions[:, None] + (t - 1)
+        return x.gather(-1, index.expand(*lead, t, t))
     x = F.pad(x, (1, 0))  # (..., T, 2T)
     x = x.reshape(*lead, 2 * t, t)[..., 1:, :]  # (..., 2T-1, T)
     return x.reshape(*lead, t, r)[..., :t]

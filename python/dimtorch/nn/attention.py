@@ -370,7 +370,8 @@ def rel_shift(x: torch.Tensor) -> torch.Tensor:
     """(..., T, 2T-1), last axis the relative position r = j - i + T - 1 -> (..., T, T) with
     out[..., i, j] = x[..., i, j - i + T - 1] (Transformer-XL's pad-and-reshape trick, no gather).
     While tracing a gather: the reshapes' size arithmetic would become guards that a symbolic T
-    cannot prove (torch.export of a dynamic T refuses them)."""
+    cannot prove (torch.export of a dynamic T refuses them), and inductor's CPU code generation of
+    their index arithmetic runs for minutes (torch 2.13)."""
     *lead, t, r = x.shape
     if _tracing.tracing():
         positions = torch.arange(t, device=x.device)
