@@ -341,7 +341,7 @@ def squeeze(x: Tensor, *, axis: Dim) -> Tensor:
     return keep_markers(x, x.raw.squeeze(a), x.dims[:a] + x.dims[a + 1:])
 
 
-def replace_dim(x: Tensor, *, in_dim: Dim, out_dim: Optional[Dim] = None):
+def replace_dim(x: Tensor, *, in_dim: Dim, out_dim: Optional[Dim] = None) -> tuple[Tensor, Dim]:
     """x with `in_dim` renamed to `out_dim` (same raw data); returns (tensor, out_dim). Without
     out_dim, a new dim of the same size (the same lengths for a dynamic dim) is made. A static
     out_dim must have the raw size of in_dim; a dynamic one a max length that fits in it (not
