@@ -65,12 +65,13 @@ bool lengths_positions(DimObject* d, PyObject* dims, bool with_self, signed char
   for (int i = 0; i < n; ++i) {
     int p = dims_index(dims, PyTuple_GET_ITEM(ldims, i));
     if (p < 0) {
+      MessageDims scope{reinterpret_cast<PyObject*>(d), PyTuple_GET_ITEM(ldims, i), dims};
       PyErr_Format(PyExc_ValueError,
                    "%s: the lengths of dim %s are over %s, which the tensor lacks (dims: %s); add "
-                   "that dim (e.g. by broadcasting) first",
+                   "that dim (e.g. by broadcasting) first%s",
                    caller, describe_dim(reinterpret_cast<PyObject*>(d)).c_str(),
                    describe_dim(PyTuple_GET_ITEM(ldims, i)).c_str(),
-                   describe_dims(dims, nullptr).c_str());
+                   describe_dims(dims, nullptr).c_str(), scope.namesakes_note().c_str());
       return false;
     }
     pos[i] = static_cast<signed char>(p);

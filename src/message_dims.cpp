@@ -11,9 +11,9 @@ Py_ssize_t g_next_message_id = 1;  // under the GIL
 
 bool same_name(DimObject* a, DimObject* b) {
   if (!a->name || !b->name) return !a->name && !b->name;  // "<unnamed>" twice
-  int eq = PyObject_RichCompareBool(a->name, b->name, Py_EQ);
-  if (eq < 0) PyErr_Clear();
-  return eq == 1;
+  // Names are str (the constructor and setter check); comparing two str sets no error.
+  return PyUnicode_Check(a->name) && PyUnicode_Check(b->name) &&
+         PyUnicode_Compare(a->name, b->name) == 0;
 }
 
 bool namesake_in(PyObject* dim, PyObject* tuple) {
@@ -50,8 +50,6 @@ bool MessageDims::contains_namesake(PyObject* dim) const {
     if (o != dim && same_name(as_dim(o), as_dim(dim))) return true;
   return false;
 }
-
-bool MessageDims::has_namesakes() const { return !namesakes_note().empty(); }
 
 std::string MessageDims::namesakes_note() const {
   for (size_t i = 0; i < dims_.size(); ++i)

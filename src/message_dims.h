@@ -18,8 +18,6 @@ class MessageDims {
   ~MessageDims();
   MessageDims(const MessageDims&) = delete;
   MessageDims& operator=(const MessageDims&) = delete;
-  /// Whether two different Dim objects in the scope share a name.
-  bool has_namesakes() const;
   /// Whether a Dim object other than `dim` in the scope has its name.
   bool contains_namesake(PyObject* dim) const;
   /// "; 'feature'(80)#1 and 'feature'(80)#2 are different Dim objects with the same name" for

@@ -99,3 +99,26 @@ def test_other_unknown_keywords_get_no_hint():
         dt.reduce_sum(x, axis=f1, bogus=1)
     assert "got an unexpected keyword argument 'bogus'" in str(info.value)
     assert "(dimtorch" not in str(info.value)
+
+
+@pytest.mark.parametrize("use_definition", [False, True])
+def test_linear_weight_over_a_namesake_of_the_input_dim(use_definition):
+    batch, f1, f2, x, _ = _two_features()
+    out = dt.Dim(4, name="out")
+    w = dt.Tensor(torch.randn(80, 4), dims=(f2, out))
+    with pytest.raises(ValueError) as info:
+        (matmul.linear if use_definition else dt.linear)(x, w)
+    assert "different Dim objects with the same name" in str(info.value)
+    assert {f1._message_id, f2._message_id} <= set(re.findall(r"#\d+", str(info.value)))
+
+
+@pytest.mark.parametrize("use_definition", [False, True])
+def test_lengths_over_a_namesake_of_the_batch_dim(use_definition):
+    batch1, batch2 = dt.Dim(None, name="batch"), dt.Dim(None, name="batch")
+    time = dt.Dim(dt.Tensor(torch.tensor([3, 2]), dims=(batch1,)), name="time")
+    x = dt.Tensor(torch.randn(2, 3), dims=(batch2, time))
+    with pytest.raises(ValueError) as info:
+        (reduce.reduce_sum if use_definition else dt.reduce_sum)(x, axis=time)
+    msg = str(info.value)
+    assert "which the tensor lacks" in msg and "different Dim objects with the same name" in msg, msg
+    assert {batch1._message_id, batch2._message_id} <= set(re.findall(r"#\d+", msg))

@@ -161,8 +161,10 @@ def check_lengths_dims(d: Dim, dims: tuple, caller: str) -> None:
     """The mask of d over `dims` needs the dims its lengths vary over (src/mask.cpp lengths_positions)."""
     for b in d.dyn_size.dims:
         if index_of(dims, b) < 0:
-            raise ValueError(f"{caller}: the lengths of dim {dim_str(d)} are over {dim_str(b)}, which the tensor "
-                             f"lacks (dims: {describe_dims(dims)}); add that dim (e.g. by broadcasting) first")
+            among = (d, b, dims)
+            raise ValueError(f"{caller}: the lengths of dim {dim_str(d, among)} are over {dim_str(b, among)}, which "
+                             f"the tensor lacks (dims: {describe_dims(dims, None, among)}); add that dim (e.g. by "
+                             f"broadcasting) first{namesakes_note(*among)}")
 
 
 def valid_mask(x: Tensor, axes, caller: str):

@@ -112,8 +112,9 @@ def linear(x, weight, bias=None) -> Tensor:
         raise ValueError(f"{caller}: weight must have 2 dims (in, out), got ({describe_dims(w.dims, w.raw.shape)})")
     in_x0, in_x1 = index_of(x.dims, w.dims[0]), index_of(x.dims, w.dims[1])
     if (in_x0 >= 0) == (in_x1 >= 0):
-        raise ValueError(f"{caller}: exactly one dim of weight ({describe_dims(w.dims, w.raw.shape)}) must be in x "
-                         f"(dims: {describe_dims(x.dims, x.raw.shape)}): it is the input dim")
+        raise ValueError(f"{caller}: exactly one dim of weight ({describe_dims(w.dims, w.raw.shape, x.dims)}) must be "
+                         f"in x (dims: {describe_dims(x.dims, x.raw.shape, w.dims)}): it is the input dim"
+                         f"{namesakes_note(w.dims, x.dims)}")
     w_in = 0 if in_x0 >= 0 else 1
     in_x = in_x0 if in_x0 >= 0 else in_x1
     if x.raw.shape[in_x] != w.raw.shape[w_in]:
