@@ -85,11 +85,11 @@ class DimtorchConformerCTC(dt.nn.Module):
         ce = dt.cross_entropy(estimated=dec_logits, target=dec_out, axis=self.aed_vocab_dim,
                               label_smoothing=self.dec_cfg.label_smoothing)
         if total_seqs is None and total_labels is None:
-            ce = dt.loss_mean_over_frames(ce).raw
+            ce_loss = dt.loss_mean_over_frames(ce).raw
         else:  # the sum over every sequence's labels and EOS, over those of the whole step
             seqs = target_lengths.numel() if total_seqs is None else total_seqs
-            ce = dt.reduce_sum(ce, axis=ce.dims).raw / (n_labels + seqs)
-        return self.dec_cfg.ctc_scale * loss + self.dec_cfg.aed_scale * ce, logits_raw, out_time.dyn_size.raw
+            ce_loss = dt.reduce_sum(ce, axis=ce.dims).raw / (n_labels + seqs)
+        return self.dec_cfg.ctc_scale * loss + self.dec_cfg.aed_scale * ce_loss, logits_raw, out_time.dyn_size.raw
 
     @torch.no_grad()
     def aed_greedy_decode(self, features, feature_lengths, max_len_factor: int = 2) -> List[List[int]]:

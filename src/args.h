@@ -2,6 +2,7 @@
 #pragma once
 #include "backend.h"
 #include "common.h"
+#include "keyword_hints.h"
 #include "tensor.h"
 
 namespace dimtorch {
@@ -61,7 +62,10 @@ inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnam
       while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) ++i;
     }
     if (i == n) {
-      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R", caller, key);
+      const char* k = PyUnicode_AsUTF8(key);
+      if (!k) PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument %R%s", caller, key,
+                   torch_keyword_hint(k, names, n).c_str());
       return false;
     }
     if (out[i]) {

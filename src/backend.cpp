@@ -1,5 +1,6 @@
 // The raw-op table: fills the cached torch callables and the dtype table at import.
 #include "backend.h"
+#include "keyword_hints.h"
 
 #include <cstring>
 
@@ -255,7 +256,8 @@ PyObject* name_error(const char* caller) {
     PyErr_Restore(type, value, tb);
     return nullptr;
   }
-  PyErr_Format(type, "%s: %s", caller, text);
+  std::string hint = type == PyExc_TypeError ? torch_keyword_hint_for_message(text) : "";
+  PyErr_Format(type, "%s: %s%s", caller, text, hint.c_str());
   Py_DECREF(msg);
   Py_DECREF(type);
   Py_XDECREF(value);

@@ -1,5 +1,6 @@
 // The native Dim type: construction, identity semantics, sizes and lengths, repr.
 #include "dim.h"
+#include "message_dims.h"
 
 #include "args.h"
 #include "backend.h"
@@ -130,6 +131,7 @@ DimObject* dim_alloc() {
   d->weakreflist = nullptr;
   d->pycache = nullptr;
   d->sealed = true;
+  d->message_id = 0;
   ++g_live_dims;
   PyObject_GC_Track(d);
   return d;
@@ -534,6 +536,10 @@ int set_math_cache(PyObject* self, PyObject* value, void*) {
   return 0;
 }
 
+PyObject* get_message_id(PyObject* self, void*) {
+  return PyUnicode_FromString(dim_message_id(self).c_str());
+}
+
 PyGetSetDef dim_getset[] = {
     {"name", get_name, set_name, "The name given at construction, or None.", nullptr},
     {"size", get_size, set_size, "Static size (int), or None for a dynamic or size-from-data dim.",
@@ -546,6 +552,8 @@ PyGetSetDef dim_getset[] = {
      nullptr},
     {"_lengths", get_lengths, set_lengths, "The lengths given at construction, or None.", nullptr},
     {"_math_cache", get_math_cache, set_math_cache, "Dim math results made from this dim.", nullptr},
+    {"_message_id", get_message_id, nullptr,
+     "'#n': the number error messages append to tell this Dim from others of its name.", nullptr},
     {nullptr}};
 
 PyMethodDef dim_methods[] = {
@@ -571,9 +579,8 @@ PyMethodDef dim_methods[] = {
 
 }  // namespace
 
-std::string describe_dim(PyObject* dim) {
-  if (!is_dim(dim)) return to_std_string(dim);
-  DimObject* d = as_dim(dim);
+namespace {
+std::string describe_dim_plain(DimObject* d) {
   std::string s = "'" + (d->name ? to_std_string(d->name) : std::string("<unnamed>")) + "'";
   if (d->size >= 0) return s + "(" + std::to_string(d->size) + ")";
   if (d->dyn_size) {
@@ -588,6 +595,13 @@ std::string describe_dim(PyObject* dim) {
   }
   if (d->derive_op != DimOp::kNone) return s + "[derived]";
   return s + "(?)";
+}
+}  // namespace
+
+std::string describe_dim(PyObject* dim) {
+  if (!is_dim(dim)) return to_std_string(dim);
+  std::string s = describe_dim_plain(as_dim(dim));
+  return dim_has_namesake(dim, nullptr) ? s + dim_message_id(dim) : s;
 }
 
 bool dim_has_lengths(DimObject* d) {

@@ -33,6 +33,9 @@ struct DimObject {
   /* False only for a Dim made by object.__new__(Dim) (torch.compile replays a Dim made in a graph
      that way) until its fields are set through the setters, each once. */
   bool sealed;
+  /* Error messages tell apart different Dims of one name by this number (message_dims.cpp);
+     0 until a message first needs it. */
+  Py_ssize_t message_id;
 };
 
 extern PyTypeObject DimType;
@@ -53,7 +56,8 @@ Py_ssize_t dim_min_size(DimObject* d);
 Py_ssize_t dim_total_size(DimObject* d);
 /// Whether the dim has per-sequence lengths (given, or derived by dim math from dims that have).
 bool dim_has_lengths(DimObject* d);
-/// Short description for messages: 'time'[batch], 'feature'(80), 'batch'(?).
+/// Short description for messages: 'time'[batch], 'feature'(80), 'batch'(?); with `#id` appended
+/// when another Dim object of the same name is in the message (MessageDims).
 std::string describe_dim(PyObject* dim);
 
 /// Number of live Dim objects (leak tests).

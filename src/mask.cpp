@@ -1,6 +1,7 @@
 // Device lengths and sequence masks of dynamic dims: a small per-dim cache, so that each is made
 // once per device and layout (the first use of a new dim, i.e. once per batch, builds it here).
 #include "mask.h"
+#include "message_dims.h"
 
 #include "definitions.h"
 
@@ -64,12 +65,13 @@ bool lengths_positions(DimObject* d, PyObject* dims, bool with_self, signed char
   for (int i = 0; i < n; ++i) {
     int p = dims_index(dims, PyTuple_GET_ITEM(ldims, i));
     if (p < 0) {
+      MessageDims scope{reinterpret_cast<PyObject*>(d), PyTuple_GET_ITEM(ldims, i), dims};
       PyErr_Format(PyExc_ValueError,
                    "%s: the lengths of dim %s are over %s, which the tensor lacks (dims: %s); add "
-                   "that dim (e.g. by broadcasting) first",
+                   "that dim (e.g. by broadcasting) first%s",
                    caller, describe_dim(reinterpret_cast<PyObject*>(d)).c_str(),
                    describe_dim(PyTuple_GET_ITEM(ldims, i)).c_str(),
-                   describe_dims(dims, nullptr).c_str());
+                   describe_dims(dims, nullptr).c_str(), scope.namesakes_note().c_str());
       return false;
     }
     pos[i] = static_cast<signed char>(p);
@@ -77,9 +79,10 @@ bool lengths_positions(DimObject* d, PyObject* dims, bool with_self, signed char
   if (with_self) {
     int p = dims_index(dims, reinterpret_cast<PyObject*>(d));
     if (p < 0) {
-      PyErr_Format(PyExc_ValueError, "%s: dim %s is not in the tensor (dims: %s)", caller,
+      MessageDims scope{reinterpret_cast<PyObject*>(d), dims};
+      PyErr_Format(PyExc_ValueError, "%s: dim %s is not in the tensor (dims: %s)%s", caller,
                    describe_dim(reinterpret_cast<PyObject*>(d)).c_str(),
-                   describe_dims(dims, nullptr).c_str());
+                   describe_dims(dims, nullptr).c_str(), scope.namesakes_note().c_str());
       return false;
     }
     pos[n] = static_cast<signed char>(p);
@@ -311,8 +314,10 @@ PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t n
       PyObject* d = PyTuple_GET_ITEM(dims.get(), j);
       int i = dims_index(x->dims, d);
       if (i < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: dim %s is not in the tensor (dims: %s)", caller,
-                     describe_dim(d).c_str(), describe_dims(x->dims, x->sizes).c_str());
+        MessageDims scope{d, x->dims};
+        PyErr_Format(PyExc_ValueError, "%s: dim %s is not in the tensor (dims: %s)%s", caller,
+                     describe_dim(d).c_str(), describe_dims(x->dims, x->sizes).c_str(),
+                     scope.namesakes_note().c_str());
         return nullptr;
       }
       if (!dim_has_lengths(as_dim(d))) continue;  // static dims have no padding

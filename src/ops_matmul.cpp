@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "args.h"
+#include "message_dims.h"
 #include "backend.h"
 #include "dim.h"
 #include "functions.h"
@@ -119,9 +120,11 @@ MatmulPlan* build(TensorObject* a, TensorObject* b, PyObject* reduce, const char
     int ia = dims_index(a->dims, d), ib = dims_index(b->dims, d);
     if (ia < 0 || ib < 0) {
       TensorObject* other = ia < 0 ? a : b;
-      PyErr_Format(PyExc_ValueError, "%s: dim %s is in %s but not in %s (dims: %s)", caller,
+      MessageDims scope{d, other->dims};
+      PyErr_Format(PyExc_ValueError, "%s: dim %s is in %s but not in %s (dims: %s)%s", caller,
                    describe_dim(d).c_str(), ia < 0 ? "b" : "a", ia < 0 ? "a" : "b",
-                   describe_dims(other->dims, other->sizes).c_str());
+                   describe_dims(other->dims, other->sizes).c_str(),
+                   scope.namesakes_note().c_str());
       return nullptr;
     }
     for (int k : ra)

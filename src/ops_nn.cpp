@@ -1,6 +1,7 @@
 // Fused neural-network ops over named dims: softmax/log_softmax (masked), linear (F.linear),
 // layer_norm and rms_norm (F.layer_norm / F.rms_norm with the normalized dims viewed last).
 #include "args.h"
+#include "message_dims.h"
 #include "backend.h"
 #include "definitions.h"
 #include "dim.h"
@@ -115,10 +116,11 @@ PyObject* f_linear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
   int in_x0 = dims_index(x->dims, PyTuple_GET_ITEM(w->dims, 0));
   int in_x1 = dims_index(x->dims, PyTuple_GET_ITEM(w->dims, 1));
   if ((in_x0 >= 0) == (in_x1 >= 0)) {
+    MessageDims scope{w->dims, x->dims};
     PyErr_Format(PyExc_ValueError,
-                 "%s: exactly one dim of weight (%s) must be in x (dims: %s): it is the input dim",
+                 "%s: exactly one dim of weight (%s) must be in x (dims: %s): it is the input dim%s",
                  caller, describe_dims(w->dims, w->sizes).c_str(),
-                 describe_dims(x->dims, x->sizes).c_str());
+                 describe_dims(x->dims, x->sizes).c_str(), scope.namesakes_note().c_str());
     return nullptr;
   }
   int w_in = in_x0 >= 0 ? 0 : 1, w_out = 1 - w_in;

@@ -1,6 +1,7 @@
 // Reductions over named dims (sum, mean, max, min, logsumexp, any, all, argmax, argmin) with the
 // padding of dynamic dims masked: one torch.where in front of one torch reduction.
 #include "args.h"
+#include "message_dims.h"
 #include "backend.h"
 #include "dim.h"
 #include "functions.h"
@@ -23,8 +24,10 @@ bool axes_arg(TensorObject* x, PyObject* axis, int* axes, int* n_axes, const cha
     PyObject* d = PyTuple_GET_ITEM(dims.get(), j);
     int i = dims_index(x->dims, d);
     if (i < 0) {
-      PyErr_Format(PyExc_ValueError, "%s: dim %s is not in x (dims: %s)", caller,
-                   describe_dim(d).c_str(), describe_dims(x->dims, x->sizes).c_str());
+      MessageDims scope{d, x->dims};
+      PyErr_Format(PyExc_ValueError, "%s: dim %s is not in x (dims: %s)%s", caller,
+                   describe_dim(d).c_str(), describe_dims(x->dims, x->sizes).c_str(),
+                   scope.namesakes_note().c_str());
       return false;
     }
     for (Py_ssize_t k = 0; k < j; ++k)

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "dim.h"
+#include "message_dims.h"
 
 namespace dimtorch {
 
@@ -118,6 +119,29 @@ bool covers(PyObject* big, PyObject* small) {
   return true;
 }
 
+/* Two different Dim objects of one name are the usual cause of an outer broadcast, and then
+   allow_broadcast_all_sources would silently make a product of the two axes: say so instead. */
+static void raise_outer_broadcast(PyObject* const* dims, int n, const char* caller,
+                                  const char* const* names) {
+  MessageDims scope(dims, n);
+  std::string ops;
+  for (int i = 0; i < n; ++i)
+    ops += std::string(i ? "; " : "") + names[i] + ": (" + describe_dims(dims[i], nullptr) + ")";
+  std::string note = scope.namesakes_note();
+  if (!note.empty()) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: no operand has all dims of the others (%s)%s: use one Dim object per axis "
+                 "(a Dim is its identity, not its name)",
+                 caller, ops.c_str(), note.c_str());
+    return;
+  }
+  PyErr_Format(PyExc_ValueError,
+               "%s: no operand has all dims of the others (%s). This outer broadcast is usually "
+               "a bug; if it is intended, use dimtorch.combine(..., "
+               "allow_broadcast_all_sources=True)",
+               caller, ops.c_str());
+}
+
 Plan* plan_build(PyObject* const* dims, int n, bool allow, const char* caller,
                  const char* const* names) {
   int holder = -1;
@@ -132,14 +156,7 @@ Plan* plan_build(PyObject* const* dims, int n, bool allow, const char* caller,
     out = Ref::borrow(dims[holder]);
   } else {
     if (!allow) {
-      std::string ops;
-      for (int i = 0; i < n; ++i)
-        ops += std::string(i ? "; " : "") + names[i] + ": (" + describe_dims(dims[i], nullptr) + ")";
-      PyErr_Format(PyExc_ValueError,
-                   "%s: no operand has all dims of the others (%s). This outer broadcast is usually "
-                   "a bug; if it is intended, use dimtorch.combine(..., "
-                   "allow_broadcast_all_sources=True)",
-                   caller, ops.c_str());
+      raise_outer_broadcast(dims, n, caller, names);
       return nullptr;
     }
     Ref list(PyList_New(0));

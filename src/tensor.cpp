@@ -5,6 +5,7 @@
 #include "definitions.h"
 #include "dim.h"
 #include "mask.h"
+#include "message_dims.h"
 #include "property.h"
 
 #include <cstring>
@@ -26,6 +27,7 @@ std::string describe_dims(PyObject* dims, const Py_ssize_t* sizes) {
     s += dd->name ? to_std_string(dd->name) : std::string("<unnamed>");
     if (sizes) s += ":" + std::to_string(sizes[i]);
     else if (dd->size >= 0) s += "(" + std::to_string(dd->size) + ")";
+    if (dim_has_namesake(d, dims)) s += dim_message_id(d);
   }
   return s;
 }
@@ -616,9 +618,10 @@ bool map_to_target(TensorObject* t, PyObject* target, int* src, const char* call
   for (Py_ssize_t j = 0; j < tensor_ndim(t); ++j) {
     PyObject* d = PyTuple_GET_ITEM(t->dims, j);
     if (dims_index(target, d) < 0) {
-      PyErr_Format(PyExc_ValueError, "%s: dim %s of the tensor is not in the target dims (%s); tensor dims: %s",
+      MessageDims scope{t->dims, target};
+      PyErr_Format(PyExc_ValueError, "%s: dim %s of the tensor is not in the target dims (%s); tensor dims: %s%s",
                    caller, describe_dim(d).c_str(), describe_dims(target, nullptr).c_str(),
-                   describe_dims(t->dims, t->sizes).c_str());
+                   describe_dims(t->dims, t->sizes).c_str(), scope.namesakes_note().c_str());
       return false;
     }
   }
@@ -680,8 +683,10 @@ PyObject* m_remaining_dims(PyObject* self, PyObject* arg) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(remove.get()); ++i) {
     PyObject* d = PyTuple_GET_ITEM(remove.get(), i);
     if (dims_index(t->dims, d) < 0) {
-      PyErr_Format(PyExc_ValueError, "%s: dim %s is not in the tensor (dims: %s)", caller,
-                   describe_dim(d).c_str(), describe_dims(t->dims, t->sizes).c_str());
+      MessageDims scope{d, t->dims};
+      PyErr_Format(PyExc_ValueError, "%s: dim %s is not in the tensor (dims: %s)%s", caller,
+                   describe_dim(d).c_str(), describe_dims(t->dims, t->sizes).c_str(),
+                   scope.namesakes_note().c_str());
       return nullptr;
     }
   }
@@ -706,8 +711,10 @@ PyObject* m_get_axis(PyObject* self, PyObject* arg) {
   }
   int i = dims_index(t->dims, arg);
   if (i < 0) {
-    PyErr_Format(PyExc_ValueError, "dimtorch.Tensor.get_axis(): dim %s is not in the tensor (dims: %s)",
-                 describe_dim(arg).c_str(), describe_dims(t->dims, t->sizes).c_str());
+    MessageDims scope{arg, t->dims};
+    PyErr_Format(PyExc_ValueError, "dimtorch.Tensor.get_axis(): dim %s is not in the tensor (dims: %s)%s",
+                 describe_dim(arg).c_str(), describe_dims(t->dims, t->sizes).c_str(),
+                 scope.namesakes_note().c_str());
     return nullptr;
   }
   return PyLong_FromLong(i);

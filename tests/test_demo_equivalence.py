@@ -13,9 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from demo.data import SequenceDataset, TaskConfig, collate  # noqa: E402
 from demo.reference_model import ConformerCTC, ModelConfig  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not hasattr(dt.nn, "ConformerEncoder"),
-                                reason="dimtorch.nn.ConformerEncoder (issue 6) not there yet")
-
 TASK = TaskConfig(num_labels=7, feature_dim=12, max_labels=6, min_duration=4, max_duration=7)
 CFG = ModelConfig(in_dim=12, num_labels=7, model_dim=32, num_layers=2, num_heads=4, ff_dim=64, conv_kernel_size=5,
                   subsample_channels=(4, 4), dropout=0.0, att_dropout=0.0)

@@ -45,7 +45,7 @@ from . import nn  # noqa: F401
 
 _compile.install()  # the Python definitions, for the core's fallbacks and for torch.compile
 
-__version__ = "0.1.0"
+from ._version import __version__
 _register_safe_globals()  # torch.load(weights_only=True) of states holding Dims and Tensors
 
 

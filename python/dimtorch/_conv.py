@@ -352,7 +352,7 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
 def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
          filter_size: Sequence[Dim], strides: Union[int, Sequence[int]] = 1,
          dilation: Union[int, Sequence[int]] = 1, padding: str = "valid", groups: int = 1,
-         bias: Optional[Tensor] = None):
+         bias: Optional[Tensor] = None) -> tuple[Tensor, tuple[Dim, ...]]:
     """1-D or 2-D convolution (F.conv1d/F.conv2d) of x over `in_spatial_dims`, contracting `in_dim`;
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
@@ -388,7 +388,7 @@ def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_
                     dilation: Union[int, Sequence[int]] = 1, padding: str = "valid",
                     remove_padding: Union[int, Sequence[int]] = 0,
                     output_padding: Optional[Union[int, Sequence[Optional[int]]]] = None, groups: int = 1,
-                    bias: Optional[Tensor] = None):
+                    bias: Optional[Tensor] = None) -> tuple[Tensor, tuple[Dim, ...]]:
     """1-D or 2-D transposed convolution (F.conv_transpose1d/2d) of x over `in_spatial_dims`;
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from ._C import Tensor
-from ._shape_ops import dims_arg
+from ._shape_ops import dims_arg, has_namesake, namesakes_note
 
 
 def dropout(x: Tensor, p: float, axis=None, training: bool = True) -> Tensor:
@@ -35,8 +35,9 @@ def dropout(x: Tensor, p: float, axis=None, training: bool = True) -> Tensor:
         try:
             i = x_dims.index(d)  # Dim equality is identity
         except ValueError:
-            desc = ", ".join(f"{e.name}:{n}" for e, n in zip(x_dims, x_shape))
-            raise ValueError(f"{caller}: dim {d!r} is not in x (dims: {desc})") from None
+            desc = ", ".join(f"{e.name}:{n}" + (e._message_id if has_namesake(e, (x_dims, d)) else "")
+                             for e, n in zip(x_dims, x_shape))
+            raise ValueError(f"{caller}: dim {d!r} is not in x (dims: {desc}){namesakes_note(d, x_dims)}") from None
         shape[i] = x_shape[i]
     raw = x.raw
     if p == 1:

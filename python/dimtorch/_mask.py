@@ -94,7 +94,7 @@ def sequence_mask(dims, device=None) -> Tensor:
 
 
 @names_errors("dimtorch.last_frame_position_of_dim()")
-def last_frame_position_of_dim(dim: Dim, *, device=None, allow_scalar_on_cpu: bool = True):
+def last_frame_position_of_dim(dim: Dim, *, device=None, allow_scalar_on_cpu: bool = True) -> int | Tensor:
     """The position of each sequence's last frame: dim's lengths - 1 as a Tensor over its lengths'
     dims on `device` (the lengths' device copy is cached), or size - 1 for a static dim (a Python
     int when allow_scalar_on_cpu and no device is asked for, as RETURNN frontend gives it)."""

@@ -206,7 +206,7 @@ def _run(plan: _Plan, x: Tensor, out_dims: tuple, in_graph: bool = False):
 
 
 def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spatial_dims: Sequence[Dim],
-         strides: Optional[Union[int, Sequence[int]]] = None, padding: str = "valid"):
+         strides: Optional[Union[int, Sequence[int]]] = None, padding: str = "valid") -> tuple[Tensor, tuple[Dim, ...]]:
     """Max or average pooling (F.max_pool*/F.avg_pool*) over 1 or 2 spatial dims; returns (tensor,
     out_spatial_dims), the tensor over (x's other dims, *out_spatial_dims). `strides` defaults to
     `pool_size`. Output dims as dimtorch.conv() (same 'same' padding, lengths by dim math).

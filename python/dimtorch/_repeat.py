@@ -31,7 +31,7 @@ def _limit(r: torch.Tensor, in_len, factor: float) -> torch.Tensor:
 
 @names_errors("dimtorch.repeat()")
 def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_dim: Optional[Dim] = None,
-           max_len_factor: Optional[float] = None):
+           max_len_factor: Optional[float] = None) -> tuple[Tensor, Dim]:
     """Each frame t of `in_spatial_dim` repeated repeats[..., t] times (0 drops it), in order, along a
     new dim; returns (tensor, out_spatial_dim). `repeats` (ints >= 0) is over in_spatial_dim and batch
     dims; out_spatial_dim is dynamic, its lengths over those batch dims the sum of each sequence's

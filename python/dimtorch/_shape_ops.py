@@ -14,15 +14,44 @@ from ._errors import naming_errors
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
 
 
-def dim_str(dim: Dim) -> str:
-    """`'name'(size)` or `'name'[batch]`: a dim as error messages show it."""
+def dim_str(dim: Dim, among=()) -> str:
+    """`'name'(size)` or `'name'[batch]`: a dim as error messages show it; `#n` appended when
+    another Dim object of its name is in `among` (Dims and sequences of Dims: the message's others)."""
     r = repr(dim)
-    return r[4:-1] if r.startswith("Dim{") and r.endswith("}") else r
+    s = r[4:-1] if r.startswith("Dim{") and r.endswith("}") else r
+    return s + dim._message_id if isinstance(dim, Dim) and has_namesake(dim, among) else s
 
 
-def dims_str(dims) -> str:
+def dims_str(dims, among=()) -> str:
     """Dims of a tensor as error messages show them: `'batch'(?), 'time'[batch], 'f'(4)`."""
-    return ", ".join(dim_str(d) for d in dims) or "(none)"
+    return ", ".join(dim_str(d, (dims, among)) for d in dims) or "(none)"
+
+
+def _flat_dims(groups) -> list:
+    out = []
+    for g in groups:
+        if isinstance(g, Dim):
+            out.append(g)
+        elif isinstance(g, (tuple, list)):
+            out.extend(_flat_dims(g))
+    return out
+
+
+def has_namesake(dim: Dim, among) -> bool:
+    """Whether a Dim object other than `dim` in `among` (nested Dims and sequences) has its name."""
+    return any(d is not dim and d.name == dim.name for d in _flat_dims((among,)))
+
+
+def namesakes_note(*groups) -> str:
+    """"; 'f'(80)#1 and 'f'(80)#2 are different Dim objects with the same name" for the first two
+    different Dims of one name in `groups` (as src/message_dims.cpp says it), else ""."""
+    dims = _flat_dims(groups)
+    for i, a in enumerate(dims):
+        for b in dims[i + 1:]:
+            if a is not b and a.name == b.name:
+                return (f"; {dim_str(a, groups)} and {dim_str(b, groups)} are different Dim objects "
+                        f"with the same name")
+    return ""
 
 
 def check_tensor(x, caller: str, what: str = "x") -> None:
@@ -312,7 +341,7 @@ def squeeze(x: Tensor, *, axis: Dim) -> Tensor:
     return keep_markers(x, x.raw.squeeze(a), x.dims[:a] + x.dims[a + 1:])
 
 
-def replace_dim(x: Tensor, *, in_dim: Dim, out_dim: Optional[Dim] = None):
+def replace_dim(x: Tensor, *, in_dim: Dim, out_dim: Optional[Dim] = None) -> tuple[Tensor, Dim]:
     """x with `in_dim` renamed to `out_dim` (same raw data); returns (tensor, out_dim). Without
     out_dim, a new dim of the same size (the same lengths for a dynamic dim) is made. A static
     out_dim must have the raw size of in_dim; a dynamic one a max length that fits in it (not

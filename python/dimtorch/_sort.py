@@ -128,7 +128,7 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     return keep_markers(x, values, dims), tuple(indices), k_dim
 
 
-def sort(x: Tensor, *, axis: Dim, descending: bool = False):
+def sort(x: Tensor, *, axis: Dim, descending: bool = False) -> tuple[Tensor, Tensor]:
     """Sorts x along `axis` (a stable sort); returns (values, indices), both over x's dims,
     indices int64 with sparse_dim=axis. For a dynamic axis each sequence's valid frames are sorted
     among themselves and its padding stays behind them (padding values are then +-inf or the

@@ -12,7 +12,7 @@ import torch
 from . import _tracing
 from ._C import Dim, Tensor
 from ._dtypes import dtype_name
-from ._shape_ops import dim_str, dims_arg, dims_str
+from ._shape_ops import dim_str, dims_arg, dims_str, namesakes_note
 from .ops.elementwise import TENSOR_OPERATORS
 
 _CTOR = "dimtorch.Tensor()"
@@ -101,8 +101,10 @@ def _check_target(self, target: tuple, caller: str) -> None:
             raise ValueError(f"{caller}: dim {dim_str(d)} appears twice in the target dims")
     for d in self.dims:
         if d not in target:
-            raise ValueError(f"{caller}: dim {dim_str(d)} of the tensor is not in the target dims "
-                             f"({dims_str(target)}); tensor dims: {dims_str(self.dims)}")
+            among = (self.dims, target)
+            raise ValueError(f"{caller}: dim {dim_str(d, among)} of the tensor is not in the target dims "
+                             f"({dims_str(target, among)}); tensor dims: {dims_str(self.dims, among)}"
+                             f"{namesakes_note(*among)}")
 
 
 def _permuted_raw(self, target: tuple):
@@ -150,7 +152,8 @@ def remaining_dims(self, remove) -> tuple:
     remove = dims_arg(remove, caller, "remove")
     for d in remove:
         if d not in self.dims:
-            raise ValueError(f"{caller}: dim {dim_str(d)} is not in the tensor (dims: {dims_str(self.dims)})")
+            raise ValueError(f"{caller}: dim {dim_str(d, self.dims)} is not in the tensor "
+                             f"(dims: {dims_str(self.dims, d)}){namesakes_note(d, self.dims)}")
     return tuple(d for d in self.dims if d not in remove)
 
 
@@ -159,8 +162,8 @@ def get_axis(self, dim) -> int:
     if not isinstance(dim, Dim):
         raise TypeError(f"dimtorch.Tensor.get_axis(): expected a Dim, got {type(dim).__name__}")
     if dim not in self.dims:
-        raise ValueError(f"dimtorch.Tensor.get_axis(): dim {dim_str(dim)} is not in the tensor "
-                         f"(dims: {dims_str(self.dims)})")
+        raise ValueError(f"dimtorch.Tensor.get_axis(): dim {dim_str(dim, self.dims)} is not in the tensor "
+                         f"(dims: {dims_str(self.dims, dim)}){namesakes_note(dim, self.dims)}")
     return self.dims.index(dim)
 
 
@@ -175,7 +178,8 @@ def copy_masked(self, value, dims=None) -> Tensor:
         masked = []
         for d in dims_arg(dims, caller, "dims"):
             if d not in self.dims:
-                raise ValueError(f"{caller}: dim {dim_str(d)} is not in the tensor (dims: {dims_str(self.dims)})")
+                raise ValueError(f"{caller}: dim {dim_str(d, self.dims)} is not in the tensor "
+                                 f"(dims: {dims_str(self.dims, d)}){namesakes_note(d, self.dims)}")
             if d.is_dynamic():
                 masked.append(d)
     if not masked:

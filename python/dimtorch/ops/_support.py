@@ -6,7 +6,8 @@ import functools
 import torch
 
 from .._C import Dim, Tensor
-from .._shape_ops import dim_str
+from .._errors import torch_keyword_hint
+from .._shape_ops import dim_str, has_namesake, namesakes_note
 from .._tracing import mask_raw, tracing
 
 MAX_DIMS = 24  # kMaxDims of src/common.h
@@ -31,7 +32,8 @@ def names_errors(caller: str):
                 text = str(e)
                 if type(e) not in _NAMED_TYPES or text.startswith("dimtorch"):
                     raise
-                raise type(e)(f"{caller}: {text}") from None
+                hint = torch_keyword_hint(text, fn) if type(e) is TypeError else ""
+                raise type(e)(f"{caller}: {text}{hint}") from None
         return definition
     return wrap
 
@@ -51,17 +53,19 @@ def tp_name(o) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
-def describe_dims(dims, sizes=None) -> str:
-    """`batch:3, time:5` with sizes, else `batch, feature(80)`: dims as the C++ messages list them."""
+def describe_dims(dims, sizes=None, among=()) -> str:
+    """`batch:3, time:5` with sizes, else `batch, feature(80)`: dims as the C++ messages list them
+    (`#n` after a dim when another Dim object of its name is in dims or `among`)."""
     parts = []
     for i, d in enumerate(dims):
         name = d.name if d.name is not None else "<unnamed>"
         if sizes is not None:
-            parts.append(f"{name}:{sizes[i]}")
+            part = f"{name}:{sizes[i]}"
         elif d.size is not None:
-            parts.append(f"{name}({d.size})")
+            part = f"{name}({d.size})"
         else:
-            parts.append(str(name))
+            part = str(name)
+        parts.append(part + d._message_id if has_namesake(d, (dims, among)) else part)
     return ", ".join(parts)
 
 
@@ -129,7 +133,8 @@ def axes_arg(x: Tensor, axis, caller: str) -> list:
     for d in dims:
         i = index_of(x.dims, d)
         if i < 0:
-            raise ValueError(f"{caller}: dim {dim_str(d)} is not in x (dims: {describe_dims(x.dims, x.raw.shape)})")
+            raise ValueError(f"{caller}: dim {dim_str(d, x.dims)} is not in x "
+                             f"(dims: {describe_dims(x.dims, x.raw.shape, d)}){namesakes_note(d, x.dims)}")
         if i in axes:
             raise ValueError(f"{caller}: dim {dim_str(d)} is given twice in axis")
         axes.append(i)
@@ -156,8 +161,10 @@ def check_lengths_dims(d: Dim, dims: tuple, caller: str) -> None:
     """The mask of d over `dims` needs the dims its lengths vary over (src/mask.cpp lengths_positions)."""
     for b in d.dyn_size.dims:
         if index_of(dims, b) < 0:
-            raise ValueError(f"{caller}: the lengths of dim {dim_str(d)} are over {dim_str(b)}, which the tensor "
-                             f"lacks (dims: {describe_dims(dims)}); add that dim (e.g. by broadcasting) first")
+            among = (d, b, dims)
+            raise ValueError(f"{caller}: the lengths of dim {dim_str(d, among)} are over {dim_str(b, among)}, which "
+                             f"the tensor lacks (dims: {describe_dims(dims, None, among)}); add that dim (e.g. by "
+                             f"broadcasting) first{namesakes_note(*among)}")
 
 
 def valid_mask(x: Tensor, axes, caller: str):

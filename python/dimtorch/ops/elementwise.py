@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from .._C import Tensor
 from .._dtypes import dtype_from, is_integer
-from .._shape_ops import dim_str
+from .._shape_ops import dim_str, namesakes_note
 from ._support import (
     MAX_DIMS, bad_operand, describe_dims, flag, index_of, is_scalar, names_errors, tp_name,
 )
@@ -36,7 +36,12 @@ def _plan(tensors: list, names: list, allow_broadcast_all: bool, caller: str):
     if holder >= 0:
         out_dims = tensors[holder].dims
     elif not allow_broadcast_all:
-        ops = "; ".join(f"{n}: ({describe_dims(t.dims)})" for n, t in zip(names, tensors))
+        all_dims = [t.dims for t in tensors]
+        ops = "; ".join(f"{n}: ({describe_dims(t.dims, None, all_dims)})" for n, t in zip(names, tensors))
+        note = namesakes_note(*all_dims)
+        if note:  # allow_broadcast_all_sources would silently make a product of the two axes
+            raise ValueError(f"{caller}: no operand has all dims of the others ({ops}){note}: use one Dim "
+                             f"object per axis (a Dim is its identity, not its name)")
         raise ValueError(f"{caller}: no operand has all dims of the others ({ops}). This outer broadcast is "
                          f"usually a bug; if it is intended, use dimtorch.combine(..., "
                          f"allow_broadcast_all_sources=True)")

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from .._C import Tensor
-from .._shape_ops import dim_str
+from .._shape_ops import dim_str, namesakes_note
 from ._support import (
     describe_dims, dims_tuple, flag, has_lengths, index_of, masked_raw, names_errors, need_tensor, product,
 )
@@ -32,8 +32,9 @@ def _matmul(a, b, reduce, use_mask, caller: str) -> Tensor:
         ia, ib = index_of(a.dims, d), index_of(b.dims, d)
         if ia < 0 or ib < 0:
             other = a if ia < 0 else b
-            raise ValueError(f"{caller}: dim {dim_str(d)} is in {'b' if ia < 0 else 'a'} but not in "
-                             f"{'a' if ia < 0 else 'b'} (dims: {describe_dims(other.dims, other.raw.shape)})")
+            raise ValueError(f"{caller}: dim {dim_str(d, other.dims)} is in {'b' if ia < 0 else 'a'} but not in "
+                             f"{'a' if ia < 0 else 'b'} (dims: {describe_dims(other.dims, other.raw.shape, d)})"
+                             f"{namesakes_note(d, other.dims)}")
         if ia in ra:
             raise ValueError(f"{caller}: dim {dim_str(d)} is given twice in reduce")
         ra.append(ia)
@@ -111,8 +112,9 @@ def linear(x, weight, bias=None) -> Tensor:
         raise ValueError(f"{caller}: weight must have 2 dims (in, out), got ({describe_dims(w.dims, w.raw.shape)})")
     in_x0, in_x1 = index_of(x.dims, w.dims[0]), index_of(x.dims, w.dims[1])
     if (in_x0 >= 0) == (in_x1 >= 0):
-        raise ValueError(f"{caller}: exactly one dim of weight ({describe_dims(w.dims, w.raw.shape)}) must be in x "
-                         f"(dims: {describe_dims(x.dims, x.raw.shape)}): it is the input dim")
+        raise ValueError(f"{caller}: exactly one dim of weight ({describe_dims(w.dims, w.raw.shape, x.dims)}) must be "
+                         f"in x (dims: {describe_dims(x.dims, x.raw.shape, w.dims)}): it is the input dim"
+                         f"{namesakes_note(w.dims, x.dims)}")
     w_in = 0 if in_x0 >= 0 else 1
     in_x = in_x0 if in_x0 >= 0 else in_x1
     if x.raw.shape[in_x] != w.raw.shape[w_in]:

@@ -1,0 +1,2 @@
+"""The version of dimtorch: its one source (pyproject.toml reads it at build time)."""
+__version__ = "0.1.0"

@@ -1,0 +1,124 @@
+"""Errors a user can act on: different Dims of one name are told apart in messages (and named as
+the cause), and torch's dim=/keepdim= keywords get a hint."""
+import re
+
+import pytest
+import torch
+
+import dimtorch as dt
+from dimtorch.ops import elementwise, matmul, reduce
+
+
+def _two_features():
+    batch = dt.Dim(None, name="batch")
+    f1, f2 = dt.Dim(80, name="feature"), dt.Dim(80, name="feature")
+    x = dt.Tensor(torch.randn(3, 80), dims=(batch, f1))
+    y = dt.Tensor(torch.randn(3, 80), dims=(batch, f2))
+    return batch, f1, f2, x, y
+
+
+def _ids(message: str) -> set:
+    return set(re.findall(r"feature'?(?:\(80\)|:80)(#\d+)", message))
+
+
+@pytest.mark.parametrize("call", [lambda x, y: x + y, lambda x, y: dt.combine(x, y, "add"),
+                                  lambda x, y: elementwise.combine(x, y, "add")])
+def test_outer_broadcast_of_namesakes_says_so_and_does_not_suggest_broadcasting(call):
+    _, f1, f2, x, y = _two_features()
+    with pytest.raises(ValueError) as info:
+        call(x, y)
+    msg = str(info.value)
+    assert "different Dim objects with the same name" in msg
+    assert "allow_broadcast_all_sources" not in msg
+    assert _ids(msg) == {f1._message_id, f2._message_id}  # both told apart, by stable ids
+
+
+def test_outer_broadcast_without_namesakes_still_suggests_broadcasting():
+    batch, time, feat = dt.Dim(None, name="batch"), dt.Dim(5, name="time"), dt.Dim(4, name="feature")
+    a = dt.Tensor(torch.randn(3, 5), dims=(batch, time))
+    b = dt.Tensor(torch.randn(3, 4), dims=(batch, feat))
+    with pytest.raises(ValueError, match="allow_broadcast_all_sources") as info:
+        a + b
+    assert "#" not in str(info.value) and "same name" not in str(info.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, y, f1, f2: dt.reduce_sum(x, axis=f2), lambda x, y, f1, f2: reduce.reduce_sum(x, axis=f2),
+    lambda x, y, f1, f2: dt.matmul(x, y, reduce=f1), lambda x, y, f1, f2: matmul.matmul(x, y, reduce=f1),
+    lambda x, y, f1, f2: x.raw_aligned((x.dims[0], f2)), lambda x, y, f1, f2: x.copy_transpose((x.dims[0], f2)),
+    lambda x, y, f1, f2: x.remaining_dims(f2), lambda x, y, f1, f2: x.get_axis(f2),
+    lambda x, y, f1, f2: dt.dropout(x, 0.5, axis=f2, training=True)])
+def test_dim_not_found_because_of_a_namesake(call):
+    _, f1, f2, x, y = _two_features()
+    with pytest.raises(ValueError) as info:
+        call(x, y, f1, f2)
+    msg = str(info.value)
+    assert "different Dim objects with the same name" in msg
+    assert {f1._message_id, f2._message_id} <= _ids(msg) | set(re.findall(r"#\d+", msg))
+
+
+def test_fast_path_and_definition_give_the_same_message():
+    _, f1, f2, x, y = _two_features()
+    for fast, definition in [(lambda: dt.reduce_sum(x, axis=f2), lambda: reduce.reduce_sum(x, axis=f2)),
+                             (lambda: dt.matmul(x, y, reduce=f1), lambda: matmul.matmul(x, y, reduce=f1)),
+                             (lambda: dt.combine(x, y, "add"), lambda: elementwise.combine(x, y, "add"))]:
+        with pytest.raises(ValueError) as a:
+            fast()
+        with pytest.raises(ValueError) as b:
+            definition()
+        assert str(a.value) == str(b.value)
+
+
+def test_ids_are_stable_and_only_shown_on_a_collision():
+    _, f1, f2, x, _ = _two_features()
+    assert f1._message_id == f1._message_id != f2._message_id
+    assert "#" not in repr(f1) and "#" not in repr(x)
+    both = dt.Tensor(torch.zeros(80, 80), dims=(f1, f2))
+    assert f1._message_id in repr(both) and f2._message_id in repr(both)
+
+
+@pytest.mark.parametrize("call, hint", [
+    (lambda x, f: dt.reduce_sum(x, dim=f), "use axis="),
+    (lambda x, f: dt.reduce_mean(x, axis=f, keepdim=True), "no keepdim"),
+    (lambda x, f: dt.softmax(x, dim=f), "use axis="),
+    (lambda x, f: reduce.softmax(x, dim=f), "use axis="),
+    (lambda x, f: dt.matmul(x, x, dim=f), "use reduce="),
+    (lambda x, f: dt.pad(x, dim=f, padding=(1, 1)), "by its Dim"),
+])
+def test_torch_keywords_get_a_hint(call, hint):
+    _, f1, _, x, _ = _two_features()
+    with pytest.raises(TypeError) as info:
+        call(x, f1)
+    msg = str(info.value)
+    assert msg.startswith("dimtorch.") and hint in msg
+
+
+def test_other_unknown_keywords_get_no_hint():
+    _, f1, _, x, _ = _two_features()
+    with pytest.raises(TypeError) as info:
+        dt.reduce_sum(x, axis=f1, bogus=1)
+    assert "got an unexpected keyword argument 'bogus'" in str(info.value)
+    assert "(dimtorch" not in str(info.value)
+
+
+@pytest.mark.parametrize("use_definition", [False, True])
+def test_linear_weight_over_a_namesake_of_the_input_dim(use_definition):
+    batch, f1, f2, x, _ = _two_features()
+    out = dt.Dim(4, name="out")
+    w = dt.Tensor(torch.randn(80, 4), dims=(f2, out))
+    with pytest.raises(ValueError) as info:
+        (matmul.linear if use_definition else dt.linear)(x, w)
+    assert "different Dim objects with the same name" in str(info.value)
+    assert {f1._message_id, f2._message_id} <= set(re.findall(r"#\d+", str(info.value)))
+
+
+@pytest.mark.parametrize("use_definition", [False, True])
+def test_lengths_over_a_namesake_of_the_batch_dim(use_definition):
+    batch1, batch2 = dt.Dim(None, name="batch"), dt.Dim(None, name="batch")
+    time = dt.Dim(dt.Tensor(torch.tensor([3, 2]), dims=(batch1,)), name="time")
+    x = dt.Tensor(torch.randn(2, 3), dims=(batch2, time))
+    with pytest.raises(ValueError) as info:
+        (reduce.reduce_sum if use_definition else dt.reduce_sum)(x, axis=time)
+    msg = str(info.value)
+    assert "which the tensor lacks" in msg and "different Dim objects with the same name" in msg, msg
+    assert {batch1._message_id, batch2._message_id} <= set(re.findall(r"#\d+", msg))
