@@ -16,6 +16,7 @@ from typing import Callable, Dict, List
 
 import torch
 
+from demo.compiling import apply_compile_settings
 from demo.distributed import HostLengths, LossModule
 
 VARIANTS = ("torch", "dimtorch", "torch compiled", "dimtorch compiled")
@@ -69,10 +70,7 @@ def first_steps(step: Callable, batches: list) -> List[dict]:
 def measure(models: Dict[str, torch.nn.Module], batches: list, device: torch.device, rounds: int, warmup: int,
             mode: str, interleaved: Callable, summarize: Callable, peak_memory: Callable, log) -> dict:
     """models: {'torch': ..., 'dimtorch': ...} with the same weights (copied here, four models in all)."""
-    from torch._inductor import config as inductor_config
-    # torch 2.13's inductor fails on its own random numbers (dropout) over a size made by floor division
-    # (the conv front end's T // 4) with dynamic shapes; its fallback draws them with torch's kernels.
-    inductor_config.fallback_random = True
+    restore = apply_compile_settings()  # demo/compiling.py: one dynamic graph for both models
     torch._dynamo.reset()
     steps = {}
     for name in ("torch", "dimtorch"):
@@ -94,6 +92,7 @@ def measure(models: Dict[str, torch.nn.Module], batches: list, device: torch.dev
     out["memory"] = peak_memory({"torch": steps["torch compiled"], "dimtorch": steps["dimtorch compiled"]},
                                 batches, device)
     torch._dynamo.reset()
+    restore()
     return out
 
 

@@ -43,6 +43,7 @@ import torch
 import torch.distributed as dist
 
 from demo.checkpoint import CheckpointError, load_checkpoint, load_model_state, save_checkpoint
+from demo.compiling import apply_compile_settings
 from demo.ctc_decode import greedy_decode, label_errors
 from demo.data import Batch, SequenceDataset, StepLoader, TaskConfig
 from demo.distributed import (HostLengths, ShardedCheckpointError, World, all_reduce_sum, barrier, close_world,
@@ -271,7 +272,7 @@ class CompileClock:
     counts as compile time (it holds the tracing and the code generation), the others as steps."""
 
     def __init__(self, enabled: bool):
-        self.enabled, self.seconds, self.graphs = enabled, 0.0, 0
+        self.enabled, self.seconds, self.graphs, self.steps = enabled, 0.0, 0, 0
 
     def _count(self) -> int:
         if not self.enabled:
@@ -288,7 +289,8 @@ class CompileClock:
         compiled = now > self._before
         if compiled:
             self.seconds += seconds
-            self.graphs += now - self._before
+            self.graphs += now - self._before  # a restart of Dynamo's analysis counts too
+            self.steps += 1
         return compiled
 
 
@@ -469,14 +471,13 @@ def run(args, world: World) -> dict:
     module = parallelize(model, args.impl, world, args.fsdp)
     params = list(module.parameters())
     if args.compile:
-        # torch 2.13's inductor fails on its own random numbers (dropout) over a dynamic size made by
-        # floor division (the conv front end's T // 4): "ValueRangeError: Invalid ranges [0:-1]", for
-        # the hand-written reference as for dimtorch. Its fallback draws them with torch's kernels.
-        from torch._inductor import config as inductor_config
-        inductor_config.fallback_random = True
-        # One graph for the forward and loss (its backward compiled with it); under DDP, Dynamo's DDP
-        # optimizer cuts the graph at the gradient buckets, so fullgraph is left to the single process.
-        module = torch.compile(module, fullgraph=not world.distributed, mode=args.compile_mode)
+        # torch 2.13's inductor settings without which the step recompiles per batch shape or fails
+        # (demo/compiling.py), the same for both models.
+        apply_compile_settings()
+        # One graph for the forward and loss (its backward compiled with it), with dynamic sizes from the
+        # first batch on: every later batch shape reuses it. Under DDP, Dynamo's DDP optimizer cuts the
+        # graph at the gradient buckets, so fullgraph is left to the single process.
+        module = torch.compile(module, fullgraph=not world.distributed, dynamic=True, mode=args.compile_mode)
     clock = CompileClock(args.compile)
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     if state is not None:
@@ -610,7 +611,8 @@ def run(args, world: World) -> dict:
         "task_config": task_cfg.to_dict(),
         "step": step, "steps_this_run": step - start_step, "train_seconds_this_run": round(train_s, 2),
         "median_step_seconds": statistics.median(step_times) if step_times else None,
-        "compile": {"mode": args.compile_mode, "graphs": clock.graphs, "seconds": round(clock.seconds, 2)}
+        "compile": {"mode": args.compile_mode, "graphs": clock.graphs, "steps_that_compiled": clock.steps,
+                    "seconds": round(clock.seconds, 2)}
         if args.compile else None,
         "steps_per_s": (step - start_step) / train_s if train_s > 0 else None,
         "frames_per_s": frames_done / train_s if train_s > 0 else None,

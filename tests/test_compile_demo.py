@@ -13,11 +13,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from demo import train  # noqa: E402
+from demo.compiling import apply_compile_settings  # noqa: E402
 from demo.data import SequenceDataset, collate  # noqa: E402
 from demo.distributed import HostLengths, LossModule  # noqa: E402
 from demo.dimtorch_model import DimtorchConformerCTC  # noqa: E402
 
-from compile_helpers import assert_same, eager_random_in_inductor  # noqa: E402
+from compile_helpers import assert_same  # noqa: E402
 
 
 def _batches():
@@ -44,24 +45,34 @@ def test_training_step_with_inductor_equals_eager_in_one_graph():
     torch.manual_seed(0)
     eager = LossModule(DimtorchConformerCTC(cfg))
     twin = copy.deepcopy(eager)
-    counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
-    compiled = torch.compile(twin, fullgraph=True, dynamic=True, backend=counter)
+    compiled = torch.compile(twin, fullgraph=True, dynamic=True, backend="inductor")
+    restore = apply_compile_settings()
     try:
-        with eager_random_in_inductor():
-            for i, batch in enumerate(_batches()):
-                want, got = _step(eager, batch), _step(compiled, batch)
-                for part, what in zip(range(3), ("loss", "gradients", "buffers")):
-                    assert_same(got[part], want[part], what=f"{what}, batch {i}")
-        assert counter.frame_count == 1, counter.frame_count
+        graphs = []
+        for i, batch in enumerate(_batches()):
+            want, got = _step(eager, batch), _step(compiled, batch)
+            for part, what in zip(range(3), ("loss", "gradients", "buffers")):
+                assert_same(got[part], want[part], what=f"{what}, batch {i}")
+            graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+        # The first batch compiles (the backend may be called twice when Dynamo restarts its analysis
+        # to specialize the static feature size); the batches of other sizes after it reuse the graph.
+        assert graphs[1:] == graphs[:1] * (len(graphs) - 1), graphs
     finally:
+        restore()
         torch._dynamo.reset()
 
 
 def test_demo_trains_compiled(tmp_path):
-    summary = train.main(["--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "3", "--compile"])
+    restore = apply_compile_settings()  # what train.main applies for the process, undone after
+    summary = train.main(["--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "4", "--compile"])
     try:
-        assert summary["step"] == 3
-        assert 1 <= summary["compile"]["graphs"] <= 2, summary["compile"]
+        assert summary["step"] == 4
+        # One dynamic graph per range of batch sizes in which torch picks the same CPU convolution backend
+        # (its depthwise conv guards on 16 <= sequences <= 4096): the tiny run's first batch holds more
+        # than 16 sequences, later ones fewer, so two steps compile; every other batch reuses a graph.
+        assert summary["compile"]["steps_that_compiled"] <= 2, summary["compile"]
+        assert summary["compile"]["graphs"] <= 3, summary["compile"]
         assert torch.isfinite(torch.tensor(summary["final_train_loss"]))
     finally:
+        restore()
         torch._dynamo.reset()
