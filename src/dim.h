@@ -59,12 +59,15 @@ std::string describe_dim(PyObject* dim);
 /// Number of live Dim objects (leak tests).
 extern Py_ssize_t g_live_dims;
 
-bool export_dim(PyObject* module);
 /// Dim math slots (+ - * //) and dimtorch.ceildiv (dim_math.cpp).
 void install_dim_math_slots(PyTypeObject* type);
-bool export_dim_math(PyObject* module);
 /// New dim for `a <op> k` (or a + b for kConcat), cached on `a`; new reference.
 PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const char* caller);
+/// Host lengths of derived dim `d` from its operands' (int64, never below 0); new reference.
+PyObject* dim_derive_lengths(DimObject* d);
+/// Host min and max of derived dim `d`'s lengths from its operand's where the op is monotone
+/// (everything but A + B); false when they must be read from the lengths.
+bool dim_derived_min_max(DimObject* d, Py_ssize_t* lo, Py_ssize_t* hi);
 /// The second operand of A + B (borrowed), or NULL when there is none or it has died.
 DimObject* dim_derive_b(DimObject* d);
 /// The static dim of merging the static `dims` (a tuple), `total` its size, cached on dims[0]

@@ -2,24 +2,12 @@
 #include <nanobind/nanobind.h>
 
 #include "backend.h"
-#include "definitions.h"
 #include "dim.h"
-#include "mask.h"
-#include "ops_elementwise.h"
-#include "ops_reduce.h"
-#include "plan.h"
-#include "property.h"
+#include "exports.h"
 #include "tensor.h"
 
 namespace nb = nanobind;
 using namespace dimtorch;
-
-namespace dimtorch {
-bool export_creation(PyObject* module);   // creation.cpp
-bool export_ops_shape(PyObject* module);  // ops_shape.cpp
-bool export_ops_array(PyObject* module);  // ops_array.cpp
-bool export_ops_masked(PyObject* module);  // ops_masked.cpp
-}
 
 /* Dim and Tensor are plain CPython types (see dim.cpp, tensor.cpp): their slots are the hot path,
    and a nanobind class would add its dispatch to every construction and operator. nanobind

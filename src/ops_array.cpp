@@ -12,6 +12,7 @@
 #include "mask.h"
 #include "python_fallback.h"
 #include "tensor.h"
+#include "exports.h"
 
 #include <algorithm>
 

@@ -10,6 +10,7 @@
 #include "ops_reduce.h"
 #include "plan.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 

@@ -3,11 +3,13 @@
 #include "args.h"
 #include "backend.h"
 #include "definitions.h"
+#include "python_fallback.h"
 #include "dim.h"
 #include "functions.h"
 #include "mask.h"
 #include "ops_reduce.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 
@@ -277,23 +279,22 @@ PyObject* f_rms_norm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObjec
   return norm_like(true, args, nargs, kwnames, "dimtorch.rms_norm()");
 }
 
+DIMTORCH_PYTHON_FALLBACK(dropout_fallback, "dropout")
+
 /// dropout(x, p, axis=None, training=True): the common cases here (F.dropout per element, or one
 /// mask over the dims `axis`); p == 1 and every bad input go to dimtorch._dropout.dropout, which
 /// owns the errors.
 PyObject* f_dropout(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  auto fallback = [&]() -> PyObject* {
-    return call_definition("dropout", args, nargs, kwnames);
-  };
   static const char* const names[] = {"x", "p", "axis", "training"};
   PyObject* v[4];
   if (!parse_args(args, nargs, kwnames, names, 4, 4, 2, v, "dimtorch.dropout()")) {
     PyErr_Clear();
-    return fallback();
+    return dropout_fallback(args, nargs, kwnames);
   }
-  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !PyFloat_Check(v[1])) return fallback();
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !PyFloat_Check(v[1])) return dropout_fallback(args, nargs, kwnames);
   TensorObject* x = as_tensor(v[0]);
   double p = PyFloat_AS_DOUBLE(v[1]);
-  if (!(p >= 0.0 && p < 1.0)) return fallback();
+  if (!(p >= 0.0 && p < 1.0)) return dropout_fallback(args, nargs, kwnames);
   int training = flag_arg(v[3], 1, "dimtorch.dropout()", "training");
   if (training < 0) return nullptr;
   if (!training || p == 0.0) return Py_NewRef(v[0]);
@@ -304,7 +305,7 @@ PyObject* f_dropout(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
     return tensor_make(raw, x->dims, x->sizes, x->sparse_dim, x->feature_dim);
   }
   Ref axis(is_dim(v[2]) ? PyTuple_Pack(1, v[2]) : (PyTuple_Check(v[2]) ? Py_NewRef(v[2]) : nullptr));
-  if (!axis) return PyErr_Occurred() ? nullptr : fallback();
+  if (!axis) return PyErr_Occurred() ? nullptr : dropout_fallback(args, nargs, kwnames);
   Py_ssize_t nd = tensor_ndim(x);
   Ref shape(PyTuple_New(nd));
   if (!shape) return nullptr;
@@ -312,7 +313,7 @@ PyObject* f_dropout(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(axis.get()); ++j) {
     PyObject* d = PyTuple_GET_ITEM(axis.get(), j);
     int i = is_dim(d) ? dims_index(x->dims, d) : -1;
-    if (i < 0) return fallback();
+    if (i < 0) return dropout_fallback(args, nargs, kwnames);
     PyObject* size = PyLong_FromSsize_t(x->sizes[i]);
     if (!size) return nullptr;
     PyObject* old = PyTuple_GET_ITEM(shape.get(), i);

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "dim.h"
+#include "exports.h"
 
 namespace dimtorch {
 

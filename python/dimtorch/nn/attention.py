@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from .. import _tracing
 from .._C import Dim, Tensor
 from .._positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
-from .._shape_ops import dim_str, dims_str
+from .._args import dim_str, dims_str
 from . import init as _init
 from .linear import Linear
 from .module import Module, Parameter

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from .. import _C
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
-from .._shape_ops import dim_str, dims_str, merge_dims
+from .._args import dim_str, dims_str
+from .._shape_ops import merge_dims
 from .attention import RelPosSelfAttention
 from .conv import Conv1d, Conv2d
 from .feed_forward import FeedForward

@@ -6,7 +6,7 @@ import functools
 import torch
 
 from .._C import Dim, Tensor
-from .._shape_ops import dim_str
+from .._args import dim_str
 from .._tracing import mask_raw, tracing
 
 MAX_DIMS = 24  # kMaxDims of src/common.h
