@@ -16,7 +16,7 @@ struct DimObject {
   Py_ssize_t min_size;   // host min of the lengths; -1 until known (0 means some sequence is empty)
   Py_ssize_t total_size; // host sum of the lengths (valid frames of a batch); -1 until known
   struct MaskCache* masks;  // device lengths and masks (mask.cpp); made lazily
-  PyObject* cache;       // dict: index raws made from the lengths (ops_array.cpp); made lazily
+  PyObject* cache;       // dict: index raws made from the lengths (the fast paths, fast_path_util.h); made lazily
   struct DerivedCache* derived;  // dims made from this one by dim math or merging (dim_math.cpp)
   /* Dim math: the op, operands and constant that define this dim. The operands are not owned, so
      that an operand and the derived dims cached on it form no reference cycle: the operand's
