@@ -74,6 +74,8 @@ bool init() {
   PyObject* F = functional.get();
   Ref parameter_mod(PyImport_ImportModule("torch.nn.parameter"));
   if (!parameter_mod) return false;
+  Ref copy_mod(PyImport_ImportModule("copy"));
+  if (!copy_mod || !get_attr(copy_mod.get(), "deepcopy", &T.deepcopy)) return false;
   PyObject* plain = PyObject_GetAttrString(t, "Tensor");
   PyObject* parameter = plain ? PyObject_GetAttrString(parameter_mod.get(), "Parameter") : nullptr;
   if (!parameter) return false;
@@ -85,6 +87,7 @@ bool init() {
             get_attr(tb, "to", &T.to) && get_attr(t, "where", &T.where) &&
             get_attr(t, "maximum", &T.maximum) && get_attr(t, "minimum", &T.minimum) &&
             get_attr(t, "clamp", &T.clamp) && get_attr(t, "clamp_min", &T.clamp_min) &&
+            get_attr(t, "as_tensor", &T.as_tensor) &&
             get_attr(t, "clamp_max", &T.clamp_max) && get_attr(t, "logical_and", &T.logical_and) &&
             get_attr(t, "logical_or", &T.logical_or) && get_attr(t, "logical_xor", &T.logical_xor) &&
             get_attr(t, "logaddexp", &T.logaddexp);

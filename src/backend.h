@@ -33,6 +33,8 @@ struct Table {
   PyObject* minimum = nullptr;
   PyObject* clamp = nullptr;
   PyObject* clamp_min = nullptr;
+  PyObject* as_tensor = nullptr;
+  PyObject* deepcopy = nullptr;  // copy.deepcopy (Tensor.__deepcopy__ copies the raw with it)
   PyObject* clamp_max = nullptr;
   PyObject* logical_and = nullptr;
   PyObject* logical_or = nullptr;

@@ -5,6 +5,7 @@
 #include "dim.h"
 #include "functions.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 

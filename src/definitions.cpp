@@ -5,6 +5,7 @@
 #include "dim.h"
 #include "functions.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 
@@ -12,8 +13,11 @@ namespace {
 
 PyObject* g_definitions = nullptr;  // dict: name -> callable
 
-/* Names the core calls; registration refuses a table without one of them, so that renaming a
-   Python definition fails at import, not at the first call that needs it. */
+/* Names the core calls by name (fallbacks, methods, operators, index builders); registration
+   refuses a table without one of them, or without the definition of any public function of
+   dimtorch._C (functions.h: wrapped_functions_defined), so that renaming a Python definition fails
+   at import, not at the first call that needs it. tests/test_layers.py checks that every name the
+   sources pass to the registry is in this list. */
 const char* const kRequired[] = {
     "pad", "concat", "gather", "merge_dims", "slice", "shift_right", "reverse_sequence", "split",
     "stack", "top_k", "pack_padded", "scatter", "dropout",
@@ -44,6 +48,7 @@ PyObject* f_set_definitions(PyObject*, PyObject* table) {
       return nullptr;
     }
   }
+  if (!wrapped_functions_defined(table)) return nullptr;
   Py_XSETREF(g_definitions, PyDict_Copy(table));
   if (!g_definitions) return nullptr;
   Py_RETURN_NONE;
@@ -90,6 +95,22 @@ PyObject* call_definition(const char* name, PyObject* const* args, size_t nargsf
                           PyObject* kwnames) {
   PyObject* fn = definition(name);
   return fn ? PyObject_Vectorcall(fn, args, nargsf, kwnames) : nullptr;
+}
+
+PyObject* call_method_definition(const char* name, PyObject* self, PyObject* const* args,
+                                 size_t nargsf, PyObject* kwnames) {
+  PyObject* fn = definition(name);
+  if (!fn) return nullptr;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+  PyObject* stack[16];
+  if (total + 1 > 16) {
+    PyErr_Format(PyExc_TypeError, "dimtorch.%s(): too many arguments", name);
+    return nullptr;
+  }
+  stack[0] = self;
+  for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
+  return PyObject_Vectorcall(fn, stack, nargs + 1, kwnames);
 }
 
 bool any_traced(PyObject* const* args, Py_ssize_t n) {

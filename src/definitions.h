@@ -13,10 +13,13 @@ PyObject* definition(const char* name);
 PyObject* call_definition(const char* name, PyObject* const* args, size_t nargsf,
                           PyObject* kwnames);
 
+/// Calls the definition of method `name` ("Dim.get_mask", "Tensor.copy_masked") with `self`
+/// before the vectorcall argument list.
+PyObject* call_method_definition(const char* name, PyObject* self, PyObject* const* args,
+                                 size_t nargsf, PyObject* kwnames);
+
 /// Whether any argument is a Tensor whose raw is not plain (tensor.h: kPlain), looking one level
 /// into tuples and lists (concat's (x, dim) pairs, stack's list of tensors).
 bool any_traced(PyObject* const* args, Py_ssize_t n);
-
-bool export_definitions(PyObject* module);
 
 }  // namespace dimtorch

@@ -7,9 +7,9 @@
 #include "definitions.h"
 #include "mask.h"
 #include "property.h"
-#include "ops_elementwise.h"
 #include "plan.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 
@@ -355,22 +355,6 @@ PyObject* m_get_max_size(PyObject* self, PyObject*) {
    matching the dims of the data. */
 PyObject* m_copy(PyObject* self, PyObject*) { return Py_NewRef(self); }
 
-/// Calls the Python definition of method `name` (Dim.get_mask, ...) with self first.
-PyObject* forward_to_definition(const char* name, PyObject* self, PyObject* const* args,
-                                Py_ssize_t nargsf, PyObject* kwnames) {
-  PyObject* fn = definition(name);
-  if (!fn) return nullptr;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
-  PyObject* stack[16];
-  if (total + 1 > 16) {
-    PyErr_SetString(PyExc_TypeError, "dimtorch.Dim: too many arguments");
-    return nullptr;
-  }
-  stack[0] = self;
-  for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
-  return PyObject_Vectorcall(fn, stack, nargs + 1, kwnames);
-}
 PyObject* m_reduce(PyObject* self, PyObject*) {
   return call_definition("Dim.__reduce__", &self, 1, nullptr);
 }
@@ -383,12 +367,12 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
   DimObject* d = as_dim(self);
   if (!parse_args(args, nargs, kw, names, 2, 2, 0, v, "dimtorch.Dim.get_mask()")) return nullptr;
   PyObject* dims_order = v[0] && v[0] != Py_None ? v[0] : nullptr;
-  if (traced_lengths(d)) return forward_to_definition("Dim.get_mask", self, args, nargs, kw);
+  if (traced_lengths(d)) return call_method_definition("Dim.get_mask", self, args, nargs, kw);
   if (PyErr_Occurred()) return nullptr;
   PyObject* device = v[1] && v[1] != Py_None ? v[1] : backend::cpu_device();
   if (!device) return nullptr;
   if ((dims_order && !PyTuple_Check(dims_order)) || !backend::is_device(device) || !dim_has_lengths(d))
-    return forward_to_definition("Dim.get_mask", self, args, nargs, kw);
+    return call_method_definition("Dim.get_mask", self, args, nargs, kw);
   PyObject* lengths = dim_dyn_size(d);
   if (!lengths) return nullptr;
   TensorObject* lt = as_tensor(lengths);
@@ -407,11 +391,11 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
       PyObject* o = PyTuple_GET_ITEM(dims_order, j);
       if (o != self && dims_index(lt->dims, o) < 0) continue;
       if (n == k + 1 || dims_index(order.get(), o) >= 0)  // given twice: the Python definition says so
-        return forward_to_definition("Dim.get_mask", self, args, nargs, kw);
+        return call_method_definition("Dim.get_mask", self, args, nargs, kw);
       PyTuple_SET_ITEM(order.get(), n++, Py_NewRef(o));
     }
     if (n != k + 1) {  // dims_order lacks one: the Python definition names it
-      return forward_to_definition("Dim.get_mask", self, args, nargs, kw);
+      return call_method_definition("Dim.get_mask", self, args, nargs, kw);
     }
   }
   signed char pos[kMaxDims + 1];
@@ -427,7 +411,7 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
   return tensor_make(raw, order.get(), sizes, nullptr, nullptr);
 }
 PyObject* m_get_size_tensor(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
-  return forward_to_definition("Dim.get_size_tensor", self, args, nargs, kw);
+  return call_method_definition("Dim.get_size_tensor", self, args, nargs, kw);
 }
 
 /* Setters: only a Dim made by object.__new__(Dim) has any, and each field is set once. That is how
@@ -612,111 +596,6 @@ bool dim_has_lengths(DimObject* d) {
   return dim_has_lengths(d->derive_a) || (b && dim_has_lengths(b));
 }
 
-namespace {
-
-/// An operand of dim math as a number to compute with: its lengths (a Tensor) or its static size.
-PyObject* operand_lengths(DimObject* a) {
-  PyObject* lengths = dim_dyn_size(a);
-  if (lengths) return Py_NewRef(lengths);
-  if (PyErr_Occurred()) return nullptr;
-  if (a->size >= 0) return PyLong_FromSsize_t(a->size);
-  PyErr_Format(PyExc_ValueError, "dimtorch dim math: %s takes its size from data; derived lengths need "
-               "lengths or a static size", describe_dim(reinterpret_cast<PyObject*>(a)).c_str());
-  return nullptr;
-}
-
-/// Whether a derived dim's lengths are >= 0 without clamping (operands' lengths are >= 0).
-bool never_negative(DimObject* d) {
-  switch (d->derive_op) {
-    case DimOp::kAdd: return d->derive_k >= 0;
-    case DimOp::kSub: return d->derive_k <= 0;
-    case DimOp::kMul: case DimOp::kFloorDiv: case DimOp::kCeilDiv: return d->derive_k > 0;
-    case DimOp::kConcat: return true;
-    default: return false;
-  }
-}
-
-/// Host lengths of a derived dim from its operands' (int64, never below 0), by the Tensor ops.
-PyObject* derive_lengths(DimObject* d) {
-  Ref a(operand_lengths(d->derive_a));
-  if (!a) return nullptr;
-  Ref k(PyLong_FromSsize_t(d->derive_k));
-  if (!k) return nullptr;
-  Ref out;
-  switch (d->derive_op) {
-    case DimOp::kAdd: out = Ref(PyNumber_Add(a.get(), k.get())); break;
-    case DimOp::kSub: out = Ref(PyNumber_Subtract(a.get(), k.get())); break;
-    case DimOp::kMul: out = Ref(PyNumber_Multiply(a.get(), k.get())); break;
-    case DimOp::kFloorDiv: out = Ref(PyNumber_FloorDivide(a.get(), k.get())); break;
-    case DimOp::kCeilDiv: {  // (a + k - 1) // k: lengths are >= 0 and k > 0
-      Ref k1(PyLong_FromSsize_t(d->derive_k - 1));
-      Ref sum(k1 ? PyNumber_Add(a.get(), k1.get()) : nullptr);
-      if (sum) out = Ref(PyNumber_FloorDivide(sum.get(), k.get()));
-      break;
-    }
-    case DimOp::kConcat: {
-      DimObject* b_dim = dim_derive_b(d);
-      if (!b_dim) {
-        PyErr_SetString(PyExc_RuntimeError, "dimtorch dim math: the second operand of A + B has died");
-        return nullptr;
-      }
-      Ref b(operand_lengths(b_dim));
-      if (!b) return nullptr;
-      out = is_tensor(a.get()) && is_tensor(b.get())
-                ? Ref(binary_op(Bin::kAdd, a.get(), b.get(), true, "dimtorch dim math"))
-                : Ref(PyNumber_Add(a.get(), b.get()));
-      break;
-    }
-    case DimOp::kNone:
-      PyErr_SetString(PyExc_RuntimeError, "dimtorch dim math: not a derived dim");
-      return nullptr;
-  }
-  if (!out) return nullptr;
-  if (!is_tensor(out.get())) {
-    PyErr_SetString(PyExc_TypeError, "dimtorch dim math: derived lengths must be a Tensor");
-    return nullptr;
-  }
-  TensorObject* t = as_tensor(out.get());
-  Ref raw = Ref::borrow(t->raw);
-  if (!never_negative(d)) {
-    raw = Ref(backend::call2(backend::T.clamp_min, raw.get(), backend::T.zero));
-    if (!raw) return nullptr;
-  }
-  PyObject* dtype = backend::raw_dtype_name(raw.get());
-  if (!dtype) return nullptr;
-  if (PyUnicode_CompareWithASCIIString(dtype, "int64") != 0) {
-    raw = Ref(backend::call2(backend::T.to, raw.get(), backend::T.int64));
-    if (!raw) return nullptr;
-  }
-  return tensor_make(raw.release(), t->dims, t->sizes, nullptr, nullptr);
-}
-
-/// Host min and max of a derived dim's lengths from its operand's, where the op is monotone
-/// (everything but A + B); false when they must be read from the lengths.
-bool derived_min_max(DimObject* d, Py_ssize_t* lo, Py_ssize_t* hi) {
-  if (d->derive_op == DimOp::kConcat || d->derive_op == DimOp::kNone) return false;
-  DimObject* a = d->derive_a;
-  Py_ssize_t a_lo = dim_min_size(a), a_hi = dim_max_size(a), k = d->derive_k;
-  if (a_lo < 0 || a_hi < 0 || (d->derive_op != DimOp::kAdd && d->derive_op != DimOp::kSub && k <= 0))
-    return false;
-  auto f = [d, k](Py_ssize_t n) -> Py_ssize_t {
-    switch (d->derive_op) {
-      case DimOp::kAdd: n += k; break;
-      case DimOp::kSub: n -= k; break;
-      case DimOp::kMul: n *= k; break;
-      case DimOp::kFloorDiv: n /= k; break;
-      case DimOp::kCeilDiv: n = (n + k - 1) / k; break;
-      default: break;
-    }
-    return n < 0 ? 0 : n;
-  };
-  *lo = f(a_lo);
-  *hi = f(a_hi);
-  return true;
-}
-
-}  // namespace
-
 /// Host min and max of lengths set without them (by the setter, i.e. torch.compile's replay).
 static bool fill_min_max(DimObject* d) {
   if (d->max_size >= 0 || !d->dyn_size || d->size >= 0) return true;
@@ -734,14 +613,14 @@ static bool fill_min_max(DimObject* d) {
 
 PyObject* dim_dyn_size(DimObject* d) {
   if (d->dyn_size || !dim_has_lengths(d)) return d->dyn_size;
-  Ref lengths(derive_lengths(d));
+  Ref lengths(dim_derive_lengths(d));
   if (!lengths) return nullptr;
   if (is_traced_tensor(lengths.get())) {  // being traced: no host min and max
     d->dyn_size = lengths.release();
     return d->dyn_size;
   }
   Py_ssize_t lo, hi;
-  if (!derived_min_max(d, &lo, &hi) && !lengths_min_max(as_tensor(lengths.get()), &lo, &hi))
+  if (!dim_derived_min_max(d, &lo, &hi) && !lengths_min_max(as_tensor(lengths.get()), &lo, &hi))
     return nullptr;
   // torch may have let another thread in, which set them first: keep theirs.
   if (d->dyn_size) return d->dyn_size;

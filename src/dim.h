@@ -16,7 +16,7 @@ struct DimObject {
   Py_ssize_t min_size;   // host min of the lengths; -1 until known (0 means some sequence is empty)
   Py_ssize_t total_size; // host sum of the lengths (valid frames of a batch); -1 until known
   struct MaskCache* masks;  // device lengths and masks (mask.cpp); made lazily
-  PyObject* cache;       // dict: index raws made from the lengths (ops_array.cpp); made lazily
+  PyObject* cache;       // dict: index raws made from the lengths (the fast paths, fast_path_util.h); made lazily
   struct DerivedCache* derived;  // dims made from this one by dim math or merging (dim_math.cpp)
   /* Dim math: the op, operands and constant that define this dim. The operands are not owned, so
      that an operand and the derived dims cached on it form no reference cycle: the operand's
@@ -63,12 +63,15 @@ std::string describe_dim(PyObject* dim);
 /// Number of live Dim objects (leak tests).
 extern Py_ssize_t g_live_dims;
 
-bool export_dim(PyObject* module);
 /// Dim math slots (+ - * //) and dimtorch.ceildiv (dim_math.cpp).
 void install_dim_math_slots(PyTypeObject* type);
-bool export_dim_math(PyObject* module);
 /// New dim for `a <op> k` (or a + b for kConcat), cached on `a`; new reference.
 PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const char* caller);
+/// Host lengths of derived dim `d` from its operands' (int64, never below 0); new reference.
+PyObject* dim_derive_lengths(DimObject* d);
+/// Host min and max of derived dim `d`'s lengths from its operand's where the op is monotone
+/// (everything but A + B); false when they must be read from the lengths.
+bool dim_derived_min_max(DimObject* d, Py_ssize_t* lo, Py_ssize_t* hi);
 /// The second operand of A + B (borrowed), or NULL when there is none or it has died.
 DimObject* dim_derive_b(DimObject* d);
 /// The static dim of merging the static `dims` (a tuple), `total` its size, cached on dims[0]

@@ -5,7 +5,9 @@
 #include "backend.h"
 #include "dim.h"
 #include "functions.h"
+#include "ops_elementwise.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 
@@ -386,5 +388,112 @@ void install_dim_math_slots(PyTypeObject* type) {
 }
 
 bool export_dim_math(PyObject* module) { return add_functions(module, kFunctions); }
+
+/* Lengths of derived dims: computed on the host from the operands' by the Tensor ops (A + B's
+   lengths may be over different batch dims: broadcast as binary ops do). */
+namespace {
+
+/// An operand of dim math as a number to compute with: its lengths (a Tensor) or its static size.
+PyObject* operand_lengths(DimObject* a) {
+  PyObject* lengths = dim_dyn_size(a);
+  if (lengths) return Py_NewRef(lengths);
+  if (PyErr_Occurred()) return nullptr;
+  if (a->size >= 0) return PyLong_FromSsize_t(a->size);
+  PyErr_Format(PyExc_ValueError, "dimtorch dim math: %s takes its size from data; derived lengths need "
+               "lengths or a static size", describe_dim(reinterpret_cast<PyObject*>(a)).c_str());
+  return nullptr;
+}
+
+/// Whether a derived dim's lengths are >= 0 without clamping (operands' lengths are >= 0).
+bool never_negative(DimObject* d) {
+  switch (d->derive_op) {
+    case DimOp::kAdd: return d->derive_k >= 0;
+    case DimOp::kSub: return d->derive_k <= 0;
+    case DimOp::kMul: case DimOp::kFloorDiv: case DimOp::kCeilDiv: return d->derive_k > 0;
+    case DimOp::kConcat: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+/// Host lengths of a derived dim from its operands' (int64, never below 0), by the Tensor ops.
+PyObject* dim_derive_lengths(DimObject* d) {
+  Ref a(operand_lengths(d->derive_a));
+  if (!a) return nullptr;
+  Ref k(PyLong_FromSsize_t(d->derive_k));
+  if (!k) return nullptr;
+  Ref out;
+  switch (d->derive_op) {
+    case DimOp::kAdd: out = Ref(PyNumber_Add(a.get(), k.get())); break;
+    case DimOp::kSub: out = Ref(PyNumber_Subtract(a.get(), k.get())); break;
+    case DimOp::kMul: out = Ref(PyNumber_Multiply(a.get(), k.get())); break;
+    case DimOp::kFloorDiv: out = Ref(PyNumber_FloorDivide(a.get(), k.get())); break;
+    case DimOp::kCeilDiv: {  // (a + k - 1) // k: lengths are >= 0 and k > 0
+      Ref k1(PyLong_FromSsize_t(d->derive_k - 1));
+      Ref sum(k1 ? PyNumber_Add(a.get(), k1.get()) : nullptr);
+      if (sum) out = Ref(PyNumber_FloorDivide(sum.get(), k.get()));
+      break;
+    }
+    case DimOp::kConcat: {
+      DimObject* b_dim = dim_derive_b(d);
+      if (!b_dim) {
+        PyErr_SetString(PyExc_RuntimeError, "dimtorch dim math: the second operand of A + B has died");
+        return nullptr;
+      }
+      Ref b(operand_lengths(b_dim));
+      if (!b) return nullptr;
+      out = is_tensor(a.get()) && is_tensor(b.get())
+                ? Ref(binary_op(Bin::kAdd, a.get(), b.get(), true, "dimtorch dim math"))
+                : Ref(PyNumber_Add(a.get(), b.get()));
+      break;
+    }
+    case DimOp::kNone:
+      PyErr_SetString(PyExc_RuntimeError, "dimtorch dim math: not a derived dim");
+      return nullptr;
+  }
+  if (!out) return nullptr;
+  if (!is_tensor(out.get())) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch dim math: derived lengths must be a Tensor");
+    return nullptr;
+  }
+  TensorObject* t = as_tensor(out.get());
+  Ref raw = Ref::borrow(t->raw);
+  if (!never_negative(d)) {
+    raw = Ref(backend::call2(backend::T.clamp_min, raw.get(), backend::T.zero));
+    if (!raw) return nullptr;
+  }
+  PyObject* dtype = backend::raw_dtype_name(raw.get());
+  if (!dtype) return nullptr;
+  if (PyUnicode_CompareWithASCIIString(dtype, "int64") != 0) {
+    raw = Ref(backend::call2(backend::T.to, raw.get(), backend::T.int64));
+    if (!raw) return nullptr;
+  }
+  return tensor_make(raw.release(), t->dims, t->sizes, nullptr, nullptr);
+}
+
+/// Host min and max of a derived dim's lengths from its operand's, where the op is monotone
+/// (everything but A + B); false when they must be read from the lengths.
+bool dim_derived_min_max(DimObject* d, Py_ssize_t* lo, Py_ssize_t* hi) {
+  if (d->derive_op == DimOp::kConcat || d->derive_op == DimOp::kNone) return false;
+  DimObject* a = d->derive_a;
+  Py_ssize_t a_lo = dim_min_size(a), a_hi = dim_max_size(a), k = d->derive_k;
+  if (a_lo < 0 || a_hi < 0 || (d->derive_op != DimOp::kAdd && d->derive_op != DimOp::kSub && k <= 0))
+    return false;
+  auto f = [d, k](Py_ssize_t n) -> Py_ssize_t {
+    switch (d->derive_op) {
+      case DimOp::kAdd: n += k; break;
+      case DimOp::kSub: n -= k; break;
+      case DimOp::kMul: n *= k; break;
+      case DimOp::kFloorDiv: n /= k; break;
+      case DimOp::kCeilDiv: n = (n + k - 1) / k; break;
+      default: break;
+    }
+    return n < 0 ? 0 : n;
+  };
+  *lo = f(a_lo);
+  *hi = f(a_hi);
+  return true;
+}
 
 }  // namespace dimtorch

@@ -49,6 +49,19 @@ PyObject* call_definition_of(void* wrapper, PyObject* const* args, size_t nargsf
   return call_definition(w->name.c_str(), args, nargsf, kwnames);
 }
 
+bool wrapped_functions_defined(PyObject* table) {
+  for (const auto& w : wrappers()) {
+    if (w.name.empty() || w.name[0] == '_') continue;
+    PyObject* fn = PyDict_GetItemString(table, w.name.c_str());
+    if (!fn || !PyCallable_Check(fn)) {
+      PyErr_Format(PyExc_KeyError, "dimtorch._C._set_definitions(): no Python definition registered for '%s' "
+                   "(dimtorch.%s of the core)", w.name.c_str(), w.name.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 bool add_functions(PyObject* module, PyMethodDef* defs) {
   for (PyMethodDef* d = defs; d->ml_name; ++d) {
     Wrapper* w = find(reinterpret_cast<void*>(d->ml_meth));

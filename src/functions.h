@@ -65,5 +65,9 @@ struct Named<F> {  // METH_O or METH_VARARGS
 /// PyModule_AddFunctions for defs whose ml_meth are DIMTORCH_OP wrappers (a SystemError for any
 /// other, so that no op misses the naming); records each wrapper's name for its errors.
 bool add_functions(PyObject* module, PyMethodDef* defs);
+/// Whether `table` (name -> callable) has a definition for every public function added by
+/// add_functions (each calls its definition on traced tensors); false with a KeyError naming the
+/// first one missing.
+bool wrapped_functions_defined(PyObject* table);
 
 }  // namespace dimtorch

@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "functions.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 
@@ -285,14 +286,7 @@ PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t n
     return nullptr;
   }
   if (is_traced_tensor(self) || any_traced(args, nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0))) {
-    PyObject* stack[4] = {self};
-    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
-    if (total > 3) {
-      PyErr_Format(PyExc_TypeError, "%s: too many arguments", caller);
-      return nullptr;
-    }
-    for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
-    return call_definition("Tensor.copy_masked", stack, nargs + 1, kwnames);
+    return call_method_definition("Tensor.copy_masked", self, args, nargs, kwnames);
   }
   if (!parse_args(args, nargs, kwnames, names, 2, 2, 1, v, caller)) return nullptr;
   TensorObject* x = as_tensor(self);

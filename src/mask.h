@@ -24,7 +24,6 @@ bool lengths_positions(DimObject* d, PyObject* dims, bool with_self, signed char
 void mask_cache_free(DimObject* d);
 
 /// dimtorch._C._dim_cached_raw (used by dimtorch._mask).
-bool export_mask(PyObject* module);
 
 }  // namespace dimtorch
 

@@ -2,24 +2,12 @@
 #include <nanobind/nanobind.h>
 
 #include "backend.h"
-#include "definitions.h"
 #include "dim.h"
-#include "mask.h"
-#include "ops_elementwise.h"
-#include "ops_reduce.h"
-#include "plan.h"
-#include "property.h"
+#include "exports.h"
 #include "tensor.h"
 
 namespace nb = nanobind;
 using namespace dimtorch;
-
-namespace dimtorch {
-bool export_creation(PyObject* module);   // creation.cpp
-bool export_ops_shape(PyObject* module);  // ops_shape.cpp
-bool export_ops_array(PyObject* module);  // ops_array.cpp
-bool export_ops_masked(PyObject* module);  // ops_masked.cpp
-}
 
 /* Dim and Tensor are plain CPython types (see dim.cpp, tensor.cpp): their slots are the hot path,
    and a nanobind class would add its dispatch to every construction and operator. nanobind
@@ -27,9 +15,12 @@ bool export_ops_masked(PyObject* module);  // ops_masked.cpp
 NB_MODULE(_C, m) {
   if (!backend::init() || !export_definitions(m.ptr()) || !export_property(m.ptr()) || !export_dim(m.ptr()) || !export_tensor(m.ptr()) ||
       !export_ops_elementwise(m.ptr()) || !export_dim_math(m.ptr()) || !export_mask(m.ptr()) ||
-      !export_ops_reduce(m.ptr()) || !export_ops_nn(m.ptr()) || !export_ops_batch_norm(m.ptr()) ||
+      !export_ops_reduce(m.ptr()) || !export_ops_nn(m.ptr()) || !export_ops_dropout(m.ptr()) || !export_ops_batch_norm(m.ptr()) ||
       !export_ops_matmul(m.ptr()) || !export_creation(m.ptr()) ||
-      !export_ops_shape(m.ptr()) || !export_ops_array(m.ptr()) || !export_ops_masked(m.ptr()))
+      !export_ops_shape(m.ptr()) || !export_ops_reshape(m.ptr()) ||
+      !export_ops_gather(m.ptr()) || !export_ops_concat(m.ptr()) || !export_ops_pad(m.ptr()) || !export_ops_slicing(m.ptr()) ||
+      !export_ops_stack(m.ptr()) || !export_ops_sort(m.ptr()) || !export_ops_packing(m.ptr()) ||
+      !export_ops_scatter(m.ptr()) || !export_ops_masked(m.ptr()))
     throw nb::python_error();
 
   m.def("_live_counts", [] { return nb::make_tuple(g_live_tensors, g_live_dims); },

@@ -6,6 +6,7 @@
 #include "functions.h"
 #include "ops_reduce.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 

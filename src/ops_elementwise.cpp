@@ -9,6 +9,7 @@
 #include "dim.h"
 #include "functions.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 
@@ -25,15 +26,8 @@ bool is_scalar_operand(PyObject* o) {
 
 PyObject* as_raw_tensor(PyObject* v) {
   // torch's logical ops and maximum/minimum take tensors only; a 0-dim tensor broadcasts anywhere.
-  static PyObject* as_tensor = nullptr;
-  if (!as_tensor) {
-    Ref torch(PyImport_ImportModule("torch"));
-    if (!torch) return nullptr;
-    as_tensor = PyObject_GetAttrString(torch.get(), "as_tensor");
-    if (!as_tensor) return nullptr;
-  }
   if (backend::is_raw(v)) return Py_NewRef(v);
-  return backend::call1(as_tensor, v);
+  return backend::call1(backend::T.as_tensor, v);
 }
 
 PyObject* raw_binary(Bin k, PyObject* a, PyObject* b) {

@@ -30,6 +30,5 @@ bool align_operands(PyObject* const* ops, int n, bool allow_broadcast_all, bool 
 /// a <op> b for Tensors and Python scalars (at least one Tensor); errors name `caller`.
 PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_broadcast_all, const char* caller);
 
-bool export_ops_elementwise(PyObject* module);
 
 }  // namespace dimtorch

@@ -9,6 +9,7 @@
 #include "mask.h"
 #include "python_fallback.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 

@@ -11,6 +11,7 @@
 #include "ops_reduce.h"
 #include "plan.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 

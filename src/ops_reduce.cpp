@@ -9,6 +9,7 @@
 #include "ops_elementwise.h"
 #include "ops_reduce.h"
 #include "tensor.h"
+#include "exports.h"
 
 namespace dimtorch {
 

@@ -20,13 +20,4 @@ PyObject* extreme_fill(PyObject* raw, bool low, const char* caller);
 PyObject* moments_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                        PyObject** count_out, PyObject** centered_out, const char* caller);
 
-bool export_ops_reduce(PyObject* module);
-/// softmax, log_softmax, linear, layer_norm, rms_norm (ops_nn.cpp).
-bool export_ops_nn(PyObject* module);
-/// matmul, dot (ops_matmul.cpp); its plan cache is emptied by matmul_cache_clear.
-bool export_ops_matmul(PyObject* module);
-void matmul_cache_clear();
-/// batch_norm (ops_batch_norm.cpp).
-bool export_ops_batch_norm(PyObject* module);
-
 }  // namespace dimtorch

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "dim.h"
+#include "exports.h"
 #include "message_dims.h"
 
 namespace dimtorch {

@@ -71,7 +71,6 @@ struct PlanRef {
 };
 
 /// Empties the plan cache (tests, and before counting live objects).
-void plan_cache_clear();
 
 /* Plan caches (this one and matmul's) hold their key dims without owning them. A cache watches
    the dims of each plan it caches; when a watched dim dies, evict(plan) is called once for every

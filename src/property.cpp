@@ -8,6 +8,7 @@
 #include "property.h"
 
 #include "functions.h"
+#include "exports.h"
 
 namespace dimtorch {
 

@@ -9,6 +9,5 @@ namespace dimtorch {
 /// C getter is the getset's and whose Python definition is set later (_set_property_definition).
 bool make_traceable_properties(PyTypeObject* type, const char* const* names);
 
-bool export_property(PyObject* module);
 
 }  // namespace dimtorch

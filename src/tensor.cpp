@@ -7,6 +7,7 @@
 #include "mask.h"
 #include "message_dims.h"
 #include "property.h"
+#include "exports.h"
 
 #include <cstring>
 
@@ -584,8 +585,7 @@ bool method_traced(PyObject* self, PyObject* arg) {
   return is_traced_tensor(self) || (arg && any_traced(&arg, 1));
 }
 PyObject* method_definition(const char* name, PyObject* self, PyObject* arg) {
-  PyObject* args[2] = {self, arg};
-  return call_definition(name, args, arg ? 2 : 1, nullptr);
+  return call_method_definition(name, self, &arg, arg ? 1 : 0, nullptr);
 }
 
 PyObject* m_deepcopy(PyObject* self, PyObject* memo) {
@@ -593,9 +593,7 @@ PyObject* m_deepcopy(PyObject* self, PyObject* memo) {
   TensorObject* t = as_tensor(self);
   PyObject* raw = raw_or_error(t);
   if (!raw) return nullptr;
-  Ref copy_mod(PyImport_ImportModule("copy"));
-  if (!copy_mod) return nullptr;
-  PyObject* raw_copy = PyObject_CallMethod(copy_mod.get(), "deepcopy", "OO", raw, memo);
+  PyObject* raw_copy = backend::call2(backend::T.deepcopy, raw, memo);
   if (!raw_copy) return nullptr;
   PyObject* r = tensor_make(raw_copy, t->dims, t->sizes, t->sparse_dim, t->feature_dim);
   if (r && t->name) as_tensor(r)->name = Py_NewRef(t->name);

@@ -77,6 +77,5 @@ PyObject* dims_arg_to_tuple(PyObject* arg, const char* caller, const char* what)
 
 extern Py_ssize_t g_live_tensors;
 
-bool export_tensor(PyObject* module);
 
 }  // namespace dimtorch

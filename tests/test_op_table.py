@@ -86,3 +86,34 @@ def test_definitions_trace(name):
     got = graph(x.raw)
     for e, g in zip(expected, got):
         torch.testing.assert_close(g, e, equal_nan=True)
+
+
+# Where each fast path is tested against its definition, by the module of the definition. A new
+# fast path in a module not listed here fails below until its comparison test is named.
+FAST_PATH_TESTS = {
+    "ops.elementwise": "test_elementwise_definitions.py",
+    "ops.reduce": "test_reduce_definitions.py",
+    "ops.matmul": "test_matmul_definitions.py",
+    "ops.normalization": "test_normalization_definitions.py",
+    "ops.creation": "test_creation_definitions.py",
+    "_dim": "test_traceable_types.py",
+    "_concat": "test_concat.py",
+    **{module: "test_array_fast_paths.py" for module in (
+        "_slicing", "_stack", "_sort", "_packing", "_scatter", "_gather", "_pad", "_reshape", "_shape_ops",
+        "_masked", "_dropout")},
+}
+
+
+def test_every_fast_path_is_tested_against_its_definition():
+    import pathlib
+    import re
+    here = pathlib.Path(__file__).resolve().parent
+    for name, op in _op_table.OPS.items():
+        if op.fast_path is None:
+            continue
+        module = _op_table._DEFINITIONS[name]
+        assert module in FAST_PATH_TESTS, (
+            f"dimtorch.{name} has a fast path but no test against its definition in dimtorch.{module}: "
+            f"write one and name its file in FAST_PATH_TESTS")
+        text = (here / FAST_PATH_TESTS[module]).read_text()
+        assert re.search(rf"\b{name}\b", text), f"{FAST_PATH_TESTS[module]} does not call {name}"

@@ -254,7 +254,7 @@ def test_pad_modes_dynamic_fuzz(lengths, left, right, extra, mode):
                         mask_padding=False)
 
 
-# --- the C++ fast path (src/ops_shape.cpp): constant padding of one dim ---------------------------
+# --- the C++ fast path (src/ops_pad.cpp): constant padding of one dim -----------------------------
 
 @pytest.mark.parametrize("case", ["static", "dynamic", "dynamic_long_raw", "time_major", "left_only", "int_value"])
 def test_pad_fast_path_matches_the_python_definition(case):

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from . import _C
 from ._C import Dim, Tensor
-from ._shape_ops import check_tensor, dim_str, dims_str
+from ._args import check_tensor, dim_str, dims_str
 from .ops._support import names_errors
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from ._args import axis_of, check_tensor, dim_str, dims_str
 from .ops._support import names_errors
 
 _CALLER = "dimtorch.concat()"

@@ -12,7 +12,7 @@ from ._C import Dim, Tensor
 from ._conv_args import (check_padding, out_spatial_dim, per_dim, permuted, plan_perm, same_pads, short_pads,
                          spatial_dims, transposed_extra, transposed_out_dim)
 from ._pool import pool  # noqa: F401  (dimtorch/__init__.py imports it from here)
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from ._args import axis_of, check_tensor, dim_str, dims_str
 
 _CONV_FNS = {1: F.conv1d, 2: F.conv2d}
 _TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d}

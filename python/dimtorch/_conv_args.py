@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ._C import Dim, Tensor, ceildiv
-from ._shape_ops import axis_of, dim_str, dims_arg, dims_str
+from ._args import axis_of, dim_str, dims_arg, dims_str
 from .ops._support import names_errors
 
 

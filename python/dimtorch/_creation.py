@@ -12,7 +12,7 @@ from . import _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._dtypes import to_torch_dtype
 from ._errors import naming_errors
-from ._shape_ops import dims_arg
+from ._args import dims_arg
 
 DimsArg = Union[Dim, Sequence[Dim]]
 

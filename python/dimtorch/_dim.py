@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ._C import Dim, Tensor, combine
-from ._shape_ops import dim_str, dims_str
+from ._args import dim_str, dims_str
 
 _CTOR = "dimtorch.Dim()"
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from ._C import Tensor
-from ._shape_ops import dims_arg, has_namesake, namesakes_note
+from ._args import dims_arg, has_namesake, namesakes_note
 
 
 def dropout(x: Tensor, p: float, axis=None, training: bool = True) -> Tensor:

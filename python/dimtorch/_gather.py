@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from . import _C
 from ._C import Dim, Tensor, clip
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+from ._args import axis_of, check_tensor, dim_str, dims_str, keep_markers
 
 _LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/mask.h): the lengths on a device
 

@@ -6,7 +6,7 @@ from typing import Callable, Optional, Tuple
 import torch.nn.functional as F
 
 from ._C import Dim, Tensor, sigmoid, split
-from ._shape_ops import axis_of, check_tensor, dim_str
+from ._args import axis_of, check_tensor, dim_str
 from .ops._support import names_errors
 
 

@@ -11,6 +11,7 @@ import torch
 
 from . import _tracing
 from ._C import Dim
+from ._args import dim_str
 
 
 def positions(shape, axis: int, device, dtype=torch.int64) -> torch.Tensor:
@@ -54,7 +55,6 @@ def padded_size(dim: Dim, caller: str) -> int:
     has a dim sized from data: an error naming the call."""
     if dim.size is not None:
         return dim.size
-    from ._shape_ops import dim_str  # noqa: PLC0415  (_shape_ops imports this module)
     if dim.dyn_size is None:
         raise ValueError(f"{caller}: dim {dim_str(dim)} takes its size from data, so a new tensor over it has no "
                          f"size; make it from an existing tensor")

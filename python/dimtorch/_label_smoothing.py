@@ -6,7 +6,7 @@ from typing import Optional, Sequence, Union
 import torch
 
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from ._args import axis_of, check_tensor, dim_str, dims_str
 from .ops._support import names_errors
 
 

@@ -13,7 +13,7 @@ import torch.utils._pytree as pytree
 from ._C import Dim, Tensor, cast, logical_and, where
 from ._data_dependent import read_bool, read_int, to_host
 from ._mask import get_mask
-from ._shape_ops import dim_str, dims_arg, dims_str
+from ._args import dim_str, dims_arg, dims_str
 
 
 def _is_leaf(v) -> bool:

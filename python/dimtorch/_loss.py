@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from . import _C, _ctc_op, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._mask import _MASK, sequence_mask
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from ._args import axis_of, check_tensor, dim_str, dims_str
 
 _CPU = torch.device("cpu")
 _IGNORE = -100  # F.cross_entropy's ignore_index: padding positions get loss 0 and no gradient

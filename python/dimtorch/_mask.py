@@ -5,7 +5,7 @@ import torch
 
 from . import _C, _dim_cache, _in_graph, _tracing
 from ._C import Dim, Tensor
-from ._shape_ops import dims_arg
+from ._args import dims_arg
 from .ops._support import flag, names_errors
 
 _MASK, _LENGTHS = 0, 2  # kinds of src/mask.h's per-dim cache

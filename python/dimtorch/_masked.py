@@ -9,7 +9,7 @@ import torch
 from . import _C
 from ._C import Dim, Tensor
 from ._data_dependent import checkable, select_rows, to_host
-from ._shape_ops import check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from ._args import check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
 

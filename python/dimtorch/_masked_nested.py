@@ -8,7 +8,7 @@ from ._C import Dim, Tensor
 from ._data_dependent import to_host
 from ._masked import _Selection, masked_scatter, masked_select
 from ._reshape import replace_dim_v2
-from ._shape_ops import check_tensor, dims_arg, dim_str
+from ._args import check_tensor, dims_arg, dim_str
 from .ops._support import check_dim_map, names_errors
 
 

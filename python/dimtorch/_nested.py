@@ -12,7 +12,7 @@ import torch.utils._pytree as pytree
 
 from ._C import Dim, Tensor, gather, where
 from ._data_dependent import to_host
-from ._shape_ops import check_tensor, dim_str, dims_str
+from ._args import check_tensor, dim_str, dims_str
 from .ops._support import check_dim_map, names_errors
 
 

@@ -9,7 +9,7 @@ import torch
 
 from . import _dim_cache, _in_graph, _tracing
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
 
 def _check_dims(x: Tensor, dims, caller: str) -> tuple:

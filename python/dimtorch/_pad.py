@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str
+from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str
 
 _CALLER = "dimtorch.pad()"
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)

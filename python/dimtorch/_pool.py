@@ -13,7 +13,7 @@ from ._C import Dim, Tensor
 from ._conv_args import (check_padding, is_dynamic, out_spatial_dim, per_dim, permuted, plan_perm, same_pads,
                          short_pads, spatial_dims)
 from ._dim_cache import drop_oldest
-from ._shape_ops import check_tensor
+from ._args import check_tensor
 
 # torch.max_pool*d: what F.max_pool*d call once return_indices is handled (one Python frame less).
 _MAX_POOL_FNS = {1: torch.max_pool1d, 2: torch.max_pool2d}

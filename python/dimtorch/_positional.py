@@ -10,7 +10,7 @@ import torch
 from . import _dim_cache, _tracing
 from ._C import Dim, Tensor
 from ._dtypes import to_torch_dtype
-from ._shape_ops import check_tensor, dim_str, dims_str
+from ._args import check_tensor, dim_str, dims_str
 from .ops._support import names_errors
 
 _RAW_CACHE: dict = {}  # (kind, sizes..., dtype, device) -> raw; host-computed once, bounded below

@@ -9,7 +9,7 @@ from . import _C
 from ._C import Dim, Tensor
 from ._data_dependent import to_host
 from ._gather import gather
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from ._args import axis_of, check_tensor, dim_str, dims_str
 from .ops._support import names_errors
 
 _MASK, _LENGTHS = 0, 2  # kinds of dimtorch._C._dim_cached_raw (src/mask.h)

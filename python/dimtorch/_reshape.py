@@ -8,7 +8,8 @@ import torch
 
 from . import _C
 from ._C import Dim, Tensor
-from ._shape_ops import _check_lengths_kept, axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from ._shape_ops import _check_lengths_kept
 from .ops._support import names_errors
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)

@@ -5,7 +5,7 @@ from typing import Optional
 
 
 from ._C import Tensor, log, maximum
-from ._shape_ops import check_tensor
+from ._args import check_tensor
 from .ops._support import names_errors
 
 # The smallest positive value of each float dtype (RETURNN frontend's defaults).

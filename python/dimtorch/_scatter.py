@@ -9,7 +9,7 @@ import torch
 
 from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ._C import Dim, Tensor
 from ._conv_args import out_spatial_dim as out_spatial_dim_of
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str
+from ._args import axis_of, check_tensor, dim_str, dims_str
 from .ops._support import names_errors
 
 _WINDOWS: dict = {}  # (frame_length, fft_length, align_left, enforce_even, dtype, device) -> window raw

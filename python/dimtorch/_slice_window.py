@@ -10,7 +10,7 @@ from ._C import Dim, Tensor, combine, compare, maximum, reduce_any
 from ._creation import range_over_dim
 from ._data_dependent import to_host
 from ._gather import gather
-from ._shape_ops import check_tensor, dim_str, dims_str, keep_markers
+from ._args import check_tensor, dim_str, dims_str, keep_markers
 
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 

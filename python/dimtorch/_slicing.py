@@ -8,7 +8,7 @@ import torch
 
 from . import _dim_cache, _in_graph, _tracing
 from ._C import Dim, Tensor, ceildiv
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_str, keep_markers
+from ._args import axis_of, check_tensor, dim_str, dims_str, keep_markers
 
 
 def _lengths_in(lengths: Tensor, dims: tuple) -> bool:

@@ -8,7 +8,7 @@ import torch
 
 from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 from ._slicing import _lengths_in
 from .ops._support import names_errors
 

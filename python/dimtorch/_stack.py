@@ -7,7 +7,7 @@ import torch
 
 from . import _in_graph, _tracing
 from ._C import Dim, Tensor
-from ._shape_ops import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 
 
 def _part_lengths(d: Dim, bdims: tuple, caller: str) -> torch.Tensor:

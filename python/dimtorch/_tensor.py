@@ -12,7 +12,7 @@ import torch
 from . import _tracing
 from ._C import Dim, Tensor
 from ._dtypes import dtype_name
-from ._shape_ops import dim_str, dims_arg, dims_str, namesakes_note
+from ._args import dim_str, dims_arg, dims_str, namesakes_note
 from .ops.elementwise import TENSOR_OPERATORS
 
 _CTOR = "dimtorch.Tensor()"

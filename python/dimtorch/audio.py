@@ -9,7 +9,8 @@ import torch
 
 from ._C import Dim, Tensor, abs as _abs, cast, matmul
 from ._safe_log import safe_log
-from ._shape_ops import check_tensor, dim_str, squeeze
+from ._args import check_tensor, dim_str
+from ._shape_ops import squeeze
 from ._signal import stft
 
 __all__ = ["mel_filterbank", "log_mel_filterbank_from_raw", "mel_filterbank_matrix"]

@@ -6,10 +6,10 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
-from .. import _C, _tracing
+from .. import _tracing
 from .._C import Dim, Tensor
 from .._positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
-from .._shape_ops import dim_str, dims_str
+from .._args import dim_str, dims_str
 from . import init as _init
 from .linear import Linear
 from .module import Module, Parameter
@@ -107,12 +107,16 @@ def _zero_padding(raw: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Ten
     return raw if valid is None else torch.where(valid[..., None], raw, 0.0)
 
 
-def _linear(lin: Linear, x: Tensor) -> Tensor:
-    """lin(x) without torch.nn.Module.__call__'s bookkeeping (as torch's MultiheadAttention calls F.linear
-    on its own weights); Linear.forward where it renames its output dim or x lacks its in_dim."""
-    if lin.out_dim is not lin.in_dim and lin.in_dim in x.dims:
-        return _C.linear(x, lin.weight, lin.bias)
-    return lin.forward(x)
+def _heads_output(module: Module, out: torch.Tensor, lead: tuple, axis: Optional[Dim]) -> Tensor:
+    """Attention output `out` (*lead, H, T, dv) -> Tensor over (*lead, axis, value_dim_total), through
+    module.proj (called as a module: its hooks fire) when it has one. The output step of every attention
+    module here (they share value_dim_total and proj)."""
+    out = _merge_heads(out)
+    if axis is None:
+        out = out.squeeze(-2)
+    y = Tensor(out, lead + ((axis,) if axis is not None else ()) + (module.value_dim_total,),
+               feature_dim=module.value_dim_total)
+    return module.proj(y) if module.proj is not None else y
 
 
 def _split_heads(raw: torch.Tensor, heads: int, sizes: tuple):
@@ -167,7 +171,7 @@ class SelfAttention(Module):
 
     def _project_qkv(self, x: Tensor, lead: tuple, axis: Optional[Dim], valid: Optional[torch.Tensor] = None):
         """q, k, v raws (*lead, H, T, d) (T of size 1 when axis is None); padding zeroed by `valid`."""
-        qkv = _linear(self.qkv, x)
+        qkv = self.qkv(x)
         order = lead + ((axis,) if axis is not None else ()) + (self.qkv_dim_total,)
         raw = qkv.raw if qkv.dims == order else qkv.raw_aligned(order)
         if axis is None:
@@ -180,13 +184,7 @@ class SelfAttention(Module):
         return q, k
 
     def _output(self, out: torch.Tensor, lead: tuple, axis: Optional[Dim]) -> Tensor:
-        """out (*lead, H, T, dv) -> projected Tensor over (*lead, axis, proj_dim)."""
-        out = _merge_heads(out)
-        if axis is None:
-            out = out.squeeze(-2)
-        y = Tensor(out, lead + ((axis,) if axis is not None else ()) + (self.value_dim_total,),
-                   feature_dim=self.value_dim_total)
-        return _linear(self.proj, y) if self.proj is not None else y
+        return _heads_output(self, out, lead, axis)
 
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
@@ -337,13 +335,13 @@ class CrossAttention(Module):
                              f"encoder dims: {dims_str(encoder.dims)})")
         if axis is not None and axis is enc_axis:
             raise ValueError(f"{name}(): axis and enc_axis are the same dim {dim_str(axis)}; use SelfAttention")
-        q = _linear(self.query, x)
+        q = self.query(x)
         q_order = lead + ((axis,) if axis is not None else ()) + (self.key_dim_total,)
         q = q.raw if q.dims == q_order else q.raw_aligned(q_order)
         if axis is None:
             q = q.unsqueeze(-2)
         (q,) = _split_heads(q, self.heads.size, (self.key_dim_per_head.size,))
-        kv = _linear(self.kv, encoder)
+        kv = self.kv(encoder)
         kv_order = lead + (enc_axis, self.kv_dim_total)
         kv = kv.raw if kv.dims == kv_order else kv.raw_aligned(kv_order)
         valid = self._frame_mask_cache.get(enc_axis, lead, kv.device, kv)
@@ -353,13 +351,7 @@ class CrossAttention(Module):
             k, v = k.expand(*q.shape[:-2], -1, -1), v.expand(*q.shape[:-2], -1, -1)
         mask = valid[..., None, None, :] if valid is not None else None
         p = self.att_dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        out = _merge_heads(out)
-        if axis is None:
-            out = out.squeeze(-2)
-        y = Tensor(out, lead + ((axis,) if axis is not None else ()) + (self.value_dim_total,),
-                   feature_dim=self.value_dim_total)
-        return _linear(self.proj, y) if self.proj is not None else y
+        return _heads_output(self, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), lead, axis)
 
     def extra_repr(self) -> str:
         return (f"in_dim={dim_str(self.in_dim)}, encoder_dim={dim_str(self.encoder_dim)}, heads={self.heads.size}, "
@@ -442,7 +434,10 @@ class RelPosSelfAttention(SelfAttention):
         t = q.shape[-2]
         h, dk = self.heads.size, self.key_dim_per_head.size
         pe = self._pos_emb(t, q)
-        pos = F.linear(pe, self.linear_pos.weight.raw).view(pe.shape[0], h, dk).permute(1, 2, 0)  # (H, dk, 2T-1)
+        rel = Dim(None, name="rel_pos")  # size from pe: 2T - 1 relative positions
+        pos = self.linear_pos(Tensor(pe, (rel, self.pos_emb_dim)))
+        pos = pos.raw if pos.dims[0] is rel else pos.raw_aligned((rel, self.key_dim_total))
+        pos = pos.view(pe.shape[0], h, dk).permute(1, 2, 0)  # (H, dk, 2T-1)
         u = self.pos_bias_u.raw[:, None, :]  # (H, 1, dk)
         w = self.pos_bias_v.raw[:, None, :]
         ac = torch.matmul(q + u, k.transpose(-2, -1))  # (*lead, H, T, T)

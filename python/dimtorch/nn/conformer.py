@@ -1,17 +1,16 @@
 """Conformer: conv subsampling front end, conv block, encoder layer (macaron FF, rel-pos MHSA, conv), encoder."""
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence, Tuple, Union
 
-import torch
 import torch.nn.functional as F
 
-from .. import _C, _tracing
+from .. import _C
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
-from .._shape_ops import dim_str, dims_str, merge_dims
-from .attention import FrameMaskCache, RelPosSelfAttention
+from .._args import dim_str, dims_str
+from .._shape_ops import merge_dims
+from .attention import RelPosSelfAttention
 from .conv import Conv1d, Conv2d
 from .feed_forward import FeedForward
 from .linear import Linear, check_in_dim
@@ -21,9 +20,6 @@ from .normalization import BatchNorm, LayerNorm
 
 __all__ = ["ConformerConvSubsample", "ConformerPositionwiseFeedForward", "ConformerConvBlock",
            "ConformerEncoderLayer", "ConformerEncoder"]
-
-
-_RAW_ACTIVATIONS = {_C.relu: F.relu, _C.silu: F.silu}
 
 
 class ConformerConvSubsample(Module):
@@ -57,49 +53,6 @@ class ConformerConvSubsample(Module):
         self.out_feature_size = feat
         self.out_dim = Dim(feat * out_dims[-1].size, name="conv_subsample_out")
         self.padding = padding
-        self._raw_activation = _RAW_ACTIVATIONS.get(activation)
-        self._frame_mask_caches = [FrameMaskCache() for _ in out_dims]
-
-    def _fast_path_ok(self) -> bool:
-        return self._raw_activation is not None and all(
-            conv.dilation == 1 and (self.padding == "valid" or all(d.size % 2 == 1 for d in conv.filter_dims))
-            for conv in self.conv_layers)
-
-    def _forward_raw(self, x: Tensor, lead: tuple, in_spatial_dim: Dim) -> Tuple[Tensor, Dim]:
-        """/* The same computation as the general path, written as hand-written PyTorch would: per conv one
-        where (padding zeroed) on the (N, C, T, F) layout, F.conv2d with symmetric padding, the activation;
-        dt.conv's general path costs ~130 µs more per conv on tiny CPU shapes. */"""
-        order = lead + (in_spatial_dim, self.in_dim)
-        raw = x.raw if x.dims == order else x.raw_aligned(order)
-        # In graph (while tracing) the raw sizes are the padded sizes: no narrowing to max lengths.
-        in_graph = _tracing.tracing()
-        if in_spatial_dim.dyn_size is not None and not in_graph:
-            n_time = in_spatial_dim.get_max_size()
-            if raw.shape[-2] > n_time:
-                raw = raw.narrow(-2, 0, n_time)
-        lead_shape = tuple(raw.shape[:-2])
-        h = raw.reshape((math.prod(lead_shape), 1) + tuple(raw.shape[-2:]))  # (N, 1, T, F); T may be 0
-        time = in_spatial_dim
-        for conv, cache in zip(self.conv_layers, self._frame_mask_caches):
-            valid = cache.get(time, lead, h.device, h)
-            if valid is not None:
-                if len(lead) != 1:
-                    valid = valid.expand(lead_shape + (valid.shape[-1],)).reshape(-1, valid.shape[-1])
-                h = torch.where(valid[:, None, :, None], h, 0.0)
-            ks = tuple(d.size for d in conv.filter_dims)
-            strides = (conv.strides,) * 2 if isinstance(conv.strides, int) else tuple(conv.strides)
-            pads = tuple((k - 1) // 2 for k in ks) if self.padding == "same" else (0, 0)
-            if h.shape[2] + 2 * pads[0] < ks[0]:
-                # every sequence is too short (all empty, say): 0 frames out, after a conv over padding
-                h = F.pad(h, (0, 0, 0, ks[0] - 2 * pads[0] - h.shape[2]))
-            h = self._raw_activation(F.conv2d(h, conv.weight.raw, conv.bias.raw if conv.bias is not None else None,
-                                              stride=strides, padding=pads))
-            time = _C.ceildiv(time if self.padding == "same" else time - (ks[0] - 1), strides[0])
-            if time.dyn_size is not None and not in_graph and h.shape[2] != time.get_max_size():
-                h = h.narrow(2, 0, time.get_max_size())
-        n, c, t, f = h.shape
-        h = h.permute(0, 2, 3, 1).reshape(lead_shape + (t, f * c))
-        return Tensor(h, lead + (time, self.out_dim), feature_dim=self.out_dim), time
 
     def forward(self, x: Tensor, *, in_spatial_dim: Dim) -> Tuple[Tensor, Dim]:
         if not isinstance(x, Tensor) or self.in_dim not in x.dims:
@@ -108,8 +61,6 @@ class ConformerConvSubsample(Module):
             raise ValueError(f"ConformerConvSubsample(): x lacks the in_spatial_dim {dim_str(in_spatial_dim)} "
                              f"(x dims: {dims_str(x.dims)})")
         lead = tuple(d for d in x.dims if d is not self.in_dim and d is not in_spatial_dim)
-        if self._fast_path_ok():
-            return self._forward_raw(x, lead, in_spatial_dim)
         h = Tensor(x.raw.unsqueeze(-1), x.dims + (self.in_channel_dim,))
         time, feat = in_spatial_dim, self.in_dim
         for conv in self.conv_layers:
@@ -145,40 +96,17 @@ class ConformerConvBlock(Module):
                                      device=device)
         self.norm = BatchNorm(in_dim, dtype=dtype, device=device)
         self.positionwise_conv2 = Linear(in_dim, in_dim, dtype=dtype, device=device)
-        self._frame_mask_cache = FrameMaskCache()
-
-    def _depthwise_conv(self, h: Tensor, spatial_dim: Dim) -> Tensor:
-        """depthwise_conv over spatial_dim, padding frames zeroed first; the result in h's layout.
-        /* One where, two transposed views and F.conv1d, as hand-written PyTorch does: dt.conv's general
-        path (any dims order, strides, 2-D) costs ~100 µs more per call on tiny CPU shapes. */"""
-        if spatial_dim not in h.dims:
-            raise ValueError(f"ConformerConvBlock(): x lacks the spatial_dim {dim_str(spatial_dim)} "
-                             f"(x dims: {dims_str(h.dims)})")
-        lead = tuple(d for d in h.dims if d is not spatial_dim and d is not self.in_dim)
-        order = lead + (spatial_dim, self.in_dim)
-        raw = h.raw if h.dims == order else h.raw_aligned(order)
-        valid = self._frame_mask_cache.get(spatial_dim, lead, raw.device, raw)
-        if valid is not None:
-            raw = torch.where(valid[..., None], raw, 0.0)
-        lead_shape = raw.shape[:-2]
-        if len(lead) != 1:
-            raw = raw.reshape((math.prod(lead_shape),) + tuple(raw.shape[-2:]))
-        conv = self.depthwise_conv
-        k = conv.filter_dims[0].size
-        t = raw.shape[-2]
-        x = raw.transpose(1, 2) if t else F.pad(raw.transpose(1, 2), (0, 1))  # no frames: conv one zero frame
-        out = F.conv1d(x, conv.weight.raw, conv.bias.raw, padding=(k - 1) // 2, groups=self.in_dim.size)
-        out = out.transpose(1, 2) if t else out[..., :0].transpose(1, 2)
-        if len(lead) != 1:
-            out = out.reshape(lead_shape + tuple(out.shape[-2:]))
-        return Tensor(out, order, feature_dim=self.in_dim)
 
     def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
+        if not isinstance(x, Tensor) or spatial_dim not in x.dims:
+            check_in_dim(self, x, self.in_dim)
+            raise ValueError(f"ConformerConvBlock(): x lacks the spatial_dim {dim_str(spatial_dim)} "
+                             f"(x dims: {dims_str(x.dims)})")
         h = self.positionwise_conv1(x)
         glu_axis = h.dims.index(self.glu_dim)
         h = Tensor(F.glu(h.raw, dim=glu_axis), h.dims[:glu_axis] + (self.in_dim,) + h.dims[glu_axis + 1:],
                    feature_dim=self.in_dim)
-        h = self._depthwise_conv(h, spatial_dim)
+        h, _ = self.depthwise_conv(h, in_spatial_dim=spatial_dim)  # 'same', stride 1: spatial_dim again
         h = _C.silu(self.norm(h))
         return self.positionwise_conv2(h)
 

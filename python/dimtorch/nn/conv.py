@@ -5,7 +5,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 from .._C import Dim, Tensor
 from .._conv import conv, transposed_conv
-from .._shape_ops import dim_str
+from .._args import dim_str
 from . import init as _init
 from .linear import check_in_dim
 from .module import Module, Parameter

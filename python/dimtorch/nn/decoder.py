@@ -9,7 +9,7 @@ import torch
 from .. import _tracing
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
-from .._shape_ops import dim_str, dims_str
+from .._args import dim_str, dims_str
 from .attention import CausalSelfAttention, CausalSelfAttentionState, CrossAttention
 from .embedding import Embedding
 from .feed_forward import FeedForward

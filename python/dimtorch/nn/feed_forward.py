@@ -6,7 +6,7 @@ from typing import Callable, Optional, Union
 from .. import _C
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
-from .._shape_ops import dim_str
+from .._args import dim_str
 from .linear import Linear
 from .module import Module
 

@@ -8,7 +8,7 @@ import torch
 
 from .._C import Dim, Tensor
 from .._dtypes import to_torch_dtype
-from .._shape_ops import dims_arg, dims_str
+from .._args import dims_arg, dims_str
 from .. import _tracing
 from .._tracing import dynamo_tracing
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import _C
 from .._C import Dim, Tensor, batch_norm
-from .._shape_ops import dim_str
+from .._args import dim_str
 from .linear import check_in_dim
 from .module import Buffer, Module, Parameter
 

@@ -8,7 +8,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from .. import _tracing
 from .._C import Dim, Tensor, zeros
-from .._shape_ops import dim_str, dims_str
+from .._args import dim_str, dims_str
 from . import init as _init
 from .linear import check_in_dim
 from .module import Module, Parameter

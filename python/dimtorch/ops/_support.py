@@ -6,8 +6,8 @@ import functools
 import torch
 
 from .._C import Dim, Tensor
+from .._args import dim_str, has_namesake, namesakes_note
 from .._errors import torch_keyword_hint
-from .._shape_ops import dim_str, has_namesake, namesakes_note
 from .._tracing import mask_raw, tracing
 
 MAX_DIMS = 24  # kMaxDims of src/common.h

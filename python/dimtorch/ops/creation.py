@@ -5,7 +5,7 @@ import torch
 
 from .._C import Dim, Tensor
 from .._dtypes import dtype_from
-from .._shape_ops import dim_str
+from .._args import dim_str
 from ._support import MAX_DIMS, describe_dims, dims_tuple, index_of, names_errors, padded_size, tp_name
 
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from .._C import Tensor
 from .._dtypes import dtype_from, is_integer
-from .._shape_ops import dim_str, namesakes_note
+from .._args import dim_str, namesakes_note
 from ._support import (
     MAX_DIMS, bad_operand, describe_dims, flag, index_of, is_scalar, names_errors, tp_name,
 )

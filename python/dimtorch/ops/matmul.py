@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from .._C import Tensor
-from .._shape_ops import dim_str, namesakes_note
+from .._args import dim_str, namesakes_note
 from ._support import (
     describe_dims, dims_tuple, flag, has_lengths, index_of, masked_raw, names_errors, need_tensor, product,
 )

@@ -8,7 +8,7 @@ import torch
 
 from .._C import Dim, Tensor
 from .._dtypes import dtype_name, is_floating
-from .._shape_ops import dim_str
+from .._args import dim_str
 from .._tracing import lengths_raw
 from ._support import (
     axes_arg, describe_dims, flag, index_of, masked_by_reduction, masked_raw, names_errors, need_tensor, product,
