@@ -9,6 +9,7 @@ from .. import _C
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
 from .._args import dim_str, dims_str
+from .._conv_args import out_spatial_dim
 from .._shape_ops import merge_dims
 from .attention import RelPosSelfAttention
 from .conv import Conv1d, Conv2d
@@ -44,12 +45,17 @@ class ConformerConvSubsample(Module):
         self.in_channel_dim = Dim(1, name="channel")
         self.conv_layers = ModuleList()
         prev, feat = self.in_channel_dim, in_dim.size
+        feat_dim = in_dim
         for c, k, s in zip(out_dims, filter_sizes, strides):
             self.conv_layers.append(Conv2d(prev, c, k, strides=s, padding=padding, dtype=dtype, device=device))
             prev = c
             s_f = s if isinstance(s, int) else s[1]
             k_f = k if isinstance(k, int) else k[1]
             feat = -(-feat // s_f) if padding == "same" else -(-(feat - (k_f - 1)) // s_f)
+            # The convs' feature dims (dim math on in_dim, cached there), made once here: made first in a
+            # compiled step, they would join in_dim's cache after its first graph, whose guards on that
+            # cache would then compile a second one.
+            feat_dim = out_spatial_dim(feat_dim, k_f, s_f, padding)
         self.out_feature_size = feat
         self.out_dim = Dim(feat * out_dims[-1].size, name="conv_subsample_out")
         self.padding = padding
