@@ -117,3 +117,14 @@ def test_every_fast_path_is_tested_against_its_definition():
             f"write one and name its file in FAST_PATH_TESTS")
         text = (here / FAST_PATH_TESTS[module]).read_text()
         assert re.search(rf"\b{name}\b", text), f"{FAST_PATH_TESTS[module]} does not call {name}"
+
+
+def test_the_public_functions_are_the_op_table():
+    # dimtorch/__init__.py imports the names by hand (so that type checkers and IDEs see them); the op
+    # table is what they must be: each row bound to its fast path (or definition), and no public
+    # function outside the table.
+    for name, op in _op_table.OPS.items():
+        assert getattr(dt, name, None) is (op.fast_path or op.definition), f"dimtorch.{name} is not its table row"
+    public = {name for name in dir(dt) if not name.startswith("_") and callable(getattr(dt, name))
+              and not inspect.isclass(getattr(dt, name)) and not inspect.ismodule(getattr(dt, name))}
+    assert public - set(_op_table.OPS) == set(), f"public functions without a row: {sorted(public - set(_op_table.OPS))}"
