@@ -166,12 +166,7 @@ def test_embedding_and_decoder():
 
 def _op(call, batches=BATCHES):
     def make(d: Dims):
-        def fn(_, raw, lengths):
-            batch = dt.Dim(None, name="batch")
-            time = dt.Dim(dt.Tensor(lengths, dims=(batch,)), name="time")
-            x = dt.Tensor(raw, dims=(batch, time, d.feat), feature_dim=d.feat)
-            return call(d, x, batch, time)
-        return None, fn
+        return _layer(d, None, lambda _, x, b, t: call(d, x, b, t))
     make.batches = batches
     return make
 
