@@ -38,6 +38,14 @@ inline PyObject* const* interned_names(const char* const* names, int n) {
   return nullptr;
 }
 
+/// o when it is a live dimtorch.Tensor, else NULL with a TypeError naming the call and `what`.
+inline PyObject* need_tensor(PyObject* o, const char* what, const char* caller) {
+  if (is_tensor(o) && as_tensor(o)->raw) return o;
+  PyErr_Format(PyExc_TypeError, "%s: %s must be a dimtorch.Tensor, got %.80s", caller, what,
+               Py_TYPE(o)->tp_name);
+  return nullptr;
+}
+
 /// Fills out[0..n) from positional args and keywords matched against `names`. The first `n_pos`
 /// names may be positional; the first `n_required` are required. NULL entries are missing.
 inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames,

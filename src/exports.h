@@ -13,11 +13,10 @@ bool export_tensor(PyObject* module);  // tensor.cpp: Tensor
 bool export_ops_elementwise(PyObject* module);  // ops_elementwise.cpp: elementwise ops and Tensor operators
 bool export_dim_math(PyObject* module);  // dim_math.cpp: dimtorch.ceildiv (Dim operators: install_dim_math_slots)
 bool export_mask(PyObject* module);  // mask.cpp: masks of dims, Tensor.copy_masked
-bool export_ops_reduce(PyObject* module);  // ops_reduce.cpp: reductions, moments
-bool export_ops_nn(PyObject* module);  // ops_nn.cpp: softmax, log_softmax, linear, layer_norm, rms_norm
+bool export_ops_reduce(PyObject* module);  // ops_reduce.cpp: reductions, moments, softmax, log_softmax
 bool export_ops_dropout(PyObject* module);  // ops_dropout.cpp: dropout
-bool export_ops_batch_norm(PyObject* module);  // ops_batch_norm.cpp: batch_norm
-bool export_ops_matmul(PyObject* module);  // ops_matmul.cpp: matmul, dot
+bool export_ops_normalization(PyObject* module);  // ops_normalization.cpp: layer_norm, rms_norm, batch_norm
+bool export_ops_matmul(PyObject* module);  // ops_matmul.cpp: matmul, dot, linear
 bool export_creation(PyObject* module);  // creation.cpp: zeros, ones, full
 bool export_ops_shape(PyObject* module);  // ops_shape.cpp: merge_dims, _merged_dim
 bool export_ops_reshape(PyObject* module);  // ops_reshape.cpp: reshape

@@ -1,5 +1,6 @@
 // matmul over named dims: a cached plan says how a and b become views for one F.linear or
-// torch.matmul call (common dims as batch, the rest merged), and how the result is viewed back.
+// torch.matmul call (common dims as batch, the rest merged), and how the result is viewed back;
+// linear (F.linear).
 #include <vector>
 
 #include "args.h"
@@ -10,6 +11,7 @@
 #include "mask.h"
 #include "ops_reduce.h"
 #include "plan.h"
+#include "definitions.h"
 #include "tensor.h"
 #include "exports.h"
 
@@ -383,6 +385,84 @@ PyObject* f_dot(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kw
   return matmul_impl(args, nargs, kwnames, "dimtorch.dot()");
 }
 
+bool check_same_size(TensorObject* a, int ia, TensorObject* b, int ib, const char* an,
+                     const char* bn, const char* caller) {
+  if (a->sizes[ia] == b->sizes[ib]) return true;
+  PyErr_Format(PyExc_ValueError, "%s: dim %s has raw size %zd in %s but %zd in %s (%s dims: %s; %s dims: %s)",
+               caller, describe_dim(PyTuple_GET_ITEM(a->dims, ia)).c_str(), a->sizes[ia], an,
+               b->sizes[ib], bn, an, describe_dims(a->dims, a->sizes).c_str(), bn,
+               describe_dims(b->dims, b->sizes).c_str());
+  return false;
+}
+
+PyObject* f_linear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* caller = "dimtorch.linear()";
+  static const char* const names[] = {"x", "weight", "bias"};
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return nullptr;
+  if (!need_tensor(v[0], "x", caller) || !need_tensor(v[1], "weight", caller)) return nullptr;
+  PyObject* bias_obj = v[2] && v[2] != Py_None ? v[2] : nullptr;
+  if (bias_obj && !need_tensor(bias_obj, "bias", caller)) return nullptr;
+  TensorObject* x = as_tensor(v[0]);
+  TensorObject* w = as_tensor(v[1]);
+  if (tensor_ndim(w) != 2) {
+    PyErr_Format(PyExc_ValueError, "%s: weight must have 2 dims (in, out), got (%s)", caller,
+                 describe_dims(w->dims, w->sizes).c_str());
+    return nullptr;
+  }
+  int in_x0 = dims_index(x->dims, PyTuple_GET_ITEM(w->dims, 0));
+  int in_x1 = dims_index(x->dims, PyTuple_GET_ITEM(w->dims, 1));
+  if ((in_x0 >= 0) == (in_x1 >= 0)) {
+    MessageDims scope{w->dims, x->dims};
+    PyErr_Format(PyExc_ValueError,
+                 "%s: exactly one dim of weight (%s) must be in x (dims: %s): it is the input dim%s",
+                 caller, describe_dims(w->dims, w->sizes).c_str(),
+                 describe_dims(x->dims, x->sizes).c_str(), scope.namesakes_note().c_str());
+    return nullptr;
+  }
+  int w_in = in_x0 >= 0 ? 0 : 1, w_out = 1 - w_in;
+  int in_x = in_x0 >= 0 ? in_x0 : in_x1;
+  if (!check_same_size(x, in_x, w, w_in, "x", "weight", caller)) return nullptr;
+  PyObject* out_dim = PyTuple_GET_ITEM(w->dims, w_out);
+  if (bias_obj) {
+    TensorObject* b = as_tensor(bias_obj);
+    if (tensor_ndim(b) != 1 || PyTuple_GET_ITEM(b->dims, 0) != out_dim) {
+      PyErr_Format(PyExc_ValueError, "%s: bias must have the dims (%s) of the output, got (%s)",
+                   caller, describe_dim(out_dim).c_str(), describe_dims(b->dims, b->sizes).c_str());
+      return nullptr;
+    }
+  }
+  // The input dim goes last (a permute only when it is not already), the output dim takes its place.
+  int nd = static_cast<int>(tensor_ndim(x));
+  int order[kMaxDims];
+  Py_ssize_t out_sizes[kMaxDims];
+  Ref out_dims(PyTuple_New(nd));
+  if (!out_dims) return nullptr;
+  for (int i = 0, j = 0; i < nd; ++i) {
+    if (i == in_x) continue;
+    order[j] = i;
+    out_sizes[j] = x->sizes[i];
+    PyTuple_SET_ITEM(out_dims.get(), j++, Py_NewRef(PyTuple_GET_ITEM(x->dims, i)));
+  }
+  order[nd - 1] = in_x;
+  out_sizes[nd - 1] = w->sizes[w_out];
+  PyTuple_SET_ITEM(out_dims.get(), nd - 1, Py_NewRef(out_dim));
+  Ref xr(backend::permute_order(x->raw, order, nd));
+  if (!xr) return nullptr;
+  Ref out;
+  PyObject* b_raw = bias_obj ? as_tensor(bias_obj)->raw : Py_None;
+  if (w_out == 0) {  // weight (out, in): torch's own layout
+    out = Ref(backend::call3(backend::T.linear, xr.get(), w->raw, b_raw));
+  } else {  // weight (in, out): x @ w (+ bias)
+    out = Ref(backend::call2(backend::T.matmul, xr.get(), w->raw));
+    if (out && bias_obj) out = Ref(PyNumber_Add(out.get(), b_raw));
+  }
+  if (!out) return nullptr;
+  PyObject* in_dim = PyTuple_GET_ITEM(w->dims, w_in);
+  PyObject* feature = x->feature_dim == in_dim ? out_dim : x->feature_dim;
+  return tensor_make(out.release(), out_dims.get(), out_sizes, nullptr, feature);
+}
+
 #define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
@@ -391,6 +471,9 @@ PyMethodDef kFunctions[] = {
      "reduced are batch dims. Result dims: common, then a's rest, then b's rest. use_mask zeroes "
      "the padding of dynamic reduced dims first."},
     {"dot", FASTCALL(f_dot), "dot(a, b, reduce, use_mask=False): same as matmul."},
+    {"linear", FASTCALL(f_linear),
+     "linear(x, weight, bias=None): x contracted with weight over their shared (input) dim, plus "
+     "bias over the output dim; F.linear when weight is (out, in)."},
     {nullptr}};
 #undef FASTCALL
 

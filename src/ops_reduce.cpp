@@ -1,5 +1,6 @@
 // Reductions over named dims (sum, mean, max, min, logsumexp, any, all, argmax, argmin) with the
-// padding of dynamic dims masked: one torch.where in front of one torch reduction.
+// padding of dynamic dims masked: one torch.where in front of one torch reduction; moments; softmax
+// and log_softmax (masked).
 #include "args.h"
 #include "message_dims.h"
 #include "backend.h"
@@ -8,6 +9,7 @@
 #include "mask.h"
 #include "ops_elementwise.h"
 #include "ops_reduce.h"
+#include "definitions.h"
 #include "tensor.h"
 #include "exports.h"
 
@@ -405,6 +407,72 @@ DIMTORCH_REDUCE(f_argmax, Reduce::kArgMax, "reduce_argmax")
 DIMTORCH_REDUCE(f_argmin, Reduce::kArgMin, "reduce_argmin")
 #undef DIMTORCH_REDUCE
 
+PyObject* softmax_like(bool log, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                       const char* caller) {
+  static const char* const names[] = {"x", "axis", "use_mask"};
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return nullptr;
+  if (!need_tensor(v[0], "x", caller)) return nullptr;
+  TensorObject* x = as_tensor(v[0]);
+  if (!is_dim(v[1])) {
+    PyErr_Format(PyExc_TypeError, "%s: axis must be a Dim, got %.80s", caller, Py_TYPE(v[1])->tp_name);
+    return nullptr;
+  }
+  int axes[1], n_axes;
+  if (!axes_arg(x, v[1], axes, &n_axes, caller)) return nullptr;
+  int k = axes[0];
+  if (x->sizes[k] == 0) {
+    PyErr_Format(PyExc_ValueError, "%s: dim %s has size 0 in x (dims: %s); softmax over nothing is "
+                 "undefined", caller, describe_dim(v[1]).c_str(),
+                 describe_dims(x->dims, x->sizes).c_str());
+    return nullptr;
+  }
+  int use_mask = flag_arg(v[2], 1, caller, "use_mask");
+  if (use_mask < 0) return nullptr;
+  bool reduced[kMaxDims] = {};
+  reduced[k] = true;
+  int mask_axes[kMaxDims], n_mask = 0;
+  bool any_empty = false;
+  if (use_mask)
+    for (int i = 0; i < tensor_ndim(x); ++i)
+      if (masked_by_reduction(x, i, reduced)) {
+        mask_axes[n_mask++] = i;
+        Py_ssize_t lo = dim_min_size(as_dim(PyTuple_GET_ITEM(x->dims, i)));
+        if (lo == -2) return nullptr;
+        /* A row along the axis can lack valid frames where a sequence is empty, or where the
+           masked dim is another one (softmax over batch: frames beyond the longest sequence). */
+        if (lo == 0 || i != k) any_empty = true;
+      }
+  PyObject* mask = nullptr;
+  Ref raw(masked_raw(x, mask_axes, n_mask, backend::T.float_neg_inf, any_empty ? &mask : nullptr,
+                     caller));
+  Ref mask_ref(mask);
+  if (!raw) return nullptr;
+  Ref axis(PyLong_FromLong(k));
+  Ref out(backend::call2(log ? backend::T.log_softmax : backend::T.softmax, raw.get(), axis.get()));
+  if (!out) return nullptr;
+  if (mask) {
+    /* A row without valid frames (a sequence of length 0) has softmax NaN. Its frames are all
+       padding, which gets probability 0 (log: -inf); the where also stops the NaN in the backward
+       pass. Rows with valid frames pass as they are, as when no row is empty (so that a sequence
+       gets the same gradients in any batch). */
+    Ref row_valid(PyObject_CallMethod(mask, "any", "iO", k, Py_True));
+    if (!row_valid) return nullptr;
+    PyObject* fill = log ? backend::T.float_neg_inf : nullptr;
+    Ref zero(PyLong_FromLong(0));
+    out = Ref(backend::call3(backend::T.where, row_valid.get(), out.get(), fill ? fill : zero.get()));
+    if (!out) return nullptr;
+  }
+  return tensor_make(out.release(), x->dims, x->sizes, nullptr, x->feature_dim);
+}
+
+PyObject* f_softmax(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return softmax_like(false, args, nargs, kwnames, "dimtorch.softmax()");
+}
+PyObject* f_log_softmax(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return softmax_like(true, args, nargs, kwnames, "dimtorch.log_softmax()");
+}
+
 #define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
@@ -428,6 +496,10 @@ PyMethodDef kFunctions[] = {
      "padding."},
     {"reduce_argmin", FASTCALL(f_argmin),
      "reduce_argmin(x, axis, use_mask=True): int64 index along `axis`; never padding."},
+    {"softmax", FASTCALL(f_softmax),
+     "softmax(x, axis, use_mask=True): softmax over the dim `axis`; padding gets probability 0."},
+    {"log_softmax", FASTCALL(f_log_softmax),
+     "log_softmax(x, axis, use_mask=True): log-softmax over `axis`; padding gets -inf."},
     {nullptr}};
 #undef FASTCALL
 

@@ -102,9 +102,9 @@ def test_op_modules_take_their_helpers_from_the_ground_floor():
                 assert not names & HELPERS, f"{path.relative_to(PKG)} imports {names & HELPERS} from _shape_ops: use _args"
 
 
-# Fast-path files not (yet) named after one family: ops_nn.cpp holds softmax (reduce), linear
-# (matmul) and the norms (normalization, with ops_batch_norm.cpp); see docs/layers.md.
-MIXED_FILES = {"ops_nn.cpp", "ops_batch_norm.cpp"}
+# Fast-path files not named after one family (none left; softmax is in ops_reduce.cpp, linear in
+# ops_matmul.cpp, the norms in ops_normalization.cpp).
+MIXED_FILES: set = set()
 
 
 def test_fast_path_files_share_their_family_name():

@@ -1,4 +1,4 @@
-"""The matmul, dot and linear fast paths (src/ops_matmul.cpp, ops_nn.cpp) against their Python
+"""The matmul, dot and linear fast paths (src/ops_matmul.cpp) against their Python
 definitions (dimtorch/ops/matmul.py): any dims of a and b, batch and reduced dims, masking, errors."""
 from __future__ import annotations
 

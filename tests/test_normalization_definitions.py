@@ -1,4 +1,4 @@
-"""The layer_norm, rms_norm and batch_norm fast paths (src/ops_nn.cpp, ops_batch_norm.cpp) and the
+"""The layer_norm, rms_norm and batch_norm fast paths (src/ops_normalization.cpp) and the
 dropout fast path against their Python definitions: dims orders, affine parameters in other orders,
 masked statistics and the running-stat update, errors."""
 from __future__ import annotations

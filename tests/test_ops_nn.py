@@ -1,4 +1,5 @@
-"""Tests of src/ops_nn.cpp: softmax/log_softmax (masked), linear, layer_norm and rms_norm against torch."""
+"""The fused neural-network fast paths against torch: softmax/log_softmax (masked; src/ops_reduce.cpp), linear
+(src/ops_matmul.cpp), layer_norm and rms_norm (src/ops_normalization.cpp)."""
 import math
 
 import pytest

@@ -1,4 +1,4 @@
-"""The reduction, moments and softmax fast paths (src/ops_reduce.cpp, ops_nn.cpp) against their Python
+"""The reduction, moments and softmax fast paths (src/ops_reduce.cpp) against their Python
 definitions (dimtorch/ops/reduce.py): any dims order and set of reduced dims, masking, length-0
 sequences, dtypes, errors."""
 from __future__ import annotations

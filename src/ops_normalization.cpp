@@ -1,10 +1,14 @@
-// batch_norm over a static feature dim: F.batch_norm when nothing is masked, else masked statistics
-// (moments over valid frames) with the running-stat update and the affine output done here.
+// Normalization over named dims: layer_norm and rms_norm (F.layer_norm / F.rms_norm with the
+// normalized dims viewed last); batch_norm over a static feature dim (F.batch_norm when nothing is
+// masked, else masked statistics over valid frames with the running-stat update and affine here).
 #include "args.h"
 #include "backend.h"
 #include "dim.h"
 #include "functions.h"
 #include "ops_reduce.h"
+#include "definitions.h"
+#include "message_dims.h"
+#include "mask.h"
 #include "tensor.h"
 #include "exports.h"
 
@@ -231,6 +235,119 @@ PyObject* f_batch_norm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   return fused(x, ax, params, training ? Py_True : Py_False, momentum_obj.get(), eps.get());
 }
 
+/// Shared by layer_norm and rms_norm: the normalized dims viewed last, one fused torch call.
+PyObject* norm_like(bool rms, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                    const char* caller) {
+  static const char* const names[] = {"x", "axis", "weight", "bias", "eps"};
+  static const char* const rms_names[] = {"x", "axis", "weight", "eps"};
+  PyObject* v[5] = {};
+  PyObject* weight_obj;
+  PyObject* bias_obj = nullptr;
+  PyObject* eps_obj;
+  if (rms) {
+    PyObject* r[4];
+    if (!parse_args(args, nargs, kwnames, rms_names, 4, 2, 2, r, caller)) return nullptr;
+    v[0] = r[0];
+    v[1] = r[1];
+    weight_obj = r[2];
+    eps_obj = r[3];
+  } else {
+    if (!parse_args(args, nargs, kwnames, names, 5, 2, 2, v, caller)) return nullptr;
+    weight_obj = v[2];
+    bias_obj = v[3];
+    eps_obj = v[4];
+  }
+  if (weight_obj == Py_None) weight_obj = nullptr;
+  if (bias_obj == Py_None) bias_obj = nullptr;
+  if (!need_tensor(v[0], "x", caller)) return nullptr;
+  if (weight_obj && !need_tensor(weight_obj, "weight", caller)) return nullptr;
+  if (bias_obj && !need_tensor(bias_obj, "bias", caller)) return nullptr;
+  TensorObject* x = as_tensor(v[0]);
+  int axes[kMaxDims], n_axes;
+  if (!axes_arg(x, v[1], axes, &n_axes, caller)) return nullptr;
+  for (int j = 0; j < n_axes; ++j) {
+    PyObject* d = PyTuple_GET_ITEM(x->dims, axes[j]);
+    if (dim_has_lengths(as_dim(d))) {
+      PyErr_Format(PyExc_ValueError,
+                   "%s: normalizing over dim %s, which has padding, would mix padding into the "
+                   "statistics; use dimtorch.moments (masked) for that",
+                   caller, describe_dim(d).c_str());
+      return nullptr;
+    }
+  }
+  int nd = static_cast<int>(tensor_ndim(x));
+  bool normalized[kMaxDims] = {};
+  for (int j = 0; j < n_axes; ++j) normalized[axes[j]] = true;
+  int order[kMaxDims], k = 0;
+  for (int i = 0; i < nd; ++i)
+    if (!normalized[i]) order[k++] = i;
+  for (int j = 0; j < n_axes; ++j) order[k++] = axes[j];
+  Py_ssize_t out_sizes[kMaxDims];
+  bool in_order = true;
+  for (int i = 0; i < nd; ++i) {
+    out_sizes[i] = x->sizes[order[i]];
+    in_order = in_order && order[i] == i;
+  }
+  Ref out_dims;
+  if (in_order) {
+    out_dims = Ref::borrow(x->dims);
+  } else {
+    out_dims = Ref(PyTuple_New(nd));
+    if (!out_dims) return nullptr;
+    for (int i = 0; i < nd; ++i)
+      PyTuple_SET_ITEM(out_dims.get(), i, Py_NewRef(PyTuple_GET_ITEM(x->dims, order[i])));
+  }
+  Ref shape(PyTuple_New(n_axes));
+  if (!shape) return nullptr;
+  for (int j = 0; j < n_axes; ++j)
+    PyTuple_SET_ITEM(shape.get(), j, PyLong_FromSsize_t(x->sizes[axes[j]]));
+  // weight/bias over exactly the normalized dims, aligned to the order of `axis`.
+  Ref affine[2];
+  PyObject* objs[2] = {weight_obj, bias_obj};
+  for (int a = 0; a < 2; ++a) {
+    if (!objs[a]) {
+      affine[a] = Ref::borrow(Py_None);
+      continue;
+    }
+    TensorObject* p = as_tensor(objs[a]);
+    int porder[kMaxDims];
+    bool ok = tensor_ndim(p) == n_axes;
+    for (int j = 0; ok && j < n_axes; ++j) {
+      porder[j] = dims_index(p->dims, PyTuple_GET_ITEM(x->dims, axes[j]));
+      ok = porder[j] >= 0 && p->sizes[porder[j]] == x->sizes[axes[j]];
+    }
+    if (!ok) {
+      PyErr_Format(PyExc_ValueError, "%s: %s must have exactly the normalized dims, got (%s)", caller,
+                   a == 0 ? "weight" : "bias", describe_dims(p->dims, p->sizes).c_str());
+      return nullptr;
+    }
+    affine[a] = Ref(backend::permute_order(p->raw, porder, n_axes));
+    if (!affine[a]) return nullptr;
+  }
+  Ref xr(backend::permute_order(x->raw, order, nd));
+  if (!xr) return nullptr;
+  Ref eps(eps_obj && eps_obj != Py_None ? Py_NewRef(eps_obj)
+                                        : PyFloat_FromDouble(rms ? 1e-6 : 1e-5));
+  if (!eps) return nullptr;
+  Ref out;
+  if (rms) {
+    PyObject* call_args[4] = {xr.get(), shape.get(), affine[0].get(), eps.get()};
+    out = Ref(PyObject_Vectorcall(backend::T.rms_norm, call_args, 4, nullptr));
+  } else {
+    PyObject* call_args[5] = {xr.get(), shape.get(), affine[0].get(), affine[1].get(), eps.get()};
+    out = Ref(PyObject_Vectorcall(backend::T.layer_norm, call_args, 5, nullptr));
+  }
+  if (!out) return nullptr;
+  return tensor_make(out.release(), out_dims.get(), out_sizes, nullptr, x->feature_dim);
+}
+
+PyObject* f_layer_norm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return norm_like(false, args, nargs, kwnames, "dimtorch.layer_norm()");
+}
+PyObject* f_rms_norm(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return norm_like(true, args, nargs, kwnames, "dimtorch.rms_norm()");
+}
+
 #define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
@@ -243,13 +360,16 @@ PyMethodDef kFunctions[] = {
      "buffers) are updated in place as F.batch_norm does (unbiased variance); with training=False "
      "they are used instead of batch statistics. Without padding to mask (no dynamic dims, "
      "use_mask=False, or eval) this is one F.batch_norm call. No host-device sync."},
+    {"layer_norm", FASTCALL(f_layer_norm),
+     "layer_norm(x, axis, weight=None, bias=None, eps=1e-5): F.layer_norm over the dim(s) `axis` "
+     "(viewed last; the result keeps that order)."},
+    {"rms_norm", FASTCALL(f_rms_norm),
+     "rms_norm(x, axis, weight=None, eps=1e-6): F.rms_norm over the dim(s) `axis`."},
     {nullptr, nullptr, 0, nullptr}};
 #undef FASTCALL
 
 }  // namespace
 
-bool export_ops_batch_norm(PyObject* module) {
-  return add_functions(module, kFunctions);
-}
+bool export_ops_normalization(PyObject* module) { return add_functions(module, kFunctions); }
 
 }  // namespace dimtorch
