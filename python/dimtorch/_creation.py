@@ -13,6 +13,7 @@ from ._C import Dim, Tensor
 from ._dtypes import to_torch_dtype
 from ._errors import naming_errors
 from ._args import dims_arg
+from .ops._support import names_errors
 
 DimsArg = Union[Dim, Sequence[Dim]]
 
@@ -41,11 +42,13 @@ def _like(x: Tensor, fill, dtype, caller: str) -> Tensor:
     return Tensor(raw, x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
 
 
+@names_errors("dimtorch.zeros_like()")
 def zeros_like(x: Tensor, *, dtype=None) -> Tensor:
     """Zeros with the dims (and raw sizes), dtype and device of `x`."""
     return _like(x, 0, dtype, "dimtorch.zeros_like()")
 
 
+@names_errors("dimtorch.ones_like()")
 def ones_like(x: Tensor, *, dtype=None) -> Tensor:
     """Ones with the dims (and raw sizes), dtype and device of `x`."""
     return _like(x, 1, dtype, "dimtorch.ones_like()")
@@ -61,6 +64,7 @@ def _generator(seed, generator, device, caller: str):
     return g
 
 
+@names_errors("dimtorch.random_uniform()")
 def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", device=None, seed=None,
                    generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
     """Uniform values in [minval, maxval) over `dims`; `seed` or `generator` make it repeatable.
@@ -74,6 +78,7 @@ def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", de
     return Tensor(raw, dims, feature_dim=feature_dim)
 
 
+@names_errors("dimtorch.random_normal()")
 def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", device=None, seed=None,
                   generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
     """Normal values N(mean, stddev²) over `dims`; `seed` or `generator` make it repeatable.
@@ -100,6 +105,7 @@ def range_over_dim(dim: Dim, *, dtype="int64", device=None) -> Tensor:
     return Tensor(raw, (dim,), sparse_dim=dim)
 
 
+@names_errors("dimtorch.convert_to_tensor()")
 def convert_to_tensor(value, *, dims: DimsArg = (), dtype=None, device=None, sparse_dim=None,
                       feature_dim=None) -> Tensor:
     """A Tensor from a Tensor (returned as is), torch.Tensor, number, list or numpy array."""

@@ -43,7 +43,7 @@ def torch_keyword_hint(text: str, fn=None) -> str:
             names = tuple(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
             pass
-    for want in ("axis", "axes", "reduce", "in_spatial_dim", "in_dim", "dims"):
+    for want in ("axis", "axes", "reduce", "in_spatial_dim", "in_spatial_dims", "spatial_dim", "in_dim", "dims"):
         if want in names:
             return f" (dimtorch names an axis by its Dim, not a number: use {want}=)"
     return (" (dimtorch names an axis by its Dim, not a number: pass it by the call's own Dim "

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from . import _C
 from ._C import Dim, Tensor, clip
 from ._args import axis_of, check_tensor, dim_str, dims_str, keep_markers
+from .ops._support import names_errors
 
 _LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/mask.h): the lengths on a device
 
@@ -134,6 +135,7 @@ def one_hot(indices: Tensor) -> Tensor:
     return Tensor(raw, tuple(indices.dims) + (d,), feature_dim=d)
 
 
+@names_errors("dimtorch.sparse_to_dense()")
 def sparse_to_dense(labels: Tensor, *, label_value, other_value, axis: Dim = None) -> Tensor:
     """Dense tensor over labels' dims then `axis` (default: labels' sparse_dim; static): label_value
     where the position along axis equals the label, other_value elsewhere (rf.sparse_to_dense; one_hot

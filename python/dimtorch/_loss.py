@@ -10,6 +10,7 @@ from . import _C, _ctc_op, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._mask import _MASK, sequence_mask
 from ._args import axis_of, check_tensor, dim_str, dims_str
+from .ops._support import names_errors
 
 _CPU = torch.device("cpu")
 _IGNORE = -100  # F.cross_entropy's ignore_index: padding positions get loss 0 and no gradient
@@ -44,6 +45,7 @@ def _same_dims(a, b) -> bool:
     return len(a) == len(b) and all(any(d is e for e in b) for d in a)
 
 
+@names_errors("dimtorch.cross_entropy()")
 def cross_entropy(*, estimated: Tensor, target: Tensor, axis: Dim, estimated_type: str = "logits",
                   label_smoothing: float = 0.0, use_mask: bool = True) -> Tensor:
     """Per-position cross entropy -sum_c p_target(c) log q(c) over the class dim `axis`.
@@ -200,6 +202,7 @@ def _ctc_loss_one_batch_dim(logits, targets, t_dim: Dim, tt_dim: Dim, blank_inde
     return Tensor(loss, (batch,))
 
 
+@names_errors("dimtorch.ctc_loss()")
 def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets_spatial_dim: Dim,
              blank_index: int, logits_normalized: bool = False) -> Tensor:
     """Per-sequence CTC loss (negative log-likelihood of `targets`) via F.ctc_loss.
@@ -267,6 +270,7 @@ def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets
     return Tensor(loss.view(batch_shape), batch_dims)
 
 
+@names_errors("dimtorch.loss_mean_over_frames()")
 def loss_mean_over_frames(loss: Tensor, *, frames_dim: Optional[Dim] = None) -> Tensor:
     """Scalar mean of a loss over all valid frames of the batch: the masked sum of `loss` over all
     its dims divided by the number of frames, counted on the host from the lengths (no device read).

@@ -75,6 +75,7 @@ def get_size_tensor(dim: Dim, device=None) -> Tensor:
     return Tensor(raw, lengths.dims)
 
 
+@names_errors("dimtorch.sequence_mask()")
 def sequence_mask(dims, device=None) -> Tensor:
     """Bool Tensor, True where every dynamic dim among `dims` is within its sequence's length.
     While tracing, from get_mask's in-graph form (see there)."""

@@ -10,6 +10,7 @@ import torch
 from . import _dim_cache, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from .ops._support import names_errors
 
 
 def _check_dims(x: Tensor, dims, caller: str) -> tuple:
@@ -226,6 +227,7 @@ def _pack_dim(out_dim: Optional[Dim], total: int, dims: tuple, caller: str) -> D
     return out_dim
 
 
+@names_errors("dimtorch.unpack_padded()")
 def unpack_padded(x: Tensor, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
     """Inverse of pack_padded: the frames of `in_dim` put back at the valid positions of `dims`;
     returns a tensor over (*dims, x's other dims), padding 0. The positions come from the HOST

@@ -13,6 +13,7 @@ from ._args import (  # noqa: F401  (re-exported)
     axis_of, check_tensor, dim_str, dims_arg, dims_str, has_namesake, keep_markers, namesakes_note,
 )
 from ._errors import naming_errors
+from .ops._support import names_errors
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
 
@@ -195,6 +196,7 @@ def _split_dynamic_in_graph(x: Tensor, a: int, axis: Dim, dims: tuple, k: int, p
     return raw.reshape(list(raw.shape[:a]) + [n] + [d.size for d in dims[1:]] + list(raw.shape[a + 1:]))
 
 
+@names_errors("dimtorch.split_dims()")
 def split_dims(x: Tensor, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples: Optional[bool] = None,
                pad_value: Union[int, float] = 0) -> Tensor:
     """Splits `axis` into `dims` (the first is the slowest-varying), in its place.
@@ -267,6 +269,7 @@ def squeeze(x: Tensor, *, axis: Dim) -> Tensor:
     return keep_markers(x, x.raw.squeeze(a), x.dims[:a] + x.dims[a + 1:])
 
 
+@names_errors("dimtorch.replace_dim()")
 def replace_dim(x: Tensor, *, in_dim: Dim, out_dim: Optional[Dim] = None) -> tuple[Tensor, Dim]:
     """x with `in_dim` renamed to `out_dim` (same raw data); returns (tensor, out_dim). Without
     out_dim, a new dim of the same size (the same lengths for a dynamic dim) is made. A static

@@ -9,6 +9,7 @@ import torch
 from . import _dim_cache, _in_graph, _tracing
 from ._C import Dim, Tensor, ceildiv
 from ._args import axis_of, check_tensor, dim_str, dims_str, keep_markers
+from .ops._support import names_errors
 
 
 def _lengths_in(lengths: Tensor, dims: tuple) -> bool:
@@ -169,6 +170,7 @@ def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor
     return Tensor(raw, x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
 
 
+@names_errors("dimtorch.shift_left()")
 def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     """Frames move `amount` earlier along `axis` (same dim): out[t] = x[t + amount] while
     t + amount < T, else `pad_value`. For a dynamic dim, T is each sequence's own length, so the

@@ -128,6 +128,7 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     return keep_markers(x, values, dims), tuple(indices), k_dim
 
 
+@names_errors("dimtorch.sort()")
 def sort(x: Tensor, *, axis: Dim, descending: bool = False) -> tuple[Tensor, Tensor]:
     """Sorts x along `axis` (a stable sort); returns (values, indices), both over x's dims,
     indices int64 with sparse_dim=axis. For a dynamic axis each sequence's valid frames are sorted

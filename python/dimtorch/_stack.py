@@ -8,6 +8,7 @@ import torch
 from . import _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from .ops._support import names_errors
 
 
 def _part_lengths(d: Dim, bdims: tuple, caller: str) -> torch.Tensor:
@@ -191,6 +192,7 @@ def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = None):
     return Tensor(torch.stack(raws), (out_dim,) + dims, sparse_dim=sparse_dim, feature_dim=first.feature_dim), out_dim
 
 
+@names_errors("dimtorch.unstack()")
 def unstack(x: Tensor, *, axis: Dim) -> list:
     """One tensor per index of `axis`, without that dim; views. For a dynamic axis, one per
     position up to the longest sequence (its host max length): in the tensor of position t, the

@@ -19,13 +19,12 @@ _NAMED_TYPES = (TypeError, ValueError, RuntimeError, IndexError, OverflowError, 
 def names_errors(caller: str):
     """Decorator of an op definition: an error torch raises inside it (torch's messages name no
     dimtorch call) comes out as "<caller>: <message>", of the same type, as the C++ functions'
-    wrapper does (src/functions.h). While tracing, the definition runs bare (nothing to rename,
-    and no try block for the tracer to follow)."""
+    wrapper does (src/functions.h); Python's own "unexpected keyword argument 'dim'" gets the hint
+    of the keyword to use. Costs ~0.15 us a call (a try is free in Python 3.11: no tracing() check
+    here, it cost 0.4 us); Dynamo traces the try like the rest (a graph break inside still resumes)."""
     def wrap(fn):
         @functools.wraps(fn)
         def definition(*args, **kwargs):
-            if tracing():
-                return fn(*args, **kwargs)
             try:
                 return fn(*args, **kwargs)
             except _NAMED_TYPES as e:
