@@ -1,4 +1,5 @@
-"""Tests of python/dimtorch/_normalization.py: moments and batch_norm against torch, masked and fused."""
+"""Tests of the normalization family (python/dimtorch/ops/normalization.py, src/ops_normalization.cpp): moments,
+batch_norm, layer_norm and rms_norm against torch, masked and fused."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -240,3 +241,82 @@ def test_moments_and_batch_norm_keep_the_dtype(dtype, case):
     torch.testing.assert_close(mean.raw.float(), ref_mean.raw, rtol=tol, atol=tol)
     torch.testing.assert_close(var.raw.float(), ref_var.raw, rtol=tol, atol=tol)
     assert dt.batch_norm(pb.x).raw.dtype == dtype
+
+
+# ---- layer_norm / rms_norm (src/ops_normalization.cpp) ----
+
+def torch_rms_norm(raw, shape, weight, eps):
+    axes = tuple(range(raw.dim() - len(shape), raw.dim()))
+    out = raw * torch.rsqrt(raw.pow(2).mean(axes, keepdim=True) + eps)
+    return out * weight if weight is not None else out
+
+
+@settings(max_examples=20)
+@given(perm=st.permutations([0, 1, 2, 3]), two_axes=st.booleans(), affine=st.booleans(),
+       rms=st.booleans(), seed=st.integers(0, 100))
+def test_norm_dim_orders_fuzzed(perm, two_axes, affine, rms, seed):
+    """Any dims order, one or two normalized dims, affine params over them in any order."""
+    pb = make_padded_batch((4, 2), pad_value=PAD_NAN, seed=seed)
+    g = dt.Dim(2, name="g")
+    canon_dims = (pb.batch, pb.time, g, pb.feature)
+    canon = torch.randn(2, 4, 2, 4, generator=torch.Generator().manual_seed(seed))
+    canon[1, 2:] = float("nan")
+    dims = tuple(canon_dims[i] for i in perm)
+    x = dt.Tensor(canon.permute(*perm), dims)
+    axis = (pb.feature, g) if two_axes else (pb.feature,)
+    norm_shape = tuple(d.size for d in axis)
+    p_dims = tuple(reversed(axis))  # params in another order than axis
+    weight = dt.Tensor(torch.randn(*[d.size for d in p_dims]), p_dims) if affine else None
+    bias = dt.Tensor(torch.randn(*[d.size for d in p_dims]), p_dims) if affine and not rms else None
+    rest = tuple(d for d in dims if d not in axis)
+    expect_dims = rest + axis
+
+    def oracle(xr, *params):
+        c = align_raw(xr, dims, expect_dims)
+        ps = [align_raw(p, p_dims, axis) for p in params]
+        if rms:
+            return torch_rms_norm(c, norm_shape, ps[0] if ps else None, 1e-6)
+        return F.layer_norm(c, norm_shape, *ps, eps=1e-5)
+
+    inputs = [x] + [p for p in (weight, bias) if p is not None]
+    if rms:
+        fn = lambda x, *p: dt.rms_norm(x, axis=axis, weight=p[0] if p else None)  # noqa: E731
+    else:
+        fn = lambda x, *p: dt.layer_norm(x, axis=axis, weight=p[0] if p else None,  # noqa: E731
+                                         bias=p[1] if p else None)
+    check_against_torch(fn, oracle, inputs, expect_dims=expect_dims, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_norm_per_frame_with_padding(name):
+    # Per-frame op: with NaN padding the valid outputs and valid x gradients are unchanged.
+    fn = lambda x: getattr(dt, name)(x, axis=x.feature_dim)  # noqa: E731
+    check_padding_invariance(fn, (5, 3, 0, 1), finite_grads=False, rtol=1e-5, atol=1e-5)
+    pb = make_padded_batch((5, 3, 1), pad_value=PAD_NAN)
+    check_batch_independence(lambda x, m: fn(x), pb.x, pb.batch, pb.time)
+
+
+def test_norm_eps_and_defaults():
+    pb = make_padded_batch((3, 3), pad_value=0.0)
+    y = dt.layer_norm(pb.x, axis=pb.feature, eps=0.5)
+    torch.testing.assert_close(y.raw, F.layer_norm(pb.x.raw, (4,), eps=0.5))
+    y = dt.rms_norm(pb.x, pb.feature, weight=None, eps=0.25)
+    torch.testing.assert_close(y.raw, torch_rms_norm(pb.x.raw, (4,), None, 0.25))
+    y = dt.rms_norm(pb.x, axis=pb.feature)
+    torch.testing.assert_close(y.raw, torch_rms_norm(pb.x.raw, (4,), None, 1e-6))
+    assert y.feature_dim is pb.feature
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_norm_bad_input(name):
+    pb = make_padded_batch((3, 2))
+    fn = getattr(dt, name)
+    with pytest.raises(ValueError, match=rf"dimtorch\.{name}\(\): normalizing over dim .*'time'.*which has padding"):
+        fn(pb.x, axis=pb.time)
+    with pytest.raises(ValueError, match=rf"dimtorch\.{name}\(\): weight must have exactly the normalized dims, got \(time"):
+        fn(pb.x, axis=pb.feature, weight=dt.Tensor(torch.ones(3), (pb.time,)))
+    with pytest.raises(ValueError, match=rf"dimtorch\.{name}\(\): dim .*'other'.* is not in x"):
+        fn(pb.x, axis=dt.Dim(4, name="other"))
+    if name == "layer_norm":
+        with pytest.raises(ValueError, match=r"dimtorch\.layer_norm\(\): bias must have exactly the normalized dims"):
+            fn(pb.x, axis=pb.feature, bias=dt.Tensor(torch.ones(5), (dt.Dim(5, name="h"),)))

@@ -1,11 +1,13 @@
-"""Tests of src/ops_matmul.cpp: matmul/dot over named dims against einsum, all dims orders, masking."""
+"""Tests of src/ops_matmul.cpp: matmul/dot over named dims against einsum, all dims orders, masking; linear against
+F.linear."""
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
 import dimtorch as dt
 from helpers import (PAD_LARGE, PAD_NAN, align_raw, check_against_torch, check_batch_independence,
-                     make_padded_batch)
+                     check_padding_invariance, make_padded_batch)
 
 LETTERS = "abcdefghij"
 
@@ -130,3 +132,51 @@ def test_matmul_bad_input():
         dt.matmul(a, c, reduce=feat)
     with pytest.raises(TypeError, match=r"dimtorch\.matmul\(\): b must be a dimtorch\.Tensor"):
         dt.matmul(a, torch.randn(4), reduce=feat)
+
+
+# ---- linear (src/ops_matmul.cpp) ----
+
+@pytest.mark.parametrize("layout", ["in_out", "out_in"])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("x_order", [(0, 1, 2), (2, 0, 1), (1, 2, 0)])
+def test_linear_against_torch(layout, with_bias, x_order):
+    pb = make_padded_batch((4, 2), pad_value=PAD_LARGE)
+    out = dt.Dim(3, name="out")
+    w_raw = torch.randn(3, 4)  # (out, in)
+    w = dt.Tensor(w_raw, (out, pb.feature)) if layout == "out_in" else dt.Tensor(w_raw.t().contiguous(), (pb.feature, out))
+    b = dt.Tensor(torch.randn(3), (out,))
+    dims = tuple(pb.x.dims[i] for i in x_order)
+    x = dt.Tensor(pb.x.raw.permute(*x_order), dims, feature_dim=pb.feature)
+    inputs = [x, w] + ([b] if with_bias else [])
+    expect_dims = tuple(d for d in dims if d is not pb.feature) + (out,)
+
+    def oracle(xr, wr, *br):
+        c = align_raw(xr, dims, (pb.batch, pb.time, pb.feature))
+        wt = wr if layout == "out_in" else wr.t()
+        res = F.linear(c, wt, *br)
+        return align_raw(res, (pb.batch, pb.time, out), expect_dims)
+
+    check_against_torch(lambda *a: dt.linear(*a), oracle, inputs, expect_dims=expect_dims, rtol=1e-5, atol=1e-5)
+    assert dt.linear(*inputs).feature_dim is out
+
+
+def test_linear_padding_does_not_leak_into_valid_frames():
+    # linear is per frame: valid outputs, valid x grads and (for finite padding) weight grads stay.
+    out = dt.Dim(3, name="out")
+    w_raw = torch.randn(4, 3)
+    fn = lambda x: dt.linear(x, dt.Tensor(w_raw, (x.feature_dim, out)))  # noqa: E731
+    check_padding_invariance(fn, (4, 2, 0), pads=(0.0, PAD_NAN, PAD_LARGE), finite_grads=False)
+
+
+def test_linear_bad_input():
+    pb = make_padded_batch((3, 2))
+    out = dt.Dim(3, name="out")
+    with pytest.raises(ValueError, match=r"dimtorch\.linear\(\): exactly one dim of weight \(out:3, other:4\) must be in x"):
+        dt.linear(pb.x, dt.Tensor(torch.randn(3, 4), (out, dt.Dim(4, name="other"))))
+    with pytest.raises(ValueError, match=r"dimtorch\.linear\(\): weight must have 2 dims"):
+        dt.linear(pb.x, dt.Tensor(torch.randn(4), (pb.feature,)))
+    with pytest.raises(ValueError, match=r"dimtorch\.linear\(\): bias must have the dims .*'out'"):
+        dt.linear(pb.x, dt.Tensor(torch.randn(4, 3), (pb.feature, out)), dt.Tensor(torch.randn(4), (pb.feature,)))
+    f5 = dt.Dim(None, name="f5")
+    with pytest.raises(ValueError, match=r"dimtorch\.linear\(\): dim .*'f5'.* has raw size 4 in x but 5 in weight"):
+        dt.linear(dt.Tensor(torch.randn(2, 4), (pb.batch, f5)), dt.Tensor(torch.randn(5, 3), (f5, out)))

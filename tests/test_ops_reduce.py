@@ -1,4 +1,5 @@
-"""Tests of src/ops_reduce.cpp: masked reductions against hand-masked torch, forward and backward."""
+"""Tests of src/ops_reduce.cpp: masked reductions and softmax/log_softmax against hand-masked torch, forward and
+backward."""
 import math
 
 import pytest
@@ -232,3 +233,96 @@ def test_keyword_names_made_at_run_time():
         dt.reduce_sum(x, **{"".join(["ax", "es"]): f})
     with pytest.raises(TypeError, match=r"dimtorch.reduce_sum\(\) got multiple values for argument 'axis'"):
         dt.reduce_sum(x, f, **{axis_kw: f})
+
+
+# ---- softmax / log_softmax (masked; src/ops_reduce.cpp) ----
+
+SOFTMAXES = {"softmax": (dt.softmax, torch.softmax), "log_softmax": (dt.log_softmax, torch.log_softmax)}
+
+
+def masked_softmax(log, raw, mask, axis):
+    """Hand-written: padding -inf before, probability 0 (log: -inf) after."""
+    out = (torch.log_softmax if log else torch.softmax)(torch.where(mask, raw, -math.inf), axis)
+    return torch.where(mask, out, -math.inf if log else 0.0)
+
+
+# ---- softmax / log_softmax ----
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE, -PAD_LARGE])
+@pytest.mark.parametrize("case", ["time", "batch", "feature"])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_against_torch(name, case, pad):
+    pb = make_padded_batch((5, 3, 1), pad_value=pad, extra_time=1)
+    dim, axis, masked = {"time": (pb.time, 1, True), "batch": (pb.batch, 0, True),
+                         "feature": (pb.feature, 2, False)}[case]
+    mask = pb.mask[:, :, None] if masked else torch.ones((1, 1, 1), dtype=torch.bool)
+    log = name == "log_softmax"
+    check_against_torch(lambda x: SOFTMAXES[name][0](x, axis=dim),
+                        lambda r: masked_softmax(log, r, mask, axis), [pb.x], expect_dims=pb.x.dims)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_padding_gets_probability_zero(name):
+    pb = make_padded_batch((4, 2, 0, 1), pad_value=PAD_NAN, extra_time=1)
+    y = SOFTMAXES[name][0](pb.x, axis=pb.time).raw
+    pad = ~pb.mask
+    if name == "softmax":
+        assert (y[pad] == 0).all()
+        torch.testing.assert_close(y[[0, 1, 3]].sum(1), torch.ones(3, 4))
+        assert (y[3, 0] == 1).all()  # length 1: all the mass on the one frame
+    else:
+        assert (y[pad] == -math.inf).all()
+        assert (y[3, 0] == 0).all()
+    assert not y.isnan().any()
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_padding_invariance_and_finite_grads(name):
+    outs, _ = check_padding_invariance(lambda x: SOFTMAXES[name][0](x, axis=x.dims[1]), (5, 3, 0, 1))
+    assert not outs[0].isnan().any()
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_over_batch_with_frames_beyond_every_length(name):
+    # time is masked (its lengths vary along batch); frames past the longest are all padding.
+    check_padding_invariance(lambda x: SOFTMAXES[name][0](x, axis=x.dims[0]), (5, 3, 0, 1), extra_time=2)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_batch_independence(name):
+    pb = make_padded_batch((6, 3, 1), pad_value=PAD_NAN, extra_time=1)
+    check_batch_independence(lambda x, m: SOFTMAXES[name][0](x, axis=m(pb.time)), pb.x, pb.batch, pb.time)
+
+
+def test_softmax_use_mask_false_is_plain_torch():
+    pb = make_padded_batch((5, 3), pad_value=1.0)
+    y = dt.softmax(pb.x, axis=pb.time, use_mask=False)
+    torch.testing.assert_close(y.raw, torch.softmax(pb.x.raw, 1))
+
+
+@settings(max_examples=20)
+@given(perm=st.permutations([0, 1, 2]), seed=st.integers(0, 100))
+def test_softmax_dim_orders_fuzzed(perm, seed):
+    pb = make_padded_batch((4, 2, 0), pad_value=PAD_NAN, extra_time=1, seed=seed)
+    dims = tuple(pb.x.dims[i] for i in perm)
+    x = dt.Tensor(pb.x.raw.permute(*perm), dims)
+    y = dt.softmax(x, axis=pb.time)
+    assert y.dims == dims
+    got = align_raw(y.raw, dims, pb.x.dims)
+    torch.testing.assert_close(got, masked_softmax(False, pb.x.raw, pb.mask[:, :, None], 1))
+
+
+def test_softmax_bad_input():
+    pb = make_padded_batch((3, 2))
+    empty = dt.Dim(0, name="empty")
+    x = dt.Tensor(torch.zeros(2, 0), (pb.batch, empty))
+    with pytest.raises(ValueError, match=r"dimtorch\.softmax\(\): dim .*'empty'.* has size 0 in x \(dims: batch:2, empty:0\)"):
+        dt.softmax(x, axis=empty)
+    with pytest.raises(ValueError, match=r"dimtorch\.log_softmax\(\): dim .*'empty'.* has size 0"):
+        dt.log_softmax(x, axis=empty)
+    with pytest.raises(ValueError, match=r"dimtorch\.softmax\(\): dim .*'other'.* is not in x"):
+        dt.softmax(pb.x, axis=dt.Dim(2, name="other"))
+    with pytest.raises(TypeError, match=r"dimtorch\.softmax\(\): axis must be a Dim"):
+        dt.softmax(pb.x, axis=(pb.time,))
+    with pytest.raises(TypeError, match=r"dimtorch\.softmax\(\): x must be a dimtorch\.Tensor"):
+        dt.softmax(pb.x.raw, axis=pb.time)
