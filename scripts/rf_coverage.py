@@ -131,8 +131,9 @@ TABLE = {
     ],
     "container": [
         ("ModuleList", S, "dt.nn.ModuleList", "list- and dict-like (names, slices, items())"),
-        ("Sequential", S, "dt.nn.Sequential", "torch's Sequential: no name index, no collected_outputs"),
-        ("sequential", NOT_YET, None, "dt.nn.Sequential(*modules)(x) does it"),
+        ("Sequential", S, "dt.nn.Sequential", "a torch.nn.Sequential built and called as rf's: from a generator "
+         "or dict, kwargs to every module, collected_outputs="),
+        ("sequential", S, "dt.nn.sequential", ""),
         ("ParameterList", NOT_YET, None, "torch.nn.ParameterList holds raw parameters"),
     ],
     "control_flow_ctx": [(n, NA, None, EAGER) for n in ("control_flow_ctx", "get_current_control_flow_ctx")],
@@ -327,8 +328,12 @@ TABLE = {
         ("make_ff", NOT_YET, None, "construct ConformerPositionwiseFeedForward directly"),
         ("conv_norm_use_mask_default", NA, None, "no behavior versions"),
     ],
-    "encoder.conformer_v2": [(n, NOT_YET, None, "rf's newer Conformer variant") for n in ("ConformerFrontend",
-                                                                                        "ConformerEncoderV2")],
+    "encoder.conformer_v2": [
+        ("ConformerFrontend", S, "dt.nn.ConformerFrontend", "input_layer a module or callable (rf's dict form "
+         "for build_from_dict: not taken); V1's parameter names"),
+        ("ConformerEncoderV2", S, "dt.nn.ConformerEncoderV2", "encoder_layer a module, class or None (dict: not "
+         "taken); ff_activation=/conv_norm=: not yet (ConformerEncoderLayer is SiLU FF + BatchNorm)"),
+    ],
     "encoder.transformer": [(n, NOT_YET, None, "the model container; its layers (SelfAttention, FeedForward, "
                                               "LayerNorm, Embedding, positional encodings) are there")
                             for n in ("TransformerEncoder", "TransformerEncoderLayer")],

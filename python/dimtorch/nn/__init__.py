@@ -1,7 +1,7 @@
 """Modules: dt.nn.Module (a torch.nn.Module with named parameters), initializers, layers, checkpoints, FSDP."""
 from . import init  # noqa: F401
 from .module import Buffer, Module, Parameter, StateDictError, check_state_dict  # noqa: F401
-from .container import Functional, ModuleDict, ModuleList, Sequential  # noqa: F401
+from .container import Functional, ModuleDict, ModuleList, Sequential, sequential  # noqa: F401
 from .linear import Linear  # noqa: F401
 from .embedding import Embedding  # noqa: F401
 from .normalization import BatchNorm, LayerNorm, RMSNorm  # noqa: F401
@@ -19,5 +19,6 @@ from .conformer import (  # noqa: F401
     ConformerConvBlock, ConformerConvSubsample, ConformerEncoder, ConformerEncoderLayer,
     ConformerPositionwiseFeedForward, torch_state_dict_to_dimtorch,
 )
+from .conformer_v2 import ConformerEncoderV2, ConformerFrontend  # noqa: F401
 from .decoder import TransformerDecoder, TransformerDecoderLayer, TransformerDecoderState  # noqa: F401
 from .fsdp import fully_shard  # noqa: F401

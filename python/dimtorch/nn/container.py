@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import operator
+from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterable, Optional
 
 import torch
 
 from .module import Module
 
-__all__ = ["Functional", "ModuleList", "ModuleDict", "Sequential"]
+__all__ = ["Functional", "ModuleList", "ModuleDict", "Sequential", "sequential"]
 
 
 class Functional(Module):
@@ -193,4 +194,31 @@ class ModuleDict(Module, torch.nn.ModuleDict):
 
 
 class Sequential(Module, torch.nn.Sequential):
-    """torch.nn.Sequential with dt.nn.Module semantics: calls its modules in order on dimtorch Tensors."""
+    """torch.nn.Sequential with dt.nn.Module semantics, called as RETURNN frontend's Sequential:
+    `Sequential(m1, m2)`, `Sequential([m1, m2])` (any iterable, e.g. a generator of layers) or
+    `Sequential({"a": m1, "b": m2})`; functions become Functional modules. `seq(x, **kwargs)` calls
+    each module as `module(x, **kwargs)` in order (e.g. spatial_dim= for every encoder layer);
+    `collected_outputs=` (a dict) gets each module's output under its name."""
+
+    def __init__(self, *modules):
+        caller = "dimtorch.nn.Sequential()"
+        if len(modules) == 1 and isinstance(modules[0], dict):
+            modules = (OrderedDict((key, _as_module(m, caller)) for key, m in modules[0].items()),)
+        else:
+            if len(modules) == 1 and not isinstance(modules[0], torch.nn.Module) and _iterable(modules[0]):
+                modules = tuple(modules[0])
+            modules = tuple(_as_module(m, caller) for m in modules)
+        super().__init__(*modules)
+
+    def forward(self, inp, *, collected_outputs: Optional[Dict[str, Any]] = None, **kwargs):
+        for name, module in self._modules.items():
+            inp = module(inp, **kwargs)
+            if collected_outputs is not None:
+                collected_outputs[name] = inp
+        return inp
+
+
+def sequential(source, *modules):
+    """`Sequential(*modules)(source)`: the modules (or functions) applied in order, as RETURNN frontend's
+    rf.sequential."""
+    return Sequential(*modules)(source)
