@@ -120,7 +120,8 @@ def test_defaults_fit_together_and_options():
     torch.testing.assert_close(scaled.raw, 2.0 * plain.raw, equal_nan=True)
     # a layer class with extra options, as rf's encoder_layer / encoder_layer_opts
     enc2 = dt.nn.ConformerEncoderV2(dt.Dim(8, name="m"), num_layers=2, num_heads=2, conv_kernel_size=3,
-                                    encoder_layer=dt.nn.ConformerEncoderLayer, encoder_layer_opts={"pos_emb": "learned"})
+                                    encoder_layer=dt.nn.ConformerEncoderLayer,
+                                    encoder_layer_opts={"pos_emb": "learned"})
     assert len(enc2.layers) == 2 and hasattr(enc2.layers[1].self_att, "learned_pos_emb")
 
 

@@ -95,6 +95,13 @@ def _conv_dims(F, d, x):
                                               strides=[2, 1], dilation_rate=[1, 2]))
 
 
+def _rf_with_feature(x, feature):
+    """An rf Tensor's copy with `feature` as its feature_dim (rf's reduce_out needs one)."""
+    x = x.copy()
+    x.feature_dim = feature
+    return x
+
+
 PROGRAMS = [
     # --- elementwise, reductions, softmax (existing ops) ------------------------------------------------------
     Program("add_mul", both=lambda F, d, x: x.x * 2.0 + x.y, out=(BTF,)),
@@ -158,6 +165,26 @@ PROGRAMS = [
     Program("stft", both=_stft, out=(("batch", "*", "*"),), atol=1e-3),
     Program("log_mel_filterbank", both=_log_mel, out=(("batch", "*", "*"),), atol=1e-3),
     Program("safe_log", both=lambda F, d, x: F.safe_log(x.positive - 0.5, eps=1e-6), out=(BTF,)),
+    Program("reduce_out_max", rf=lambda F, d, x: F.reduce_out(_rf_with_feature(x.x, d.feature), mode="max",
+                                                              num_pieces=2),
+            dt=lambda F, d, x: F.reduce_out(F.Tensor(x.x.raw, x.x.dims, feature_dim=d.feature), mode="max",
+                                            num_pieces=2),
+            out=(("batch", "time", "*"),)),
+    Program("scaled_gradient", both=lambda F, d, x: F.scaled_gradient(x.x, -0.5), out=(BTF,)),
+    Program("range_over_dim_strided", both=lambda F, d, x: F.range_over_dim_strided(d.time, stride=2),
+            out=(("*",),)),
+    Program("range_over_merged_dims", both=lambda F, d, x: F.range_over_merged_dims([d.heads, d.head_dim]),
+            out=(("heads", "head_dim"),)),
+    Program("linspace_over_dim", both=lambda F, d, x: F.linspace_over_dim(d.time, 1.0, 3.0),
+            out=(("batch", "time"),)),
+    Program("num_elements_of_shape", both=lambda F, d, x: F.num_elements_of_shape([d.batch, d.time, d.feature]),
+            out=((),)),
+    Program("masked_fraction_of_shape", both=lambda F, d, x: F.masked_fraction_of_shape([d.batch, d.time]),
+            out=((),)),
+    Program("complex_round_trip", both=lambda F, d, x: F.complex_as_real(
+        F.real_as_complex(x.q4, pair_dim=d.heads))[0], out=(("batch", "time", "head_dim", "*"),)),
+    Program("make_complex", both=lambda F, d, x: F.complex_as_real(F.make_complex(x.x, x.y))[0],
+            out=(("batch", "time", "feature", "*"),)),
     Program("ctc_greedy_decode", rf=lambda F, d, x: F.ctc_greedy_decode(x.logits, in_spatial_dim=d.time, blank_index=5,
                                                                          wb_target_dim=d.vocab),
             dt=lambda F, d, x: dt.ctc_greedy_decode(x.logits, in_spatial_dim=d.time, blank_index=5, wb_target_dim=d.vocab),

@@ -141,6 +141,15 @@ class _TorchSmoothedGradient(torch.autograd.Function):
         return grad * ctx.scale + ctx.shift * grad.abs().sum(dim=-1, keepdim=True), None, None
 
 
+def _with_feature(s):
+    """s.x with feature as its feature_dim (reduce_out needs one), made outside the timed region."""
+    if hasattr(s.x, "raw_tensor"):  # RETURNN's Tensor
+        x = s.x.copy()
+        x.feature_dim = s.feature
+        return x
+    return dt.Tensor(s.x.raw, s.x.dims, feature_dim=s.feature)
+
+
 def _leaf(raw):
     return raw.detach().clone().requires_grad_(True)
 
@@ -198,6 +207,20 @@ RF_ROWS = (
         torch=lambda s: lambda x=s.x: F.logsigmoid(x),
         dimtorch=lambda s: lambda x=s.x: dt.log_sigmoid(x),
         returnn=lambda s: lambda x=s.x, fn=_rf(s).log_sigmoid: fn(x)),
+    Row("reduce_out_max", "maxout: feature split into pairs, the max of each pair", out=("batch", "time", "readout"),
+        requires=("reduce_out",),
+        torch=lambda s: lambda x=s.x, shape=(s.B, s.T, s.F // 2, 2): x.view(shape).amax(-1),
+        dimtorch=lambda s: lambda x=_with_feature(s): dt.reduce_out(x, mode="max", num_pieces=2),
+        returnn=lambda s: lambda x=_with_feature(s), fn=_rf(s).reduce_out: fn(x, mode="max", num_pieces=2)),
+    Row("scaled_gradient_ext_fwd_bwd", "gradient scaled and shifted by its sum over feature, forward + backward "
+        "of a loss; PyTorch: the user's own autograd Function", out=BTF, requires=("scaled_gradient_ext",), meta=False,
+        torch=_torch_smoothed_ce,
+        dimtorch=lambda s: _named_smoothed_ce(s, lambda x, f=s.feature, k=_smoothing_factors(s.shapes.feature):
+                                              dt.scaled_gradient_ext(x, scale=k[0], shift=k[1],
+                                                                     scale_shift_by_sum_over_axis=f)),
+        returnn=lambda s: _named_smoothed_ce(s, lambda x, f=s.feature, k=_smoothing_factors(s.shapes.feature),
+                                             fn=_rf(s).scaled_gradient_ext:
+                                             fn(x, scale=k[0], shift=k[1], scale_shift_by_sum_over_axis=f))),
     Row("masked_select_seq", "per sequence, the frames where cond (batch, time) holds, packed into a new dynamic "
         "dim (counts read on the host)", out=("batch", "masked_select", "feature"), requires=("masked_select",),
         meta=False,

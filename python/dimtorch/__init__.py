@@ -41,6 +41,11 @@ from ._nested import gather_nested, mask_nested, where_nested  # noqa: F401
 from ._positional import (  # noqa: F401
     apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )
+from ._gradient import scaled_gradient, scaled_gradient_ext  # noqa: F401
+from ._reduce_out import reduce_out  # noqa: F401
+from ._dim_ranges import linspace_over_dim, range_over_dim_strided, range_over_merged_dims  # noqa: F401
+from ._shape_counts import masked_fraction_of_shape, num_elements_of_shape  # noqa: F401
+from ._complex import complex_as_real, make_complex, real_as_complex  # noqa: F401
 from . import nn  # noqa: F401
 
 _compile.install()  # the Python definitions, for the core's fallbacks and for torch.compile

@@ -103,6 +103,17 @@ _DEFINITIONS = {
     "stft": "_signal",
     "where_nested": "_nested",
     "while_loop": "_loop",
+    "scaled_gradient": "_gradient",
+    "scaled_gradient_ext": "_gradient",
+    "reduce_out": "_reduce_out",
+    "range_over_dim_strided": "_dim_ranges",
+    "range_over_merged_dims": "_dim_ranges",
+    "linspace_over_dim": "_dim_ranges",
+    "num_elements_of_shape": "_shape_counts",
+    "masked_fraction_of_shape": "_shape_counts",
+    "real_as_complex": "_complex",
+    "complex_as_real": "_complex",
+    "make_complex": "_complex",
 }
 
 
