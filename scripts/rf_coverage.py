@@ -324,7 +324,8 @@ TABLE = {
         ("ConformerConvSubsample", S, "dt.nn.ConformerConvSubsample", ""),
         ("ConformerEncoderLayer", S, "dt.nn.ConformerEncoderLayer", ""),
         ("ConformerEncoder", S, "dt.nn.ConformerEncoder", ""),
-        ("make_ff", NOT_YET, None, "construct ConformerPositionwiseFeedForward directly"),
+        ("make_ff", S, "dt.nn.make_ff", "no config dicts; a class of dimtorch's FeedForward family gets out_dim as "
+                                        "its in_dim"),
         ("conv_norm_use_mask_default", NA, None, "no behavior versions"),
     ],
     "encoder.conformer_v2": [(n, NOT_YET, None, "rf's newer Conformer variant") for n in ("ConformerFrontend",
@@ -338,8 +339,8 @@ TABLE = {
         ("TransformerDecoder", S, "dt.nn.TransformerDecoder", "full sequence and step by step"),
         ("TransformerDecoderLayer", S, "dt.nn.TransformerDecoderLayer", ""),
         ("FeedForward", S, "dt.nn.FeedForward", ""),
-        ("FeedForwardGated", NOT_YET, None, "gated (SwiGLU) feed-forward"),
-        ("make_norm", NOT_YET, None, "construct the norm module directly"),
+        ("FeedForwardGated", S, "dt.nn.FeedForwardGated", "activation names or callables (no config dicts)"),
+        ("make_norm", S, "dt.nn.make_norm", "no config dicts"),
     ],
     "conversions.torch_nn": [(n, ALT, "load_state_dict", "dimtorch modules hold torch's parameter layouts")
                              for n in ("import_params_torch_linear_to_rf", "import_params_torch_conv1d_to_rf",

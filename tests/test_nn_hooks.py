@@ -43,6 +43,7 @@ def _layers():
         "RelPosSelfAttention": (dt.nn.RelPosSelfAttention(model, model, **att), lambda m: m(x, axis=time)),
         "RelPosSelfAttention learned": (dt.nn.RelPosSelfAttention(model, model, pos_emb="learned", **att),
                                         lambda m: m(x, axis=time)),
+        "FeedForwardGated": (dt.nn.FeedForwardGated(model, ff_dim=8), lambda m: m(x)),
         "ConformerConvBlock": (dt.nn.ConformerConvBlock(model, kernel_size=3), lambda m: m(x, spatial_dim=time)),
         "ConformerConvSubsample": (dt.nn.ConformerConvSubsample(feature, (dt.Dim(2, name="c0"), dt.Dim(3, name="c1"))),
                                    lambda m: m(feats, in_spatial_dim=time)),

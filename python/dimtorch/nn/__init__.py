@@ -7,7 +7,8 @@ from .embedding import Embedding  # noqa: F401
 from .normalization import BatchNorm, LayerNorm, RMSNorm  # noqa: F401
 from .sync_batch_norm import SyncBatchNorm  # noqa: F401
 from .dropout import Dropout  # noqa: F401
-from .feed_forward import FeedForward  # noqa: F401
+from .feed_forward import FeedForward, FeedForwardGated  # noqa: F401
+from .builders import make_ff, make_norm  # noqa: F401
 from .recurrent import LSTM, LstmState  # noqa: F401
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: F401
 from .conv import Conv1d, Conv2d, TransposedConv1d, TransposedConv2d  # noqa: F401

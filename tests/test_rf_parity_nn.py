@@ -1,0 +1,83 @@
+"""dt.nn layers beside their RETURNN frontend modules: the rf module's parameters copied into ours, the same
+padded data through both, outputs compared on valid frames (skipped where returnn is not installed).
+
+Parameter names are the same on both sides except that rf keeps a Linear weight as (in, out) where ours is
+(out, in) (transposed on copy) and rf's LSTM weights are ff_weight/rec_weight/bias as ours (ZoneoutLSTM)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dimtorch as dt
+from rf_parity import setup_rf
+
+LENGTHS = (6, 4, 1)
+PAD = 1e4  # finite, large: a leak into a valid frame shows
+
+
+@pytest.fixture(scope="module")
+def rf():
+    pytest.importorskip("returnn")
+    module, problem = setup_rf()
+    if module is None:
+        pytest.skip(f"RETURNN frontend is not usable here: {problem}")
+    return module
+
+
+class Sides:
+    """The same padded input (batch, time, model) on both sides, with each side's dims."""
+
+    def __init__(self, rf, model: int = 8, lengths=LENGTHS, seed: int = 0):
+        from returnn.tensor import Dim as RfDim
+        g = torch.Generator().manual_seed(seed)
+        self.lengths = list(lengths)
+        raw = torch.randn(len(lengths), max(lengths), model, generator=g)
+        for b, n in enumerate(lengths):
+            raw[b, n:] = PAD
+        self.raw = raw
+        lens = torch.tensor(lengths, dtype=torch.int32)
+        self.rbatch = RfDim(len(lengths), name="batch")
+        self.rtime = RfDim(rf.convert_to_tensor(lens, dims=[self.rbatch]), name="time")
+        self.rmodel = RfDim(model, name="model")
+        self.rx = rf.convert_to_tensor(raw.clone(), dims=[self.rbatch, self.rtime, self.rmodel],
+                                       feature_dim=self.rmodel)
+        self.batch = dt.Dim(None, name="batch")
+        self.time = dt.Dim(dt.Tensor(lens.to(torch.int64), (self.batch,)), name="time")
+        self.model = dt.Dim(model, name="model")
+        self.x = dt.Tensor(raw.clone(), (self.batch, self.time, self.model), feature_dim=self.model)
+
+    def compare(self, rf_y, dt_y, *, rf_dims=None, dt_dims=None, atol=1e-5, rtol=1e-4):
+        """rf_y, dt_y over (batch, time, model-sized feature) (or the given dims), compared on valid frames."""
+        rf_dims = rf_dims or [self.rbatch, self.rtime, next(d for d in rf_y.dims if d not in (self.rbatch,
+                                                                                           self.rtime))]
+        dt_dims = dt_dims or (self.batch, self.time, next(d for d in dt_y.dims if d is not self.batch
+                                                          and d is not self.time))
+        r = rf_y.copy_compatible_to_dims_raw(rf_dims).detach()
+        t = dt_y.raw_aligned(dt_dims).detach()
+        assert r.shape == t.shape, (r.shape, t.shape)
+        for b, n in enumerate(self.lengths):
+            torch.testing.assert_close(t[b, :n], r[b, :n], atol=atol, rtol=rtol, msg=lambda m: f"sequence {b}: {m}")
+
+
+def copy_params_from_rf(rf_module, ours) -> None:
+    """Copies every parameter of the rf module into the same-named parameter of ours (both must have the
+    same names); rf's Linear weights (in, out) are transposed into ours (out, in)."""
+    from returnn.torch.frontend.bridge import rf_module_to_pt_module
+    theirs = dict(rf_module_to_pt_module(rf_module).named_parameters())
+    mine = dict(ours.named_parameters())
+    assert set(theirs) == set(mine), (sorted(theirs), sorted(mine))
+    with torch.no_grad():
+        for name, p in mine.items():
+            value = theirs[name]
+            if value.shape != p.shape and value.dim() == 2 and value.t().shape == p.shape:
+                value = value.t()
+            p.copy_(value)
+
+
+def test_feed_forward_gated(rf):
+    from returnn.frontend.decoder.transformer import FeedForwardGated
+    s = Sides(rf)
+    theirs = FeedForwardGated(s.rmodel, ff_dim=12, dropout=0.0, with_bias=True)
+    ours = dt.nn.FeedForwardGated(s.model, ff_dim=12, dropout=0.0, with_bias=True)
+    copy_params_from_rf(theirs, ours)
+    s.compare(theirs(s.rx), ours(s.x))
