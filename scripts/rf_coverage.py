@@ -330,9 +330,14 @@ TABLE = {
     ],
     "encoder.conformer_v2": [(n, NOT_YET, None, "rf's newer Conformer variant") for n in ("ConformerFrontend",
                                                                                         "ConformerEncoderV2")],
-    "encoder.transformer": [(n, NOT_YET, None, "the model container; its layers (SelfAttention, FeedForward, "
-                                              "LayerNorm, Embedding, positional encodings) are there")
-                            for n in ("TransformerEncoder", "TransformerEncoderLayer")],
+    "encoder.transformer": [
+        ("TransformerEncoder", S, "dt.nn.TransformerEncoder",
+         "full sequence (no step state); no config dicts, no sequential=; a layer built per layer (a given module "
+         "is deep-copied with its values: rf re-initializes); padding zeroed before the first layer"),
+        ("TransformerEncoderLayer", S, "dt.nn.TransformerEncoderLayer",
+         "zeroes x's padding first (NaN padding would reach valid gradients through layer norm's backward and "
+         "the attention); a causal self_att's state is dropped"),
+    ],
     "encoder.e_branchformer": [(n, NOT_YET, None, "E-Branchformer; not among the models here")
                                for n in ("EBranchformerLayer", "FeedForwardConvGated", "Merge")],
     "decoder.transformer": [

@@ -62,16 +62,15 @@ class Sides:
 def copy_params_from_rf(rf_module, ours) -> None:
     """Copies every parameter of the rf module into the same-named parameter of ours (both must have the
     same names); rf's Linear weights (in, out) are transposed into ours (out, in)."""
-    from returnn.torch.frontend.bridge import rf_module_to_pt_module
-    theirs = dict(rf_module_to_pt_module(rf_module).named_parameters())
+    import returnn.frontend as rf_
+    linear = {f"{name}.weight" if name else "weight" for name, m in rf_module.named_modules()
+              if isinstance(m, rf_.Linear)}
+    theirs = {name: p.raw_tensor for name, p in rf_module.named_parameters()}
     mine = dict(ours.named_parameters())
     assert set(theirs) == set(mine), (sorted(theirs), sorted(mine))
     with torch.no_grad():
         for name, p in mine.items():
-            value = theirs[name]
-            if value.shape != p.shape and value.dim() == 2 and value.t().shape == p.shape:
-                value = value.t()
-            p.copy_(value)
+            p.copy_(theirs[name].t() if name in linear else theirs[name])
 
 
 def test_feed_forward_gated(rf):
@@ -81,3 +80,39 @@ def test_feed_forward_gated(rf):
     ours = dt.nn.FeedForwardGated(s.model, ff_dim=12, dropout=0.0, with_bias=True)
     copy_params_from_rf(theirs, ours)
     s.compare(theirs(s.rx), ours(s.x))
+
+
+def _labels(rf, s: Sides, vocab: int = 11):
+    from returnn.tensor import Dim as RfDim
+    g = torch.Generator().manual_seed(3)
+    raw = torch.randint(0, vocab, (len(s.lengths), max(s.lengths)), generator=g)
+    rvocab, dvocab = RfDim(vocab, name="vocab"), dt.Dim(vocab, name="vocab")
+    return (rf.convert_to_tensor(raw, dims=[s.rbatch, s.rtime], sparse_dim=rvocab), rvocab,
+            dt.Tensor(raw, (s.batch, s.time), sparse_dim=dvocab), dvocab)
+
+
+def test_transformer_encoder_layer(rf):
+    from returnn.frontend.encoder.transformer import TransformerEncoderLayer
+    s = Sides(rf)
+    theirs = TransformerEncoderLayer(s.rmodel, num_heads=2, dropout=0.0, att_dropout=0.0)
+    ours = dt.nn.TransformerEncoderLayer(s.model, num_heads=2, dropout=0.0, att_dropout=0.0)
+    copy_params_from_rf(theirs, ours)
+    s.compare(theirs(s.rx, spatial_dim=s.rtime), ours(s.x, spatial_dim=s.time))
+
+
+@pytest.mark.parametrize("embed", [False, True])
+def test_transformer_encoder(rf, embed):
+    from returnn.frontend.encoder.transformer import TransformerEncoder
+    from returnn.frontend.decoder.transformer import FeedForwardGated
+    from returnn.tensor import Dim as RfDim
+    s = Sides(rf)
+    rlabels, rvocab, labels, vocab = _labels(rf, s)
+    extra = dict(embed_dim=RfDim(6, name="embed")) if embed else dict(ff=FeedForwardGated)
+    theirs = TransformerEncoder(rvocab, s.rmodel, num_layers=2, num_heads=2, dropout=0.0, att_dropout=0.0, **extra)
+    extra = dict(embed_dim=dt.Dim(6, name="embed")) if embed else dict(ff=dt.nn.FeedForwardGated)
+    ours = dt.nn.TransformerEncoder(vocab, s.model, num_layers=2, num_heads=2, dropout=0.0, att_dropout=0.0, **extra)
+    copy_params_from_rf(theirs, ours)
+    rf_outs, dt_outs = {}, {}
+    s.compare(theirs(rlabels, spatial_dim=s.rtime, collected_outputs=rf_outs),
+              ours(labels, spatial_dim=s.time, collected_outputs=dt_outs), atol=1e-4)
+    assert list(rf_outs) == list(dt_outs) == ["0", "1"]

@@ -21,4 +21,5 @@ from .conformer import (  # noqa: F401
     ConformerPositionwiseFeedForward, torch_state_dict_to_dimtorch,
 )
 from .decoder import TransformerDecoder, TransformerDecoderLayer, TransformerDecoderState  # noqa: F401
+from .transformer_encoder import TransformerEncoder, TransformerEncoderLayer  # noqa: F401
 from .fsdp import fully_shard  # noqa: F401
