@@ -105,8 +105,10 @@ TABLE = {
         ("RelPosSelfAttention", S, "dt.nn.RelPosSelfAttention",
          "Transformer-XL form (linear_pos, pos_bias_u/v); options pos_emb=\"sinusoidal\"|\"learned\", clipping= "
          "instead of rf's with_linear_pos/with_pos_bias/learnable_pos_emb/separate_pos_emb_per_head flags"),
-        ("RelPosCausalSelfAttention", NOT_YET, None, "causal relative-position attention (decoders use "
-                                                     "CausalSelfAttention or its RoPE form here)"),
+        ("RelPosCausalSelfAttention", S, "dt.nn.RelPosCausalSelfAttention",
+         "rf's options and parameter names; full sequence (causal mask) and step by step (axis=None); a "
+         "full-sequence call returns no state (continuing a prefix step by step: not yet); x's padding zeroed "
+         "before the projection"),
         ("CrossAttention", S, "dt.nn.CrossAttention",
          "forward(x, encoder, axis=, enc_axis=) instead of transform_encoder() + a state; query Linear named "
          "`query` (rf: `q`); positional args (query in_dim, encoder_dim) — pass rf's by keyword"),

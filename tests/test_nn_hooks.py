@@ -49,6 +49,10 @@ def _layers():
                                                         embed_dim=dt.Dim(6, name="embed")),
                                lambda m: m(dt.Tensor(torch.zeros(2, 7, dtype=torch.int64), (batch, time),
                                                      sparse_dim=m.vocab_dim), spatial_dim=time)),
+        "RelPosCausalSelfAttention learned": (
+            dt.nn.RelPosCausalSelfAttention(model, model, learnable_pos_emb=True, **att), lambda m: m(x, axis=time)),
+        "RelPosCausalSelfAttention step": (dt.nn.RelPosCausalSelfAttention(model, model, **att),
+                                           lambda m: m(dt.Tensor(x.raw[:, 0], (batch, model)), axis=None)),
         "ConformerConvBlock": (dt.nn.ConformerConvBlock(model, kernel_size=3), lambda m: m(x, spatial_dim=time)),
         "ConformerConvSubsample": (dt.nn.ConformerConvSubsample(feature, (dt.Dim(2, name="c0"), dt.Dim(3, name="c1"))),
                                    lambda m: m(feats, in_spatial_dim=time)),

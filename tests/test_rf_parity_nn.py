@@ -116,3 +116,46 @@ def test_transformer_encoder(rf, embed):
     s.compare(theirs(rlabels, spatial_dim=s.rtime, collected_outputs=rf_outs),
               ours(labels, spatial_dim=s.time, collected_outputs=dt_outs), atol=1e-4)
     assert list(rf_outs) == list(dt_outs) == ["0", "1"]
+
+
+REL_POS_OPTIONS = [{}, dict(learnable_pos_emb=True, learnable_pos_emb_clipping=2),
+                   dict(with_linear_pos=False, with_pos_bias=False), dict(separate_pos_emb_per_head=False)]
+
+
+def _rel_pos_causal_pair(rf, s: Sides, options: dict):
+    theirs = rf.RelPosCausalSelfAttention(s.rmodel, s.rmodel, key_dim_total=s.rmodel, value_dim_total=s.rmodel,
+                                          num_heads=2, att_dropout=0.0, **options)
+    ours = dt.nn.RelPosCausalSelfAttention(s.model, s.model, key_dim_total=s.model, value_dim_total=s.model,
+                                           num_heads=2, att_dropout=0.0, **options)
+    copy_params_from_rf(theirs, ours)
+    if "learnable_pos_emb" in options:  # a random table on both sides, so that every row counts
+        with torch.no_grad():
+            table = torch.randn(ours.learned_pos_emb.pos_emb.raw.shape, generator=torch.Generator().manual_seed(5))
+            ours.learned_pos_emb.pos_emb.raw.copy_(table)
+            theirs.learned_pos_emb.pos_emb.raw_tensor.copy_(table)
+    return theirs, ours
+
+
+@pytest.mark.parametrize("options", REL_POS_OPTIONS, ids=lambda o: ",".join(o) or "default")
+def test_rel_pos_causal_self_attention_full_sequence(rf, options):
+    s = Sides(rf)
+    theirs, ours = _rel_pos_causal_pair(rf, s, options)
+    rf_y, _ = theirs(s.rx, axis=s.rtime)
+    dt_y, _ = ours(s.x, axis=s.time)
+    s.compare(rf_y, dt_y)
+
+
+@pytest.mark.parametrize("options", REL_POS_OPTIONS[:2], ids=lambda o: ",".join(o) or "default")
+def test_rel_pos_causal_self_attention_step_by_step(rf, options):
+    from returnn.tensor import single_step_dim
+    s = Sides(rf, lengths=(4, 4, 4))
+    theirs, ours = _rel_pos_causal_pair(rf, s, options)
+    rf_state = theirs.default_initial_state(batch_dims=[s.rbatch])
+    dt_state = None
+    for t in range(4):
+        rx = rf.convert_to_tensor(s.raw[:, t].clone(), dims=[s.rbatch, s.rmodel], feature_dim=s.rmodel)
+        rf_y, rf_state = theirs(rx, axis=single_step_dim, state=rf_state)
+        dt_y, dt_state = ours(dt.Tensor(s.raw[:, t].clone(), (s.batch, s.model)), axis=None, state=dt_state)
+        torch.testing.assert_close(dt_y.raw_aligned((s.batch, s.model)).detach(),
+                                   rf_y.copy_compatible_to_dims_raw([s.rbatch, s.rmodel]).detach(),
+                                   atol=1e-5, rtol=1e-4, msg=lambda m: f"step {t}: {m}")

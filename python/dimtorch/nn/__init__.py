@@ -20,6 +20,7 @@ from .conformer import (  # noqa: F401
     ConformerConvBlock, ConformerConvSubsample, ConformerEncoder, ConformerEncoderLayer,
     ConformerPositionwiseFeedForward, torch_state_dict_to_dimtorch,
 )
+from .rel_pos_causal_attention import RelPosCausalSelfAttention  # noqa: F401
 from .decoder import TransformerDecoder, TransformerDecoderLayer, TransformerDecoderState  # noqa: F401
 from .transformer_encoder import TransformerEncoder, TransformerEncoderLayer  # noqa: F401
 from .fsdp import fully_shard  # noqa: F401
