@@ -277,7 +277,10 @@ TABLE = {
         ("random_choice_with_replacement", NOT_YET, None, "sampling helper; not used by the models here"),
     ],
     "rec": [("LSTM", S, "dt.nn.LSTM", "torch's kernel; layers and bidirectional"), ("LstmState", S, "dt.nn.LstmState", ""),
-            ("ZoneoutLSTM", NOT_YET, None, "zoneout needs a per-step loop (dt.scan can run it)")],
+            ("ZoneoutLSTM", S, "dt.nn.ZoneoutLSTM",
+             "rf's parameters (ff_weight, rec_weight, bias) and options; a per-frame Python loop; state=None means "
+             "zeros; spatial_dim=None is one step; training follows torch's module.training (rf: the run "
+             "context's train flag)")],
     "reduce": [
         ("reduce", ALT, "dt.reduce_sum", "one function per mode"),
         *[(n, S, f"dt.{n}", "") for n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "reduce_logsumexp",

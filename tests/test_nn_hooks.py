@@ -53,6 +53,7 @@ def _layers():
             dt.nn.RelPosCausalSelfAttention(model, model, learnable_pos_emb=True, **att), lambda m: m(x, axis=time)),
         "RelPosCausalSelfAttention step": (dt.nn.RelPosCausalSelfAttention(model, model, **att),
                                            lambda m: m(dt.Tensor(x.raw[:, 0], (batch, model)), axis=None)),
+        "ZoneoutLSTM": (dt.nn.ZoneoutLSTM(model, dt.Dim(3, name="out")), lambda m: m(x, spatial_dim=time)),
         "ConformerConvBlock": (dt.nn.ConformerConvBlock(model, kernel_size=3), lambda m: m(x, spatial_dim=time)),
         "ConformerConvSubsample": (dt.nn.ConformerConvSubsample(feature, (dt.Dim(2, name="c0"), dt.Dim(3, name="c1"))),
                                    lambda m: m(feats, in_spatial_dim=time)),

@@ -159,3 +159,28 @@ def test_rel_pos_causal_self_attention_step_by_step(rf, options):
         torch.testing.assert_close(dt_y.raw_aligned((s.batch, s.model)).detach(),
                                    rf_y.copy_compatible_to_dims_raw([s.rbatch, s.rmodel]).detach(),
                                    atol=1e-5, rtol=1e-4, msg=lambda m: f"step {t}: {m}")
+
+
+@pytest.mark.parametrize("options", [dict(), dict(zoneout_factor_cell=0.15, zoneout_factor_output=0.05, forget_bias=1.0),
+                                     dict(zoneout_factor_cell=0.15, use_zoneout_output=False, parts_order="icfo")],
+                         ids=["plain", "zoneout", "old_output_icfo"])
+def test_zoneout_lstm_eval(rf, options):
+    """In eval (rf's default run context here): zoneout is the deterministic mix."""
+    from returnn.tensor import Dim as RfDim
+    assert rf.get_run_ctx().train_flag is not True, "rf runs in training mode here: its zoneout would be random"
+    s = Sides(rf)
+    theirs = rf.ZoneoutLSTM(s.rmodel, RfDim(5, name="out"), **options)
+    ours = dt.nn.ZoneoutLSTM(s.model, dt.Dim(5, name="out"), **options).eval()
+    copy_params_from_rf(theirs, ours)
+    with torch.no_grad():  # rf initializes the bias with 0: give it values
+        bias = torch.randn(20, generator=torch.Generator().manual_seed(4))
+        ours.bias.raw.copy_(bias)
+        theirs.bias.raw_tensor.copy_(bias)
+    r_y, r_state = theirs(s.rx, state=theirs.default_initial_state(batch_dims=[s.rbatch]), spatial_dim=s.rtime)
+    d_y, d_state = ours(s.x, spatial_dim=s.time)
+    s.compare(r_y, d_y)
+    for name in ("h", "c"):
+        r, d = getattr(r_state, name), getattr(d_state, name)
+        r_raw = r.copy_compatible_to_dims_raw([s.rbatch, next(x for x in r.dims if x is not s.rbatch)])
+        torch.testing.assert_close(d.raw_aligned((s.batch, ours.out_dim)).detach(), r_raw.detach(), atol=1e-5,
+                                   rtol=1e-4, msg=lambda m: f"final state {name}: {m}")
