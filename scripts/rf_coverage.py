@@ -134,7 +134,7 @@ TABLE = {
     "container": [
         ("ModuleList", S, "dt.nn.ModuleList", "list- and dict-like (names, slices, items())"),
         ("Sequential", S, "dt.nn.Sequential", "torch's Sequential: no name index, no collected_outputs"),
-        ("sequential", NOT_YET, None, "dt.nn.Sequential(*modules)(x) does it"),
+        ("sequential", S, "dt.nn.sequential", "in dt.nn (rf: top level); calls each module or function in turn"),
         ("ParameterList", NOT_YET, None, "torch.nn.ParameterList holds raw parameters"),
     ],
     "control_flow_ctx": [(n, NA, None, EAGER) for n in ("control_flow_ctx", "get_current_control_flow_ctx")],
@@ -249,13 +249,13 @@ TABLE = {
     "matmul": [("matmul", S, "dt.matmul", ""), ("dot", S, "dt.dot", "")],
     "normalization": [
         ("moments", S, "dt.moments", ""), ("LayerNorm", S, "dt.nn.LayerNorm", ""), ("RMSNorm", S, "dt.nn.RMSNorm", ""),
-        ("GroupNorm", NOT_YET, None, "E-Branchformer's; not used by the models here"),
-        ("GroupNormSpatial", NOT_YET, None, "not used by the models here"),
+        ("GroupNorm", S, "dt.nn.GroupNorm", "rf's per-frame form (statistics over each group's channels only)"),
+        ("GroupNormSpatial", S, "dt.nn.GroupNormSpatial", "statistics over valid frames only (batch independent)"),
         ("BatchNorm", S, "dt.nn.BatchNorm", "affine=; parameters scale/bias, buffers running_mean/running_var "
                                             "(rf: gamma/beta, running_variance)"),
         ("batch_norm_distributed_default", NA, None, "no RETURNN config"),
-        ("normalize", NOT_YET, None, "layer_norm without parameters covers it"),
-        ("Normalize", NOT_YET, None, "dt.nn.LayerNorm covers it"),
+        ("normalize", S, "dt.normalize", "valid frames only; a's padding zeroed first when axis has a dynamic dim"),
+        ("Normalize", S, "dt.nn.Normalize", ""),
     ],
     "packed": [(n, NA, None, "rf's packed-tensor backend; dimtorch packs with dt.pack_padded / dt.unpack_padded")
                for n in ("pack", "pack_import", "unpack", "packed_regap", "packed_flat_content", "is_packed")],
@@ -507,9 +507,7 @@ there except these, each listed below with its reason: `rf.audio.specaugment` (t
 random time/feature masks per sequence, with RETURNN's train-step schedule), the CTC alignment helpers
 (`ctc_best_path`, `ctc_durations_from_path`), `rf.label_smoothing` / `rf.smooth_one_hot`
 (dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.window` (chunked
-attention), `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`, the model containers
-`rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, conv with int padding, and
-Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
+attention), conv with int padding, and Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
 
 
 def main(argv=None) -> int:

@@ -14,11 +14,14 @@ from helpers import valid_mask
 
 
 def check_layer(module, forward: Callable, reference: Callable, x: dt.Tensor, out_dims: Sequence[dt.Dim], *,
-                rtol: float = 1e-5, atol: float = 1e-5, seed: int = 0, finite_grads: bool = True) -> torch.Tensor:
+                rtol: float = 1e-5, atol: float = 1e-5, seed: int = 0, finite_grads: bool = True,
+                param_grads: bool = True) -> torch.Tensor:
     """forward(module, x) -> the Tensor to compare (over out_dims in any order). Returns the aligned raw.
     finite_grads: x's gradient must be finite everywhere (padding included) and so must the parameters'
     (what a layer that masks its padding guarantees); a frame-wise layer computes padding frames like
-    valid ones, so NaN padding gives NaN weight gradients there as in torch (then compared NaN == NaN)."""
+    valid ones, so NaN padding gives NaN weight gradients there as in torch (then compared NaN == NaN).
+    param_grads=False skips the parameters' gradients (a frame-wise layer's, with padding that the two sides
+    compute differently: 0 * NaN on one side, 0 * finite on the other)."""
     params = dict(module.named_parameters())
     ref_params = {n: p.detach().clone().requires_grad_(True) for n, p in params.items()}
     xd, xt = x.raw.detach().clone().requires_grad_(True), x.raw.detach().clone().requires_grad_(True)
@@ -40,7 +43,7 @@ def check_layer(module, forward: Callable, reference: Callable, x: dt.Tensor, ou
                                msg=lambda m: f"x gradient: {m}")
     if finite_grads:
         assert torch.isfinite(xd.grad).all(), "x gradient has NaN/inf (padding leaked into the backward pass)"
-    for name, p in params.items():
+    for name, p in params.items() if param_grads else ():
         ref = ref_params[name].grad
         assert (p.grad is None) == (ref is None), f"{name}: gradient {p.grad is not None} vs torch {ref is not None}"
         if ref is not None:

@@ -184,3 +184,40 @@ def test_zoneout_lstm_eval(rf, options):
         r_raw = r.copy_compatible_to_dims_raw([s.rbatch, next(x for x in r.dims if x is not s.rbatch)])
         torch.testing.assert_close(d.raw_aligned((s.batch, ours.out_dim)).detach(), r_raw.detach(), atol=1e-5,
                                    rtol=1e-4, msg=lambda m: f"final state {name}: {m}")
+
+
+def _randomize(rf_module, ours):
+    with torch.no_grad():
+        for p in ours.parameters():
+            p.normal_()
+    for name, p in rf_module.named_parameters():
+        p.raw_tensor.data.copy_(dict(ours.named_parameters())[name])
+
+
+def test_group_norm(rf):
+    s = Sides(rf, model=12)
+    theirs, ours = rf.GroupNorm(s.rmodel, num_groups=3), dt.nn.GroupNorm(s.model, num_groups=3)
+    _randomize(theirs, ours)
+    s.compare(theirs(s.rx), ours(s.x), atol=1e-4)
+
+
+def test_group_norm_spatial(rf):
+    s = Sides(rf, model=12)
+    theirs, ours = rf.GroupNormSpatial(s.rmodel, num_groups=3), dt.nn.GroupNormSpatial(s.model, num_groups=3)
+    _randomize(theirs, ours)
+    s.compare(theirs(s.rx, spatial_dim=s.rtime), ours(s.x, spatial_dim=s.time), atol=1e-4)
+
+
+def test_normalize_module(rf):
+    s = Sides(rf)
+    theirs, ours = rf.Normalize(param_dims=s.rmodel), dt.nn.Normalize(param_dims=s.model)
+    _randomize(theirs, ours)
+    s.compare(theirs(s.rx, axis=s.rmodel), ours(s.x, axis=s.model), atol=1e-4)
+
+
+def test_sequential(rf):
+    from returnn.tensor import Dim as RfDim
+    s = Sides(rf)
+    r_lin, d_lin = rf.Linear(s.rmodel, RfDim(5, name="out")), dt.nn.Linear(s.model, dt.Dim(5, name="out"))
+    copy_params_from_rf(r_lin, d_lin)
+    s.compare(rf.sequential(s.rx, r_lin, rf.relu), dt.nn.sequential(s.x, d_lin, dt.relu))

@@ -1,10 +1,10 @@
 """Modules: dt.nn.Module (a torch.nn.Module with named parameters), initializers, layers, checkpoints, FSDP."""
 from . import init  # noqa: F401
 from .module import Buffer, Module, Parameter, StateDictError, check_state_dict  # noqa: F401
-from .container import Functional, ModuleDict, ModuleList, Sequential  # noqa: F401
+from .container import Functional, ModuleDict, ModuleList, Sequential, sequential  # noqa: F401
 from .linear import Linear  # noqa: F401
 from .embedding import Embedding  # noqa: F401
-from .normalization import BatchNorm, LayerNorm, RMSNorm  # noqa: F401
+from .normalization import BatchNorm, GroupNorm, GroupNormSpatial, LayerNorm, Normalize, RMSNorm  # noqa: F401
 from .sync_batch_norm import SyncBatchNorm  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .feed_forward import FeedForward, FeedForwardGated  # noqa: F401

@@ -8,7 +8,7 @@ import torch
 
 from .module import Module
 
-__all__ = ["Functional", "ModuleList", "ModuleDict", "Sequential"]
+__all__ = ["Functional", "ModuleList", "ModuleDict", "Sequential", "sequential"]
 
 
 class Functional(Module):
@@ -194,3 +194,13 @@ class ModuleDict(Module, torch.nn.ModuleDict):
 
 class Sequential(Module, torch.nn.Sequential):
     """torch.nn.Sequential with dt.nn.Module semantics: calls its modules in order on dimtorch Tensors."""
+
+
+def sequential(source, *modules):
+    """modules applied in order to source (RETURNN frontend's rf.sequential, Sequential(*modules)(source));
+    each module is called as a module (its hooks fire); a plain function is called as it is."""
+    for m in modules:
+        if not callable(m):
+            raise TypeError(f"dimtorch.nn.sequential(): expected modules or callables, got {type(m).__name__}")
+        source = m(source)
+    return source
