@@ -64,6 +64,10 @@ class TransformerEncoderLayer(Module):
         else:
             raise TypeError(f"{caller}: self_att must be None, an attention module class or a module, got {self_att!r}")
         self.self_att = self_att
+        if isinstance(getattr(self_att, "zero_padding", None), bool):
+            # The attention sees finite padding (zeroed here, or by TransformerEncoder, and layer norm keeps it
+            # finite): its own zeroing would be a second where per call.
+            self_att.zero_padding = False
         self.self_att_layer_norm = make_norm(norm, out_dim)
         self.zero_padding = True
 
