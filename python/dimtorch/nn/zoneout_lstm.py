@@ -76,7 +76,7 @@ class ZoneoutLSTM(Module):
         z = torch.addmm(z, h, rec_t)
         parts = z.chunk(4, dim=-1)
         i, j, f, o = (parts[k] for k in self._parts)
-        new_c = torch.sigmoid(f + self.forget_bias) * c + torch.sigmoid(i) * torch.tanh(j)
+        new_c = torch.sigmoid(f + self.forget_bias if self.forget_bias else f) * c + torch.sigmoid(i) * torch.tanh(j)
         new_h = torch.sigmoid(o) * torch.tanh(new_c)
         c = _zoneout(c, new_c, self.zoneout_factor_cell, self.training)
         h_z = _zoneout(h, new_h, self.zoneout_factor_output, self.training)
