@@ -106,10 +106,19 @@ def test_encoder_layers_have_their_own_initial_values_and_options():
     model = dt.Dim(8, name="model")
     enc = dt.nn.TransformerEncoder(dt.Dim(5, name="vocab"), model, num_layers=2, num_heads=HEADS,
                                    ff=dt.nn.FeedForwardGated, norm=dt.nn.RMSNorm,
-                                   layer_opts=dict(self_att=dt.nn.RelPosCausalSelfAttention)
-                                   if hasattr(dt.nn, "RelPosCausalSelfAttention") else None)
+                                   layer_opts=dict(self_att=dt.nn.RelPosCausalSelfAttention), dropout=0.0)
     a, b = enc.layers[0], enc.layers[1]
     assert not torch.equal(a.self_att.qkv.weight.raw, b.self_att.qkv.weight.raw)
+    assert isinstance(a.self_att, dt.nn.RelPosCausalSelfAttention) and a.self_att.in_dim is model
+    batch = dt.Dim(None, name="batch")
+    time = dt.Dim(dt.Tensor(torch.tensor([4, 2]), (batch,)), name="time")
+    src = dt.Tensor(torch.randint(0, 5, (2, 4)), (batch, time), sparse_dim=enc.vocab_dim)
+    enc.eval()
+    full = enc(src, spatial_dim=time).raw
+    # causal attention: the first two frames do not depend on the later ones
+    short = dt.Dim(2, name="short")
+    head = enc(dt.Tensor(src.raw[:, :2], (batch, short), sparse_dim=enc.vocab_dim), spatial_dim=short).raw
+    torch.testing.assert_close(head, full[:, :2], rtol=1e-5, atol=1e-5)
     assert isinstance(a.ff, dt.nn.FeedForwardGated) and isinstance(enc.final_layer_norm, dt.nn.RMSNorm)
     proto = dt.nn.TransformerEncoderLayer(model, num_heads=HEADS)
     enc2 = dt.nn.TransformerEncoder(None, model, num_layers=2, layer=proto, input_embedding=None, pos_enc=None)

@@ -46,10 +46,11 @@ class RelPosCausalSelfAttention(CausalSelfAttention):
     qkv and proj as SelfAttention's.
 
     forward(x, axis=time, state=None) -> (y, None): the full sequence with a causal mask (valid frames never
-    see padding; x's padding is zeroed first, so NaN there reaches no gradient). forward(x, axis=None, state=) -> (y, new_state): one step (x
-    without a time dim), the step's query at distance 0 from its own key and -n from the first of n frames
-    of history; state None (or default_initial_state()) before the first step. Step by step gives, frame by
-    frame, what the full sequence gives."""
+    see padding; x's padding is zeroed first, so NaN there reaches no gradient).
+    forward(x, axis=None, state=) -> (y, new_state): one step (x without a time dim), the step's query at
+    distance 0 from its own key and -n from the first of n frames of history; state None (or
+    default_initial_state()) before the first step. Step by step gives, frame by frame, what the full
+    sequence gives."""
 
     def __init__(self, in_dim: Dim, proj_dim: Optional[Dim], *, key_dim_total: Dim, value_dim_total: Dim,
                  num_heads: Union[int, Dim], with_bias: bool = True, with_linear_pos: bool = True,

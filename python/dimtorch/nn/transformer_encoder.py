@@ -102,10 +102,12 @@ class TransformerEncoder(Module):
     norm and layer_opts) or a class built with those, once per layer; or a module deep-copied per layer (its
     values too: rf's deep copy re-initializes them). norm: as in the layer.
     forward(source, spatial_dim=, collected_outputs=None) -> Tensor over source's dims with model_dim (the
-    full sequence; no step-by-step state); the padding frames are zeroed before the first layer. collected_outputs, a dict, gets each layer's output by name."""
+    full sequence; no step-by-step state); the padding frames are zeroed before the first layer.
+    collected_outputs, a dict, gets each layer's output by name."""
 
     def __init__(self, vocab_dim: Optional[Dim], model_dim: Union[Dim, int] = 512, *, num_layers: int,
-                 ff: Union[type, Module, None] = None, pos_enc: Union[None, Callable, Module] = sinusoidal_positional_encoding,
+                 ff: Union[type, Module, None] = None,
+                 pos_enc: Union[None, Callable, Module] = sinusoidal_positional_encoding,
                  dropout: float = 0.1, num_heads: int = 8, att_dropout: float = 0.1,
                  norm: Union[type, Module, Callable] = LayerNorm, layer: Union[type, Module, None] = None,
                  layer_opts: Optional[Dict[str, Any]] = None, embed_dim: Optional[Dim] = None,
