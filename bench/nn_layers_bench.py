@@ -1,4 +1,5 @@
-"""Layer benchmark: dt.nn Linear, LayerNorm, SelfAttention, ConformerEncoderLayer vs hand-written PyTorch and RETURNN.
+"""Layer benchmark: dt.nn Linear, LayerNorm, SelfAttention, ConformerEncoderLayer, FeedForwardGated,
+TransformerEncoderLayer, RelPosCausalSelfAttention, ZoneoutLSTM vs hand-written PyTorch and RETURNN.
 
 Each row times one layer call (`fwd`) or a layer call, a loss and the gradients of the input and all weights
 (`fwd+bwd`, torch.autograd.grad), three ways on the same data and, where the layouts allow, the same weights:
@@ -33,6 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from demo.reference_model import ConformerEncoderLayer as RefLayer, ModelConfig, sequence_mask  # noqa: E402
+from demo.reference_model import RelPosSelfAttention as RefRelPos, rel_shift, relative_positional_encoding  # noqa: E402
 from opsbench import timing  # noqa: E402
 from opsbench.frameworks import setup_returnn  # noqa: E402
 
@@ -277,8 +279,175 @@ def _rf_dim(size: int, name: str):
     return Dim(size, name=name)
 
 
+def _copy_from_dt(rf_module, ours) -> None:
+    """Copies our parameters into the same-named ones of a RETURNN module (rf's Linear weights are (in, out))."""
+    import returnn.frontend as rf_
+    linear = {f"{name}.weight" if name else "weight" for name, m in rf_module.named_modules()
+              if isinstance(m, rf_.Linear)}
+    mine = dict(ours.named_parameters())
+    with torch.no_grad():
+        for name, p in rf_module.named_parameters():
+            p.raw_tensor.copy_(mine[name].t() if name in linear else mine[name])
+
+
+class TorchGatedFF(torch.nn.Module):
+    """SwiGLU feed-forward as a PyTorch user writes it: one projection to both halves, silu(a) * b, projection back."""
+
+    def __init__(self, model: int, ff: int):
+        super().__init__()
+        self.linear_ff = torch.nn.Linear(model, 2 * ff, bias=False)
+        self.linear_out = torch.nn.Linear(ff, model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.linear_ff(x).chunk(2, dim=-1)
+        return self.linear_out(F.silu(a) * b)
+
+
+def build_feed_forward_gated(data: Data, rf) -> tuple:
+    s = data.shapes
+    torch.manual_seed(1)
+    ref = TorchGatedFF(s.model, s.ff)
+    ours = dt.nn.FeedForwardGated(data.dt_dims["model"], ff_dim=s.ff, dropout=0.0)
+    ours.load_state_dict(ref.state_dict())
+    x = _leaf(data.x)
+    impls = {"torch": Impl(lambda: ref(x), [x] + list(ref.parameters())),
+             "dimtorch": _dt_impl(data, ours, lambda x: lambda: ours(x))}
+    if rf is not None:
+        from returnn.frontend.decoder.transformer import FeedForwardGated
+        theirs = FeedForwardGated(data.rf_dims["model"], ff_dim=s.ff, dropout=0.0)
+        _copy_from_dt(theirs, ours)
+        impls["returnn"] = _rf_impl(data, rf, theirs, lambda x: lambda: theirs(x))
+    return impls, "same"
+
+
+class TorchTransformerEncoderLayer(torch.nn.Module):
+    """Pre-norm Transformer encoder layer: x + SelfAttention(LN(x)), + FF(LN(x)) (relu), names as dt.nn's."""
+
+    def __init__(self, model: int, heads: int, ff: int):
+        super().__init__()
+        self.self_att_layer_norm = torch.nn.LayerNorm(model, eps=EPS)
+        self.self_att = TorchSelfAttention(model, heads)
+        self.ff_layer_norm = torch.nn.LayerNorm(model, eps=EPS)
+        self.ff = torch.nn.ModuleDict({"linear_ff": torch.nn.Linear(model, ff), "linear_out": torch.nn.Linear(ff, model)})
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_att(self.self_att_layer_norm(x), lengths)
+        return x + self.ff["linear_out"](F.relu(self.ff["linear_ff"](self.ff_layer_norm(x))))
+
+
+def build_transformer_encoder_layer(data: Data, rf) -> tuple:
+    s = data.shapes
+    torch.manual_seed(1)
+    ref = TorchTransformerEncoderLayer(s.model, s.heads, 4 * s.model)
+    ours = dt.nn.TransformerEncoderLayer(data.dt_dims["model"], num_heads=s.heads, dropout=0.0, att_dropout=0.0)
+    ours.load_state_dict(dt.nn.torch_state_dict_to_dimtorch(ours, ref.state_dict()))
+    x, lengths, time_dim = _leaf(data.x), data.lengths, data.dt_dims["time"]
+    impls = {"torch": Impl(lambda: ref(x, lengths), [x] + list(ref.parameters())),
+             "dimtorch": _dt_impl(data, ours, lambda x: lambda: ours(x, spatial_dim=time_dim))}
+    if rf is not None:
+        from returnn.frontend.encoder.transformer import TransformerEncoderLayer
+        theirs = TransformerEncoderLayer(data.rf_dims["model"], num_heads=s.heads, dropout=0.0, att_dropout=0.0)
+        _copy_from_dt(theirs, ours)
+        rtime = data.rf_dims["time"]
+        impls["returnn"] = _rf_impl(data, rf, theirs, lambda x: lambda: theirs(x, spatial_dim=rtime))
+    return impls, "same"
+
+
+class TorchRelPosCausalSelfAttention(RefRelPos):
+    """demo/reference_model.py's Transformer-XL attention with a causal mask instead of the key mask (valid
+    queries never see padding)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        h, dh = self.num_heads, self.head_dim
+        q, k, v = self.qkv(x).view(b, t, h, 3 * dh).split(dh, dim=-1)
+        pos = self.linear_pos(relative_positional_encoding(t, d, x.device, x.dtype)).view(2 * t - 1, h, dh)
+        ac = torch.matmul((q + self.pos_bias_u).transpose(1, 2), k.permute(0, 2, 3, 1))
+        bd = rel_shift(torch.matmul((q + self.pos_bias_v).transpose(1, 2), pos.permute(1, 2, 0)))
+        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        scores = ((ac + bd) * (dh ** -0.5)).masked_fill(future, torch.finfo(x.dtype).min)
+        out = torch.matmul(torch.softmax(scores, dim=-1), v.transpose(1, 2))
+        return self.proj(out.transpose(1, 2).reshape(b, t, d))
+
+
+def build_rel_pos_causal_self_attention(data: Data, rf) -> tuple:
+    s = data.shapes
+    torch.manual_seed(1)
+    ref = TorchRelPosCausalSelfAttention(s.model, s.heads, 0.0)
+    model = data.dt_dims["model"]
+    ours = dt.nn.RelPosCausalSelfAttention(model, model, key_dim_total=model, value_dim_total=model,
+                                           num_heads=s.heads, att_dropout=0.0)
+    ours.load_state_dict(ref.state_dict())
+    x, time_dim = _leaf(data.x), data.dt_dims["time"]
+    impls = {"torch": Impl(lambda: ref(x), [x] + list(ref.parameters())),
+             "dimtorch": _dt_impl(data, ours, lambda x: lambda: ours(x, axis=time_dim)[0])}
+    if rf is not None:
+        rmodel, rtime = data.rf_dims["model"], data.rf_dims["time"]
+        theirs = rf.RelPosCausalSelfAttention(rmodel, rmodel, key_dim_total=rmodel, value_dim_total=rmodel,
+                                              num_heads=s.heads, att_dropout=0.0)
+        _copy_from_dt(theirs, ours)
+        impls["returnn"] = _rf_impl(data, rf, theirs, lambda x: lambda: theirs(x, axis=rtime)[0])
+    return impls, "same"
+
+
+ZONEOUT = dict(zoneout_factor_cell=0.15, zoneout_factor_output=0.05)
+
+
+class TorchZoneoutLSTM(torch.nn.Module):
+    """A zoneout LSTM as a PyTorch user writes it (eval mode: the mix (1 - f) * new + f * prev): the input
+    projection of all frames at once, then a loop over frames; past each length the state stays, y is 0."""
+
+    def __init__(self, model: int, out: int):
+        super().__init__()
+        self.ff_weight = torch.nn.Parameter(torch.randn(4 * out, model) * model ** -0.5)
+        self.rec_weight = torch.nn.Parameter(torch.randn(4 * out, out) * out ** -0.5)
+        self.bias = torch.nn.Parameter(torch.randn(4 * out) * 0.1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        fc, fo = ZONEOUT["zoneout_factor_cell"], ZONEOUT["zoneout_factor_output"]
+        z = F.linear(x, self.ff_weight, self.bias)
+        h = c = x.new_zeros(x.shape[0], self.rec_weight.shape[1])
+        ys, rec_t = [], self.rec_weight.t()
+        for t in range(x.shape[1]):
+            i, f, g, o = torch.addmm(z[:, t], h, rec_t).chunk(4, dim=-1)
+            new_c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            new_h = torch.sigmoid(o) * torch.tanh(new_c)
+            keep = mask[:, t, None]
+            c = torch.where(keep, (1 - fc) * new_c + fc * c, c)
+            h_new = (1 - fo) * new_h + fo * h
+            ys.append(torch.where(keep, h_new, 0.0))
+            h = torch.where(keep, h_new, h)
+        return torch.stack(ys, dim=1)
+
+
+def build_zoneout_lstm(data: Data, rf) -> tuple:
+    """Eval mode on all sides (zoneout's deterministic mix); RETURNN's run context is switched to eval per call."""
+    s = data.shapes
+    torch.manual_seed(1)
+    ref = TorchZoneoutLSTM(s.model, s.model)
+    ours = dt.nn.ZoneoutLSTM(data.dt_dims["model"], dt.Dim(s.model, name="out"), **ZONEOUT).eval()
+    ours.load_state_dict(ref.state_dict())
+    x, mask, time_dim = _leaf(data.x), data.mask, data.dt_dims["time"]
+    impls = {"torch": Impl(lambda: ref(x, mask), [x] + list(ref.parameters())),
+             "dimtorch": _dt_impl(data, ours, lambda x: lambda: ours(x, spatial_dim=time_dim)[0])}
+    if rf is not None:
+        theirs = rf.ZoneoutLSTM(data.rf_dims["model"], _rf_dim(s.model, "out"), **ZONEOUT)
+        _copy_from_dt(theirs, ours)
+        rtime, rbatch, run_ctx = data.rf_dims["time"], data.rf_dims["batch"], rf.get_run_ctx()
+
+        def make_forward(x):
+            def forward():
+                with run_ctx.train_flag_ctx(False):
+                    return theirs(x, state=theirs.default_initial_state(batch_dims=[rbatch]), spatial_dim=rtime)[0]
+            return forward
+        impls["returnn"] = _rf_impl(data, rf, theirs, make_forward)
+    return impls, "same"
+
+
 ROWS = {"Linear": build_linear, "LayerNorm": build_layer_norm, "SelfAttention": build_self_attention,
-        "ConformerEncoderLayer": build_conformer_layer}
+        "ConformerEncoderLayer": build_conformer_layer, "FeedForwardGated": build_feed_forward_gated,
+        "TransformerEncoderLayer": build_transformer_encoder_layer,
+        "RelPosCausalSelfAttention": build_rel_pos_causal_self_attention, "ZoneoutLSTM": build_zoneout_lstm}
 
 
 # ---------------------------------------------------------------------------------------------- checking

@@ -105,8 +105,10 @@ TABLE = {
         ("RelPosSelfAttention", S, "dt.nn.RelPosSelfAttention",
          "Transformer-XL form (linear_pos, pos_bias_u/v); options pos_emb=\"sinusoidal\"|\"learned\", clipping= "
          "instead of rf's with_linear_pos/with_pos_bias/learnable_pos_emb/separate_pos_emb_per_head flags"),
-        ("RelPosCausalSelfAttention", NOT_YET, None, "causal relative-position attention (decoders use "
-                                                     "CausalSelfAttention or its RoPE form here)"),
+        ("RelPosCausalSelfAttention", S, "dt.nn.RelPosCausalSelfAttention",
+         "rf's options and parameter names; full sequence (causal mask) and step by step (axis=None); a "
+         "full-sequence call returns no state (continuing a prefix step by step: not yet); x's padding zeroed "
+         "before the projection"),
         ("CrossAttention", S, "dt.nn.CrossAttention",
          "forward(x, encoder, axis=, enc_axis=) instead of transform_encoder() + a state; query Linear named "
          "`query` (rf: `q`); positional args (query in_dim, encoder_dim) — pass rf's by keyword"),
@@ -252,13 +254,13 @@ TABLE = {
     "matmul": [("matmul", S, "dt.matmul", ""), ("dot", S, "dt.dot", "")],
     "normalization": [
         ("moments", S, "dt.moments", ""), ("LayerNorm", S, "dt.nn.LayerNorm", ""), ("RMSNorm", S, "dt.nn.RMSNorm", ""),
-        ("GroupNorm", NOT_YET, None, "E-Branchformer's; not used by the models here"),
-        ("GroupNormSpatial", NOT_YET, None, "not used by the models here"),
+        ("GroupNorm", S, "dt.nn.GroupNorm", "rf's per-frame form (statistics over each group's channels only)"),
+        ("GroupNormSpatial", S, "dt.nn.GroupNormSpatial", "statistics over valid frames only (batch independent)"),
         ("BatchNorm", S, "dt.nn.BatchNorm", "affine=; parameters scale/bias, buffers running_mean/running_var "
                                             "(rf: gamma/beta, running_variance)"),
         ("batch_norm_distributed_default", NA, None, "no RETURNN config"),
-        ("normalize", NOT_YET, None, "layer_norm without parameters covers it"),
-        ("Normalize", NOT_YET, None, "dt.nn.LayerNorm covers it"),
+        ("normalize", S, "dt.normalize", "valid frames only; a's padding zeroed first when axis has a dynamic dim"),
+        ("Normalize", S, "dt.nn.Normalize", ""),
     ],
     "packed": [(n, NA, None, "rf's packed-tensor backend; dimtorch packs with dt.pack_padded / dt.unpack_padded")
                for n in ("pack", "pack_import", "unpack", "packed_regap", "packed_flat_content", "is_packed")],
@@ -280,7 +282,10 @@ TABLE = {
         ("random_choice_with_replacement", NOT_YET, None, "sampling helper; not used by the models here"),
     ],
     "rec": [("LSTM", S, "dt.nn.LSTM", "torch's kernel; layers and bidirectional"), ("LstmState", S, "dt.nn.LstmState", ""),
-            ("ZoneoutLSTM", NOT_YET, None, "zoneout needs a per-step loop (dt.scan can run it)")],
+            ("ZoneoutLSTM", S, "dt.nn.ZoneoutLSTM",
+             "rf's parameters (ff_weight, rec_weight, bias) and options; a per-frame Python loop; state=None means "
+             "zeros; spatial_dim=None is one step; training follows torch's module.training (rf: the run "
+             "context's train flag)")],
     "reduce": [
         ("reduce", ALT, "dt.reduce_sum", "one function per mode"),
         *[(n, S, f"dt.{n}", "") for n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "reduce_logsumexp",
@@ -329,7 +334,8 @@ TABLE = {
         ("ConformerConvSubsample", S, "dt.nn.ConformerConvSubsample", ""),
         ("ConformerEncoderLayer", S, "dt.nn.ConformerEncoderLayer", ""),
         ("ConformerEncoder", S, "dt.nn.ConformerEncoder", ""),
-        ("make_ff", NOT_YET, None, "construct ConformerPositionwiseFeedForward directly"),
+        ("make_ff", S, "dt.nn.make_ff", "no config dicts; a class of dimtorch's FeedForward family gets out_dim as "
+                                        "its in_dim"),
         ("conv_norm_use_mask_default", NA, None, "no behavior versions"),
     ],
     "encoder.conformer_v2": [
@@ -338,17 +344,22 @@ TABLE = {
         ("ConformerEncoderV2", S, "dt.nn.ConformerEncoderV2", "encoder_layer a module, class or None (dict: not "
          "taken); ff_activation=/conv_norm=: not yet (ConformerEncoderLayer is SiLU FF + BatchNorm)"),
     ],
-    "encoder.transformer": [(n, NOT_YET, None, "the model container; its layers (SelfAttention, FeedForward, "
-                                              "LayerNorm, Embedding, positional encodings) are there")
-                            for n in ("TransformerEncoder", "TransformerEncoderLayer")],
+    "encoder.transformer": [
+        ("TransformerEncoder", S, "dt.nn.TransformerEncoder",
+         "full sequence (no step state); no config dicts, no sequential=; a layer built per layer (a given module "
+         "is deep-copied with its values: rf re-initializes); padding zeroed before the first layer"),
+        ("TransformerEncoderLayer", S, "dt.nn.TransformerEncoderLayer",
+         "zeroes x's padding first (NaN padding would reach valid gradients through layer norm's backward and "
+         "the attention); a causal self_att's state is dropped"),
+    ],
     "encoder.e_branchformer": [(n, NOT_YET, None, "E-Branchformer; not among the models here")
                                for n in ("EBranchformerLayer", "FeedForwardConvGated", "Merge")],
     "decoder.transformer": [
         ("TransformerDecoder", S, "dt.nn.TransformerDecoder", "full sequence and step by step"),
         ("TransformerDecoderLayer", S, "dt.nn.TransformerDecoderLayer", ""),
         ("FeedForward", S, "dt.nn.FeedForward", ""),
-        ("FeedForwardGated", NOT_YET, None, "gated (SwiGLU) feed-forward"),
-        ("make_norm", NOT_YET, None, "construct the norm module directly"),
+        ("FeedForwardGated", S, "dt.nn.FeedForwardGated", "activation names or callables (no config dicts)"),
+        ("make_norm", S, "dt.nn.make_norm", "no config dicts"),
     ],
     "conversions.torch_nn": [(n, ALT, "load_state_dict", "dimtorch modules hold torch's parameter layouts")
                              for n in ("import_params_torch_linear_to_rf", "import_params_torch_conv1d_to_rf",
@@ -505,9 +516,7 @@ there except these, each listed below with its reason: `rf.audio.specaugment` (t
 random time/feature masks per sequence, with RETURNN's train-step schedule), the CTC alignment helpers
 (`ctc_best_path`, `ctc_durations_from_path`), `rf.label_smoothing` / `rf.smooth_one_hot`
 (dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.window` (chunked
-attention), `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`, the model containers
-`rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, conv with int padding, and
-Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
+attention), conv with int padding, and Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
 
 
 def main(argv=None) -> int:

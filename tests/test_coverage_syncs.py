@@ -66,6 +66,7 @@ OPS = [
         sampling_rate=100, step_len=0.01)[0]]),
     ("safe_log", lambda s: [dt.safe_log(s.x, eps=1e-6)]),
     ("gating", lambda s: [dt.gating(s.x, axis=s.feat)[0]]),
+    ("normalize", lambda s: [dt.normalize(s.x, axis=[s.time, s.feat])]),
     ("cum_concat_step", lambda s: [dt.cum_concat_step(dt.reduce_sum(s.x, axis=s.time), prev_accum=s.x,
                                                       axis=s.time)[0]]),
     ("edit_distance", lambda s: [dt.edit_distance(dt.cast(s.x > 0.0, "int64"), s.time,

@@ -37,6 +37,7 @@ from . import audio  # noqa: F401  (dt.audio.mel_filterbank, dt.audio.log_mel_fi
 from ._concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
 from ._decoding import ctc_greedy_decode, edit_distance  # noqa: F401
 from ._gating import gating  # noqa: F401
+from ._normalize import normalize  # noqa: F401
 from ._nested import gather_nested, mask_nested, where_nested  # noqa: F401
 from ._positional import (  # noqa: F401
     apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,

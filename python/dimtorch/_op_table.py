@@ -85,6 +85,7 @@ _DEFINITIONS = {
     "edit_distance": "_decoding",
     "gather_nested": "_nested",
     "gating": "_gating",
+    "normalize": "_normalize",
     "label_smoothed_log_prob_gradient": "_label_smoothing",
     "last_frame_position_of_dim": "_mask",
     "make_conv_out_spatial_dims": "_conv_args",

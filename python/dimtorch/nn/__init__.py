@@ -4,11 +4,13 @@ from .module import Buffer, Module, Parameter, StateDictError, check_state_dict 
 from .container import Functional, ModuleDict, ModuleList, Sequential, sequential  # noqa: F401
 from .linear import Linear  # noqa: F401
 from .embedding import Embedding  # noqa: F401
-from .normalization import BatchNorm, LayerNorm, RMSNorm  # noqa: F401
+from .normalization import BatchNorm, GroupNorm, GroupNormSpatial, LayerNorm, Normalize, RMSNorm  # noqa: F401
 from .sync_batch_norm import SyncBatchNorm  # noqa: F401
 from .dropout import Dropout  # noqa: F401
-from .feed_forward import FeedForward  # noqa: F401
+from .feed_forward import FeedForward, FeedForwardGated  # noqa: F401
+from .builders import make_ff, make_norm  # noqa: F401
 from .recurrent import LSTM, LstmState  # noqa: F401
+from .zoneout_lstm import ZoneoutLSTM  # noqa: F401
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: F401
 from .conv import Conv1d, Conv2d, TransposedConv1d, TransposedConv2d  # noqa: F401
 from .attention import (  # noqa: F401
@@ -20,5 +22,7 @@ from .conformer import (  # noqa: F401
     ConformerPositionwiseFeedForward, torch_state_dict_to_dimtorch,
 )
 from .conformer_v2 import ConformerEncoderV2, ConformerFrontend  # noqa: F401
+from .rel_pos_causal_attention import RelPosCausalSelfAttention  # noqa: F401
 from .decoder import TransformerDecoder, TransformerDecoderLayer, TransformerDecoderState  # noqa: F401
+from .transformer_encoder import TransformerEncoder, TransformerEncoderLayer  # noqa: F401
 from .fsdp import fully_shard  # noqa: F401

@@ -275,23 +275,31 @@ class CausalSelfAttention(SelfAttention):
         if state is None:
             q, k = self._rotate(q, k, 0)
         else:
-            try:
-                kd, vd = self.key_dim_per_head, self.value_dim_per_head
-                k_order = lead + (self.heads, _history_dim(state.k, lead, self.heads, kd), kd)
-                v_order = lead + (self.heads, _history_dim(state.v, lead, self.heads, vd), vd)
-                k_prev = state.k.raw if state.k.dims == k_order else state.k.raw_aligned(k_order)
-                v_prev = state.v.raw if state.v.dims == v_order else state.v.raw_aligned(v_order)
-            except (ValueError, TypeError) as e:
-                raise ValueError(f"{type(self).__name__}(): the state (k dims: {dims_str(state.k.dims)}) does not fit "
-                                 f"x (dims: {dims_str(x.dims)}): {e}") from None
+            k_prev, v_prev = self._state_raws(state, lead, x)
             q, k = self._rotate(q, k, k_prev.shape[-2])  # this step's position: the frames before it
             k = torch.cat((k_prev.expand(*k.shape[:-2], -1, -1), k), dim=-2)
             v = torch.cat((v_prev.expand(*v.shape[:-2], -1, -1), v), dim=-2)
         out = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        return self._output(out, lead, None), self._new_state(k, v, lead)
+
+    def _state_raws(self, state: CausalSelfAttentionState, lead: tuple, x: Tensor):
+        """The state's keys and values as raws (*lead, H, history, d); the module's error when they do not fit x."""
+        try:
+            kd, vd = self.key_dim_per_head, self.value_dim_per_head
+            k_order = lead + (self.heads, _history_dim(state.k, lead, self.heads, kd), kd)
+            v_order = lead + (self.heads, _history_dim(state.v, lead, self.heads, vd), vd)
+            k_prev = state.k.raw if state.k.dims == k_order else state.k.raw_aligned(k_order)
+            v_prev = state.v.raw if state.v.dims == v_order else state.v.raw_aligned(v_order)
+        except (ValueError, TypeError, AttributeError) as e:
+            got = dims_str(state.k.dims) if isinstance(getattr(state, "k", None), Tensor) else type(state).__name__
+            raise ValueError(f"{type(self).__name__}(): the state (k dims: {got}) does not fit "
+                             f"x (dims: {dims_str(x.dims)}): {e}") from None
+        return k_prev, v_prev
+
+    def _new_state(self, k: torch.Tensor, v: torch.Tensor, lead: tuple) -> CausalSelfAttentionState:
         history = Dim(None, name="history")
-        new_state = CausalSelfAttentionState(Tensor(k, lead + (self.heads, history, self.key_dim_per_head)),
-                                             Tensor(v, lead + (self.heads, history, self.value_dim_per_head)))
-        return self._output(out, lead, None), new_state
+        return CausalSelfAttentionState(Tensor(k, lead + (self.heads, history, self.key_dim_per_head)),
+                                        Tensor(v, lead + (self.heads, history, self.value_dim_per_head)))
 
 
 class CrossAttention(Module):

@@ -219,6 +219,10 @@ class Sequential(Module, torch.nn.Sequential):
 
 
 def sequential(source, *modules):
-    """`Sequential(*modules)(source)`: the modules (or functions) applied in order, as RETURNN frontend's
-    rf.sequential."""
-    return Sequential(*modules)(source)
+    """modules applied in order to source (RETURNN frontend's rf.sequential, Sequential(*modules)(source));
+    each module is called as a module (its hooks fire); a plain function is called as it is."""
+    for m in modules:
+        if not callable(m):
+            raise TypeError(f"dimtorch.nn.sequential(): expected modules or callables, got {type(m).__name__}")
+        source = m(source)
+    return source
