@@ -98,3 +98,42 @@ def test_repeat_errors():
         dt.repeat(b.x, in_spatial_dim=b.time, repeats=reps, out_spatial_dim=dt.Dim(3, name="o"))
     with pytest.raises(ValueError, match=r"dimtorch.repeat\(\): max_len_factor must be >= 1"):
         dt.repeat(b.x, in_spatial_dim=b.time, repeats=reps, max_len_factor=0.5)
+
+
+def test_limit_repeats_bounds_each_sequence_and_keeps_short_ones():
+    """limit_repeats against the rule by hand: per sequence, at most max_len_factor * length frames under
+    repeat, each nonzero repeat keeps one frame, sequences within the bound unchanged, padding 0."""
+    batch = dt.Dim(3, name="batch")
+    t = dt.Dim(dt.Tensor(torch.tensor([4, 2, 0]), (batch,)), name="time")
+    raw = torch.tensor([[5, 1, 0, 6], [1, 2, 99, 99], [7, 7, 7, 7]])  # garbage in the padding
+    limited = dt.limit_repeats(dt.Tensor(raw, (batch, t)), in_spatial_dim=t, max_len_factor=2.0)
+    assert limited.dims == (batch, t)
+    got = limited.raw
+    assert got[0].sum() <= 8 and (got[0] > 0).tolist() == [True, True, False, True]
+    assert got[1].tolist() == [1, 2, 0, 0]  # within the bound: unchanged; padding 0
+    assert got[2].tolist() == [0, 0, 0, 0]
+    # the same as dt.repeat's own max_len_factor
+    x = dt.Tensor(torch.arange(12.0).reshape(3, 4), (batch, t))
+    a, a_dim = dt.repeat(x, in_spatial_dim=t, repeats=dt.Tensor(raw, (batch, t)), max_len_factor=2.0)
+    b, b_dim = dt.repeat(x, in_spatial_dim=t, repeats=limited)
+    assert a_dim.dyn_size.raw.tolist() == b_dim.dyn_size.raw.tolist()
+    # idempotent
+    again = dt.limit_repeats(limited, in_spatial_dim=t, max_len_factor=2.0)
+    assert torch.equal(again.raw, got)
+    # each sequence alone
+    for i, n in enumerate([4, 2, 0]):
+        b1 = dt.Dim(1, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+        alone = dt.limit_repeats(dt.Tensor(raw[i:i + 1, :max(n, 0)], (b1, t1)), in_spatial_dim=t1, max_len_factor=2.0)
+        assert alone.raw[0].tolist() == got[i, :n].tolist()
+
+
+def test_limit_repeats_errors():
+    t = dt.Dim(3, name="t")
+    reps = dt.Tensor(torch.tensor([1, 2, 3]), (t,))
+    with pytest.raises(ValueError, match=r"dimtorch\.limit_repeats\(\): max_len_factor must be a number >= 1"):
+        dt.limit_repeats(reps, in_spatial_dim=t, max_len_factor=0.5)
+    with pytest.raises(TypeError, match=r"dimtorch\.limit_repeats\(\): repeats must be of an integer dtype"):
+        dt.limit_repeats(dt.Tensor(torch.ones(3), (t,)), in_spatial_dim=t, max_len_factor=2)
+    with pytest.raises(ValueError, match=r"in_spatial_dim 'u'\(2\) is not a dim of repeats"):
+        dt.limit_repeats(reps, in_spatial_dim=dt.Dim(2, name="u"), max_len_factor=2)

@@ -181,6 +181,11 @@ PROGRAMS = [
             out=((),)),
     Program("masked_fraction_of_shape", both=lambda F, d, x: F.masked_fraction_of_shape([d.batch, d.time]),
             out=((),)),
+    Program("limit_repeats", both=lambda F, d, x: F.limit_repeats(x.labels, in_spatial_dim=d.time, max_len_factor=1.5),
+            out=(("batch", "time"),)),
+    Program("slice_update", both=lambda F, d, x: F.slice_update(x.x, F.reduce_sum(x.y, axis=d.time), axis=d.time,
+                                                                 start=F.convert_to_tensor(2, dims=(), dtype="int64")),
+            out=(BTF,)),
     Program("complex_round_trip", both=lambda F, d, x: F.complex_as_real(
         F.real_as_complex(x.q4, pair_dim=d.heads))[0], out=(("batch", "time", "head_dim", "*"),)),
     Program("make_complex", both=lambda F, d, x: F.complex_as_real(F.make_complex(x.x, x.y))[0],

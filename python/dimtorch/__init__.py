@@ -47,6 +47,11 @@ from ._reduce_out import reduce_out  # noqa: F401
 from ._dim_ranges import linspace_over_dim, range_over_dim_strided, range_over_merged_dims  # noqa: F401
 from ._shape_counts import masked_fraction_of_shape, num_elements_of_shape  # noqa: F401
 from ._complex import complex_as_real, make_complex, real_as_complex  # noqa: F401
+from ._repeat import limit_repeats  # noqa: F401
+from ._assert import assert_  # noqa: F401
+from ._creation import random_truncated_normal  # noqa: F401
+from ._sampling import random_choice_with_replacement, random_choice_without_replacement  # noqa: F401
+from ._slice_update import expand_make_non_empty, slice_update  # noqa: F401
 from . import nn  # noqa: F401
 
 _compile.install()  # the Python definitions, for the core's fallbacks and for torch.compile

@@ -92,6 +92,25 @@ def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", devic
     return Tensor(raw, dims, feature_dim=feature_dim)
 
 
+@names_errors("dimtorch.random_truncated_normal()")
+def random_truncated_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, minval=None, maxval=None, dtype="float32",
+                            device=None, seed=None, generator: Optional[torch.Generator] = None,
+                            feature_dim=None) -> Tensor:
+    """Normal values N(mean, stddev²) over `dims`, redrawn into [minval, maxval] (default: mean -+ 2 stddev,
+    RETURNN's), by torch.nn.init.trunc_normal_; `seed` or `generator` make it repeatable."""
+    caller = "dimtorch.random_truncated_normal()"
+    dims = dims_arg(dims, caller, "dims")
+    shape, torch_dtype = _shape(dims, caller), to_torch_dtype(dtype, caller)
+    low = mean - 2.0 * stddev if minval is None else minval
+    high = mean + 2.0 * stddev if maxval is None else maxval
+    if not low < high:
+        raise ValueError(f"{caller}: minval must be below maxval, got [{low}, {high}]")
+    with naming_errors(caller):  # device, bounds, seed and generator go to torch as they are
+        raw = torch.empty(shape, dtype=torch_dtype, device=device)
+        torch.nn.init.trunc_normal_(raw, mean, stddev, low, high, generator=_generator(seed, generator, device, caller))
+    return Tensor(raw, dims, feature_dim=feature_dim)
+
+
 def range_over_dim(dim: Dim, *, dtype="int64", device=None) -> Tensor:
     """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim`. While
     tracing, a dynamic dim is an error (no tensor gives its padded size)."""

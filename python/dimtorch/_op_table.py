@@ -115,6 +115,13 @@ _DEFINITIONS = {
     "real_as_complex": "_complex",
     "complex_as_real": "_complex",
     "make_complex": "_complex",
+    "limit_repeats": "_repeat",
+    "assert_": "_assert",
+    "random_truncated_normal": "_creation",
+    "random_choice_without_replacement": "_sampling",
+    "random_choice_with_replacement": "_sampling",
+    "slice_update": "_slice_update",
+    "expand_make_non_empty": "_slice_update",
 }
 
 

@@ -29,6 +29,51 @@ def _limit(r: torch.Tensor, in_len, factor: float) -> torch.Tensor:
     return keep + (surplus.to(torch.float32) * scale.unsqueeze(-1)).to(r.dtype)
 
 
+def _masked_limited(repeats: Tensor, in_spatial_dim: Dim, max_len_factor, caller: str):
+    """(batch dims, int64 raw over (batch..., in_spatial_dim)): repeats with 0 in the padding of a dynamic
+    in_spatial_dim, scaled down by _limit when max_len_factor is given."""
+    batch = tuple(d for d in repeats.dims if d is not in_spatial_dim)
+    layout = batch + (in_spatial_dim,)
+    r = repeats.raw_aligned(layout)
+    if r.dtype != torch.int64:
+        r = r.to(torch.int64)
+    lengths = in_spatial_dim.dyn_size
+    if lengths is not None:
+        for b in lengths.dims:
+            if b not in batch:  # Dim equality is identity
+                raise ValueError(f"{caller}: the lengths of {dim_str(in_spatial_dim)} vary over {dim_str(b)}, which is "
+                                 f"not a dim of repeats (dims: {dims_str(repeats.dims)})")
+        pos = tuple(layout.index(b) for b in lengths.dims) + (len(batch),)
+        r = torch.where(_C._dim_cached_raw(_MASK, in_spatial_dim, pos, len(layout), r.shape[-1], r.device), r, 0)
+    if max_len_factor is not None:
+        if lengths is None:
+            in_len = float(r.shape[-1])
+        else:
+            pos = tuple(batch.index(b) for b in lengths.dims)
+            in_len = _C._dim_cached_raw(_LENGTHS, in_spatial_dim, pos, len(batch), 0, r.device).to(torch.float32)
+        r = _limit(r, in_len, max_len_factor)
+    return batch, r
+
+
+@names_errors("dimtorch.limit_repeats()")
+def limit_repeats(repeats: Tensor, *, in_spatial_dim: Dim, max_len_factor: float) -> Tensor:
+    """repeats (durations over in_spatial_dim and batch dims) scaled down where a sequence would grow
+    beyond max_len_factor * its length under dt.repeat: every nonzero repeat keeps one frame, the
+    surplus of such a sequence is scaled by one factor (rounded down), so relative durations stay and
+    the bound holds; sequences within the bound are unchanged. The padding gets 0. int64, over
+    (repeats' other dims, in_spatial_dim). No device read."""
+    caller = "dimtorch.limit_repeats()"
+    check_tensor(repeats, caller, what="repeats")
+    axis_of(repeats, in_spatial_dim, caller, what="in_spatial_dim", of="repeats")
+    if repeats.raw.dtype not in _INT_DTYPES:
+        raise TypeError(f"{caller}: repeats must be of an integer dtype, got {repeats.dtype}")
+    if isinstance(max_len_factor, bool) or not isinstance(max_len_factor, (int, float)) or not max_len_factor >= 1:
+        raise ValueError(f"{caller}: max_len_factor must be a number >= 1 (every frame keeps one repeat), "
+                         f"got {max_len_factor!r}")
+    batch, r = _masked_limited(repeats, in_spatial_dim, max_len_factor, caller)
+    return Tensor(r, batch + (in_spatial_dim,), sparse_dim=repeats.sparse_dim)
+
+
 @names_errors("dimtorch.repeat()")
 def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_dim: Optional[Dim] = None,
            max_len_factor: Optional[float] = None) -> tuple[Tensor, Dim]:
@@ -55,26 +100,7 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
         raise TypeError(f"{caller}: repeats must be of an integer dtype, got {repeats.dtype}")
     if max_len_factor is not None and not max_len_factor >= 1:
         raise ValueError(f"{caller}: max_len_factor must be >= 1 (every frame keeps one repeat), got {max_len_factor}")
-    batch = tuple(d for d in repeats.dims if d is not in_spatial_dim)
-    layout = batch + (in_spatial_dim,)
-    r = repeats.raw_aligned(layout)
-    if r.dtype != torch.int64:
-        r = r.to(torch.int64)
-    lengths = in_spatial_dim.dyn_size
-    if lengths is not None:
-        for b in lengths.dims:
-            if b not in batch:  # Dim equality is identity
-                raise ValueError(f"{caller}: the lengths of {dim_str(in_spatial_dim)} vary over {dim_str(b)}, which is "
-                                 f"not a dim of repeats (dims: {dims_str(repeats.dims)})")
-        pos = tuple(layout.index(b) for b in lengths.dims) + (len(batch),)
-        r = torch.where(_C._dim_cached_raw(_MASK, in_spatial_dim, pos, len(layout), r.shape[-1], r.device), r, 0)
-    if max_len_factor is not None:
-        if lengths is None:
-            in_len = float(r.shape[-1])
-        else:
-            pos = tuple(batch.index(b) for b in lengths.dims)
-            in_len = _C._dim_cached_raw(_LENGTHS, in_spatial_dim, pos, len(batch), 0, r.device).to(torch.float32)
-        r = _limit(r, in_len, max_len_factor)
+    batch, r = _masked_limited(repeats, in_spatial_dim, max_len_factor, caller)
     host = to_host(r)
     if host.numel() and int(host.min()) < 0:
         raise ValueError(f"{caller}: repeats must be >= 0, got {int(host.min())} (repeats dims: {dims_str(repeats.dims)})")
@@ -83,6 +109,7 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
         out_spatial_dim = Dim(Tensor(new_lengths, batch), name="repeat")
     else:
         _check_out_dim(out_spatial_dim, new_lengths, batch, caller)
+    layout = batch + (in_spatial_dim,)
     n_in, n_out = r.shape[-1], out_spatial_dim.get_max_size()
     # Output frame j of a sequence comes from the first input frame whose cumulative count exceeds j.
     cum = r.cumsum(-1)

@@ -25,4 +25,6 @@ from .conformer_v2 import ConformerEncoderV2, ConformerFrontend  # noqa: F401
 from .rel_pos_causal_attention import RelPosCausalSelfAttention  # noqa: F401
 from .decoder import TransformerDecoder, TransformerDecoderLayer, TransformerDecoderState  # noqa: F401
 from .transformer_encoder import TransformerEncoder, TransformerEncoderLayer  # noqa: F401
+from .running_mean import RunningMean  # noqa: F401
+from .parameter_list import ParameterList  # noqa: F401
 from .fsdp import fully_shard  # noqa: F401
