@@ -205,10 +205,13 @@ TABLE = {
     "loss": [
         ("cross_entropy", S, "dt.cross_entropy", ""),
         ("ctc_loss", S, "dt.ctc_loss", "F.ctc_loss; rf's max_approx/use_native_op/label_loop options: not yet"),
-        ("ctc_best_path", NOT_YET, None, "CTC forced alignment"),
+        ("ctc_best_path", S, "dt.ctc_best_path", "Viterbi in torch ops, one step per frame of the raw time size and "
+         "back (no device read; RETURNN uses a native op); a sequence without a path gets blank on every frame"),
         ("ctc_greedy_decode", S, "dt.ctc_greedy_decode", "the decoded lengths are read from the device"),
-        ("ctc_durations_from_path", NOT_YET, None, "CTC alignment durations"),
-        ("ctc_no_label_loop_blank_durations_from_path", NOT_YET, None, "CTC alignment durations"),
+        ("ctc_durations_from_path", S, "dt.ctc_durations_from_path", "without targets_spatial_dim the label counts "
+         "are read on the host (as in rf); the check is a device-side assert (with stop_on_failed_check=False, none)"),
+        ("ctc_no_label_loop_blank_durations_from_path", S, "dt.ctc_no_label_loop_blank_durations_from_path",
+         "as ctc_durations_from_path"),
         ("edit_distance", S, "dt.edit_distance", "no device reads"),
     ],
     "math_": [
@@ -493,8 +496,7 @@ _ASR_MT = """\
 The layers and ops of the models here (Conformer + CTC, Transformer encoder-decoder, LSTM, attention
 decoders, CTC greedy decoding, beam search over dims with gather_nested, WER by edit_distance) are all
 there except these, each listed below with its reason: `rf.audio.specaugment` (training augmentation:
-random time/feature masks per sequence, with RETURNN's train-step schedule), the CTC alignment helpers
-(`ctc_best_path`, `ctc_durations_from_path`), `rf.label_smoothing` / `rf.smooth_one_hot`
+random time/feature masks per sequence, with RETURNN's train-step schedule), `rf.label_smoothing` / `rf.smooth_one_hot`
 (dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.window` (chunked
 attention), `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`, the model containers
 `rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, conv with int padding, and

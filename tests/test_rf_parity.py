@@ -75,6 +75,27 @@ def _log_mel(F, d, x):
     return F.audio.log_mel_filterbank_from_raw(x.audio, in_spatial_dim=d.samples, out_dim=mel, sampling_rate=4000)
 
 
+def _best_path(F, d, x, label_loop=True):
+    if F is dt:
+        logits = dt.Tensor(x.logits.raw, x.logits.dims, feature_dim=d.vocab)
+    else:  # rf needs the class dim as the feature dim
+        logits = x.logits.copy()
+        logits.feature_dim = d.vocab
+    return F.ctc_best_path(logits=logits, targets=x.ctc_targets, input_spatial_dim=d.time,
+                           targets_spatial_dim=d.time3, blank_index=0, label_loop=label_loop)
+
+
+def _durations(F, d, x, targets_dim):
+    return F.ctc_durations_from_path(path=_best_path(F, d, x), path_spatial_dim=d.time, blank_index=0,
+                                     targets_spatial_dim=d.time3 if targets_dim else None)
+
+
+def _blank_durations(F, d, x):
+    return F.ctc_no_label_loop_blank_durations_from_path(path=_best_path(F, d, x, label_loop=False),
+                                                         path_spatial_dim=d.time, blank_index=0,
+                                                         targets_spatial_dim=d.time3)
+
+
 def _rf_dim(size, name):
     from returnn.tensor import Dim
     return Dim(size, name=name)
@@ -194,6 +215,16 @@ PROGRAMS = [
     Program("gather_clip_to_valid", both=lambda F, d, x: F.gather(x.x, indices=x.index, axis=d.time,
                                                                   clip_to_valid=True),
             out=(("batch", "time2", "feature"),), pending=True),
+    # --- issue 13: CTC alignments ----------------------------------------------------------------------------
+    Program("ctc_best_path", both=_best_path, out=(("time", "batch"),), requires=("ctc_best_path",)),
+    Program("ctc_best_path_no_label_loop", both=lambda F, d, x: _best_path(F, d, x, label_loop=False),
+            out=(("time", "batch"),), requires=("ctc_best_path",)),
+    Program("ctc_durations_from_path", both=lambda F, d, x: _durations(F, d, x, True), out=(("batch", "*"),),
+            requires=("ctc_durations_from_path",)),
+    Program("ctc_durations_from_path_new_dim", both=lambda F, d, x: _durations(F, d, x, False),
+            out=(("batch", "*"),), requires=("ctc_durations_from_path",)),
+    Program("ctc_no_label_loop_blank_durations", both=_blank_durations, out=(("batch", "*"),),
+            requires=("ctc_no_label_loop_blank_durations_from_path",)),
 ]
 
 

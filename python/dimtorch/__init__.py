@@ -36,6 +36,9 @@ from ._safe_log import safe_log  # noqa: F401
 from . import audio  # noqa: F401  (dt.audio.mel_filterbank, dt.audio.log_mel_filterbank_from_raw)
 from ._concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
 from ._decoding import ctc_greedy_decode, edit_distance  # noqa: F401
+from ._ctc_align import (  # noqa: F401
+    ctc_best_path, ctc_durations_from_path, ctc_no_label_loop_blank_durations_from_path,
+)
 from ._gating import gating  # noqa: F401
 from ._nested import gather_nested, mask_nested, where_nested  # noqa: F401
 from ._positional import (  # noqa: F401

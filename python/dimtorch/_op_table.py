@@ -79,7 +79,10 @@ _DEFINITIONS = {
     # RETURNN frontend coverage (Python only)
     "apply_rope": "_positional",
     "cond": "_loop",
+    "ctc_best_path": "_ctc_align",
+    "ctc_durations_from_path": "_ctc_align",
     "ctc_greedy_decode": "_decoding",
+    "ctc_no_label_loop_blank_durations_from_path": "_ctc_align",
     "cum_concat_step": "_concat",
     "dot_attention": "_attention",
     "edit_distance": "_decoding",
