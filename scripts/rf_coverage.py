@@ -193,8 +193,8 @@ TABLE = {
     "graph": [(n, NA, None, "graph introspection of RETURNN's layers backend")
               for n in ("get_tensor_dependencies", "get_tensor_consumers", "walk_tensor_consumers")],
     "label_smoothing": [
-        ("label_smoothing", NOT_YET, None, "dt.cross_entropy(label_smoothing=) covers the training loss"),
-        ("smooth_one_hot", NOT_YET, None, "dt.cross_entropy(label_smoothing=) covers the training loss"),
+        ("label_smoothing", S, "dt.label_smoothing", "probabilities, or int labels via smooth_one_hot"),
+        ("smooth_one_hot", S, "dt.smooth_one_hot", "a label out of range gives the other value everywhere"),
         ("label_smoothed_log_prob_gradient", S, "dt.label_smoothed_log_prob_gradient", ""),
     ],
     "linear": [("Linear", S, "dt.nn.Linear", "weight (out, in): torch's layout"), ("Embedding", S, "dt.nn.Embedding", "")],
@@ -283,7 +283,8 @@ TABLE = {
         ("reduce", ALT, "dt.reduce_sum", "one function per mode"),
         *[(n, S, f"dt.{n}", "") for n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "reduce_logsumexp",
                                           "reduce_any", "reduce_all", "reduce_argmin", "reduce_argmax")],
-        ("reduce_logmeanexp", NOT_YET, None, "reduce_logsumexp minus the log of the lengths"),
+        ("reduce_logmeanexp", S, "dt.reduce_logmeanexp", "reduce_logsumexp minus the log of each sequence's "
+         "frame count (cached lengths); an empty sequence gives -inf"),
         ("reduce_out", NOT_YET, None, "not used by the models here"),
         ("RunningMean", NOT_YET, None, "not used by the models here"),
         ("top_k", S, "dt.top_k", ""),
@@ -496,8 +497,7 @@ _ASR_MT = """\
 The layers and ops of the models here (Conformer + CTC, Transformer encoder-decoder, LSTM, attention
 decoders, CTC greedy decoding, beam search over dims with gather_nested, WER by edit_distance) are all
 there except these, each listed below with its reason: `rf.audio.specaugment` (training augmentation:
-random time/feature masks per sequence, with RETURNN's train-step schedule), `rf.label_smoothing` / `rf.smooth_one_hot`
-(dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.window` (chunked
+random time/feature masks per sequence, with RETURNN's train-step schedule), `rf.window` (chunked
 attention), `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`, the model containers
 `rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, conv with int padding, and
 Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor dimtorch."""

@@ -56,6 +56,8 @@ def _calls():
         "clip": lambda x, d: E.clip(x, w(d[2]) * -1.0, 1.0),
         "cast": lambda x, d: E.cast(x, "float64"),
         "mean_over_batch_and_time": lambda x, d: dt.ops.reduce.reduce_mean(x, (d[0], d[1])),
+        "reduce_logmeanexp": lambda x, d: dt.ops.reduce.reduce_logmeanexp(x, d[1]),
+        "logmeanexp_over_batch_and_time": lambda x, d: dt.ops.reduce.reduce_logmeanexp(x, (d[0], d[1])),
         "moments_over_batch": lambda x, d: dt.ops.reduce.moments(x, d[0]),
         "matmul": lambda x, d: M.matmul(x, w(d[2], out), d[2]),
         "dot": lambda x, d: M.dot(x, dt.ops.reduce.reduce_sum(x, d[3]), (d[0], d[1]), use_mask=True),

@@ -215,6 +215,18 @@ PROGRAMS = [
     Program("gather_clip_to_valid", both=lambda F, d, x: F.gather(x.x, indices=x.index, axis=d.time,
                                                                   clip_to_valid=True),
             out=(("batch", "time2", "feature"),), pending=True),
+    # --- issue 13: label smoothing, logmeanexp ---------------------------------------------------------------
+    Program("label_smoothing_probs", both=lambda F, d, x: F.label_smoothing(F.softmax(x.logits, axis=d.vocab), 0.1,
+                                                                          axis=d.vocab),
+            out=(("batch", "time", "vocab"),), requires=("label_smoothing",)),
+    Program("label_smoothing_labels", both=lambda F, d, x: F.label_smoothing(x.labels, 0.2),
+            out=(("batch", "time", "vocab"),), requires=("label_smoothing",)),
+    Program("smooth_one_hot", both=lambda F, d, x: F.smooth_one_hot(x.labels, label_prob=0.6),
+            out=(("batch", "time", "vocab"),), requires=("smooth_one_hot",)),
+    Program("reduce_logmeanexp_time", both=lambda F, d, x: F.reduce_logmeanexp(x.x, axis=d.time),
+            out=(("batch", "feature"),), requires=("reduce_logmeanexp",)),
+    Program("reduce_logmeanexp_batch_time", both=lambda F, d, x: F.reduce_logmeanexp(x.x, axis=[d.batch, d.time]),
+            out=(("feature",),), requires=("reduce_logmeanexp",)),
     # --- issue 13: CTC alignments ----------------------------------------------------------------------------
     Program("ctc_best_path", both=_best_path, out=(("time", "batch"),), requires=("ctc_best_path",)),
     Program("ctc_best_path_no_label_loop", both=lambda F, d, x: _best_path(F, d, x, label_loop=False),

@@ -1,5 +1,6 @@
 """Benchmark rows of the ops added for RETURNN-frontend coverage (issue 13, part A): elementwise math, masked
-select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing of gradients.
+select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing (of gradients,
+probabilities and labels), reduce_logmeanexp.
 
 Same conventions as rows.py and rows_array.py: each row three ways; the PyTorch side is what a competent user
 writes for the same computation (the same masking and, where the size of the result depends on data, the
@@ -282,4 +283,21 @@ RF_ROWS = (
             x, _SMOOTHING, axis=f)),
         returnn=lambda s: _named_smoothed_ce(s, lambda x, f=s.feature, fn=_rf(s).label_smoothed_log_prob_gradient:
                                              fn(x, _SMOOTHING, axis=f))),
+    Row("label_smoothing_probs", "label smoothing of probabilities x (batch, time, feature) over feature",
+        out=BTF, requires=("label_smoothing",),
+        torch=lambda s: lambda x=s.x, f=_SMOOTHING / (s.F - 1): x * (1.0 - s.F * f) + f,
+        dimtorch=lambda s: lambda x=s.x, f=s.feature: dt.label_smoothing(x, _SMOOTHING, axis=f),
+        returnn=lambda s: lambda x=s.x, f=s.feature, fn=_rf(s).label_smoothing: fn(x, _SMOOTHING, axis=f)),
+    Row("label_smoothing_labels", "label smoothing of int labels (batch, time) into vocab: smooth_one_hot",
+        out=("batch", "time", "vocab"), requires=("label_smoothing",),
+        torch=lambda s: lambda y=s.labels, v=s.shapes.vocab, f=_SMOOTHING / (s.shapes.vocab - 1):
+            F.one_hot(y, v) * (1.0 - _SMOOTHING - f) + f,
+        dimtorch=lambda s: lambda y=s.labels: dt.label_smoothing(y, _SMOOTHING),
+        returnn=lambda s: lambda y=s.labels, fn=_rf(s).label_smoothing: fn(y, _SMOOTHING)),
+    Row("reduce_logmeanexp_time", "log of the mean of exp over each sequence's frames of dynamic time",
+        out=("batch", "feature"), requires=("reduce_logmeanexp",),
+        torch=lambda s: lambda x=s.x, m=s.mask3, n=s.lengths_col: torch.where(m, x, -float("inf")).logsumexp(1)
+            - torch.log(n),
+        dimtorch=lambda s: lambda x=s.x, t=s.time: dt.reduce_logmeanexp(x, axis=t),
+        returnn=lambda s: lambda x=s.x, t=s.time, fn=_rf(s).reduce_logmeanexp: fn(x, axis=t)),
 )

@@ -28,7 +28,8 @@ from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from . import _compile
 from ._pickle import register_safe_globals as _register_safe_globals
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
-from ._label_smoothing import label_smoothed_log_prob_gradient  # noqa: F401
+from ._label_smoothing import label_smoothed_log_prob_gradient, label_smoothing, smooth_one_hot  # noqa: F401
+from .ops.reduce import reduce_logmeanexp  # noqa: F401
 from ._attention import dot_attention  # noqa: F401
 from ._loop import cond, scan, while_loop  # noqa: F401
 from ._signal import stft  # noqa: F401

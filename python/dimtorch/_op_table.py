@@ -49,6 +49,7 @@ _DEFINITIONS = {
         "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_logsumexp", "reduce_any",
         "reduce_all", "reduce_argmax", "reduce_argmin", "moments", "softmax", "log_softmax")},
     **{name: "ops.matmul" for name in ("matmul", "dot", "linear")},
+    "reduce_logmeanexp": "ops.reduce",
     **{name: "ops.normalization" for name in ("layer_norm", "rms_norm", "batch_norm")},
     **{name: "ops.creation" for name in ("zeros", "ones", "full")},
     # Python-only ops (no fast path): their definitions are all there is.
@@ -89,6 +90,8 @@ _DEFINITIONS = {
     "gather_nested": "_nested",
     "gating": "_gating",
     "label_smoothed_log_prob_gradient": "_label_smoothing",
+    "label_smoothing": "_label_smoothing",
+    "smooth_one_hot": "_label_smoothing",
     "last_frame_position_of_dim": "_mask",
     "make_conv_out_spatial_dims": "_conv_args",
     "make_transposed_conv_out_spatial_dims": "_conv_args",
