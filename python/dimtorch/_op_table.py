@@ -44,7 +44,9 @@ _DEFINITIONS = {
         "combine", "compare", "maximum", "minimum", "logical_and", "logical_or", "where", "clip", "cast",
         "exp", "log", "log1p", "sqrt", "rsqrt", "square", "tanh", "sigmoid", "relu", "gelu", "silu",
         "softplus", "sin", "cos", "floor", "ceil", "round", "is_finite", "logical_not", "abs", "neg",
-        "squared_difference", "log_add_exp", "log_sigmoid")},
+        "squared_difference", "log_add_exp", "log_sigmoid",
+        # Python only (no fast path)
+        "is_infinite", "is_neg_infinite", "expm1", "elu", "selu", "lerp")},
     **{name: "ops.reduce" for name in (
         "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_logsumexp", "reduce_any",
         "reduce_all", "reduce_argmax", "reduce_argmin", "moments", "softmax", "log_softmax")},
@@ -62,6 +64,7 @@ _DEFINITIONS = {
     "shift_left": "_slicing",
     "split_dims": "_shape_ops",
     "expand_dim": "_shape_ops",
+    "expand_dims": "_shape_ops",
     "squeeze": "_shape_ops",
     "replace_dim": "_shape_ops",
     "conv": "_conv",
@@ -103,10 +106,13 @@ _DEFINITIONS = {
     "replace_dim_v2": "_reshape",
     "safe_log": "_safe_log",
     "scan": "_loop",
+    "scatter_count": "_scatter",
     "search_sorted": "_sort",
     "sinusoidal_encoding": "_positional",
     "sinusoidal_positional_encoding": "_positional",
     "stft": "_signal",
+    "top_k_mask": "_sort",
+    "top_p_mask": "_sort",
     "where_nested": "_nested",
     "while_loop": "_loop",
 }
