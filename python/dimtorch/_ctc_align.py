@@ -45,7 +45,8 @@ def _lengths(dim: Dim, batch: tuple, shape: tuple, device, what: str, caller: st
         raw = _tracing.lengths_raw(dim, batch, device)
     else:
         raw = _C._dim_cached_raw(_LENGTHS, dim, pos, len(batch), 0, device)
-    return raw.expand(shape).to(torch.int64)
+    raw = raw.expand(shape)
+    return raw if raw.dtype == torch.int64 else raw.to(torch.int64)
 
 
 def _frames(dim: Dim, order: tuple, shape: tuple, device, what: str, caller: str) -> Optional[torch.Tensor]:
@@ -195,7 +196,9 @@ def _path_layout(path, path_spatial_dim, blank_index, caller: str):
         raise TypeError(f"{caller}: blank_index must be an int, got {blank_index!r}")
     batch = tuple(d for d in path.dims if d is not path_spatial_dim)
     order = batch + (path_spatial_dim,)
-    raw = path.raw_aligned(order).to(torch.int64)
+    raw = path.raw if path.dims == order else path.raw_aligned(order)
+    if raw.dtype != torch.int64:
+        raw = raw.to(torch.int64)
     frames = _frames(path_spatial_dim, order, tuple(raw.shape), raw.device, "path_spatial_dim", caller)
     if frames is not None:
         frames = frames.expand(raw.shape)
@@ -205,9 +208,8 @@ def _path_layout(path, path_spatial_dim, blank_index, caller: str):
 def _check_lengths(dim: Dim, want: torch.Tensor, batch: tuple, what: str, caller: str) -> None:
     """Asserts on the device, without waiting for it, that dim's lengths are `want` (*batch)."""
     have = _lengths(dim, batch, tuple(want.shape), want.device, what, caller)
-    if not _tracing.tracing():
-        torch._assert_async(torch.all(have == want), f"{caller}: the lengths of {what} {dim_str(dim)} differ from "
-                                                     f"what the path gives")
+    if not _tracing.tracing():  # a constant message: no dims printed on every call
+        torch._assert_async(torch.all(have == want), f"{caller}: the lengths of {what} differ from the path's")
 
 
 def _out_dim(counts: torch.Tensor, batch: tuple, targets_spatial_dim, out_spatial_dim, to_out, check: bool,
