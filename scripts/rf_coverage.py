@@ -50,7 +50,7 @@ TABLE = {
         ("reshape", S, "dt.reshape", ""),
         ("split", S, "dt.split", ""),
         ("expand_dim", S, "dt.expand_dim", ""),
-        ("expand_dims", NOT_YET, None, "expand_dim once per dim does it"),
+        ("expand_dims", S, "dt.expand_dims", "one view, the new dims first in the given order"),
         ("squeeze", S, "dt.squeeze", ""),
         ("window", NOT_YET, None, "sliding windows over a dim (chunked/local attention); not needed by the "
                                   "Conformer/Transformer/LSTM models here"),
@@ -73,7 +73,7 @@ TABLE = {
         ("scatter_argmax", ALT, "dt.scatter", "mode=\"argmax\""),
         ("scatter_logsumexp", ALT, "dt.scatter", "mode=\"logsumexp\""),
         ("scatter_logmeanexp", ALT, "dt.scatter", "mode=\"logmeanexp\""),
-        ("scatter_count", NOT_YET, None, "dt.scatter of ones gives the counts"),
+        ("scatter_count", S, "dt.scatter_count", "padding frames of indices_dim are not counted"),
         ("slice", S, "dt.slice", ""),
         ("shift_right", S, "dt.shift_right", ""),
         ("shift_left", S, "dt.shift_left", ""),
@@ -83,8 +83,8 @@ TABLE = {
         ("search_sorted", S, "dt.search_sorted", ""),
         ("sparse_to_dense", S, "dt.sparse_to_dense", ""),
         ("one_hot", S, "dt.one_hot", ""),
-        ("top_k_mask", NOT_YET, None, "sampling helper; beam search uses dt.top_k"),
-        ("top_p_mask", NOT_YET, None, "nucleus-sampling helper; beam search uses dt.top_k"),
+        ("top_k_mask", S, "dt.top_k_mask", "int k (a Tensor k: not yet); padding never selected"),
+        ("top_p_mask", S, "dt.top_p_mask", "padding never selected"),
         ("repeat", S, "dt.repeat", "its out dim's lengths are read from the device"),
         ("limit_repeats", S, "dt.limit_repeats", ""),
         ("expand_make_non_empty", S, "dt.expand_make_non_empty", ""),
@@ -201,8 +201,8 @@ TABLE = {
     "graph": [(n, NA, None, "graph introspection of RETURNN's layers backend")
               for n in ("get_tensor_dependencies", "get_tensor_consumers", "walk_tensor_consumers")],
     "label_smoothing": [
-        ("label_smoothing", NOT_YET, None, "dt.cross_entropy(label_smoothing=) covers the training loss"),
-        ("smooth_one_hot", NOT_YET, None, "dt.cross_entropy(label_smoothing=) covers the training loss"),
+        ("label_smoothing", S, "dt.label_smoothing", "probabilities, or int labels via smooth_one_hot"),
+        ("smooth_one_hot", S, "dt.smooth_one_hot", "a label out of range gives the other value everywhere"),
         ("label_smoothed_log_prob_gradient", S, "dt.label_smoothed_log_prob_gradient", ""),
     ],
     "linear": [("Linear", S, "dt.nn.Linear", "weight (out, in): torch's layout"), ("Embedding", S, "dt.nn.Embedding", "")],
@@ -213,10 +213,13 @@ TABLE = {
     "loss": [
         ("cross_entropy", S, "dt.cross_entropy", ""),
         ("ctc_loss", S, "dt.ctc_loss", "F.ctc_loss; rf's max_approx/use_native_op/label_loop options: not yet"),
-        ("ctc_best_path", NOT_YET, None, "CTC forced alignment"),
+        ("ctc_best_path", S, "dt.ctc_best_path", "Viterbi in torch ops, one step per frame of the raw time size and "
+         "back (no device read; RETURNN uses a native op); a sequence without a path gets blank on every frame"),
         ("ctc_greedy_decode", S, "dt.ctc_greedy_decode", "the decoded lengths are read from the device"),
-        ("ctc_durations_from_path", NOT_YET, None, "CTC alignment durations"),
-        ("ctc_no_label_loop_blank_durations_from_path", NOT_YET, None, "CTC alignment durations"),
+        ("ctc_durations_from_path", S, "dt.ctc_durations_from_path", "without targets_spatial_dim the label counts "
+         "are read on the host (as in rf); the check is a device-side assert (with stop_on_failed_check=False, none)"),
+        ("ctc_no_label_loop_blank_durations_from_path", S, "dt.ctc_no_label_loop_blank_durations_from_path",
+         "as ctc_durations_from_path"),
         ("edit_distance", S, "dt.edit_distance", "no device reads"),
     ],
     "math_": [
@@ -234,22 +237,22 @@ TABLE = {
         ("opt_logical_or", ALT, "Python or", "for Python bools"), ("opt_logical_and", ALT, "Python and", "for Python bools"),
         ("log_add_exp", S, "dt.log_add_exp", ""),
         ("is_finite", S, "dt.is_finite", ""),
-        ("is_infinite", NOT_YET, None, "dt.logical_not(dt.is_finite(x)) less NaN"),
-        ("is_neg_infinite", NOT_YET, None, "x == float('-inf')"),
+        ("is_infinite", S, "dt.is_infinite", ""),
+        ("is_neg_infinite", S, "dt.is_neg_infinite", ""),
         ("maximum", S, "dt.maximum", ""), ("minimum", S, "dt.minimum", ""),
         ("clip_by_value", ALT, "dt.clip", ""), ("identity", ALT, "x", ""),
-        ("exp", S, "dt.exp", ""), ("expm1", NOT_YET, None, "not used by the models here"),
+        ("exp", S, "dt.exp", ""), ("expm1", S, "dt.expm1", ""),
         ("log", S, "dt.log", ""), ("safe_log", S, "dt.safe_log", ""), ("log1p", S, "dt.log1p", ""),
         ("sqrt", S, "dt.sqrt", ""), ("rsqrt", S, "dt.rsqrt", ""), ("square", S, "dt.square", ""),
         ("abs", S, "dt.abs", ""), ("tanh", S, "dt.tanh", ""), ("sigmoid", S, "dt.sigmoid", ""),
         ("log_sigmoid", S, "dt.log_sigmoid", ""), ("sin", S, "dt.sin", ""), ("cos", S, "dt.cos", ""),
         ("ceil", S, "dt.ceil", ""), ("floor", S, "dt.floor", ""), ("round", S, "dt.round", ""),
         ("relu", S, "dt.relu", ""), ("relu_square", ALT, "dt.square(dt.relu(x))", ""),
-        ("elu", NOT_YET, None, "not used by the models here"), ("selu", NOT_YET, None, "not used by the models here"),
+        ("elu", S, "dt.elu", ""), ("selu", S, "dt.selu", ""),
         ("silu", S, "dt.silu", ""), ("swish", ALT, "dt.silu", ""), ("gelu", S, "dt.gelu", ""),
         ("softmax", S, "dt.softmax", ""), ("log_softmax", S, "dt.log_softmax", ""),
         ("gating", S, "dt.gating", ""),
-        ("lerp", NOT_YET, None, "start + weight * (end - start) does it"),
+        ("lerp", S, "dt.lerp", "torch.lerp where the dtypes allow it"),
         ("cumsum", S, "dt.cumsum", "axis= (rf: spatial_dim=)"),
     ],
     "matmul": [("matmul", S, "dt.matmul", ""), ("dot", S, "dt.dot", "")],
@@ -293,7 +296,8 @@ TABLE = {
         ("reduce", ALT, "dt.reduce_sum", "one function per mode"),
         *[(n, S, f"dt.{n}", "") for n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "reduce_logsumexp",
                                           "reduce_any", "reduce_all", "reduce_argmin", "reduce_argmax")],
-        ("reduce_logmeanexp", NOT_YET, None, "reduce_logsumexp minus the log of the lengths"),
+        ("reduce_logmeanexp", S, "dt.reduce_logmeanexp", "reduce_logsumexp minus the log of each sequence's "
+         "frame count (cached lengths); an empty sequence gives -inf"),
         ("reduce_out", S, "dt.reduce_out", "modes max, sum, mean, min"),
         ("RunningMean", S, "dt.nn.RunningMean", "a buffer (no gradient, in the state dict); valid frames only"),
         ("top_k", S, "dt.top_k", ""),
@@ -516,10 +520,9 @@ _ASR_MT = """\
 The layers and ops of the models here (Conformer + CTC, Transformer encoder-decoder, LSTM, attention
 decoders, CTC greedy decoding, beam search over dims with gather_nested, WER by edit_distance) are all
 there except these, each listed below with its reason: `rf.audio.specaugment` (training augmentation:
-random time/feature masks per sequence, with RETURNN's train-step schedule), the CTC alignment helpers
-(`ctc_best_path`, `ctc_durations_from_path`), `rf.label_smoothing` / `rf.smooth_one_hot`
-(dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.window` (chunked
-attention), conv with int padding, and Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
+random time/feature masks per sequence, with RETURNN's train-step schedule), `rf.window` (chunked
+attention), conv with int padding, and Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor
+dimtorch."""
 
 
 def main(argv=None) -> int:

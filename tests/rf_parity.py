@@ -70,6 +70,7 @@ def setup_rf():
 
 LENGTHS = (6, 4, 1)
 LENGTHS2 = (3, 5, 2)
+LENGTHS3 = (3, 2, 1)  # CTC targets of the sequences of LENGTHS: each has a path
 SAMPLES = (400, 250, 120)
 SIZES = dict(batch=3, feature=4, out=5, heads=2, head_dim=3, vocab=6, k3=3)
 
@@ -94,6 +95,7 @@ def _raws():
         logits=padded((B, T, V), LENGTHS), cond=torch.rand(B, T, generator=g) < 0.5,
         audio=padded((B, S), SAMPLES), positive=padded((B, T, F_), LENGTHS).abs() + 0.1,
         emb=torch.randn(V, F_, generator=g), index=torch.randint(-2, T + 2, (B, T2), generator=g),
+        ctc_targets=torch.randint(1, V, (B, max(LENGTHS3)), generator=g),
     )
 
 
@@ -116,6 +118,7 @@ def make_data(F, dim_type, batch_dim):
                                (d.batch,)), name=name)
 
     d.time, d.time2, d.samples = dynamic("time", LENGTHS), dynamic("time2", LENGTHS2), dynamic("samples", SAMPLES)
+    d.time3 = dynamic("time3", LENGTHS3)
     b, t, t2, f = d.batch, d.time, d.time2, d.feature
     x = SimpleNamespace(
         x=tensor(raw.x, (b, t, f)), y=tensor(raw.y, (b, t, f)), z=tensor(raw.z, (b, t2, f)),
@@ -126,6 +129,7 @@ def make_data(F, dim_type, batch_dim):
         cond=tensor(raw.cond, (b, t)), audio=tensor(raw.audio, (b, d.samples)),
         positive=tensor(raw.positive, (b, t, f)), emb=tensor(raw.emb, (d.vocab, f)),
         index=tensor(raw.index, (b, t2), sparse_dim=t),  # positions into time, some outside each sequence
+        ctc_targets=tensor(raw.ctc_targets, (b, d.time3), sparse_dim=d.vocab),
     )
     return d, x
 

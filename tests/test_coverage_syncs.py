@@ -44,6 +44,11 @@ def _scan(s):
     return list(dt.scan(spatial_dim=s.time, initial=h0, xs=s.x, ys=h0, body=body)[:2])
 
 
+def _ctc_targets(s):
+    """Labels 1 over (batch, other), made on the device."""
+    return dt.Tensor(torch.ones(4, 3, dtype=torch.int64, device=s.device), (s.batch, s.other), sparse_dim=s.feat)
+
+
 def _stft(s):
     return dt.stft(s.x, in_spatial_dim=s.time, frame_step=1, frame_length=2)[0]
 
@@ -74,6 +79,12 @@ OPS = [
     ("where_nested / mask_nested", lambda s: [*dt.where_nested((s.x, s.att), (s.x * 2.0, s.att), condition=s.att > 0.0),
                                               dt.mask_nested(s.x, mask=s.att > 0.0, mask_value=0.0)]),
     ("last_frame_position_of_dim", lambda s: [dt.last_frame_position_of_dim(s.time, device=s.device)]),
+    ("ctc_best_path", lambda s: [dt.ctc_best_path(logits=s.x, targets=_ctc_targets(s), input_spatial_dim=s.time,
+                                                  targets_spatial_dim=s.other, blank_index=0)]),
+    ("ctc_durations_from_path", lambda s: [dt.ctc_durations_from_path(
+        path=dt.cast(s.att > 0.0, "int64"), path_spatial_dim=s.time, blank_index=0, targets_spatial_dim=s.other)[0],
+        dt.ctc_no_label_loop_blank_durations_from_path(
+        path=dt.cast(s.att > 0.0, "int64"), path_spatial_dim=s.time, blank_index=0, targets_spatial_dim=s.other)[0]]),
 ]
 
 

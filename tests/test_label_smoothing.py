@@ -1,11 +1,12 @@
 """Tests of python/dimtorch/_label_smoothing.py: label_smoothed_log_prob_gradient against the smoothed-target
 gradient written by hand in torch, on padded batches (padding gets no gradient, no NaN), with excluded labels,
-a per-sequence smoothing Tensor, and errors."""
+a per-sequence smoothing Tensor, and errors; label_smoothing and smooth_one_hot against torch (forward and
+backward, per sequence)."""
 import pytest
 import torch
 
 import dimtorch as dt
-from helpers import PAD_LARGE, PAD_NAN, make_padded_batch
+from helpers import PAD_LARGE, PAD_NAN, check_against_torch, check_batch_independence, make_padded_batch
 
 
 def _setup(pad):
@@ -97,3 +98,73 @@ def test_label_smoothing_errors():
         dt.label_smoothed_log_prob_gradient(lp, "0.1", axis=b.feature)
     with pytest.raises(ValueError, match=r"smoothing has dim 'feature'\(6\), which is not a non-label dim"):
         dt.label_smoothed_log_prob_gradient(lp, dt.Tensor(torch.zeros(6), (b.feature,)), axis=b.feature)
+
+
+# ---- label_smoothing, smooth_one_hot ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_label_smoothing_of_probabilities_against_torch(pad):
+    b = make_padded_batch((5, 3, 0, 1), feature=6, pad_value=pad, extra_time=1)
+    prob = dt.softmax(b.x, axis=b.feature)
+    check_against_torch(lambda p: dt.label_smoothing(p, 0.1),
+                        lambda r: r * (1.0 - 6 * 0.1 / 5) + 0.1 / 5, [prob])
+    # the distribution stays one; 1 becomes 1 - smoothing, 0 becomes smoothing / (n - 1)
+    sharp = dt.Tensor(torch.eye(6)[:3], (dt.Dim(3, name="n"), b.feature), feature_dim=b.feature)
+    out = dt.label_smoothing(sharp, 0.2).raw
+    torch.testing.assert_close(out.sum(-1), torch.ones(3))
+    torch.testing.assert_close(out.diagonal(), torch.full((3,), 0.8))
+    # other dims order, explicit axis; a per-sequence smoothing Tensor
+    smoothing = dt.Tensor(torch.tensor([0.1, 0.0, 0.3, 0.2]), (b.batch,))
+    t_prob = prob.copy_transpose((b.feature, b.time, b.batch))
+    s_raw = smoothing.raw
+    check_against_torch(lambda p, s: dt.label_smoothing(p, s, axis=b.feature),
+                        lambda r, s: r * (1.0 - 6 * s / 5) + s / 5, [t_prob, smoothing],
+                        out_dims=(b.feature, b.time, b.batch))
+    assert s_raw is smoothing.raw
+    check_batch_independence(lambda x, m: dt.label_smoothing(dt.softmax(x, axis=b.feature), 0.1), b.x, b.batch,
+                             b.time)
+
+
+def test_smooth_one_hot_and_label_smoothing_of_labels():
+    b = make_padded_batch((4, 2, 0), feature=5, pad_value=PAD_NAN, extra_time=1)
+    g = torch.Generator().manual_seed(0)
+    labels = dt.Tensor(torch.randint(0, 5, (3, 5), generator=g), (b.batch, b.time), sparse_dim=b.feature)
+    expected = torch.nn.functional.one_hot(labels.raw, 5).float() * (0.7 - 0.3 / 4) + 0.3 / 4
+    out = dt.smooth_one_hot(labels, label_prob=0.7)
+    assert out.dims == (b.batch, b.time, b.feature) and out.feature_dim is b.feature and out.dtype == "float32"
+    torch.testing.assert_close(out.raw, expected)
+    torch.testing.assert_close(dt.label_smoothing(labels, 0.3).raw, expected)
+    # label_prob per sequence; garbage labels (out of range, in padding) give the other value
+    label_prob = dt.Tensor(torch.tensor([0.9, 0.5, 1.0]), (b.batch,))
+    garbage = dt.Tensor(torch.where(labels.raw < 3, labels.raw, 99), labels.dims, sparse_dim=b.feature)
+    out = dt.smooth_one_hot(garbage, label_prob=label_prob)
+    p = label_prob.raw[:, None, None]
+    want = torch.where(torch.nn.functional.one_hot(labels.raw, 5).bool() & (labels.raw < 3)[..., None], p, (1 - p) / 4)
+    torch.testing.assert_close(out.raw, want)
+    # smoothing in the cross-entropy targets: the same as dt.cross_entropy(label_smoothing=)?
+    logits = dt.Tensor(torch.randn(3, 5, 5, generator=g), (b.batch, b.time, b.feature), feature_dim=b.feature)
+    ce = -dt.reduce_sum(dt.label_smoothing(labels, 0.1) * dt.log_softmax(logits, axis=b.feature), axis=b.feature)
+    want = torch.nn.functional.cross_entropy(logits.raw.transpose(1, 2), labels.raw, reduction="none",
+                                             label_smoothing=0.1 * 5 / 4)
+    torch.testing.assert_close(ce.raw, want)
+
+
+def test_label_smoothing_and_smooth_one_hot_errors():
+    b = make_padded_batch((3, 2), feature=4)
+    labels = dt.Tensor(torch.zeros(2, 3, dtype=torch.int64), (b.batch, b.time), sparse_dim=b.feature)
+    with pytest.raises(ValueError, match=r"dimtorch\.label_smoothing\(\): prob has no feature_dim or sparse_dim"):
+        dt.label_smoothing(dt.Tensor(b.x.raw, b.x.dims), 0.1)
+    with pytest.raises(ValueError, match=r"dimtorch\.label_smoothing\(\): axis 'time'\[batch\] must be static"):
+        dt.label_smoothing(b.x, 0.1, axis=b.time)
+    with pytest.raises(ValueError, match=r"dimtorch\.label_smoothing\(\): axis 'other'\(4\) is not the sparse_dim"):
+        dt.label_smoothing(labels, 0.1, axis=dt.Dim(4, name="other"))
+    with pytest.raises(TypeError, match=r"dimtorch\.label_smoothing\(\): smoothing must be a number or a Tensor"):
+        dt.label_smoothing(b.x, "0.1")
+    with pytest.raises(ValueError, match=r"dimtorch\.label_smoothing\(\): smoothing has dim 'feature'\(4\)"):
+        dt.label_smoothing(b.x, dt.Tensor(torch.zeros(4), (b.feature,)))
+    with pytest.raises(ValueError, match=r"dimtorch\.smooth_one_hot\(\): source must be int labels with a sparse_dim"):
+        dt.smooth_one_hot(b.x, label_prob=0.9)
+    with pytest.raises(ValueError, match=r"dimtorch\.smooth_one_hot\(\): label_prob has dim 'feature'\(4\)"):
+        dt.smooth_one_hot(labels, label_prob=dt.Tensor(torch.zeros(4), (b.feature,)))
+    with pytest.raises(TypeError, match=r"dimtorch\.smooth_one_hot\(\): .*takes 1 positional argument"):
+        dt.smooth_one_hot(labels, 0.9)

@@ -43,7 +43,7 @@ def _calls():
     unary = {name: (lambda n: lambda x, d: getattr(dt.ops.elementwise, n)(x))(name)
              for name in ("exp", "log", "log1p", "sqrt", "rsqrt", "square", "tanh", "sigmoid", "relu", "gelu",
                           "silu", "softplus", "sin", "cos", "floor", "ceil", "round", "is_finite", "logical_not",
-                          "abs", "neg")}
+                          "abs", "neg", "is_infinite", "is_neg_infinite", "expm1", "elu", "selu")}
     reduce = {name: (lambda n: lambda x, d: getattr(dt.ops.reduce, n)(x, d[1]))(name)
               for name in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_logsumexp", "reduce_any",
                            "reduce_all", "reduce_argmax", "reduce_argmin", "moments", "softmax", "log_softmax")}
@@ -55,7 +55,11 @@ def _calls():
         "where": lambda x, d: E.where(E.compare(x, 0.0, ">"), x, w(d[2])),
         "clip": lambda x, d: E.clip(x, w(d[2]) * -1.0, 1.0),
         "cast": lambda x, d: E.cast(x, "float64"),
+        "lerp": lambda x, d: E.lerp(x, E.combine(x, w(d[2]), "mul"), 0.25),
+        "lerp_tensor_weight": lambda x, d: E.lerp(x, w(d[2]), E.sigmoid(x)),
         "mean_over_batch_and_time": lambda x, d: dt.ops.reduce.reduce_mean(x, (d[0], d[1])),
+        "reduce_logmeanexp": lambda x, d: dt.ops.reduce.reduce_logmeanexp(x, d[1]),
+        "logmeanexp_over_batch_and_time": lambda x, d: dt.ops.reduce.reduce_logmeanexp(x, (d[0], d[1])),
         "moments_over_batch": lambda x, d: dt.ops.reduce.moments(x, d[0]),
         "matmul": lambda x, d: M.matmul(x, w(d[2], out), d[2]),
         "dot": lambda x, d: M.dot(x, dt.ops.reduce.reduce_sum(x, d[3]), (d[0], d[1]), use_mask=True),

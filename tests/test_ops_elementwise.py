@@ -820,3 +820,48 @@ def test_plans_of_dead_dims_never_serve_new_dims_at_their_addresses():
             dt.matmul(x2, y2, reduce=b2)
         del x2, y2, b2, a2
     assert reused > 0  # the case this test is about happened
+
+
+# ---- Python-only elementwise ops of rf: is_infinite, is_neg_infinite, expm1, elu, selu, lerp --------------------
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("name, torch_fn", [("expm1", torch.expm1), ("elu", F.elu), ("selu", F.selu),
+                                            ("is_infinite", torch.isinf), ("is_neg_infinite", torch.isneginf)])
+def test_rf_unary_against_torch(name, torch_fn, pad):
+    pb = make_padded_batch((5, 3, 0, 1), pad_value=pad, extra_time=1)
+    raw = pb.x.raw.clone()
+    raw[0, 0, :2] = torch.tensor([float("inf"), float("-inf")])
+    x = dt.Tensor(raw, pb.x.dims, feature_dim=pb.feature)
+    bool_out = name.startswith("is_")
+    check_against_torch(lambda t: getattr(dt, name)(t), torch_fn, [x.copy_transpose((pb.time, pb.feature, pb.batch))],
+                        backward=not bool_out)
+    out = getattr(dt, name)(x)
+    assert out.feature_dim is pb.feature and out.dtype == ("bool" if bool_out else "float32")
+    check_batch_independence(lambda t, m: getattr(dt, name)(t), pb.x, pb.batch, pb.time)
+    with pytest.raises(TypeError, match=rf"dimtorch\.{name}\(\): operand is a raw torch\.Tensor|"
+                                        rf"dimtorch\.{name}\(\): expected a dimtorch\.Tensor"):
+        getattr(dt, name)(raw)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_lerp_against_torch(pad):
+    pb = make_padded_batch((5, 3, 0, 1), pad_value=pad, extra_time=1)
+    end = make_padded_batch((5, 3, 0, 1), pad_value=pad, extra_time=1, seed=1, dims=(pb.batch, pb.time, pb.feature)).x
+    weight = dt.Tensor(torch.rand(4), (pb.batch,))
+    check_against_torch(lambda a, b: dt.lerp(a, b, 0.3), lambda a, b: torch.lerp(a, b, 0.3), [pb.x, end])
+    # end in another dims order, a per-sequence weight (broadcast by dims)
+    check_against_torch(lambda a, b, w: dt.lerp(a, b, w),
+                        lambda a, b, w: a + w[:, None, None] * (b.permute(1, 2, 0) - a),
+                        [pb.x, end.copy_transpose((pb.feature, pb.batch, pb.time)), weight],
+                        out_dims=(pb.batch, pb.time, pb.feature))
+    check_batch_independence(lambda a, m: dt.lerp(a, a * 2.0, 0.25), pb.x, pb.batch, pb.time)
+    other = dt.Dim(3, name="other")
+    with pytest.raises(ValueError, match=r"dimtorch\.lerp\(\): no operand has all dims of the others"):
+        dt.lerp(pb.x, dt.Tensor(torch.zeros(3), (other,)), 0.5)
+    out = dt.lerp(dt.Tensor(torch.zeros(2), (dt.Dim(2, name="a"),)), dt.Tensor(torch.ones(3), (other,)), 0.5,
+                  allow_broadcast_all_sources=True)
+    assert [d.name for d in out.dims] == ["a", "other"] and torch.equal(out.raw, torch.full((2, 3), 0.5))
+    with pytest.raises(TypeError, match=r"dimtorch\.lerp\(\): end must be a dimtorch\.Tensor"):
+        dt.lerp(pb.x, 1.0, 0.5)
+    with pytest.raises(TypeError, match=r"dimtorch\.lerp\(\): weight must be a number or a dimtorch\.Tensor"):
+        dt.lerp(pb.x, pb.x, "half")

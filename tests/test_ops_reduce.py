@@ -326,3 +326,54 @@ def test_softmax_bad_input():
         dt.softmax(pb.x, axis=(pb.time,))
     with pytest.raises(TypeError, match=r"dimtorch\.softmax\(\): x must be a dimtorch\.Tensor"):
         dt.softmax(pb.x.raw, axis=pb.time)
+# ---- reduce_logmeanexp (a Python definition in ops/reduce.py) ------------------------------------------------
+
+def torch_logmeanexp(raw, mask, axes):
+    """Hand-written: logsumexp over the valid frames minus the log of their count (at least 1)."""
+    count = mask.expand(raw.shape).sum(tuple(axes)).clamp(min=1)
+    return torch.where(mask, raw, -math.inf).logsumexp(tuple(axes)) - torch.log(count.float())
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE, -PAD_LARGE])
+@pytest.mark.parametrize("case", ["time", "batch_time", "batch", "feature", "time_feature"])
+def test_reduce_logmeanexp_against_torch(case, pad):
+    pb = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    dims, axes, masked = axis_cases(pb)[case]
+    mask = pb.mask[:, :, None] if masked else torch.ones(1, 1, 1, dtype=torch.bool)
+    out_dims = [d for d in (pb.batch, pb.time, pb.feature) if d not in dims]
+    check_against_torch(lambda x: dt.reduce_logmeanexp(x, axis=dims), lambda r: torch_logmeanexp(r, mask, axes),
+                        [pb.x], out_dims=out_dims)
+
+
+def test_reduce_logmeanexp_per_sequence_and_use_mask():
+    # each sequence alone; a length-0 sequence gives -inf with finite gradients
+    outs, _ = check_padding_invariance(lambda x: dt.reduce_logmeanexp(x, axis=x.dims[1]), (5, 3, 0, 1))
+    assert (outs[0][2] == -math.inf).all()
+    pb = make_padded_batch((6, 3, 1), pad_value=PAD_NAN, extra_time=1)
+    check_batch_independence(lambda x, m: dt.reduce_logmeanexp(x, axis=m(pb.time)), pb.x, pb.batch, pb.time)
+    # a frame repeated: its logmeanexp is itself
+    one = make_padded_batch((1, 1), pad_value=PAD_LARGE, extra_time=2)
+    torch.testing.assert_close(dt.reduce_logmeanexp(one.x, axis=one.time).raw, one.x.raw[:, 0])
+    # without the mask: every raw frame counts
+    x = make_padded_batch((3, 2), pad_value=0.5).x
+    torch.testing.assert_close(dt.reduce_logmeanexp(x, axis=x.dims[1], use_mask=False).raw,
+                               x.raw.logsumexp(1) - math.log(3))
+    # lengths over two batch dims, reduced over one of them and time
+    beam, batch = dt.Dim(2, name="beam"), dt.Dim(None, name="batch")
+    lengths = torch.tensor([[3, 0, 2], [1, 4, 2]])
+    time = dt.Dim(dt.Tensor(lengths, (beam, batch)), name="time")
+    raw = torch.randn(3, 4, 2)
+    mask = torch.arange(4)[None, :, None] < lengths.t()[:, None, :]
+    raw[~mask] = float("nan")
+    check_against_torch(lambda x: dt.reduce_logmeanexp(x, axis=(beam, time)),
+                        lambda r: torch_logmeanexp(r, mask, (1, 2)), [dt.Tensor(raw, (batch, time, beam))])
+
+
+def test_reduce_logmeanexp_errors():
+    pb = make_padded_batch((3, 2))
+    with pytest.raises(ValueError, match=r"dimtorch\.reduce_logmeanexp\(\): dim 'other'\(2\) is not in x"):
+        dt.reduce_logmeanexp(pb.x, axis=dt.Dim(2, name="other"))
+    with pytest.raises(TypeError, match=r"dimtorch\.reduce_logmeanexp\(\): x must be a dimtorch\.Tensor"):
+        dt.reduce_logmeanexp(pb.x.raw, axis=pb.time)
+    with pytest.raises(TypeError, match=r"dimtorch\.reduce_logmeanexp\(\).*use axis="):
+        dt.reduce_logmeanexp(pb.x, dim=pb.time)

@@ -75,6 +75,27 @@ def _log_mel(F, d, x):
     return F.audio.log_mel_filterbank_from_raw(x.audio, in_spatial_dim=d.samples, out_dim=mel, sampling_rate=4000)
 
 
+def _best_path(F, d, x, label_loop=True):
+    if F is dt:
+        logits = dt.Tensor(x.logits.raw, x.logits.dims, feature_dim=d.vocab)
+    else:  # rf needs the class dim as the feature dim
+        logits = x.logits.copy()
+        logits.feature_dim = d.vocab
+    return F.ctc_best_path(logits=logits, targets=x.ctc_targets, input_spatial_dim=d.time,
+                           targets_spatial_dim=d.time3, blank_index=0, label_loop=label_loop)
+
+
+def _durations(F, d, x, targets_dim):
+    return F.ctc_durations_from_path(path=_best_path(F, d, x), path_spatial_dim=d.time, blank_index=0,
+                                     targets_spatial_dim=d.time3 if targets_dim else None)
+
+
+def _blank_durations(F, d, x):
+    return F.ctc_no_label_loop_blank_durations_from_path(path=_best_path(F, d, x, label_loop=False),
+                                                         path_spatial_dim=d.time, blank_index=0,
+                                                         targets_spatial_dim=d.time3)
+
+
 def _rf_dim(size, name):
     from returnn.tensor import Dim
     return Dim(size, name=name)
@@ -230,6 +251,51 @@ PROGRAMS = [
     Program("gather_clip_to_valid", both=lambda F, d, x: F.gather(x.x, indices=x.index, axis=d.time,
                                                                   clip_to_valid=True),
             out=(("batch", "time2", "feature"),), pending=True),
+    # --- issue 13: label smoothing, logmeanexp ---------------------------------------------------------------
+    Program("label_smoothing_probs", both=lambda F, d, x: F.label_smoothing(F.softmax(x.logits, axis=d.vocab), 0.1,
+                                                                          axis=d.vocab),
+            out=(("batch", "time", "vocab"),), requires=("label_smoothing",)),
+    Program("label_smoothing_labels", both=lambda F, d, x: F.label_smoothing(x.labels, 0.2),
+            out=(("batch", "time", "vocab"),), requires=("label_smoothing",)),
+    Program("smooth_one_hot", both=lambda F, d, x: F.smooth_one_hot(x.labels, label_prob=0.6),
+            out=(("batch", "time", "vocab"),), requires=("smooth_one_hot",)),
+    Program("reduce_logmeanexp_time", both=lambda F, d, x: F.reduce_logmeanexp(x.x, axis=d.time),
+            out=(("batch", "feature"),), requires=("reduce_logmeanexp",)),
+    Program("reduce_logmeanexp_batch_time", both=lambda F, d, x: F.reduce_logmeanexp(x.x, axis=[d.batch, d.time]),
+            out=(("feature",),), requires=("reduce_logmeanexp",)),
+    # --- issue 13: small elementwise and array ops ----------------------------------------------------------
+    Program("is_infinite", both=lambda F, d, x: F.is_infinite(F.log(x.positive - 0.1)), out=(BTF,),
+            requires=("is_infinite",)),
+    Program("is_neg_infinite", both=lambda F, d, x: F.is_neg_infinite(F.log(x.positive - 0.1)), out=(BTF,),
+            requires=("is_neg_infinite",)),
+    Program("expm1", both=lambda F, d, x: F.expm1(x.x), out=(BTF,), requires=("expm1",)),
+    Program("elu", both=lambda F, d, x: F.elu(x.x), out=(BTF,), requires=("elu",)),
+    Program("selu", both=lambda F, d, x: F.selu(x.x), out=(BTF,), requires=("selu",)),
+    Program("lerp", both=lambda F, d, x: F.lerp(x.x, x.y, 0.3), out=(BTF,), requires=("lerp",)),
+    Program("lerp_tensor_weight", both=lambda F, d, x: F.lerp(x.x, x.y, F.sigmoid(F.reduce_mean(x.x, axis=d.time))),
+            out=(BTF,), requires=("lerp",)),
+    Program("expand_dims", both=lambda F, d, x: F.expand_dims(x.x, [d.out, d.heads]),
+            out=(("out", "heads", "batch", "time", "feature"),), requires=("expand_dims",)),
+    Program("scatter_count", both=lambda F, d, x: F.scatter_count(indices=x.labels, indices_dim=d.time),
+            out=(("batch", "vocab"),), requires=("scatter_count",)),
+    Program("top_k_mask", both=lambda F, d, x: F.top_k_mask(x.logits, axis=d.vocab, k=2),
+            out=(("batch", "time", "vocab"),), requires=("top_k_mask",)),
+    Program("top_p_mask", both=lambda F, d, x: F.top_p_mask(F.softmax(x.logits, axis=d.vocab), axis=d.vocab, p=0.7),
+            out=(("batch", "time", "vocab"),), requires=("top_p_mask",)),
+    Program("top_p_mask_no_one_more", both=lambda F, d, x: F.top_p_mask(F.softmax(x.logits, axis=d.vocab),
+                                                                         axis=d.vocab, p=0.7, one_more=False,
+                                                                         min_tokens_to_keep=2),
+            out=(("batch", "time", "vocab"),), requires=("top_p_mask",)),
+    # --- issue 13: CTC alignments ----------------------------------------------------------------------------
+    Program("ctc_best_path", both=_best_path, out=(("time", "batch"),), requires=("ctc_best_path",)),
+    Program("ctc_best_path_no_label_loop", both=lambda F, d, x: _best_path(F, d, x, label_loop=False),
+            out=(("time", "batch"),), requires=("ctc_best_path",)),
+    Program("ctc_durations_from_path", both=lambda F, d, x: _durations(F, d, x, True), out=(("batch", "*"),),
+            requires=("ctc_durations_from_path",)),
+    Program("ctc_durations_from_path_new_dim", both=lambda F, d, x: _durations(F, d, x, False),
+            out=(("batch", "*"),), requires=("ctc_durations_from_path",)),
+    Program("ctc_no_label_loop_blank_durations", both=_blank_durations, out=(("batch", "*"),),
+            requires=("ctc_no_label_loop_blank_durations_from_path",)),
 ]
 
 

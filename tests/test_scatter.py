@@ -251,3 +251,32 @@ def test_scatter_modes_padding_never_reaches_values_or_gradients(mode):
         return dt.scatter(x, indices=dt.Tensor(raw_idx, (batch, time), sparse_dim=out), indices_dim=time, mode=mode)
 
     check_padding_invariance(fn, (5, 3, 0, 1), extra_time=1, rtol=1e-5, atol=1e-5)
+
+
+def test_scatter_count_against_torch():
+    pb = make_padded_batch((6, 3, 0, 1), extra_time=1)
+    vocab = dt.Dim(5, name="vocab")
+    g = torch.Generator().manual_seed(0)
+    raw = torch.randint(0, 5, (4, 7), generator=g)
+    raw[pb.mask.logical_not()] = 99  # garbage in the padding
+    indices = dt.Tensor(raw.t().contiguous(), (pb.time, pb.batch), sparse_dim=vocab)
+
+    def torch_count(r, fill):
+        ones = pb.mask.t().to(torch.int32)
+        counts = torch.zeros(4, 6, dtype=torch.int32).scatter_add_(1, torch.where(pb.mask.t(), r, 5).t(), ones.t())
+        counts = counts[:, :5]
+        return counts if fill is None else torch.where(counts > 0, counts, fill)
+    for fill in (None, -1):
+        out = dt.scatter_count(indices=indices, indices_dim=pb.time, fill_value=fill)
+        assert out.dims == (vocab, pb.batch) and out.dtype == "int32"  # out_dim where indices_dim was
+        assert torch.equal(out.raw.t(), torch_count(indices.raw, fill))
+    full = dt.scatter_count(indices=indices, indices_dim=pb.time)
+    for b, n in enumerate(pb.lengths):  # each sequence alone
+        b1 = dt.Dim(None, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+        one = dt.scatter_count(indices=dt.Tensor(raw[b:b + 1, :n], (b1, t1), sparse_dim=vocab), indices_dim=t1)
+        assert one.dims == (b1, vocab) and torch.equal(one.raw[0], full.raw[:, b]), b
+    with pytest.raises(TypeError, match=r"dimtorch\.scatter_count\(\): fill_value must be an int or None"):
+        dt.scatter_count(indices=indices, indices_dim=pb.time, fill_value=0.5)
+    with pytest.raises(ValueError, match=r"dimtorch\.scatter_count\(\)"):
+        dt.scatter_count(indices=indices, indices_dim=vocab)

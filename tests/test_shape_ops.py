@@ -377,3 +377,20 @@ def test_merge_dims_fast_path_refuses_merging_away_what_lengths_vary_over():
     x = dt.Tensor(torch.randn(2, 2, 3), (beam, hyp, t))  # beam, hyp adjacent: the fast path's case
     with pytest.raises(ValueError, match=r"dimtorch\.merge_dims\(\): the lengths of 't'\[beam,hyp\] vary over 'beam'\(2\)"):
         dt.merge_dims(x, dims=(beam, hyp))
+
+
+def test_expand_dims():
+    pb = make_padded_batch((4, 2), pad_value=PAD_LARGE)
+    a, c = dt.Dim(2, name="a"), dt.Dim(3, name="c")
+    check_against_torch(lambda x: dt.expand_dims(x, [a, c]), lambda r: r.expand(2, 3, *r.shape), [pb.x],
+                        expect_dims=(a, c, pb.batch, pb.time, pb.feature))
+    out = dt.expand_dims(pb.x, (a,))
+    assert out.feature_dim is pb.feature and out.raw.data_ptr() == pb.x.raw.data_ptr()  # a view
+    assert dt.expand_dims(pb.x, []) is pb.x
+    with pytest.raises(ValueError, match=r"dimtorch\.expand_dims\(\): dim 'time'\[batch\] must be static"):
+        dt.expand_dims(pb.x, [a, pb.time])
+    with pytest.raises(ValueError, match=r"dimtorch\.expand_dims\(\): dim 'a'\(2\) is already a dim of source or "
+                                         r"given twice"):
+        dt.expand_dims(pb.x, [a, a])
+    with pytest.raises(TypeError, match=r"dimtorch\.expand_dims\(\): dims\[0\] must be a Dim"):
+        dt.expand_dims(pb.x, [2])

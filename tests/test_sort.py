@@ -1,4 +1,7 @@
-"""Tests of python/dimtorch/_sort.py: top_k (one dim, several dims), sort, cumsum, against per-sequence torch."""
+"""Tests of python/dimtorch/_sort.py: top_k (one dim, several dims), sort, cumsum, top_k_mask, top_p_mask,
+against per-sequence torch."""
+import itertools
+
 import pytest
 import torch
 
@@ -214,3 +217,76 @@ def test_search_sorted_errors():
         dt.search_sorted(seq, values, axis=k)
     with pytest.raises(TypeError, match=r"dimtorch.search_sorted\(\): values must be a dimtorch.Tensor"):
         dt.search_sorted(seq, 1.0, axis=b.time)
+
+
+def _torch_top_k_mask(raw, valid, k, axis):
+    r = torch.where(valid, raw, float("-inf"))
+    return torch.zeros_like(raw, dtype=torch.bool).scatter_(axis, r.topk(k, axis).indices, True) & valid
+
+
+def test_top_k_mask_against_torch():
+    pb = make_padded_batch((6, 3, 0, 1), pad_value=float("nan"), extra_time=1)
+    valid = pb.mask[:, :, None]
+    out = dt.top_k_mask(pb.x, axis=pb.feature, k=2)
+    assert out.dims == pb.x.dims and out.dtype == "bool"
+    assert torch.equal(out.raw & valid, _torch_top_k_mask(pb.x.raw.nan_to_num(), valid.expand(pb.x.raw.shape), 2, 2)
+                       & valid)
+    # along the dynamic time: padding never selected; a sequence shorter than k keeps all its frames
+    out = dt.top_k_mask(pb.x.copy_transpose((pb.feature, pb.time, pb.batch)), axis=pb.time, k=2)
+    want = _torch_top_k_mask(pb.x.raw, valid.expand(pb.x.raw.shape), 2, 1)
+    assert torch.equal(out.raw.permute(2, 1, 0), want)
+    assert out.raw.sum(1).tolist() == [[2, 2, 0, 1]] * 4
+    check_batch_independence(lambda x, m: dt.top_k_mask(x, axis=m(pb.time), k=3), pb.x, pb.batch, pb.time)
+    with pytest.raises(ValueError, match=r"dimtorch\.top_k_mask\(\): k must be an int >= 1"):
+        dt.top_k_mask(pb.x, axis=pb.feature, k=0)
+    with pytest.raises(ValueError, match=r"dimtorch\.top_k_mask\(\): axis 'other'\(2\) is not a dim of values|"
+                                         r"dimtorch\.top_k_mask\(\).*'other'"):
+        dt.top_k_mask(pb.x, axis=dt.Dim(2, name="other"), k=1)
+
+
+def _torch_top_p_mask(probs, p, one_more, min_keep):
+    """Per row (last axis), by hand: sort descending, keep while the cumulative mass is <= p (and one more),
+    at least min_keep."""
+    out = torch.zeros_like(probs, dtype=torch.bool)
+    for idx in itertools.product(*(range(n) for n in probs.shape[:-1])):
+        row = probs[idx]
+        order = sorted(range(row.numel()), key=lambda i: -float(row[i]))
+        total, kept = 0.0, []
+        for rank, i in enumerate(order):
+            total += float(row[i])
+            if total <= p or rank < min_keep or (one_more and (rank == 0 or total - float(row[i]) <= p)):
+                kept.append(i)
+        out[idx][kept] = True
+    return out
+
+
+@pytest.mark.parametrize("one_more, min_keep", [(True, 1), (False, 0), (False, 2), (True, 3)])
+def test_top_p_mask_against_torch(one_more, min_keep):
+    pb = make_padded_batch((5, 3, 1), feature=6, pad_value=float("nan"), extra_time=1)
+    probs = dt.softmax(pb.x * 2.0, axis=pb.feature)
+    out = dt.top_p_mask(probs, axis=pb.feature, p=0.6, one_more=one_more, min_tokens_to_keep=min_keep)
+    valid = pb.mask[:, :, None]
+    want = _torch_top_p_mask(torch.where(valid, probs.raw, 0.0), 0.6, one_more, min_keep)
+    assert torch.equal(out.raw & valid, want & valid)
+    # p per sequence; along the dynamic time (padding never selected)
+    p = dt.Tensor(torch.tensor([0.3, 0.9, 0.5]), (pb.batch,))
+    out = dt.top_p_mask(probs, axis=pb.feature, p=p, one_more=one_more, min_tokens_to_keep=min_keep)
+    for b in range(3):
+        assert torch.equal(out.raw[b] & valid[b], _torch_top_p_mask(probs.raw[b], float(p.raw[b]), one_more,
+                                                                     min_keep) & valid[b])
+    over_time = dt.softmax(pb.x, axis=pb.time)
+    out = dt.top_p_mask(over_time, axis=pb.time, p=0.5, one_more=one_more, min_tokens_to_keep=min_keep)
+    assert not (out.raw & ~valid).any()
+    check_batch_independence(lambda x, m: dt.top_p_mask(dt.softmax(x, axis=m(pb.time)), axis=m(pb.time), p=0.5,
+                                                         one_more=one_more, min_tokens_to_keep=min_keep),
+                             pb.x, pb.batch, pb.time)
+
+
+def test_top_p_mask_errors():
+    pb = make_padded_batch((3, 2))
+    with pytest.raises(ValueError, match=r"dimtorch\.top_p_mask\(\): p must be a number in \[0, 1\] or a Tensor"):
+        dt.top_p_mask(pb.x, axis=pb.feature, p=1.5)
+    with pytest.raises(ValueError, match=r"dimtorch\.top_p_mask\(\): p has dim 'feature'\(4\)"):
+        dt.top_p_mask(pb.x, axis=pb.feature, p=dt.Tensor(torch.zeros(4), (pb.feature,)))
+    with pytest.raises(ValueError, match=r"dimtorch\.top_p_mask\(\): min_tokens_to_keep must be an int >= 0"):
+        dt.top_p_mask(pb.x, axis=pb.feature, p=0.5, min_tokens_to_keep=-1)

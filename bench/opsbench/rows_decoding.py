@@ -1,5 +1,5 @@
-"""Rows of decoding and beam-search helpers: ctc_greedy_decode, edit_distance, gating, cum_concat_step,
-gather_nested, where_nested, last_frame_position_of_dim.
+"""Rows of decoding and beam-search helpers: ctc_greedy_decode, ctc_best_path, ctc_durations_from_path,
+edit_distance, gating, cum_concat_step, gather_nested, where_nested, last_frame_position_of_dim.
 
 The PyTorch side writes each the way a PyTorch user would (the same algorithm on raws, masks and device
 lengths made once). rows.py appends these rows to its ROWS: import rows, not this module.
@@ -30,6 +30,96 @@ def _torch_ctc_greedy(s):
 def _named_ctc_greedy(s, fn):
     return lambda x=s.x, t=s.time, f=s.feature, blank=s.shapes.feature - 1: fn(
         x, in_spatial_dim=t, blank_index=blank, wb_target_dim=f)[0]
+
+
+def _ctc_targets_raw(s):
+    """(labels of each sequence's first third, (batch, max of lengths // 3)) in [0, blank), blank = feature - 1:
+    every sequence has a CTC path through its targets."""
+    raw = getattr(s, "raw", s)
+    lengths = raw.lengths // 3
+    return (raw.labels[:, :int(lengths.max())] % (s.shapes.feature - 1)), lengths
+
+
+def _torch_ctc_best_path(s):
+    """Viterbi over the extended labels (blank, l1, blank, ..., lS, blank), batch-major, one step per frame,
+    backtrace by the stored choices: what a PyTorch user writes (no host reads)."""
+    blank = s.F - 1
+    targets, lengths = _ctc_targets_raw(s)
+    target_lengths = lengths.to(s.device)
+
+    def best_path(x=s.x, m=s.mask3[..., 0], tg=targets, tl=target_lengths, blank=blank):
+        lp = torch.log_softmax(torch.where(m[..., None], x, 0.0), -1)
+        B, T, _ = lp.shape
+        tg = torch.where(torch.arange(tg.shape[1], device=tg.device) < tl[:, None], tg, blank)
+        z = F.pad(torch.stack((torch.full_like(tg, blank), tg), -1).view(B, -1), (0, 1), value=blank)
+        L = z.shape[1]
+        emit = lp.gather(2, z[:, None, :].expand(B, T, L))
+        s_idx = torch.arange(L, device=lp.device)
+        skip = (s_idx % 2 == 1) & (s_idx >= 3) & F.pad(z[:, 2:] != z[:, :-2], (2, 0), value=False)
+        skip_add = torch.where(skip, 0.0, -float("inf"))
+        alpha = emit[:, 0] + torch.where(s_idx < 2, 0.0, -float("inf"))
+        back = [None]
+        for t in range(1, T):
+            cand = torch.stack((alpha, F.pad(alpha[:, :-1], (1, 0), value=-float("inf")),
+                                F.pad(alpha[:, :-2], (2, 0), value=-float("inf")) + skip_add))
+            best, arg = cand.max(0)
+            alpha = torch.where(m[:, t, None], best + emit[:, t], alpha)
+            back.append(arg)
+        end = (2 * tl)[:, None]
+        label_end = (end - 1).clamp_min(0)
+        score_label = torch.where(end > 0, alpha.gather(1, label_end), -float("inf"))
+        cur = torch.where(score_label > alpha.gather(1, end), label_end, end)
+        states = [None] * T
+        for t in range(T - 1, -1, -1):
+            states[t] = cur
+            if t > 0:
+                cur = torch.where(m[:, t, None], cur - back[t].gather(1, cur), cur)
+        return torch.where(m, z.gather(1, torch.cat(states, 1)), blank).int()
+    return best_path
+
+
+def _named_ctc_best_path(s, fn):
+    targets, lengths = _ctc_targets_raw(s)
+    tt = s.api.dim(s.api.tensor(lengths, (s.batch,)), "ctc_targets")
+    logits = s.x
+    if hasattr(logits, "raw_tensor"):  # RETURNN takes the class dim from the feature dim
+        logits = logits.copy()
+        logits.feature_dim = s.feature
+    return lambda x=logits, tg=s.api.tensor(targets, (s.batch, tt), sparse_dim=s.feature), t=s.time, tt=tt, \
+        blank=s.shapes.feature - 1: fn(logits=x, targets=tg, input_spatial_dim=t, targets_spatial_dim=tt,
+                                       blank_index=blank)
+
+
+def _path_raw(s):
+    """A CTC path over (batch, time): the frame argmax over the feature's last 3 entries, 2 the blank
+    (garbage in the padding)."""
+    return getattr(s, "raw", s).x[..., -3:].argmax(-1)
+
+
+def _path_targets(s):
+    """The label counts of _path_raw's paths (as the durations' targets lengths), on the host."""
+    raw = getattr(s, "raw", s)
+    p = _path_raw(s).cpu()
+    new = (p != 2) & (p != F.pad(p[:, :-1], (1, 0), value=2)) & raw.mask.cpu()
+    return new.sum(1)
+
+
+def _torch_ctc_durations(s):
+    n_out = 2 * int(_path_targets(s).max()) + 1
+
+    def durations(p=_path_raw(s), m=s.mask3[..., 0], n_out=n_out):
+        is_label = p != 2
+        new = is_label & (p != F.pad(p[:, :-1], (1, 0), value=2)) & m
+        state = torch.where(m, 2 * new.cumsum(1) - is_label.long(), n_out)
+        out = torch.zeros(p.shape[0], n_out + 1, dtype=torch.int32, device=p.device)
+        return out.scatter_add_(1, state, torch.ones_like(state, dtype=torch.int32))[:, :n_out]
+    return durations
+
+
+def _named_ctc_durations(s, fn):
+    tt = s.api.dim(s.api.tensor(_path_targets(s), (s.batch,)), "path_targets")
+    return lambda p=s.api.tensor(_path_raw(s), (s.batch, s.time)), t=s.time, tt=tt: fn(
+        path=p, path_spatial_dim=t, blank_index=2, targets_spatial_dim=tt)[0]
 
 
 def _other_labels(s):
@@ -103,6 +193,17 @@ DECODING_ROWS = (
         torch=_torch_ctc_greedy,
         dimtorch=lambda s: _named_ctc_greedy(s, dt.ctc_greedy_decode),
         returnn=lambda s: _named_ctc_greedy(s, _rf(s).ctc_greedy_decode)),
+    Row("ctc_best_path", "CTC forced alignment (Viterbi) of (batch, time, feature) scores, blank last, through "
+        "targets of each sequence's length // 3: one step per frame and a backtrace", out=("batch", "time"),
+        requires=("ctc_best_path",), meta=False,
+        torch=_torch_ctc_best_path,
+        dimtorch=lambda s: _named_ctc_best_path(s, dt.ctc_best_path),
+        returnn=lambda s: _named_ctc_best_path(s, _rf(s).ctc_best_path)),
+    Row("ctc_durations_from_path", "frames per CTC state of a path over (batch, time), the targets' dim given",
+        out=("batch", "states"), requires=("ctc_durations_from_path",), meta=False,
+        torch=_torch_ctc_durations,
+        dimtorch=lambda s: _named_ctc_durations(s, dt.ctc_durations_from_path),
+        returnn=lambda s: _named_ctc_durations(s, _rf(s).ctc_durations_from_path)),
     Row("edit_distance", "Levenshtein distance of labels (batch, time) and the labels rolled by a frame",
         out=("batch",), requires=("edit_distance",), meta=False,
         torch=_torch_edit_distance,

@@ -1,5 +1,6 @@
 """Benchmark rows of the ops added for RETURNN-frontend coverage (issue 13, part A): elementwise math, masked
-select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing of gradients.
+select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing (of gradients,
+probabilities and labels), reduce_logmeanexp, lerp, scatter_count, top_k_mask, top_p_mask.
 
 Same conventions as rows.py and rows_array.py: each row three ways; the PyTorch side is what a competent user
 writes for the same computation (the same masking and, where the size of the result depends on data, the
@@ -194,6 +195,31 @@ def _keep_time_plus_2(s):
     return (torch.arange(s.T + 2, device=s.device)[None, :] < s.lengths.to(s.device)[:, None])[:, :, None]
 
 
+def _torch_scatter_count(s):
+    """Per sequence, how often each vocab entry occurs among the valid frames' labels (int32)."""
+    V = s.shapes.vocab
+    ones = torch.ones(s.labels.shape, dtype=torch.int32, device=s.device)
+
+    def count(y=s.labels, m=_mask2(s), ones=ones, V=V):
+        out = torch.zeros(y.shape[0], V + 1, dtype=torch.int32, device=y.device)
+        return out.scatter_add_(1, torch.where(m, y, V), ones)[:, :V]
+    return count
+
+
+def _torch_top_p_mask(probs, p):
+    """Nucleus mask over the last axis: sorted descending, kept while the mass before stays <= p."""
+    ordered, order = probs.sort(dim=-1, descending=True, stable=True)
+    keep = ordered.cumsum(-1) <= p
+    keep = torch.cat((torch.ones_like(keep[..., :1]), keep[..., :-1]), -1)
+    return torch.zeros_like(keep).scatter_(-1, order, keep)
+
+
+def _probs(s):
+    """softmax of x over feature, made once (the top_p_mask row's input)."""
+    raw = getattr(s, "raw", s).x.softmax(-1)
+    return s.api.tensor(raw, (s.batch, s.time, s.feature)) if hasattr(s, "api") else raw
+
+
 RF_ROWS = (
     Row("squared_difference", "(x - y) ** 2", out=BTF, requires=("squared_difference",),
         torch=lambda s: lambda x=s.x, y=s.y: torch.square(x - y),
@@ -305,4 +331,40 @@ RF_ROWS = (
             x, _SMOOTHING, axis=f)),
         returnn=lambda s: _named_smoothed_ce(s, lambda x, f=s.feature, fn=_rf(s).label_smoothed_log_prob_gradient:
                                              fn(x, _SMOOTHING, axis=f))),
+    Row("label_smoothing_probs", "label smoothing of probabilities x (batch, time, feature) over feature",
+        out=BTF, requires=("label_smoothing",),
+        torch=lambda s: lambda x=s.x, f=_SMOOTHING / (s.F - 1): x * (1.0 - s.F * f) + f,
+        dimtorch=lambda s: lambda x=s.x, f=s.feature: dt.label_smoothing(x, _SMOOTHING, axis=f),
+        returnn=lambda s: lambda x=s.x, f=s.feature, fn=_rf(s).label_smoothing: fn(x, _SMOOTHING, axis=f)),
+    Row("label_smoothing_labels", "label smoothing of int labels (batch, time) into vocab: smooth_one_hot",
+        out=("batch", "time", "vocab"), requires=("label_smoothing",),
+        torch=lambda s: lambda y=s.labels, v=s.shapes.vocab, f=_SMOOTHING / (s.shapes.vocab - 1):
+            F.one_hot(y, v) * (1.0 - _SMOOTHING - f) + f,
+        dimtorch=lambda s: lambda y=s.labels: dt.label_smoothing(y, _SMOOTHING),
+        returnn=lambda s: lambda y=s.labels, fn=_rf(s).label_smoothing: fn(y, _SMOOTHING)),
+    Row("reduce_logmeanexp_time", "log of the mean of exp over each sequence's frames of dynamic time",
+        out=("batch", "feature"), requires=("reduce_logmeanexp",),
+        torch=lambda s: lambda x=s.x, m=s.mask3, n=s.lengths_col: torch.where(m, x, -float("inf")).logsumexp(1)
+            - torch.log(n),
+        dimtorch=lambda s: lambda x=s.x, t=s.time: dt.reduce_logmeanexp(x, axis=t),
+        returnn=lambda s: lambda x=s.x, t=s.time, fn=_rf(s).reduce_logmeanexp: fn(x, axis=t)),
+    Row("lerp", "x + 0.3 (y - x)", out=BTF, requires=("lerp",),
+        torch=lambda s: lambda x=s.x, y=s.y: torch.lerp(x, y, 0.3),
+        dimtorch=lambda s: lambda x=s.x, y=s.y: dt.lerp(x, y, 0.3),
+        returnn=lambda s: lambda x=s.x, y=s.y, fn=_rf(s).lerp: fn(x, y, 0.3)),
+    Row("scatter_count", "how often each vocab entry occurs among each sequence's labels (batch, time)",
+        out=("batch", "vocab"), requires=("scatter_count",),
+        torch=_torch_scatter_count,
+        dimtorch=lambda s: lambda y=s.labels, t=s.time: dt.scatter_count(indices=y, indices_dim=t),
+        returnn=lambda s: lambda y=s.labels, t=s.time, fn=_rf(s).scatter_count: fn(indices=y, indices_dim=t)),
+    Row("top_k_mask", "bool mask of the 3 largest entries over feature of x (batch, time, feature)", out=BTF,
+        requires=("top_k_mask",),
+        torch=lambda s: lambda x=s.x: torch.zeros_like(x, dtype=torch.bool).scatter_(-1, x.topk(3, -1).indices, True),
+        dimtorch=lambda s: lambda x=s.x, f=s.feature: dt.top_k_mask(x, axis=f, k=3),
+        returnn=lambda s: lambda x=s.x, f=s.feature, fn=_rf(s).top_k_mask: fn(x, axis=f, k=3)),
+    Row("top_p_mask", "nucleus mask (p 0.7, one more) over feature of probabilities (batch, time, feature)",
+        out=BTF, requires=("top_p_mask",),
+        torch=lambda s: lambda p=_probs(s): _torch_top_p_mask(p, 0.7),
+        dimtorch=lambda s: lambda p=_probs(s), f=s.feature: dt.top_p_mask(p, axis=f, p=0.7),
+        returnn=lambda s: lambda p=_probs(s), f=s.feature, fn=_rf(s).top_p_mask: fn(p, axis=f, p=0.7)),
 )

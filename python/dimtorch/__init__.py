@@ -15,12 +15,12 @@ from ._creation import (  # noqa: F401
 from ._mask import last_frame_position_of_dim, sequence_mask  # noqa: F401
 from ._gather import one_hot, sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths)
 from ._packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
-from ._sort import cumsum, search_sorted, sort  # noqa: F401  (top_k: C++ fast path)
+from ._sort import cumsum, search_sorted, sort, top_k_mask, top_p_mask  # noqa: F401  (top_k: C++ fast path)
 from ._stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from ._slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
 from ._conv import conv, pool, transposed_conv  # noqa: F401
 from ._conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spatial_dims  # noqa: F401
-from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
+from ._shape_ops import expand_dim, expand_dims, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
 from ._masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
 from ._reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 from ._repeat import repeat  # noqa: F401
@@ -28,7 +28,10 @@ from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from . import _compile
 from ._pickle import register_safe_globals as _register_safe_globals
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
-from ._label_smoothing import label_smoothed_log_prob_gradient  # noqa: F401
+from ._label_smoothing import label_smoothed_log_prob_gradient, label_smoothing, smooth_one_hot  # noqa: F401
+from .ops.reduce import reduce_logmeanexp  # noqa: F401
+from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, lerp, selu  # noqa: F401
+from ._scatter import scatter_count  # noqa: F401
 from ._attention import dot_attention  # noqa: F401
 from ._loop import cond, scan, while_loop  # noqa: F401
 from ._signal import stft  # noqa: F401
@@ -36,6 +39,9 @@ from ._safe_log import safe_log  # noqa: F401
 from . import audio  # noqa: F401  (dt.audio.mel_filterbank, dt.audio.log_mel_filterbank_from_raw)
 from ._concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
 from ._decoding import ctc_greedy_decode, edit_distance  # noqa: F401
+from ._ctc_align import (  # noqa: F401
+    ctc_best_path, ctc_durations_from_path, ctc_no_label_loop_blank_durations_from_path,
+)
 from ._gating import gating  # noqa: F401
 from ._normalize import normalize  # noqa: F401
 from ._nested import gather_nested, mask_nested, where_nested  # noqa: F401

@@ -1,12 +1,15 @@
-"""label_smoothed_log_prob_gradient: log-probabilities unchanged, their gradient label-smoothed (as rf)."""
+"""Label smoothing (rf's): label_smoothing of probabilities or labels, smooth_one_hot, and
+label_smoothed_log_prob_gradient (log-probabilities unchanged, their gradient label-smoothed)."""
 from __future__ import annotations
 
 from typing import Optional, Sequence, Union
 
 import torch
 
+from . import _C
 from ._C import Dim, Tensor
 from ._args import axis_of, check_tensor, dim_str, dims_str
+from ._dtypes import is_integer
 from .ops._support import names_errors
 
 
@@ -89,3 +92,85 @@ def label_smoothed_log_prob_gradient(log_prob: Tensor, smoothing: Union[Tensor, 
         shift = shift.to(raw.dtype)
     out = _SmoothedGradient.apply(raw, factor, shift, a)
     return Tensor(out, dims, sparse_dim=log_prob.sparse_dim, feature_dim=log_prob.feature_dim)
+
+
+def _check_smoothing_value(value, what: str, caller: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, Tensor)):
+        raise TypeError(f"{caller}: {what} must be a number or a Tensor, got {value!r}")
+
+
+@names_errors("dimtorch.smooth_one_hot()")
+def smooth_one_hot(source: Tensor, *, label_prob: Union[Tensor, float]) -> Tensor:
+    """The smoothed one-hot of int labels `source` (rf.smooth_one_hot): label_prob at each label,
+    (1 - label_prob) / (n - 1) at the other n - 1 entries of source's sparse_dim (static), float32 over
+    source's dims then the sparse dim (its feature_dim). label_prob: a number, or a Tensor over dims of
+    source (e.g. per sequence). A label outside [0, n) gets the other value everywhere."""
+    caller = "dimtorch.smooth_one_hot()"
+    check_tensor(source, caller, what="source")
+    _check_smoothing_value(label_prob, "label_prob", caller)
+    axis = source.sparse_dim
+    if axis is None or not is_integer(source.raw.dtype):
+        raise ValueError(f"{caller}: source must be int labels with a sparse_dim (dims: {dims_str(source.dims)})")
+    if axis.size is None:
+        raise ValueError(f"{caller}: the sparse_dim {dim_str(axis)} of source must be static")
+    if axis.size < 2:
+        raise ValueError(f"{caller}: the sparse_dim {dim_str(axis)} of source needs at least 2 entries")
+    if isinstance(label_prob, Tensor):
+        for d in label_prob.dims:
+            if d not in source.dims:  # Dim equality is identity
+                raise ValueError(f"{caller}: label_prob has dim {dim_str(d)}, which source lacks "
+                                 f"(source dims: {dims_str(source.dims)})")
+    n = axis.size
+    other = (1.0 - label_prob) / (n - 1)
+    raw = source.raw
+    dims = tuple(source.dims) + (axis,)
+    if not isinstance(label_prob, Tensor):
+        # a fill and a write per label (an extra column takes labels out of range): no comparison per entry
+        index = torch.where((raw >= 0) & (raw < n), raw, n).unsqueeze(-1)
+        out = torch.full(raw.shape + (n + 1,), float(other), dtype=torch.float32, device=raw.device)
+        return Tensor(out.scatter_(-1, index, float(label_prob))[..., :n], dims, feature_dim=axis)
+    hit = raw.unsqueeze(-1) == torch.arange(n, dtype=raw.dtype, device=raw.device)
+    on = _aligned(label_prob, dims, raw.device)
+    off = _aligned(other, dims, raw.device)
+    return Tensor(torch.where(hit, on, off), dims, feature_dim=axis)
+
+
+@names_errors("dimtorch.label_smoothing()")
+def label_smoothing(prob: Tensor, smoothing: Union[Tensor, float], *, axis: Optional[Dim] = None) -> Tensor:
+    """Label smoothing (rf.label_smoothing), e.g. of cross-entropy targets: probabilities over `axis`
+    (default prob's feature_dim, else its sparse_dim; static, n entries) become prob * (1 - n f) + f with
+    f = smoothing / (n - 1), so that 1 becomes 1 - smoothing, 0 becomes f, and a distribution stays one.
+    Int labels (a sparse_dim, which must be axis) become smooth_one_hot(prob, label_prob=1 - smoothing).
+    smoothing: a number, or a Tensor over dims of prob (e.g. per sequence). Elementwise: padding gives
+    garbage there, as every elementwise op."""
+    caller = "dimtorch.label_smoothing()"
+    check_tensor(prob, caller, what="prob")
+    _check_smoothing_value(smoothing, "smoothing", caller)
+    if axis is None:
+        axis = prob.feature_dim if prob.feature_dim is not None else prob.sparse_dim
+        if axis is None:
+            raise ValueError(f"{caller}: prob has no feature_dim or sparse_dim; give axis "
+                             f"(dims: {dims_str(prob.dims)})")
+    elif not isinstance(axis, Dim):
+        raise TypeError(f"{caller}: axis must be a Dim, got {type(axis).__name__}")
+    if prob.sparse_dim is not None and is_integer(prob.raw.dtype):
+        if prob.sparse_dim is not axis:
+            raise ValueError(f"{caller}: axis {dim_str(axis)} is not the sparse_dim {dim_str(prob.sparse_dim)} of "
+                             f"the labels prob")
+        try:
+            return smooth_one_hot(prob, label_prob=1.0 - smoothing)
+        except (TypeError, ValueError) as e:
+            raise type(e)(str(e).replace("dimtorch.smooth_one_hot()", caller)) from None
+    axis_of(prob, axis, caller, what="axis", of="prob")
+    if axis.size is None or axis.size < 2:
+        raise ValueError(f"{caller}: axis {dim_str(axis)} must be static with at least 2 entries")
+    if isinstance(smoothing, Tensor):
+        for d in smoothing.dims:
+            if d not in prob.dims or d is axis:  # Dim equality is identity
+                raise ValueError(f"{caller}: smoothing has dim {dim_str(d)}, which is not a non-label dim of prob "
+                                 f"(dims: {dims_str(prob.dims)})")
+        floor = smoothing / (axis.size - 1)
+        return _C.combine(_C.combine(prob, 1.0 - floor * axis.size, "mul"), floor, "add")
+    floor = smoothing / (axis.size - 1)
+    factor = 1.0 - axis.size * floor
+    return Tensor(torch.add(prob.raw * factor, floor), prob.dims, feature_dim=prob.feature_dim)

@@ -10,6 +10,7 @@ import torch
 from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from .ops._support import names_errors
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -283,3 +284,70 @@ def _scatter_reduce(x: Tensor, indices: Tensor, in_dims: tuple, out_dims: tuple,
     else:
         out = keep_markers(x, raw, flat_dims)
     return out if flat_dims == result_dims else out.copy_transpose(result_dims)
+
+
+@names_errors("dimtorch.scatter_count()")
+def scatter_count(*, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]],
+                  out_dim: Optional[Union[Dim, Sequence[Dim]]] = None, fill_value: Optional[int] = None) -> Tensor:
+    """How often each position of out_dim (default indices' sparse_dim) occurs in `indices` along
+    indices_dim (rf.scatter_count): int32 counts over indices' other dims and out_dim, padding frames of
+    indices_dim not counted; positions that no index hits get fill_value (default 0)."""
+    caller = "dimtorch.scatter_count()"
+    check_tensor(indices, caller, what="indices")
+    if fill_value is not None and (isinstance(fill_value, bool) or not isinstance(fill_value, int)):
+        raise TypeError(f"{caller}: fill_value must be an int or None, got {fill_value!r}")
+    fast = _count_along_one_dim(indices, indices_dim, out_dim)
+    if fast is not None:
+        counts = fast
+    else:
+        counts = _scatter_ones(indices, indices_dim, out_dim, caller)
+    if fill_value is None or fill_value == 0:
+        return counts
+    return Tensor(torch.where(counts.raw > 0, counts.raw, fill_value), counts.dims)
+
+
+_ONES: dict = {}  # device -> a 0-dim int32 one there (scatter_count's increments, expanded)
+
+
+def _one_on(device) -> torch.Tensor:
+    one = _ONES.get(device)
+    if one is None:
+        one = _ONES[device] = torch.ones((), dtype=torch.int32, device=device)
+    return one
+
+
+def _count_along_one_dim(indices, indices_dim, out_dim) -> Optional[Tensor]:
+    """scatter_count's common call in few torch calls, or None: int64 indices along one dim into their static
+    sparse_dim; padding frames go to an extra position, dropped."""
+    if type(indices) is not Tensor or type(indices_dim) is not Dim or out_dim is not None or \
+            indices.raw.dtype != torch.int64 or _tracing.tracing():
+        return None
+    target = indices.sparse_dim
+    dims = indices.dims
+    if target is None or target.size is None or target in dims or indices_dim not in dims:  # identity
+        return None
+    a = dims.index(indices_dim)
+    raw = indices.raw
+    n = target.size
+    lengths = indices_dim.dyn_size
+    if lengths is not None:
+        over = lengths.dims
+        if indices_dim in over or not all(b in dims for b in over):
+            return None
+        pos = tuple(dims.index(b) for b in over) if len(over) != 1 else (dims.index(over[0]),)
+        valid = _C._dim_cached_raw(_MASK, indices_dim, pos + (a,), len(dims), raw.shape[a], raw.device)
+        raw = torch.where(valid, raw, n)
+    shape = list(raw.shape)
+    shape[a] = n + 1
+    out = torch.zeros(shape, dtype=torch.int32, device=raw.device)
+    out.scatter_add_(a, raw, _one_on(raw.device).expand(raw.shape))
+    return Tensor(out.narrow(a, 0, n), dims[:a] + (target,) + dims[a + 1:])
+
+
+def _scatter_ones(indices, indices_dim, out_dim, caller: str) -> Tensor:
+    ones = Tensor(torch.ones((), dtype=torch.int32, device=indices.raw.device).expand(indices.raw.shape), indices.dims)
+    try:
+        counts = _C.scatter(ones, indices=indices, indices_dim=indices_dim, out_dim=out_dim)
+    except (TypeError, ValueError) as e:
+        raise type(e)(str(e).replace("dimtorch.scatter()", caller)) from None
+    return counts

@@ -258,6 +258,27 @@ def expand_dim(x: Tensor, dim: Dim) -> Tensor:
     return keep_markers(x, raw, (dim,) + x.dims)
 
 
+@names_errors("dimtorch.expand_dims()")
+def expand_dims(source: Tensor, dims: Sequence[Dim]) -> Tensor:
+    """source broadcast over the new static `dims` (rf.expand_dims), put first in the given order; a view
+    (torch expand), no copy."""
+    caller = "dimtorch.expand_dims()"
+    check_tensor(source, caller, what="source")
+    new = dims_arg(dims, caller, "dims")
+    for i, d in enumerate(new):
+        if d.size is None:
+            raise ValueError(f"{caller}: dim {dim_str(d)} must be static (a size known without data)")
+        if any(e is d for e in source.dims) or any(e is d for e in new[:i]):
+            raise ValueError(f"{caller}: dim {dim_str(d)} is already a dim of source or given twice (source dims: "
+                             f"{dims_str(source.dims)})")
+    if not new:
+        return source
+    raw = source.raw
+    with naming_errors(caller):  # a size past torch's limits
+        raw = raw.view((1,) * len(new) + tuple(raw.shape)).expand(*(d.size for d in new), *raw.shape)
+    return keep_markers(source, raw, new + tuple(source.dims))
+
+
 def squeeze(x: Tensor, *, axis: Dim) -> Tensor:
     """x without `axis`, whose raw size must be 1."""
     caller = "dimtorch.squeeze()"

@@ -217,3 +217,79 @@ def search_sorted(sorted_seq: Tensor, values: Tensor, *, axis: Dim, side: str = 
                                      out.device)
         out = torch.minimum(out, lengths.to(out.dtype))
     return Tensor(out, out_dims, sparse_dim=axis)
+
+
+def _valid_frames(x: Tensor, axis: Dim, caller: str):
+    """Bool raw broadcastable to x's raw, True on axis's valid frames (frames beyond the longest sequence
+    included, as False); None for an axis without lengths. Cached on the dim (in the graph while tracing)."""
+    if axis.dyn_size is None:
+        return None
+    dims = x.dims
+    for b in axis.dyn_size.dims:
+        if b not in dims:  # Dim equality is identity
+            raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which is not a dim "
+                             f"of the input (dims: {dims_str(dims)})")
+    if _tracing.tracing():
+        return _tracing.mask_raw(axis, dims, x.raw.shape, x.raw.device)
+    a = dims.index(axis)
+    pos = tuple(dims.index(b) for b in axis.dyn_size.dims) + (a,)
+    return _C._dim_cached_raw(_MASK, axis, pos, len(dims), x.raw.shape[a], x.raw.device)
+
+
+@names_errors("dimtorch.top_k_mask()")
+def top_k_mask(values: Tensor, *, axis: Dim, k: int) -> Tensor:
+    """Bool mask over values' dims (rf.top_k_mask): True at the k largest entries along `axis` (one dim),
+    e.g. for top-k sampling. Padding of a dynamic axis is never selected (a sequence shorter than k
+    keeps all its frames)."""
+    caller = "dimtorch.top_k_mask()"
+    check_tensor(values, caller, what="values")
+    if not isinstance(axis, Dim):
+        raise TypeError(f"{caller}: axis must be a Dim, got {type(axis).__name__}")
+    a = axis_of(values, axis, caller, what="axis", of="values")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"{caller}: k must be an int >= 1, got {k!r}")
+    valid = _valid_frames(values, axis, caller)
+    raw = values.raw if valid is None else torch.where(valid, values.raw, _lowest(values.raw, caller))
+    idx = torch.topk(raw, min(k, raw.shape[a]), dim=a).indices
+    mask = torch.zeros(raw.shape, dtype=torch.bool, device=raw.device).scatter_(a, idx, True)
+    return Tensor(mask if valid is None else mask & valid, values.dims)
+
+
+@names_errors("dimtorch.top_p_mask()")
+def top_p_mask(probs: Tensor, *, axis: Dim, p: Union[float, Tensor], one_more: bool = True,
+               min_tokens_to_keep: int = 1) -> Tensor:
+    """Bool mask over probs' dims (rf.top_p_mask, nucleus sampling): along `axis`, the most probable
+    entries whose cumulative probability stays <= p, with one_more also the first entry past p, and at
+    least min_tokens_to_keep. p: a number in [0, 1] or a Tensor over dims of probs other than axis.
+    Padding of a dynamic axis is never selected."""
+    caller = "dimtorch.top_p_mask()"
+    check_tensor(probs, caller, what="probs")
+    if not isinstance(axis, Dim):
+        raise TypeError(f"{caller}: axis must be a Dim, got {type(axis).__name__}")
+    a = axis_of(probs, axis, caller, what="axis", of="probs")
+    if isinstance(p, Tensor):
+        for d in p.dims:
+            if d not in probs.dims or d is axis:  # Dim equality is identity
+                raise ValueError(f"{caller}: p has dim {dim_str(d)}, which is not a dim of probs other than axis "
+                                 f"(probs dims: {dims_str(probs.dims)})")
+        limit = p.raw_aligned(probs.dims)
+    elif isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0:
+        limit = p
+    else:
+        raise ValueError(f"{caller}: p must be a number in [0, 1] or a Tensor, got {p!r}")
+    if isinstance(min_tokens_to_keep, bool) or not isinstance(min_tokens_to_keep, int) or min_tokens_to_keep < 0:
+        raise ValueError(f"{caller}: min_tokens_to_keep must be an int >= 0, got {min_tokens_to_keep!r}")
+    if isinstance(one_more, (Tensor, torch.Tensor)):
+        raise TypeError(f"{caller}: one_more must be a bool")
+    valid = _valid_frames(probs, axis, caller)
+    raw = probs.raw if valid is None else torch.where(valid, probs.raw, 0.0)  # padding sorts last, adds nothing
+    ordered, order = torch.sort(raw, dim=a, descending=True, stable=True)
+    keep = ordered.cumsum(a) <= limit
+    if one_more:  # the first entry past p too: keep shifted one on, the first always kept
+        keep = torch.cat((torch.ones_like(keep.narrow(a, 0, 1)), keep.narrow(a, 0, keep.shape[a] - 1)), a)
+    if min_tokens_to_keep > (1 if one_more else 0):
+        shape = [1] * raw.dim()
+        shape[a] = raw.shape[a]
+        keep = keep | (torch.arange(raw.shape[a], device=raw.device).view(shape) < min_tokens_to_keep)
+    mask = torch.zeros_like(keep).scatter_(a, order, keep)
+    return Tensor(mask if valid is None else mask & valid, probs.dims)

@@ -1,4 +1,4 @@
-"""Definitions of the elementwise ops (src/ops_elementwise.cpp): combine, compare, where, clip, cast, the unary functions, and Tensor's operators."""
+"""Definitions of the elementwise ops (src/ops_elementwise.cpp): combine, compare, where, clip, cast, the unary functions, and Tensor's operators; and the Python-only ones of rf (is_infinite, is_neg_infinite, expm1, elu, selu, lerp)."""
 from __future__ import annotations
 
 import operator
@@ -437,6 +437,60 @@ def log_sigmoid(x, /) -> Tensor:
 @names_errors("dimtorch.neg()")
 def neg(x, /) -> Tensor:
     return _unary(torch.neg, x, "dimtorch.neg()")
+
+
+# ---- Python-only elementwise ops (rf names; no C++ fast path) ---------------------------------------
+
+@names_errors("dimtorch.is_infinite()")
+def is_infinite(x, /) -> Tensor:
+    """Bool: x is +inf or -inf."""
+    return _unary(torch.isinf, x, "dimtorch.is_infinite()")
+
+
+@names_errors("dimtorch.is_neg_infinite()")
+def is_neg_infinite(x, /) -> Tensor:
+    """Bool: x is -inf."""
+    return _unary(torch.isneginf, x, "dimtorch.is_neg_infinite()")
+
+
+@names_errors("dimtorch.expm1()")
+def expm1(x, /) -> Tensor:
+    """exp(x) - 1, accurate near 0."""
+    return _unary(torch.expm1, x, "dimtorch.expm1()")
+
+
+@names_errors("dimtorch.elu()")
+def elu(x, /) -> Tensor:
+    """ELU with alpha 1 (F.elu)."""
+    return _unary(F.elu, x, "dimtorch.elu()")
+
+
+@names_errors("dimtorch.selu()")
+def selu(x, /) -> Tensor:
+    """SELU (F.selu)."""
+    return _unary(F.selu, x, "dimtorch.selu()")
+
+
+@names_errors("dimtorch.lerp()")
+def lerp(start, end, weight, *, allow_broadcast_all_sources=False) -> Tensor:
+    """start + weight * (end - start) (rf.lerp; torch.lerp where the dtypes allow it), the three aligned by
+    dims; start and end are Tensors, weight a Python number or a Tensor."""
+    caller = "dimtorch.lerp()"
+    if type(start) is Tensor and type(end) is Tensor and type(weight) is float and start.dims == end.dims:
+        a, b = start.raw, end.raw  # the common call: one layout, a float weight
+        if a.shape == b.shape and a.dtype == b.dtype and a.is_floating_point():
+            return Tensor(torch.lerp(a, b, weight), start.dims,
+                          feature_dim=start.feature_dim if start.feature_dim is not None else end.feature_dim)
+    allow = flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources")
+    for what, v in (("start", start), ("end", end)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"{caller}: {what} must be a dimtorch.Tensor, got {tp_name(v)}")
+    if not (isinstance(weight, Tensor) or (is_scalar(weight) and not isinstance(weight, bool))):
+        raise TypeError(f"{caller}: weight must be a number or a dimtorch.Tensor, got {tp_name(weight)}")
+    (a, b, w), out_dims, feature = align([start, end, weight], ["start", "end", "weight"], allow, False, caller)
+    same = a.dtype == b.dtype and a.is_floating_point() and (not isinstance(w, torch.Tensor) or w.dtype == a.dtype)
+    raw = torch.lerp(a, b, w) if same else a + w * (b - a)
+    return Tensor(raw, out_dims, feature_dim=feature)
 
 
 # ---- Tensor's operators (the number slots and rich comparison of the C++ type) ----------------

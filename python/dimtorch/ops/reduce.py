@@ -6,13 +6,14 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from .. import _C
 from .._C import Dim, Tensor
 from .._dtypes import dtype_name, is_floating
 from .._args import dim_str
-from .._tracing import lengths_raw
+from .._tracing import lengths_raw, tracing
 from ._support import (
     axes_arg, describe_dims, flag, index_of, masked_by_reduction, masked_raw, names_errors, need_tensor, product,
-    tp_name,
+    tp_name, valid_mask,
 )
 
 _INT_LIMITS = {
@@ -195,6 +196,73 @@ def reduce_argmax(x, axis, use_mask=True) -> Tensor:
 def reduce_argmin(x, axis, use_mask=True) -> Tensor:
     """int64 index of the min along the one dim `axis`; never padding."""
     return _reduce("argmin", x, axis, use_mask, "dimtorch.reduce_argmin()")
+
+
+_LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
+
+
+def _log_count(r: Reduction, caller: str):
+    """The log of the number of frames each output element of the reduction is over (at least 1): a Python
+    float without masking, else a raw over the out dims (from the lengths, cached on the dim, where one
+    reduced dim is masked and its lengths stay in the output; else the mask's count)."""
+    x, shape = r.x, r.x.raw.shape
+    if not r.mask_axes:
+        return math.log(max(product(shape[i] for i in r.reduced), 1))
+    if len(r.mask_axes) == 1 and r.mask_axes[0] in r.reduced:
+        m = r.mask_axes[0]
+        d = x.dims[m]
+        pos = tuple(index_of(r.out_dims, b) for b in d.dyn_size.dims)
+        if all(p >= 0 for p in pos):
+            if tracing():
+                lengths = lengths_raw(d, r.out_dims, x.raw.device)
+            else:
+                lengths = _C._dim_cached_raw(_LENGTHS, d, pos, len(r.out_dims), 0, x.raw.device)
+            others = product(shape[i] for i in r.reduced if i != m)
+            count = lengths.clamp_min(1) if others == 1 else (lengths * others).clamp_min(1)
+            return torch.log(count)
+    return torch.log(mean_count(r, valid_mask(r.x, r.mask_axes, caller)))
+
+
+def _logmeanexp_over_one_dim(x: Tensor, axis: Dim) -> Optional[Tensor]:
+    """The common call in few steps, or None: one dim of x, either static or with lengths over dims that
+    stay in the output, and no other dim of x whose lengths vary along it."""
+    for d in x.dims:
+        if d is not axis and d.dyn_size is not None and index_of(d.dyn_size.dims, axis) >= 0:
+            return None
+    lengths = axis.dyn_size
+    if lengths is None:
+        i = index_of(x.dims, axis)
+        if i < 0:
+            return None
+        total = _C.reduce_logsumexp(x, axis)
+        return Tensor(total.raw - math.log(max(x.raw.shape[i], 1)), total.dims, feature_dim=total.feature_dim)
+    total = _C.reduce_logsumexp(x, axis)
+    pos = tuple(index_of(total.dims, b) for b in lengths.dims)
+    if any(p < 0 for p in pos):
+        return None
+    n = _C._dim_cached_raw(_LENGTHS, axis, pos, len(total.dims), 0, x.raw.device)
+    log_n = torch.log(n.clamp_min(1))
+    if log_n.dtype != total.raw.dtype:
+        log_n = log_n.to(total.raw.dtype)
+    return Tensor(total.raw - log_n, total.dims, feature_dim=total.feature_dim)
+
+
+@names_errors("dimtorch.reduce_logmeanexp()")
+def reduce_logmeanexp(x, axis, use_mask=True) -> Tensor:
+    """log(mean(exp(x))) over `axis` (rf.reduce_logmeanexp): reduce_logsumexp minus the log of the number
+    of frames, each sequence's own (its lengths) for dynamic dims; padding ignored (an empty sequence gives
+    -inf)."""
+    caller = "dimtorch.reduce_logmeanexp()"
+    if type(x) is Tensor and type(axis) is Dim and use_mask is True and not tracing():
+        out = _logmeanexp_over_one_dim(x, axis)
+        if out is not None:
+            return out
+    r = prepare(x, axis, use_mask, caller)
+    total = _C.reduce_logsumexp(x, axis, use_mask)
+    log_count = _log_count(r, caller)
+    if isinstance(log_count, torch.Tensor) and log_count.dtype != total.raw.dtype:
+        log_count = log_count.to(total.raw.dtype)
+    return Tensor(total.raw - log_count, total.dims, feature_dim=total.feature_dim)
 
 
 class Moments(NamedTuple):
