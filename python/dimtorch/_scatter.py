@@ -306,14 +306,19 @@ def scatter_count(*, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]],
     return Tensor(torch.where(counts.raw > 0, counts.raw, fill_value), counts.dims)
 
 
-_ONES: dict = {}  # device -> a 0-dim int32 one there (scatter_count's increments, expanded)
+_ONES: dict = {}  # (shape, device) -> contiguous int32 ones (scatter_count's increments); a few shapes kept
 
 
-def _one_on(device) -> torch.Tensor:
-    one = _ONES.get(device)
-    if one is None:
-        one = _ONES[device] = torch.ones((), dtype=torch.int32, device=device)
-    return one
+def _ones_like(raw: torch.Tensor) -> torch.Tensor:
+    """Contiguous int32 ones of raw's shape, cached per shape and device: scatter_add_ from a contiguous
+    source is ~2x faster than from an expanded 0-dim one, and making it each call costs ~1.5 us."""
+    key = (raw.shape, raw.device)
+    ones = _ONES.get(key)
+    if ones is None:
+        if len(_ONES) >= 64:  # batch shapes vary: keep the cache small
+            _ONES.clear()
+        ones = _ONES[key] = torch.ones(raw.shape, dtype=torch.int32, device=raw.device)
+    return ones
 
 
 def _count_along_one_dim(indices, indices_dim, out_dim) -> Optional[Tensor]:
@@ -340,7 +345,7 @@ def _count_along_one_dim(indices, indices_dim, out_dim) -> Optional[Tensor]:
     shape = list(raw.shape)
     shape[a] = n + 1
     out = torch.zeros(shape, dtype=torch.int32, device=raw.device)
-    out.scatter_add_(a, raw, _one_on(raw.device).expand(raw.shape))
+    out.scatter_add_(a, raw, _ones_like(raw))
     return Tensor(out.narrow(a, 0, n), dims[:a] + (target,) + dims[a + 1:])
 
 
