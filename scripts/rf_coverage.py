@@ -339,7 +339,9 @@ TABLE = {
         ("ConformerPositionwiseFeedForward", S, "dt.nn.ConformerPositionwiseFeedForward", ""),
         ("ConformerConvBlock", S, "dt.nn.ConformerConvBlock", ""),
         ("ConformerConvSubsample", S, "dt.nn.ConformerConvSubsample", ""),
-        ("ConformerEncoderLayer", S, "dt.nn.ConformerEncoderLayer", ""),
+        ("ConformerEncoderLayer", S, "dt.nn.ConformerEncoderLayer", "ff, ff_activation, conv_norm(_opts), "
+         "self_att(_opts), norm as rf's (no config dicts); conv_norm BatchNorm always masks (rf's use_mask=False "
+         "default: padding in the statistics, batch-dependent)"),
         ("ConformerEncoder", S, "dt.nn.ConformerEncoder", ""),
         ("make_ff", S, "dt.nn.make_ff", "no config dicts; a class of dimtorch's FeedForward family gets out_dim as "
                                         "its in_dim"),
@@ -349,7 +351,7 @@ TABLE = {
         ("ConformerFrontend", S, "dt.nn.ConformerFrontend", "input_layer a module or callable (rf's dict form "
          "for build_from_dict: not taken); V1's parameter names"),
         ("ConformerEncoderV2", S, "dt.nn.ConformerEncoderV2", "encoder_layer a module, class or None (dict: not "
-         "taken); ff_activation=/conv_norm=: not yet (ConformerEncoderLayer is SiLU FF + BatchNorm)"),
+         "taken)"),
     ],
     "encoder.transformer": [
         ("TransformerEncoder", S, "dt.nn.TransformerEncoder",

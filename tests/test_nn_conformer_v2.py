@@ -163,3 +163,43 @@ def test_sequential_as_returnn_frontends():
     torch.testing.assert_close(z.raw, seq(x).raw)
     with pytest.raises(TypeError, match=r"dimtorch.nn.Sequential\(\): expected a module or a callable, got int"):
         dt.nn.Sequential(1)
+
+
+def test_conformer_layer_takes_returnn_options():
+    """rf's ConformerEncoderLayer options: conv_norm, ff_activation, self_att, norm; padding (NaN vs 1e30) does not
+    reach valid frames, and each sequence alone gives its frames in the batch."""
+    torch.manual_seed(0)
+    model = dt.Dim(8, name="model")
+    layer = dt.nn.ConformerEncoderLayer(model, num_heads=2, conv_kernel_size=3, dropout=0.0, att_dropout=0.0,
+                                        conv_norm=dt.nn.LayerNorm, ff_activation="relu",
+                                        self_att=dt.nn.SelfAttention, norm=dt.nn.RMSNorm).eval()
+    assert isinstance(layer.conv_block.norm, dt.nn.LayerNorm) and isinstance(layer.self_att, dt.nn.SelfAttention)
+    assert all(isinstance(getattr(layer, n), dt.nn.RMSNorm) for n in (
+        "ffn1_layer_norm", "ffn2_layer_norm", "conv_layer_norm", "self_att_layer_norm", "final_layer_norm"))
+    assert layer.ffn1.activation is dt.relu and layer.ffn1 is not layer.ffn2
+    lengths = [6, 4, 1]
+    outs = []
+    for pad in (PAD_NAN, PAD_LARGE):
+        g = torch.Generator().manual_seed(2)
+        raw = torch.randn(3, 6, 8, generator=g)
+        for b, n in enumerate(lengths):
+            raw[b, n:] = pad
+        batch = dt.Dim(3, name="batch")
+        time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
+        x = dt.Tensor(raw, (batch, time, model), feature_dim=model).copy_masked(0.0)
+        y = layer(x, spatial_dim=time)
+        outs.append(_valid(y, batch, time))
+    torch.testing.assert_close(outs[0], outs[1])
+    start = 0
+    for b, n in enumerate(lengths):
+        batch1 = dt.Dim(1, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (batch1,)), name="t1")
+        g = torch.Generator().manual_seed(2)
+        raw = torch.randn(3, 6, 8, generator=g)[b:b + 1, :n]
+        y1 = layer(dt.Tensor(raw, (batch1, t1, model), feature_dim=model), spatial_dim=t1)
+        torch.testing.assert_close(_valid(y1, batch1, t1), outs[0][start:start + n], atol=1e-5, rtol=1e-4)
+        start += n
+    with pytest.raises(TypeError, match=r"ConformerEncoderLayer\(\): self_att must be a module or a class"):
+        dt.nn.ConformerEncoderLayer(model, num_heads=2, self_att={"class": "x"})
+    with pytest.raises(TypeError, match=r"ConformerConvBlock\(\): norm must be a class, a module or a callable"):
+        dt.nn.ConformerEncoderLayer(model, num_heads=2, conv_norm={"class": "x"})

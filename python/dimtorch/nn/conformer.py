@@ -1,6 +1,7 @@
 """Conformer: conv subsampling front end, conv block, encoder layer (macaron FF, rel-pos MHSA, conv), encoder."""
 from __future__ import annotations
 
+import inspect
 from typing import Optional, Sequence, Tuple, Union
 
 import torch.nn.functional as F
@@ -12,6 +13,7 @@ from .._args import dim_str, dims_str
 from .._conv_args import out_spatial_dim
 from .._shape_ops import merge_dims
 from .attention import RelPosSelfAttention
+from .builders import make_ff, make_norm
 from .conv import Conv1d, Conv2d
 from .feed_forward import FeedForward
 from .linear import Linear, check_in_dim
@@ -21,6 +23,13 @@ from .normalization import BatchNorm, LayerNorm
 
 __all__ = ["ConformerConvSubsample", "ConformerPositionwiseFeedForward", "ConformerConvBlock",
            "ConformerEncoderLayer", "ConformerEncoder"]
+
+
+def _takes_keyword(cls: type, name: str) -> bool:
+    try:
+        return name in inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class ConformerConvSubsample(Module):
@@ -88,10 +97,12 @@ class ConformerPositionwiseFeedForward(FeedForward):
 class ConformerConvBlock(Module):
     """positionwise_conv1 (Linear in_dim -> 2*in_dim) -> GLU (first half * sigmoid(second half)) ->
     depthwise_conv over time (kernel_size, odd; 'same' padding; padding frames zeroed first) ->
-    norm (BatchNorm with masked statistics) -> swish -> positionwise_conv2 (Linear in_dim -> in_dim).
-    forward(x, spatial_dim=) -> Tensor with x's dims."""
+    norm (default BatchNorm with masked statistics) -> swish -> positionwise_conv2 (Linear in_dim -> in_dim).
+    `norm`: a class (built as norm(in_dim, **norm_opts), e.g. dt.nn.LayerNorm), a module (used as it
+    is) or a callable of a Tensor (RETURNN's conv_norm). forward(x, spatial_dim=) -> Tensor with x's dims."""
 
-    def __init__(self, in_dim: Dim, *, kernel_size: int = 31, dtype="float32", device=None):
+    def __init__(self, in_dim: Dim, *, kernel_size: int = 31, norm=None, norm_opts: Optional[dict] = None,
+                 dtype="float32", device=None):
         super().__init__()
         if not isinstance(kernel_size, int) or kernel_size % 2 != 1:
             raise ValueError(f"ConformerConvBlock(): kernel_size must be an odd int, got {kernel_size!r}")
@@ -100,7 +111,14 @@ class ConformerConvBlock(Module):
         self.positionwise_conv1 = Linear(in_dim, self.glu_dim, dtype=dtype, device=device)
         self.depthwise_conv = Conv1d(in_dim, in_dim, kernel_size, padding="same", groups=in_dim.size, dtype=dtype,
                                      device=device)
-        self.norm = BatchNorm(in_dim, dtype=dtype, device=device)
+        if norm is None or isinstance(norm, type):
+            cls = BatchNorm if norm is None else norm
+            opts = {k: v for k, v in dict(dtype=dtype, device=device).items() if _takes_keyword(cls, k)}
+            norm = cls(in_dim, **opts, **(norm_opts or {}))
+        elif isinstance(norm, dict) or not callable(norm):
+            raise TypeError(f"ConformerConvBlock(): norm must be a class, a module or a callable (RETURNN config "
+                            f"dicts are not supported), got {type(norm).__name__}")
+        self.norm = norm
         self.positionwise_conv2 = Linear(in_dim, in_dim, dtype=dtype, device=device)
 
     def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
@@ -120,25 +138,44 @@ class ConformerConvBlock(Module):
 class ConformerEncoderLayer(Module):
     """Pre-norm Conformer layer (RETURNN's ConformerEncoderLayer):
     x + 1/2 FF1(LN(x)) -> + RelPosMHSA(LN(x)) -> + ConvBlock(LN(x)) -> + 1/2 FF2(LN(x)) -> LN.
-    Dropout after each module (training only). forward(x, spatial_dim=) -> Tensor over x's dims."""
+    Dropout after each module (training only). forward(x, spatial_dim=) -> Tensor over x's dims.
+
+    RETURNN's options: `ff` (a feed-forward class or module, dt.nn.make_ff; default
+    ConformerPositionwiseFeedForward) with `ff_activation`; `conv_norm` (+ `conv_norm_opts`, see
+    ConformerConvBlock's norm); `self_att` (a module, or a class built as cls(out_dim, out_dim,
+    key_dim_total=out_dim, value_dim_total=out_dim, num_heads=, att_dropout=, **self_att_opts); default
+    RelPosSelfAttention with pos_emb); `norm` (the five layer norms: a class, module or callable,
+    dt.nn.make_norm). RETURNN config dicts are not taken."""
 
     def __init__(self, out_dim: Dim, *, ff_dim: Optional[Dim] = None, num_heads: int = 4, conv_kernel_size: int = 31,
-                 dropout: float = 0.1, att_dropout: float = 0.1, pos_emb: str = "sinusoidal",
-                 dtype="float32", device=None):
+                 dropout: float = 0.1, att_dropout: float = 0.1, pos_emb: str = "sinusoidal", ff=None,
+                 ff_activation=None, conv_norm=None, conv_norm_opts: Optional[dict] = None, self_att=None,
+                 self_att_opts: Optional[dict] = None, norm=None, dtype="float32", device=None):
         super().__init__()
         self.out_dim, self.dropout = out_dim, dropout
         self.ff_dim = ff_dim if ff_dim is not None else Dim(4 * out_dim.size, name="ff")
         kw = dict(dtype=dtype, device=device)
-        self.ffn1 = ConformerPositionwiseFeedForward(out_dim, self.ff_dim, dropout=dropout, **kw)
-        self.ffn1_layer_norm = LayerNorm(out_dim, **kw)
-        self.ffn2 = ConformerPositionwiseFeedForward(out_dim, self.ff_dim, dropout=dropout, **kw)
-        self.ffn2_layer_norm = LayerNorm(out_dim, **kw)
-        self.conv_block = ConformerConvBlock(out_dim, kernel_size=conv_kernel_size, **kw)
-        self.conv_layer_norm = LayerNorm(out_dim, **kw)
-        self.self_att = RelPosSelfAttention(out_dim, out_dim, key_dim_total=out_dim, value_dim_total=out_dim,
-                                            num_heads=num_heads, att_dropout=att_dropout, pos_emb=pos_emb, **kw)
-        self.self_att_layer_norm = LayerNorm(out_dim, **kw)
-        self.final_layer_norm = LayerNorm(out_dim, **kw)
+        if ff is None and ff_activation is None:
+            self.ffn1 = ConformerPositionwiseFeedForward(out_dim, self.ff_dim, dropout=dropout, **kw)
+            self.ffn2 = ConformerPositionwiseFeedForward(out_dim, self.ff_dim, dropout=dropout, **kw)
+        else:
+            self.ffn1 = make_ff(out_dim=out_dim, ff=ff, ff_dim=self.ff_dim, ff_activation=ff_activation, dropout=dropout)
+            self.ffn2 = make_ff(out_dim=out_dim, ff=ff, ff_dim=self.ff_dim, ff_activation=ff_activation, dropout=dropout)
+        self.conv_block = ConformerConvBlock(out_dim, kernel_size=conv_kernel_size, norm=conv_norm,
+                                             norm_opts=conv_norm_opts, **kw)
+        if self_att is None or isinstance(self_att, type):
+            cls = RelPosSelfAttention if self_att is None else self_att
+            opts = dict(pos_emb=pos_emb, **kw) if cls is RelPosSelfAttention else {}
+            opts.update(self_att_opts or {})
+            self_att = cls(out_dim, out_dim, key_dim_total=out_dim, value_dim_total=out_dim, num_heads=num_heads,
+                           att_dropout=att_dropout, **opts)
+        elif isinstance(self_att, dict) or not callable(self_att):
+            raise TypeError(f"ConformerEncoderLayer(): self_att must be a module or a class (RETURNN config dicts "
+                            f"are not supported), got {type(self_att).__name__}")
+        self.self_att = self_att
+        for name in ("ffn1_layer_norm", "ffn2_layer_norm", "conv_layer_norm", "self_att_layer_norm",
+                     "final_layer_norm"):
+            setattr(self, name, LayerNorm(out_dim, **kw) if norm is None else make_norm(norm, out_dim))
 
     def _drop(self, h: Tensor) -> Tensor:
         return _dropout(h, self.dropout, training=self.training) if self.training and self.dropout else h
