@@ -137,14 +137,15 @@ TABLE = {
     ],
     "control_flow_ctx": [(n, NA, None, EAGER) for n in ("control_flow_ctx", "get_current_control_flow_ctx")],
     "conv": [
-        ("conv", S, "dt.conv", "filter positional, dilation= (rf: dilation_rate=); padding \"valid\"/\"same\" (int "
-                               "padding: not yet); out_spatial_dims=: not yet"),
+        ("conv", S, "dt.conv", "filter positional, dilation= (rf: dilation_rate=); padding \"valid\", \"same\" or "
+                               "ints; out_spatial_dims= checked against the computed dims"),
         ("Conv1d", S, "dt.nn.Conv1d", "out_dim may be in_dim"), ("Conv2d", S, "dt.nn.Conv2d", ""),
         ("Conv3d", NOT_YET, None, "1-D and 2-D only"),
-        ("transposed_conv", S, "dt.transposed_conv", ""),
+        ("transposed_conv", S, "dt.transposed_conv", "out_spatial_dims= checked against the computed dims"),
         ("TransposedConv1d", S, "dt.nn.TransposedConv1d", ""), ("TransposedConv2d", S, "dt.nn.TransposedConv2d", ""),
         ("TransposedConv3d", NOT_YET, None, "1-D and 2-D only"),
-        ("pool", S, "dt.pool", "avg with padding=\"same\" averages each sequence's own frames (see Differences)"),
+        ("pool", S, "dt.pool", "avg with padding=\"same\" or ints averages each sequence's own frames (see "
+                               "Differences); dilation_rate=, nd=, use_mask=: not yet"),
         ("max_pool", ALT, "dt.pool", "mode=\"max\""), ("max_pool1d", ALT, "dt.pool", "mode=\"max\""),
         ("pool1d", ALT, "dt.pool", "one spatial dim"), ("pool2d", ALT, "dt.pool", "two spatial dims"),
         ("pool3d", NOT_YET, None, "1-D and 2-D only"),
@@ -372,7 +373,8 @@ length, so its results there depend on the batch; the comparisons below are at t
   then differs between the batch and the sequence alone: rf is batch-dependent there. dimtorch averages
   over each sequence's own frames, which equals rf on every sequence alone. Kept. (Even windows: rf pads
   explicitly with zeros that count, dividing by the full window; dimtorch again counts the sequence's
-  frames only.)
+  frames only.) The same holds for avg pool with int padding: rf counts a shorter sequence's masked
+  frames within p of its end, dimtorch only its own frames (max pool with int padding agrees).
 - **copy_masked** agrees with rf everywhere (all dims orders, lengths over one or two batch dims, dims
   from dim math). The reported difference (max |diff| 0.43 on valid frames) is rf's own test program
   `test_copy_masked`: `x.copy_masked(1)` followed by an avg pool with padding="same", i.e. the avg-pool
@@ -497,8 +499,8 @@ random time/feature masks per sequence, with RETURNN's train-step schedule), the
 (`ctc_best_path`, `ctc_durations_from_path`), `rf.label_smoothing` / `rf.smooth_one_hot`
 (dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.window` (chunked
 attention), `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`, the model containers
-`rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, conv with int padding, and
-Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
+`rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, and Conv3d/pool3d. A
+transducer (RNN-T) loss is in neither rf nor dimtorch."""
 
 
 def main(argv=None) -> int:

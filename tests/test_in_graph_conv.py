@@ -32,7 +32,7 @@ def _conv_env(order, lengths=(7, 3, 0, 2), extra_time=2):
 
 
 @settings(max_examples=15)
-@given(order=st.sampled_from(ORDERS), padding=st.sampled_from(["valid", "same"]), stride=st.integers(1, 3),
+@given(order=st.sampled_from(ORDERS), padding=st.sampled_from(["valid", "same", 1, (2,)]), stride=st.integers(1, 3),
        dilation=st.integers(1, 2), extra=st.integers(0, 2))
 def test_conv_1d(order, padding, stride, dilation, extra):
     env = _conv_env(order, extra_time=extra)
@@ -73,7 +73,8 @@ def test_transposed_conv(order, padding, strides, output_padding, remove_padding
 
 
 @settings(max_examples=20)
-@given(order=st.sampled_from(ORDERS), mode=st.sampled_from(["max", "avg"]), padding=st.sampled_from(["valid", "same"]),
+@given(order=st.sampled_from(ORDERS), mode=st.sampled_from(["max", "avg"]),
+       padding=st.sampled_from(["valid", "same", 1, (2,)]),
        ks_stride=st.sampled_from([(2, None), (3, 1), (3, 2), (4, 3)]), extra=st.integers(0, 3))
 def test_pool_1d(order, mode, padding, ks_stride, extra):
     env = with_order(padded_env((7, 3, 0, 2), extra_time=extra, pad=1e30), "x", order)
@@ -100,3 +101,4 @@ def test_in_graph_calls_keep_no_plans():
     assert len(_PLANS) == n
     from dimtorch._conv import _CONV_PLANS
     assert id(env["w"]) not in _CONV_PLANS
+

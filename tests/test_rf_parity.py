@@ -65,6 +65,10 @@ def _dt_conv(F, d, x, padding, strides):
     return y, out_time
 
 
+def _new_dim(F, size, name):
+    return dt.Dim(size, name=name) if F is dt else _rf_dim(size, name)
+
+
 def _stft(F, d, x):
     y, out_time, freq = F.stft(x.audio, in_spatial_dim=d.samples, frame_step=40, frame_length=100, fft_length=128)
     return abs(y) if F is not dt else dt.abs(y), out_time
@@ -146,6 +150,12 @@ PROGRAMS = [
                                                           in_spatial_dims=[d.time]),
             out=(("batch", "feature", "*"),)),
     Program("make_conv_out_spatial_dims", both=_conv_dims),
+    Program("conv_int_padding_stride2", rf=lambda F, d, x: _conv(F, d, x, 1, 2),
+            dt=lambda F, d, x: _dt_conv(F, d, x, 1, 2), out=(("batch", "out", "*"),)),
+    Program("pool_max_int_padding", both=lambda F, d, x: F.pool(x.x, mode="max", pool_size=3, strides=2, padding=1,
+                                                                in_spatial_dims=[d.time]),
+            out=(("batch", "feature", "*"),)),
+
     # --- part B: attention, positions, loops, signal -------------------------------------------------------------
     Program("dot_attention_cross", both=_mha, out=(("batch", "heads", "time", "head_dim"),)),
     Program("dot_attention_self", both=_self_att, out=(("batch", "heads", "time", "head_dim"),)),
@@ -284,3 +294,26 @@ def test_avg_pool_same_differs_where_returnn_frontend_is_batch_dependent(rf, poo
         torch.testing.assert_close(t_raw[b, :n_out[b]], y1.copy_compatible_to_dims_raw([one, o1, rf_d.feature])[0])
     longest = LENGTHS.index(max(LENGTHS))
     assert not differs[longest] and any(differs), differs
+
+
+def test_avg_pool_int_padding_differs_where_returnn_frontend_is_batch_dependent(rf):
+    """avg pool with int padding: as with "same", rf masks a shorter sequence's padding with 0 and counts those
+    frames (torch's own padding is not counted), so windows within p of a shorter sequence's end differ from
+    the sequence alone; dimtorch gives what rf gives for each sequence alone."""
+    from returnn.tensor import Dim as RfDim
+    rf_d, rf_x = make_data(rf, RfDim, RfDim(3, name="batch"))
+    dt_d, dt_x = make_data(dt, dt.Dim, dt.Dim(None, name="batch"))
+    kw = dict(mode="avg", pool_size=3, strides=1, padding=1)
+    r, (out_rf,) = rf.pool(rf_x.x, in_spatial_dims=[rf_d.time], **kw)
+    t, (out_dt,) = dt.pool(dt_x.x, in_spatial_dims=[dt_d.time], **kw)
+    r_raw = r.copy_compatible_to_dims_raw([rf_d.batch, out_rf, rf_d.feature])
+    t_raw = t.raw_aligned((dt_d.batch, out_dt, dt_d.feature))
+    differs = []
+    for b, n in enumerate(LENGTHS):
+        differs.append(not torch.allclose(t_raw[b, :n], r_raw[b, :n]))
+        one = RfDim(1, name="one")
+        t1 = RfDim(rf.convert_to_tensor(torch.tensor([n], dtype=torch.int32), dims=[one]), name="t1")
+        x1 = rf.convert_to_tensor(rf_x.x.raw_tensor[b:b + 1, :n].clone(), dims=[one, t1, rf_d.feature])
+        y1, (o1,) = rf.pool(x1, in_spatial_dims=[t1], **kw)
+        torch.testing.assert_close(t_raw[b, :n], y1.copy_compatible_to_dims_raw([one, o1, rf_d.feature])[0])
+    assert not differs[LENGTHS.index(max(LENGTHS))] and any(differs), differs

@@ -1,5 +1,6 @@
 """Benchmark rows of the ops added for RETURNN-frontend coverage (issue 13, part A): elementwise math, masked
-select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing of gradients.
+select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing of gradients;
+conv/pool with int padding.
 
 Same conventions as rows.py and rows_array.py: each row three ways; the PyTorch side is what a competent user
 writes for the same computation (the same masking and, where the size of the result depends on data, the
@@ -185,7 +186,41 @@ def _keep_time_plus_2(s):
     return (torch.arange(s.T + 2, device=s.device)[None, :] < s.lengths.to(s.device)[:, None])[:, :, None]
 
 
+def _out_valid(s, n_out, out_lengths, shape):
+    """(batch, n_out) valid output frames, viewed as `shape` (-1 for batch and time)."""
+    return (torch.arange(n_out, device=s.device)[None, :] < out_lengths.to(s.device)[:, None]).view(shape)
+
+
+def _torch_conv_pad1(s):
+    """PyTorch's masked conv with torch's padding 1 and stride 2; the valid output frames go aside as `conv_pad_valid`."""
+    k = s.shapes.conv_kernel
+    s.conv_pad_valid = _out_valid(s, (s.T + 2 - k) // 2 + 1, (s.lengths + 2 - k) // 2 + 1, (s.B, 1, -1))
+    return lambda x=s.x, m=s.mask3, w=s.conv_w: F.conv1d(torch.where(m, x, 0.0).transpose(1, 2), w, stride=2,
+                                                        padding=1)
+
+
+def _torch_max_pool_pad1(s):
+    """PyTorch's masked max pool 3, stride 2, padding 1 (-inf: torch's own); valid frames aside as `pool_pad_valid`."""
+    s.pool_pad_valid = _out_valid(s, (s.T - 1) // 2 + 1, (s.lengths - 1) // 2 + 1, (s.B, 1, -1))
+    return lambda x=s.x, m=s.mask3: F.max_pool1d(torch.where(m, x, float("-inf")).transpose(1, 2), 3, 2, 1)
+
+
 RF_ROWS = (
+    Row("conv1d_pad1_stride2", "conv over dynamic time, feature -> out, kernel 3, int padding 1, stride 2, masked "
+        "input", out=("batch", "out", "conv_time"), valid_frames="conv_pad_valid", requires=("conv",),
+        torch=_torch_conv_pad1,
+        dimtorch=lambda s: lambda x=s.x, w=s.conv_w, f=s.feature, o=s.out, t=(s.time,), k=(s.kernel,):
+            dt.conv(x, w, in_dim=f, out_dim=o, in_spatial_dims=t, filter_size=k, padding=1, strides=2)[0],
+        returnn=lambda s: lambda x=s.x, w=s.conv_w, f=s.feature, o=s.out, t=[s.time], k=[s.kernel], conv=_rf(s).conv:
+            conv(x, in_dim=f, out_dim=o, in_spatial_dims=t, filter=w, filter_size=k, padding=1, strides=2,
+                 use_mask=True)[0]),
+    Row("pool_max_pad1", "max pool 3, stride 2, int padding 1 over dynamic time, padding never wins",
+        out=("batch", "feature", "pooled"), valid_frames="pool_pad_valid", requires=("pool",),
+        torch=_torch_max_pool_pad1,
+        dimtorch=lambda s: lambda x=s.x, t=(s.time,): dt.pool(x, mode="max", pool_size=3, strides=2, padding=1,
+                                                                in_spatial_dims=t)[0],
+        returnn=lambda s: lambda x=s.x, t=[s.time], pool=_rf(s).pool:
+            pool(x, mode="max", pool_size=3, strides=2, padding=1, in_spatial_dims=t, use_mask=True)[0]),
     Row("squared_difference", "(x - y) ** 2", out=BTF, requires=("squared_difference",),
         torch=lambda s: lambda x=s.x, y=s.y: torch.square(x - y),
         dimtorch=lambda s: lambda x=s.x, y=s.y: dt.squared_difference(x, y),
