@@ -138,17 +138,17 @@ TABLE = {
     "control_flow_ctx": [(n, NA, None, EAGER) for n in ("control_flow_ctx", "get_current_control_flow_ctx")],
     "conv": [
         ("conv", S, "dt.conv", "filter positional, dilation= (rf: dilation_rate=); padding \"valid\", \"same\" or "
-                               "ints; out_spatial_dims= checked against the computed dims"),
+                               "ints; 1-3 spatial dims; out_spatial_dims= checked against the computed dims"),
         ("Conv1d", S, "dt.nn.Conv1d", "out_dim may be in_dim"), ("Conv2d", S, "dt.nn.Conv2d", ""),
-        ("Conv3d", NOT_YET, None, "1-D and 2-D only"),
+        ("Conv3d", S, "dt.nn.Conv3d", ""),
         ("transposed_conv", S, "dt.transposed_conv", "out_spatial_dims= checked against the computed dims"),
         ("TransposedConv1d", S, "dt.nn.TransposedConv1d", ""), ("TransposedConv2d", S, "dt.nn.TransposedConv2d", ""),
-        ("TransposedConv3d", NOT_YET, None, "1-D and 2-D only"),
+        ("TransposedConv3d", S, "dt.nn.TransposedConv3d", ""),
         ("pool", S, "dt.pool", "avg with padding=\"same\" or ints averages each sequence's own frames (see "
                                "Differences); dilation_rate=, nd=, use_mask=: not yet"),
         ("max_pool", ALT, "dt.pool", "mode=\"max\""), ("max_pool1d", ALT, "dt.pool", "mode=\"max\""),
         ("pool1d", ALT, "dt.pool", "one spatial dim"), ("pool2d", ALT, "dt.pool", "two spatial dims"),
-        ("pool3d", NOT_YET, None, "1-D and 2-D only"),
+        ("pool3d", ALT, "dt.pool", "three spatial dims"),
         ("make_conv_out_spatial_dims", S, "dt.make_conv_out_spatial_dims", "the very dims dt.conv/dt.pool return"),
         ("calc_conv_out_length", ALT, "dt.make_conv_out_spatial_dims", "dim math on Dims"),
         ("make_transposed_conv_out_spatial_dims", S, "dt.make_transposed_conv_out_spatial_dims", ""),
@@ -499,8 +499,8 @@ random time/feature masks per sequence, with RETURNN's train-step schedule), the
 (`ctc_best_path`, `ctc_durations_from_path`), `rf.label_smoothing` / `rf.smooth_one_hot`
 (dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.window` (chunked
 attention), `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`, the model containers
-`rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`, and Conv3d/pool3d. A
-transducer (RNN-T) loss is in neither rf nor dimtorch."""
+`rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`. A transducer (RNN-T) loss
+is in neither rf nor dimtorch."""
 
 
 def main(argv=None) -> int:

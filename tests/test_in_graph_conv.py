@@ -102,3 +102,24 @@ def test_in_graph_calls_keep_no_plans():
     from dimtorch._conv import _CONV_PLANS
     assert id(env["w"]) not in _CONV_PLANS
 
+
+def _env_3d():
+    """x over (batch, time, feature, h, ch): three spatial dims (time dynamic), one channel."""
+    env = padded_env((6, 3, 0, 2), extra_time=1, feature=4)
+    gen = torch.Generator().manual_seed(5)
+    env["h"], env["ch"], env["out"] = h, ch, out = dt.Dim(2, name="h"), dt.Dim(1, name="ch"), dt.Dim(2, name="out")
+    env["ks"] = ks = (dt.Dim(3, name="k1"), dt.Dim(2, name="k2"), dt.Dim(1, name="k3"))
+    env["x"] = dt.Tensor(env["x"].raw[..., None, None].expand(-1, -1, -1, 2, 1), env["x"].dims + (h, ch))
+    env["w"] = dt.Tensor(torch.randn(2, 1, 3, 2, 1, generator=gen), (out, ch) + ks)
+    return env
+
+
+@pytest.mark.parametrize("padding", ["valid", "same", (1, 0, 1)])
+def test_conv_and_pool_3d(padding):
+    env = _env_3d()
+    check_all(lambda e: conv(e["x"], e["w"], in_dim=e["ch"], out_dim=e["out"],
+                             in_spatial_dims=(e["time"], e["feature"], e["h"]), filter_size=e["ks"], strides=(2, 1, 1),
+                             padding=padding), env)
+    for mode in ("max", "avg"):
+        check_all(lambda e: pool(e["x"], mode=mode, pool_size=(2, 2, 1), strides=(2, 1, 1), padding=padding,
+                                 in_spatial_dims=(e["time"], e["feature"], e["h"])), env)

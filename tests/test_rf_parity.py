@@ -69,6 +69,29 @@ def _new_dim(F, size, name):
     return dt.Dim(size, name=name) if F is dt else _rf_dim(size, name)
 
 
+def _split_2x2(F, x, axis, names, channel):
+    """x with `axis` (size 4) split into two new dims of size 2, and `channel` (size 1) added."""
+    a, b = _new_dim(F, 2, names[0]), _new_dim(F, 2, names[1])
+    return F.expand_dim(F.split_dims(x, axis=axis, dims=[a, b]), channel), a, b
+
+
+def _conv3d(F, d, x):
+    """conv over (time, a, b): x's feature split into a, b (2 x 2), one input channel."""
+    ch = _new_dim(F, 1, "ch")
+    x5, a, b = _split_2x2(F, x.x, d.feature, ("a", "b"), ch)
+    w5, ka, kb = _split_2x2(F, x.filter, d.feature, ("ka", "kb"), ch)
+    kw = dict(in_dim=ch, out_dim=d.out, in_spatial_dims=[d.time, a, b], filter_size=[d.k3, ka, kb], padding="same",
+              bias=x.bias)
+    if F is dt:
+        return dt.conv(x5, w5, **kw)[0]
+    return F.conv(x5, filter=w5, **kw)[0]
+
+
+def _pool3d(F, d, x):
+    x5, a, b = _split_2x2(F, x.x, d.feature, ("a", "b"), _new_dim(F, 1, "ch"))
+    return F.pool(x5, mode="max", pool_size=(2, 2, 1), padding="valid", in_spatial_dims=[d.time, a, b])
+
+
 def _stft(F, d, x):
     y, out_time, freq = F.stft(x.audio, in_spatial_dim=d.samples, frame_step=40, frame_length=100, fft_length=128)
     return abs(y) if F is not dt else dt.abs(y), out_time
@@ -155,7 +178,8 @@ PROGRAMS = [
     Program("pool_max_int_padding", both=lambda F, d, x: F.pool(x.x, mode="max", pool_size=3, strides=2, padding=1,
                                                                 in_spatial_dims=[d.time]),
             out=(("batch", "feature", "*"),)),
-
+    Program("conv3d_same", both=_conv3d, out=(("batch", "out", "time", "*", "*"),)),
+    Program("pool3d_max_valid", both=_pool3d, out=(("batch", "*", "*", "*", "*"),)),
     # --- part B: attention, positions, loops, signal -------------------------------------------------------------
     Program("dot_attention_cross", both=_mha, out=(("batch", "heads", "time", "head_dim"),)),
     Program("dot_attention_self", both=_self_att, out=(("batch", "heads", "time", "head_dim"),)),

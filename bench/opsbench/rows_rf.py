@@ -1,6 +1,6 @@
 """Benchmark rows of the ops added for RETURNN-frontend coverage (issue 13, part A): elementwise math, masked
 select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing of gradients;
-conv/pool with int padding.
+conv/pool with int padding, 3-D conv and pool.
 
 Same conventions as rows.py and rows_array.py: each row three ways; the PyTorch side is what a competent user
 writes for the same computation (the same masking and, where the size of the result depends on data, the
@@ -205,6 +205,45 @@ def _torch_max_pool_pad1(s):
     return lambda x=s.x, m=s.mask3: F.max_pool1d(torch.where(m, x, float("-inf")).transpose(1, 2), 3, 2, 1)
 
 
+def _x5(s):
+    """x (batch, time, feature) as (batch, time, a=2, b=feature/2, ch=1), raw: three spatial dims, one channel."""
+    x = getattr(s, "raw", s).x
+    return x.view(x.shape[0], x.shape[1], 2, x.shape[2] // 2, 1)
+
+
+def _w5(s):
+    """A (out, 1, 3, 1, 3) filter from a fixed seed."""
+    g = torch.Generator().manual_seed(5)
+    return (torch.randn(s.shapes.out, 1, 3, 1, 3, generator=g) / 3.0).to(s.device)
+
+
+def _named_3d(s):
+    """(x5, w5, dims) on a named side: dims = (a, b, ch, ka, kb, kc)."""
+    a, b, ch = s.api.dim(2, "a"), s.api.dim(s.shapes.feature // 2, "b"), s.api.dim(1, "ch")
+    ks = (s.api.dim(3, "k3a"), s.api.dim(1, "k3b"), s.api.dim(3, "k3c"))
+    return (s.api.tensor(_x5(s), (s.batch, s.time, a, b, ch)), s.api.tensor(_w5(s), (s.out, ch) + ks),
+            (a, b, ch) + ks)
+
+
+def _torch_conv3d(s):
+    """PyTorch's masked 3-D conv 'same' (kernel (3, 1, 3), torch's padding (1, 0, 1)); valid frames `conv3d_valid`."""
+    s.conv3d_valid = s.mask3[:, None, :, :, None]
+    return lambda x=_x5(s), m=s.mask3[:, :, :, None, None], w=_w5(s): F.conv3d(
+        torch.where(m, x, 0.0).permute(0, 4, 1, 2, 3), w, padding=(1, 0, 1))
+
+
+def _dt_conv3d(s):
+    x, w, (a, b, ch, *ks) = _named_3d(s)
+    return lambda x=x, w=w, sp=(s.time, a, b), ks=tuple(ks), ch=ch, o=s.out: dt.conv(
+        x, w, in_dim=ch, out_dim=o, in_spatial_dims=sp, filter_size=ks, padding="same")[0]
+
+
+def _rf_conv3d(s):
+    x, w, (a, b, ch, *ks) = _named_3d(s)
+    return lambda x=x, w=w, sp=[s.time, a, b], ks=list(ks), ch=ch, o=s.out, conv=_rf(s).conv: conv(
+        x, in_dim=ch, out_dim=o, in_spatial_dims=sp, filter=w, filter_size=ks, padding="same", use_mask=True)[0]
+
+
 RF_ROWS = (
     Row("conv1d_pad1_stride2", "conv over dynamic time, feature -> out, kernel 3, int padding 1, stride 2, masked "
         "input", out=("batch", "out", "conv_time"), valid_frames="conv_pad_valid", requires=("conv",),
@@ -221,6 +260,9 @@ RF_ROWS = (
                                                                 in_spatial_dims=t)[0],
         returnn=lambda s: lambda x=s.x, t=[s.time], pool=_rf(s).pool:
             pool(x, mode="max", pool_size=3, strides=2, padding=1, in_spatial_dims=t, use_mask=True)[0]),
+    Row("conv3d", "3-D conv 'same' over (dynamic time, 2, feature / 2), 1 -> out channels, kernel (3, 1, 3), "
+        "masked input", out=("batch", "out", "time", "a", "b"), valid_frames="conv3d_valid", requires=("conv",),
+        torch=_torch_conv3d, dimtorch=_dt_conv3d, returnn=_rf_conv3d),
     Row("squared_difference", "(x - y) ** 2", out=BTF, requires=("squared_difference",),
         torch=lambda s: lambda x=s.x, y=s.y: torch.square(x - y),
         dimtorch=lambda s: lambda x=s.x, y=s.y: dt.squared_difference(x, y),

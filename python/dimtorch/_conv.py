@@ -14,8 +14,8 @@ from ._conv_args import (check_padding, conv_padding, given_out_spatial_dims, ou
 from ._pool import pool  # noqa: F401  (dimtorch/__init__.py imports it from here)
 from ._args import axis_of, check_tensor, dim_str, dims_str
 
-_CONV_FNS = {1: F.conv1d, 2: F.conv2d}
-_TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d}
+_CONV_FNS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
 # --- argument checks ------------------------------------------------------------------------------
@@ -366,7 +366,7 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
          strides: Union[int, Sequence[int]] = 1, dilation: Union[int, Sequence[int]] = 1,
          padding: Union[str, int, Sequence[int]] = "valid", groups: int = 1,
          bias: Optional[Tensor] = None) -> tuple[Tensor, tuple[Dim, ...]]:
-    """1-D or 2-D convolution (F.conv1d/F.conv2d) of x over `in_spatial_dims`, contracting `in_dim`;
+    """1-D, 2-D or 3-D convolution (F.conv1d/2d/3d) of x over `in_spatial_dims`, contracting `in_dim`;
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
     `filter` has dims (out_dim, in_dim // groups, *filter_size) in any order (`in_dim` itself when
@@ -409,7 +409,7 @@ def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_
                     remove_padding: Union[int, Sequence[int]] = 0,
                     output_padding: Optional[Union[int, Sequence[Optional[int]]]] = None, groups: int = 1,
                     bias: Optional[Tensor] = None) -> tuple[Tensor, tuple[Dim, ...]]:
-    """1-D or 2-D transposed convolution (F.conv_transpose1d/2d) of x over `in_spatial_dims`;
+    """1-D, 2-D or 3-D transposed convolution (F.conv_transpose1d/2d/3d) of x over `in_spatial_dims`;
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
     `filter` has dims (in_dim, out_dim // groups, *filter_size) in any order (`out_dim` itself when

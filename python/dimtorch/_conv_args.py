@@ -39,8 +39,8 @@ def spatial_dims(caller: str, x: Tensor, in_spatial_dims) -> tuple:
     if in_spatial_dims is None:
         raise TypeError(f"{caller}: in_spatial_dims is required (dims of x: {dims_str(x.dims)})")
     dims = dims_arg(in_spatial_dims, caller, "in_spatial_dims")
-    if len(dims) not in (1, 2):
-        raise ValueError(f"{caller}: {len(dims)} spatial dims ({dims_str(dims)}); only 1-D and 2-D are supported")
+    if len(dims) not in (1, 2, 3):
+        raise ValueError(f"{caller}: {len(dims)} spatial dims ({dims_str(dims)}); only 1-D, 2-D and 3-D are supported")
     for d in dims:
         axis_of(x, d, caller, what="in_spatial_dims entry")
     if len({id(d) for d in dims}) != len(dims):

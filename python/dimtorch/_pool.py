@@ -16,8 +16,8 @@ from ._dim_cache import drop_oldest
 from ._args import check_tensor
 
 # torch.max_pool*d: what F.max_pool*d call once return_indices is handled (one Python frame less).
-_MAX_POOL_FNS = {1: torch.max_pool1d, 2: torch.max_pool2d}
-_AVG_POOL_FNS = {1: F.avg_pool1d, 2: F.avg_pool2d}
+_MAX_POOL_FNS = {1: torch.max_pool1d, 2: torch.max_pool2d, 3: torch.max_pool3d}
+_AVG_POOL_FNS = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 
 
 class _Plan:
@@ -155,7 +155,9 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
     fit = short_pads(caller, sizes, spatial, need)
     fit = [0] * n if fit is None else fit[1::2][::-1]
     sizes = [size + extra for size, extra in zip(sizes, fit)]
-    implicit = None if in_graph else torch_padding(sizes, ks, strides, pads)
+    # torch's avg_pool3d refuses an input shorter than the window before its own padding: explicit then.
+    short_3d = mode == "avg" and n == 3 and any(size < k for size, k in zip(sizes, ks))
+    implicit = None if in_graph or short_3d else torch_padding(sizes, ks, strides, pads)
     if implicit is not None:
         torch_pads, ceil_mode = implicit
         flat_pad = [p for extra in reversed(fit) for p in (0, extra)]
@@ -225,7 +227,7 @@ def _run(plan: _Plan, x: Tensor, out_dims: tuple, in_graph: bool = False):
 def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spatial_dims: Sequence[Dim],
          out_spatial_dims: Optional[Sequence[Dim]] = None, strides: Optional[Union[int, Sequence[int]]] = None,
          padding: Union[str, int, Sequence[int]] = "valid") -> tuple[Tensor, tuple[Dim, ...]]:
-    """Max or average pooling (F.max_pool*/F.avg_pool*) over 1 or 2 spatial dims; returns (tensor,
+    """Max or average pooling (F.max_pool*/F.avg_pool*) over 1, 2 or 3 spatial dims; returns (tensor,
     out_spatial_dims), the tensor over (x's other dims, *out_spatial_dims). `strides` defaults to
     `pool_size`. Output dims as dimtorch.conv() (same 'same' padding, int padding p: p frames on
     both sides of each sequence, lengths by dim math); `out_spatial_dims` as dimtorch.conv()'s

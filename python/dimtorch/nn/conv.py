@@ -1,4 +1,5 @@
-"""Convolution layers: Conv1d, Conv2d (dt.conv), TransposedConv1d, TransposedConv2d (dt.transposed_conv)."""
+"""Convolution layers: Conv1d, Conv2d, Conv3d (dt.conv), TransposedConv1d, TransposedConv2d, TransposedConv3d
+(dt.transposed_conv)."""
 from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple, Union
@@ -85,6 +86,16 @@ class Conv2d(_Conv):
         return self._conv(x, tuple(in_spatial_dims), out_spatial_dims)
 
 
+class Conv3d(_Conv):
+    """3-D convolution over three spatial dims; `forward(x, in_spatial_dims=, out_spatial_dims=None)` returns
+    (y, out_spatial_dims)."""
+
+    _n = 3
+
+    def forward(self, x: Tensor, *, in_spatial_dims: Sequence[Dim],
+                out_spatial_dims: Optional[Sequence[Dim]] = None) -> Tuple[Tensor, tuple]:
+        return self._conv(x, tuple(in_spatial_dims), out_spatial_dims)
+
 
 class _TransposedConv(Module):
     """Transposed convolution of in_dim to out_dim over `n` spatial dims given at call time
@@ -151,5 +162,15 @@ class TransposedConv2d(_TransposedConv):
         return self._transposed_conv(x, tuple(in_spatial_dims), out_spatial_dims)
 
 
+class TransposedConv3d(_TransposedConv):
+    """3-D transposed convolution over three spatial dims; `forward(x, in_spatial_dims=, out_spatial_dims=None)`
+    returns (y, out_spatial_dims)."""
 
-__all__ = ["Conv1d", "Conv2d", "TransposedConv1d", "TransposedConv2d"]
+    _n = 3
+
+    def forward(self, x: Tensor, *, in_spatial_dims: Sequence[Dim],
+                out_spatial_dims: Optional[Sequence[Dim]] = None) -> Tuple[Tensor, tuple]:
+        return self._transposed_conv(x, tuple(in_spatial_dims), out_spatial_dims)
+
+
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "TransposedConv1d", "TransposedConv2d", "TransposedConv3d"]
