@@ -52,8 +52,8 @@ TABLE = {
         ("expand_dim", S, "dt.expand_dim", ""),
         ("expand_dims", NOT_YET, None, "expand_dim once per dim does it"),
         ("squeeze", S, "dt.squeeze", ""),
-        ("window", NOT_YET, None, "sliding windows over a dim (chunked/local attention); not needed by the "
-                                  "Conformer/Transformer/LSTM models here"),
+        ("window", S, "dt.window", "a view (unfold); int stride (a Tensor stride and a dynamic window_dim: not yet); "
+                                   "\"valid\" on a sequence shorter than the window: 0 frames (see Differences)"),
         ("concat", S, "dt.concat", "dynamic dims sequence by sequence"),
         ("concat_features", ALT, "dt.concat", "concat along the feature dims"),
         ("pad", S, "dt.pad", "value may be a Tensor over unpadded dims"),
@@ -375,6 +375,9 @@ length, so its results there depend on the batch; the comparisons below are at t
   explicitly with zeros that count, dividing by the full window; dimtorch again counts the sequence's
   frames only.) The same holds for avg pool with int padding: rf counts a shorter sequence's masked
   frames within p of its end, dimtorch only its own frames (max pool with int padding agrees).
+- **window(padding="valid")** on a sequence shorter than the window: rf's dim math gives it frames
+  (T - W + 1 < 0, then the stride's ceildiv, rounds up), windows that reach past its end; dimtorch gives
+  0 frames, as conv and pool with "valid". Longer sequences agree.
 - **copy_masked** agrees with rf everywhere (all dims orders, lengths over one or two batch dims, dims
   from dim math). The reported difference (max |diff| 0.43 on valid frames) is rf's own test program
   `test_copy_masked`: `x.copy_masked(1)` followed by an avg pool with padding="same", i.e. the avg-pool
@@ -497,10 +500,9 @@ decoders, CTC greedy decoding, beam search over dims with gather_nested, WER by 
 there except these, each listed below with its reason: `rf.audio.specaugment` (training augmentation:
 random time/feature masks per sequence, with RETURNN's train-step schedule), the CTC alignment helpers
 (`ctc_best_path`, `ctc_durations_from_path`), `rf.label_smoothing` / `rf.smooth_one_hot`
-(dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.window` (chunked
-attention), `rf.ZoneoutLSTM`, `rf.RelPosCausalSelfAttention`, the model containers
-`rf.encoder.transformer.TransformerEncoder(Layer)` and `FeedForwardGated`. A transducer (RNN-T) loss
-is in neither rf nor dimtorch."""
+(dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.ZoneoutLSTM`,
+`rf.RelPosCausalSelfAttention`, the model containers `rf.encoder.transformer.TransformerEncoder(Layer)`
+and `FeedForwardGated`. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
 
 
 def main(argv=None) -> int:

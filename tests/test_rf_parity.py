@@ -92,6 +92,10 @@ def _pool3d(F, d, x):
     return F.pool(x5, mode="max", pool_size=(2, 2, 1), padding="valid", in_spatial_dims=[d.time, a, b])
 
 
+def _window(F, d, x, **kw):
+    return F.window(x.x, spatial_dim=d.time, window_dim=_new_dim(F, 3, "window"), **kw)
+
+
 def _stft(F, d, x):
     y, out_time, freq = F.stft(x.audio, in_spatial_dim=d.samples, frame_step=40, frame_length=100, fft_length=128)
     return abs(y) if F is not dt else dt.abs(y), out_time
@@ -179,6 +183,11 @@ PROGRAMS = [
                                                                 in_spatial_dims=[d.time]),
             out=(("batch", "feature", "*"),)),
     Program("conv3d_same", both=_conv3d, out=(("batch", "out", "time", "*", "*"),)),
+    Program("window_same", both=_window, out=(("batch", "time", "feature", "*"),)),
+    Program("window_causal_pad_value", both=lambda F, d, x: _window(F, d, x, window_left=2, pad_value=0.5),
+            out=(("batch", "time", "feature", "*"),)),
+    Program("window_same_stride2", both=lambda F, d, x: _window(F, d, x, stride=2),
+            out=(("batch", "*", "feature", "*"),)),
     Program("pool3d_max_valid", both=_pool3d, out=(("batch", "*", "*", "*", "*"),)),
     # --- part B: attention, positions, loops, signal -------------------------------------------------------------
     Program("dot_attention_cross", both=_mha, out=(("batch", "heads", "time", "head_dim"),)),
@@ -341,3 +350,22 @@ def test_avg_pool_int_padding_differs_where_returnn_frontend_is_batch_dependent(
         y1, (o1,) = rf.pool(x1, in_spatial_dims=[t1], **kw)
         torch.testing.assert_close(t_raw[b, :n], y1.copy_compatible_to_dims_raw([one, o1, rf_d.feature])[0])
     assert not differs[LENGTHS.index(max(LENGTHS))] and any(differs), differs
+
+
+def test_window_valid_on_a_sequence_shorter_than_the_window_differs(rf):
+    """window(padding="valid") on a sequence shorter than the window: rf's dim math gives it a frame (T - W + 1 < 0
+    rounds up to 1 with stride 2), a window reaching past the sequence's end; dimtorch gives 0 frames, as conv and
+    pool do with "valid". The other sequences agree."""
+    from returnn.tensor import Dim as RfDim
+    rf_d, rf_x = make_data(rf, RfDim, RfDim(3, name="batch"))
+    dt_d, dt_x = make_data(dt, dt.Dim, dt.Dim(None, name="batch"))
+    r, r_out = _window(rf, rf_d, rf_x, padding="valid", stride=2)
+    t, t_out = _window(dt, dt_d, dt_x, padding="valid", stride=2)
+    assert LENGTHS == (6, 4, 1)
+    assert r_out.dyn_size_ext.raw_tensor.tolist() == [2, 1, 1] and t_out.dyn_size.raw.tolist() == [2, 1, 0]
+    r_win = next(e for e in r.dims if e.name == "window")
+    t_win = t.dims[-1]
+    r_raw = r.copy_compatible_to_dims_raw([rf_d.batch, r_out, rf_d.feature, r_win])
+    t_raw = t.raw_aligned((dt_d.batch, t_out, dt_d.feature, t_win))
+    torch.testing.assert_close(t_raw[0, :2], r_raw[0, :2])
+    torch.testing.assert_close(t_raw[1, :1], r_raw[1, :1])

@@ -1,6 +1,6 @@
 """Benchmark rows of the ops added for RETURNN-frontend coverage (issue 13, part A): elementwise math, masked
 select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing of gradients;
-conv/pool with int padding, 3-D conv and pool.
+conv/pool with int padding, 3-D conv and pool, window.
 
 Same conventions as rows.py and rows_array.py: each row three ways; the PyTorch side is what a competent user
 writes for the same computation (the same masking and, where the size of the result depends on data, the
@@ -244,6 +244,16 @@ def _rf_conv3d(s):
         x, in_dim=ch, out_dim=o, in_spatial_dims=sp, filter=w, filter_size=ks, padding="same", use_mask=True)[0]
 
 
+def _torch_window(s, size, stride):
+    """PyTorch's centered windows of `size` every `stride` frames over masked time (pad 0): pad, then unfold (a view);
+    the valid output frames go aside as `window_valid` (batch, out time, 1, 1)."""
+    right = size // 2
+    n_out = -(-s.T // stride)
+    s.window_valid = _out_valid(s, n_out, -(-s.lengths // stride), (s.B, -1, 1, 1))
+    return lambda x=s.x, m=s.mask3: F.pad(torch.where(m, x, 0.0), (0, 0, size - 1 - right, right)).unfold(
+        1, size, stride)
+
+
 RF_ROWS = (
     Row("conv1d_pad1_stride2", "conv over dynamic time, feature -> out, kernel 3, int padding 1, stride 2, masked "
         "input", out=("batch", "out", "conv_time"), valid_frames="conv_pad_valid", requires=("conv",),
@@ -260,6 +270,19 @@ RF_ROWS = (
                                                                 in_spatial_dims=t)[0],
         returnn=lambda s: lambda x=s.x, t=[s.time], pool=_rf(s).pool:
             pool(x, mode="max", pool_size=3, strides=2, padding=1, in_spatial_dims=t, use_mask=True)[0]),
+    Row("window3", "centered windows of 3 frames over dynamic time (frames past each sequence's end: 0)",
+        out=("batch", "time", "feature", "w"), valid_frames="window_valid", requires=("window",),
+        torch=lambda s: _torch_window(s, 3, 1),
+        dimtorch=lambda s: lambda x=s.x, t=s.time, w=s.api.dim(3, "w"): dt.window(x, spatial_dim=t, window_dim=w)[0],
+        returnn=lambda s: lambda x=s.x, t=s.time, w=s.api.dim(3, "w"), fn=_rf(s).window:
+            fn(x, spatial_dim=t, window_dim=w)[0]),
+    Row("window8_stride4", "windows of 8 frames every 4 over dynamic time (chunks with overlap, as chunked attention)",
+        out=("batch", "chunk", "feature", "w"), valid_frames="window_valid", requires=("window",),
+        torch=lambda s: _torch_window(s, 8, 4),
+        dimtorch=lambda s: lambda x=s.x, t=s.time, w=s.api.dim(8, "w"): dt.window(x, spatial_dim=t, window_dim=w,
+                                                                                   stride=4)[0],
+        returnn=lambda s: lambda x=s.x, t=s.time, w=s.api.dim(8, "w"), fn=_rf(s).window:
+            fn(x, spatial_dim=t, window_dim=w, stride=4)[0]),
     Row("conv3d", "3-D conv 'same' over (dynamic time, 2, feature / 2), 1 -> out channels, kernel (3, 1, 3), "
         "masked input", out=("batch", "out", "time", "a", "b"), valid_frames="conv3d_valid", requires=("conv",),
         torch=_torch_conv3d, dimtorch=_dt_conv3d, returnn=_rf_conv3d),

@@ -24,6 +24,7 @@ from ._shape_ops import expand_dim, replace_dim, split_dims, squeeze  # noqa: F4
 from ._masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
 from ._reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 from ._repeat import repeat  # noqa: F401
+from ._window import window  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from . import _compile
 from ._pickle import register_safe_globals as _register_safe_globals

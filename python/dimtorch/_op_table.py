@@ -103,6 +103,7 @@ _DEFINITIONS = {
     "stft": "_signal",
     "where_nested": "_nested",
     "while_loop": "_loop",
+    "window": "_window",
 }
 
 
