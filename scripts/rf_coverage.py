@@ -301,8 +301,11 @@ TABLE = {
     "audio.mel": [("mel_filterbank", S, "dt.audio.mel_filterbank", ""),
                   ("log_mel_filterbank_from_raw", S, "dt.audio.log_mel_filterbank_from_raw", "")],
     "audio.specaugment": [
-        ("specaugment", NOT_YET, None, "ASR training augmentation (random time/feature masks per sequence)"),
-        ("random_mask", NOT_YET, None, "ASR training augmentation"), ("mask", NOT_YET, None, "ASR training augmentation"),
+        ("specaugment", S, "dt.audio.specaugment", "no run context: step= and training= are arguments; "
+                                                  "generator=; count range per sequence (rf's newest); no device read"),
+        ("random_mask", S, "dt.audio.random_mask", "counts drawn and gated on the device, slots a host bound "
+                                                  "(rf's static-traceable form; its eager form reads the counts' max)"),
+        ("mask", S, "dt.audio.mask", "generator="),
     ],
     "init": [
         ("ParamInit", ALT, "dt.nn.init.Initializer", ""), ("ParamInitType", ALT, "dt.nn.init.Initializer", ""),
@@ -497,8 +500,7 @@ _ASR_MT = """\
 
 The layers and ops of the models here (Conformer + CTC, Transformer encoder-decoder, LSTM, attention
 decoders, CTC greedy decoding, beam search over dims with gather_nested, WER by edit_distance) are all
-there except these, each listed below with its reason: `rf.audio.specaugment` (training augmentation:
-random time/feature masks per sequence, with RETURNN's train-step schedule), the CTC alignment helpers
+there except these, each listed below with its reason: the CTC alignment helpers
 (`ctc_best_path`, `ctc_durations_from_path`), `rf.label_smoothing` / `rf.smooth_one_hot`
 (dt.cross_entropy(label_smoothing=) covers the loss), `rf.reduce_logmeanexp`, `rf.ZoneoutLSTM`,
 `rf.RelPosCausalSelfAttention`, the model containers `rf.encoder.transformer.TransformerEncoder(Layer)`

@@ -74,6 +74,8 @@ OPS = [
                                               dt.mask_nested(s.x, mask=s.att > 0.0, mask_value=0.0)]),
     ("last_frame_position_of_dim", lambda s: [dt.last_frame_position_of_dim(s.time, device=s.device)]),
     ("window", lambda s: [dt.window(s.x, spatial_dim=s.time, window_dim=dt.Dim(3, name="w"), stride=2)[0]]),
+    ("specaugment", lambda s: [dt.audio.specaugment(s.x, spatial_dim=s.time, feature_dim=s.feat, step=5000,
+                                                    num_spatial_mask_factor=2, max_consecutive_spatial_dims=2)]),
     ("pool with int padding", lambda s: [dt.pool(s.x, mode="avg", pool_size=3, padding=1, in_spatial_dims=s.time)[0]]),
 ]
 

@@ -96,6 +96,20 @@ def _window(F, d, x, **kw):
     return F.window(x.x, spatial_dim=d.time, window_dim=_new_dim(F, 3, "window"), **kw)
 
 
+def _mask_amount_1(F, d, x):
+    """rf.audio.mask with max_amount=1: exactly the frame at pos per sequence (deterministic)."""
+    raw = torch.tensor([5, 2, 0])
+    if F is dt:
+        return dt.audio.mask(x.x, mask_axis=d.time, pos=dt.Tensor(raw, (d.batch,)), max_amount=1)
+    return F.audio.mask(x.x, mask_axis=d.time, pos=F.convert_to_tensor(raw.int(), dims=[d.batch]), max_amount=1)
+
+
+def _random_mask_count(F, d, x):
+    """Frames masked per sequence by 2 single-frame masks: min(2, T) on both sides (where they fall is random)."""
+    y = F.audio.random_mask(x.x, mask_axis=d.time, broadcast_axis=d.feature, min_num=2, max_num=2, max_dims=1)
+    return F.reduce_sum(F.cast(F.reduce_all(y == 0.0, axis=d.feature), "int32"), axis=d.time)
+
+
 def _stft(F, d, x):
     y, out_time, freq = F.stft(x.audio, in_spatial_dim=d.samples, frame_step=40, frame_length=100, fft_length=128)
     return abs(y) if F is not dt else dt.abs(y), out_time
@@ -183,6 +197,8 @@ PROGRAMS = [
                                                                 in_spatial_dims=[d.time]),
             out=(("batch", "feature", "*"),)),
     Program("conv3d_same", both=_conv3d, out=(("batch", "out", "time", "*", "*"),)),
+    Program("specaugment_mask_amount_1", both=_mask_amount_1, out=(BTF,)),
+    Program("specaugment_random_mask_count", both=_random_mask_count, out=(("batch",),)),
     Program("window_same", both=_window, out=(("batch", "time", "feature", "*"),)),
     Program("window_causal_pad_value", both=lambda F, d, x: _window(F, d, x, window_left=2, pad_value=0.5),
             out=(("batch", "time", "feature", "*"),)),

@@ -1,6 +1,6 @@
 """Benchmark rows of the ops added for RETURNN-frontend coverage (issue 13, part A): elementwise math, masked
 select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing of gradients;
-conv/pool with int padding, 3-D conv and pool, window.
+conv/pool with int padding, 3-D conv and pool, window, specaugment.
 
 Same conventions as rows.py and rows_array.py: each row three ways; the PyTorch side is what a competent user
 writes for the same computation (the same masking and, where the size of the result depends on data, the
@@ -254,6 +254,37 @@ def _torch_window(s, size, stride):
         1, size, stride)
 
 
+def _torch_random_mask(x, length, lo, hi, k, max_dims, axis):
+    """PyTorch: per batch entry, num in [lo, hi] masks of 1..max_dims frames at distinct positions of `axis` (1 or 2
+    of (batch, time, feature)) within `length` (per entry, or an int), all drawn on x's device; zero there."""
+    b, n = x.shape[0], x.shape[axis]
+    num = (torch.rand(b, device=x.device) * (hi - lo + 1)).floor().long() + lo
+    scores = torch.rand(b, n, device=x.device)
+    if isinstance(length, torch.Tensor):
+        scores = torch.where(torch.arange(n, device=x.device) < length[:, None], scores, -1.0)
+    pos = torch.topk(scores, k, dim=-1).indices
+    end = torch.minimum(pos + (torch.rand(b, k, device=x.device) * max_dims).floor().long() + 1,
+                        length[:, None] if isinstance(length, torch.Tensor) else torch.tensor(length))
+    frames = torch.arange(n, device=x.device)
+    cond = (frames >= pos[..., None]) & (frames < end[..., None]) & (torch.arange(k, device=x.device)[:, None] <
+                                                                     num[:, None, None])
+    return torch.where(cond.any(1).unsqueeze(3 - axis), 0.0, x)
+
+
+def _torch_specaugment(s):
+    """PyTorch: SpecAugment's time masks (count range from each sequence's length, factor 100 -> 2..8 for short
+    sequences) then feature masks, no host read (the slot bound from the host lengths, made once per batch)."""
+    longest = int(s.lengths.max())
+    k = min(max(longest // 100, 2) * 4, longest, s.T)
+
+    def run(x=s.x, length=s.lengths.to(s.device), k=k, f=s.shapes.feature):
+        lo = length.clamp(max=2)
+        hi = torch.minimum((length // 100).clamp(min=2) * 4, length)
+        x = _torch_random_mask(x, length, lo, hi, k, 20, 1)
+        return _torch_random_mask(x, f, 2, 5, min(5, f), f // 5, 2)
+    return run
+
+
 RF_ROWS = (
     Row("conv1d_pad1_stride2", "conv over dynamic time, feature -> out, kernel 3, int padding 1, stride 2, masked "
         "input", out=("batch", "out", "conv_time"), valid_frames="conv_pad_valid", requires=("conv",),
@@ -283,6 +314,14 @@ RF_ROWS = (
                                                                                    stride=4)[0],
         returnn=lambda s: lambda x=s.x, t=s.time, w=s.api.dim(8, "w"), fn=_rf(s).window:
             fn(x, spatial_dim=t, window_dim=w, stride=4)[0]),
+    Row("specaugment", "SpecAugment at step 5000 (time masks of <= 20 frames, feature masks of <= feature / 5), "
+        "per sequence, drawn on the device (random: values not compared)", out=BTF, check="none", meta=False,
+        requires=("audio.specaugment",),
+        torch=_torch_specaugment,
+        dimtorch=lambda s: lambda x=s.x, t=s.time, f=s.feature: dt.audio.specaugment(x, spatial_dim=t, feature_dim=f,
+                                                                                      step=5000),
+        returnn=lambda s: lambda x=s.x, t=s.time, f=s.feature, fn=_rf(s).audio.specaugment:
+            fn(x, spatial_dim=t, feature_dim=f, global_train_step_dependent=False, only_on_train=False)),
     Row("conv3d", "3-D conv 'same' over (dynamic time, 2, feature / 2), 1 -> out channels, kernel (3, 1, 3), "
         "masked input", out=("batch", "out", "time", "a", "b"), valid_frames="conv3d_valid", requires=("conv",),
         torch=_torch_conv3d, dimtorch=_dt_conv3d, returnn=_rf_conv3d),

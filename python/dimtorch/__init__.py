@@ -34,7 +34,7 @@ from ._attention import dot_attention  # noqa: F401
 from ._loop import cond, scan, while_loop  # noqa: F401
 from ._signal import stft  # noqa: F401
 from ._safe_log import safe_log  # noqa: F401
-from . import audio  # noqa: F401  (dt.audio.mel_filterbank, dt.audio.log_mel_filterbank_from_raw)
+from . import audio  # noqa: F401  (dt.audio.mel_filterbank, log_mel_filterbank_from_raw, specaugment, ...)
 from ._concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
 from ._decoding import ctc_greedy_decode, edit_distance  # noqa: F401
 from ._gating import gating  # noqa: F401
