@@ -52,8 +52,8 @@ TABLE = {
         ("expand_dim", S, "dt.expand_dim", ""),
         ("expand_dims", S, "dt.expand_dims", "one view, the new dims first in the given order"),
         ("squeeze", S, "dt.squeeze", ""),
-        ("window", NOT_YET, None, "sliding windows over a dim (chunked/local attention); not needed by the "
-                                  "Conformer/Transformer/LSTM models here"),
+        ("window", S, "dt.window", "a view (unfold); int stride (a Tensor stride and a dynamic window_dim: not yet); "
+                                   "\"valid\" on a sequence shorter than the window: 0 frames (see Differences)"),
         ("concat", S, "dt.concat", "dynamic dims sequence by sequence"),
         ("concat_features", ALT, "dt.concat", "concat along the feature dims"),
         ("pad", S, "dt.pad", "value may be a Tensor over unpadded dims"),
@@ -141,17 +141,18 @@ TABLE = {
     ],
     "control_flow_ctx": [(n, NA, None, EAGER) for n in ("control_flow_ctx", "get_current_control_flow_ctx")],
     "conv": [
-        ("conv", S, "dt.conv", "filter positional, dilation= (rf: dilation_rate=); padding \"valid\"/\"same\" (int "
-                               "padding: not yet); out_spatial_dims=: not yet"),
+        ("conv", S, "dt.conv", "filter positional, dilation= (rf: dilation_rate=); padding \"valid\", \"same\" or "
+                               "ints; 1-3 spatial dims; out_spatial_dims= checked against the computed dims"),
         ("Conv1d", S, "dt.nn.Conv1d", "out_dim may be in_dim"), ("Conv2d", S, "dt.nn.Conv2d", ""),
-        ("Conv3d", NOT_YET, None, "1-D and 2-D only"),
-        ("transposed_conv", S, "dt.transposed_conv", ""),
+        ("Conv3d", S, "dt.nn.Conv3d", ""),
+        ("transposed_conv", S, "dt.transposed_conv", "out_spatial_dims= checked against the computed dims"),
         ("TransposedConv1d", S, "dt.nn.TransposedConv1d", ""), ("TransposedConv2d", S, "dt.nn.TransposedConv2d", ""),
-        ("TransposedConv3d", NOT_YET, None, "1-D and 2-D only"),
-        ("pool", S, "dt.pool", "avg with padding=\"same\" averages each sequence's own frames (see Differences)"),
+        ("TransposedConv3d", S, "dt.nn.TransposedConv3d", ""),
+        ("pool", S, "dt.pool", "avg with padding=\"same\" or ints averages each sequence's own frames (see "
+                               "Differences); dilation_rate=, nd=, use_mask=: not yet"),
         ("max_pool", ALT, "dt.pool", "mode=\"max\""), ("max_pool1d", ALT, "dt.pool", "mode=\"max\""),
         ("pool1d", ALT, "dt.pool", "one spatial dim"), ("pool2d", ALT, "dt.pool", "two spatial dims"),
-        ("pool3d", NOT_YET, None, "1-D and 2-D only"),
+        ("pool3d", ALT, "dt.pool", "three spatial dims"),
         ("make_conv_out_spatial_dims", S, "dt.make_conv_out_spatial_dims", "the very dims dt.conv/dt.pool return"),
         ("calc_conv_out_length", ALT, "dt.make_conv_out_spatial_dims", "dim math on Dims"),
         ("make_transposed_conv_out_spatial_dims", S, "dt.make_transposed_conv_out_spatial_dims", ""),
@@ -317,8 +318,11 @@ TABLE = {
     "audio.mel": [("mel_filterbank", S, "dt.audio.mel_filterbank", ""),
                   ("log_mel_filterbank_from_raw", S, "dt.audio.log_mel_filterbank_from_raw", "")],
     "audio.specaugment": [
-        ("specaugment", NOT_YET, None, "ASR training augmentation (random time/feature masks per sequence)"),
-        ("random_mask", NOT_YET, None, "ASR training augmentation"), ("mask", NOT_YET, None, "ASR training augmentation"),
+        ("specaugment", S, "dt.audio.specaugment", "no run context: step= and training= are arguments; "
+                                                  "generator=; count range per sequence (rf's newest); no device read"),
+        ("random_mask", S, "dt.audio.random_mask", "counts drawn and gated on the device, slots a host bound "
+                                                  "(rf's static-traceable form; its eager form reads the counts' max)"),
+        ("mask", S, "dt.audio.mask", "generator="),
     ],
     "init": [
         ("ParamInit", ALT, "dt.nn.init.Initializer", ""), ("ParamInitType", ALT, "dt.nn.init.Initializer", ""),
@@ -401,7 +405,11 @@ length, so its results there depend on the batch; the comparisons below are at t
   then differs between the batch and the sequence alone: rf is batch-dependent there. dimtorch averages
   over each sequence's own frames, which equals rf on every sequence alone. Kept. (Even windows: rf pads
   explicitly with zeros that count, dividing by the full window; dimtorch again counts the sequence's
-  frames only.)
+  frames only.) The same holds for avg pool with int padding: rf counts a shorter sequence's masked
+  frames within p of its end, dimtorch only its own frames (max pool with int padding agrees).
+- **window(padding="valid")** on a sequence shorter than the window: rf's dim math gives it frames
+  (T - W + 1 < 0, then the stride's ceildiv, rounds up), windows that reach past its end; dimtorch gives
+  0 frames, as conv and pool with "valid". Longer sequences agree.
 - **copy_masked** agrees with rf everywhere (all dims orders, lengths over one or two batch dims, dims
   from dim math). The reported difference (max |diff| 0.43 on valid frames) is rf's own test program
   `test_copy_masked`: `x.copy_masked(1)` followed by an avg pool with padding="same", i.e. the avg-pool
@@ -521,10 +529,10 @@ _ASR_MT = """\
 
 The layers and ops of the models here (Conformer + CTC, Transformer encoder-decoder, LSTM, attention
 decoders, CTC greedy decoding, beam search over dims with gather_nested, WER by edit_distance) are all
-there except these, each listed below with its reason: `rf.audio.specaugment` (training augmentation:
-random time/feature masks per sequence, with RETURNN's train-step schedule), `rf.window` (chunked
-attention), conv with int padding, and Conv3d/pool3d. A transducer (RNN-T) loss is in neither rf nor
-dimtorch."""
+there, with the differences and limits named in the notes above (e.g. `rf.ctc_loss`'s max_approx and
+label_loop options, a causal self-attention continued from a full-sequence call's state, a Tensor stride of
+`rf.window`). Left "not yet": weight noise/dropout and the parametrization API (regularizers of some LSTM
+setups), and the E-Branchformer. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
 
 
 def main(argv=None) -> int:

@@ -20,6 +20,9 @@ def test_rf_rows_are_listed_and_agree():
     assert all(r.name in names for r in RF_ROWS) and len(set(names)) == len(names)
     sides = make_sides(TINY, ReturnnSetup(None, None, "n/a", False, "not used here"))
     for row in RF_ROWS:
+        if row.check == "none":  # random (specaugment): built and run, values not comparable
+            row.dimtorch(sides.dimtorch)()
+            continue
         expected = agreement.as_raw(row.torch(sides.torch)(), row.out)
         got = agreement.as_raw(row.dimtorch(sides.dimtorch)(), row.out)
         assert agreement.disagreement(row, expected, got, sides.torch) == "", row.name

@@ -194,7 +194,7 @@ def test_conv_errors():
     with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): filter must have dims \('out'\(3\), 'feature'\(2\), "
                                          r"'k'\(2\)\), has"):
         dt.conv(pb.x, make_filter(out_dim, pb.feature, (dt.Dim(2, name="k2"),)), in_dim=pb.feature, **kw)
-    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): padding must be 'valid' or 'same'"):
+    with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): padding must be 'valid', 'same' or ints >= 0, got 'full'"):
         dt.conv(pb.x, w, in_dim=pb.feature, padding="full", **kw)
     with pytest.raises(ValueError, match=r"dimtorch\.conv\(\): filter_size must be 1 static Dims"):
         dt.conv(pb.x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time], filter_size=[2])
@@ -416,7 +416,7 @@ def pool_plan(x, **kw):
     from dimtorch import _pool
     dt.pool(x, **kw)
     key = _pool._plan_key(x, kw["mode"], kw["pool_size"], kw["in_spatial_dims"], kw.get("strides"),
-                          kw.get("padding", "valid"))
+                          kw.get("padding", "valid"), kw.get("out_spatial_dims"))
     return _pool._PLANS[key]
 
 
@@ -541,7 +541,7 @@ def test_pool_plan_goes_with_its_dims_and_ids_reused_do_not_hit():
         valid = valid_mask(y.dims, y.raw.shape)
         oracle = pool_oracle(pb.x.raw, lengths, "max", 2, 2, "same", expected)
         torch.testing.assert_close(torch.where(valid, y.raw, 0), torch.where(valid, oracle, 0))
-        return _pool._plan_key(pb.x, "max", 2, (pb.time,), None, "same")
+        return _pool._plan_key(pb.x, "max", 2, (pb.time,), None, "same", None)
 
     # New dims of one raw shape, other lengths: CPython soon gives them the dead dims' ids (the same
     # key); each call must still get its own lengths.
@@ -586,7 +586,7 @@ def test_pool_errors_after_a_cached_call():
         dt.pool(pb.x, mode="max", pool_size=3, in_spatial_dims=[pb.feature])
     with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): mode must be 'max' or 'avg', got 'min'"):
         dt.pool(pb.x, mode="min", pool_size=2, strides=1, in_spatial_dims=[pb.time], padding="same")
-    with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): padding must be 'valid' or 'same'"):
+    with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): padding must be 'valid', 'same' or ints >= 0"):
         dt.pool(pb.x, mode="max", pool_size=2, strides=1, in_spatial_dims=[pb.time], padding="full")
     with pytest.raises(TypeError, match=r"dimtorch\.pool\(\): x must be a dimtorch\.Tensor, got Tensor"):
         dt.pool(pb.x.raw, pool_size=2, strides=1, **kw)

@@ -85,6 +85,10 @@ OPS = [
         path=dt.cast(s.att > 0.0, "int64"), path_spatial_dim=s.time, blank_index=0, targets_spatial_dim=s.other)[0],
         dt.ctc_no_label_loop_blank_durations_from_path(
         path=dt.cast(s.att > 0.0, "int64"), path_spatial_dim=s.time, blank_index=0, targets_spatial_dim=s.other)[0]]),
+    ("window", lambda s: [dt.window(s.x, spatial_dim=s.time, window_dim=dt.Dim(3, name="w"), stride=2)[0]]),
+    ("specaugment", lambda s: [dt.audio.specaugment(s.x, spatial_dim=s.time, feature_dim=s.feat, step=5000,
+                                                    num_spatial_mask_factor=2, max_consecutive_spatial_dims=2)]),
+    ("pool with int padding", lambda s: [dt.pool(s.x, mode="avg", pool_size=3, padding=1, in_spatial_dims=s.time)[0]]),
 ]
 
 

@@ -32,7 +32,7 @@ def _conv_env(order, lengths=(7, 3, 0, 2), extra_time=2):
 
 
 @settings(max_examples=15)
-@given(order=st.sampled_from(ORDERS), padding=st.sampled_from(["valid", "same"]), stride=st.integers(1, 3),
+@given(order=st.sampled_from(ORDERS), padding=st.sampled_from(["valid", "same", 1, (2,)]), stride=st.integers(1, 3),
        dilation=st.integers(1, 2), extra=st.integers(0, 2))
 def test_conv_1d(order, padding, stride, dilation, extra):
     env = _conv_env(order, extra_time=extra)
@@ -73,7 +73,8 @@ def test_transposed_conv(order, padding, strides, output_padding, remove_padding
 
 
 @settings(max_examples=20)
-@given(order=st.sampled_from(ORDERS), mode=st.sampled_from(["max", "avg"]), padding=st.sampled_from(["valid", "same"]),
+@given(order=st.sampled_from(ORDERS), mode=st.sampled_from(["max", "avg"]),
+       padding=st.sampled_from(["valid", "same", 1, (2,)]),
        ks_stride=st.sampled_from([(2, None), (3, 1), (3, 2), (4, 3)]), extra=st.integers(0, 3))
 def test_pool_1d(order, mode, padding, ks_stride, extra):
     env = with_order(padded_env((7, 3, 0, 2), extra_time=extra, pad=1e30), "x", order)
@@ -100,3 +101,25 @@ def test_in_graph_calls_keep_no_plans():
     assert len(_PLANS) == n
     from dimtorch._conv import _CONV_PLANS
     assert id(env["w"]) not in _CONV_PLANS
+
+
+def _env_3d():
+    """x over (batch, time, feature, h, ch): three spatial dims (time dynamic), one channel."""
+    env = padded_env((6, 3, 0, 2), extra_time=1, feature=4)
+    gen = torch.Generator().manual_seed(5)
+    env["h"], env["ch"], env["out"] = h, ch, out = dt.Dim(2, name="h"), dt.Dim(1, name="ch"), dt.Dim(2, name="out")
+    env["ks"] = ks = (dt.Dim(3, name="k1"), dt.Dim(2, name="k2"), dt.Dim(1, name="k3"))
+    env["x"] = dt.Tensor(env["x"].raw[..., None, None].expand(-1, -1, -1, 2, 1), env["x"].dims + (h, ch))
+    env["w"] = dt.Tensor(torch.randn(2, 1, 3, 2, 1, generator=gen), (out, ch) + ks)
+    return env
+
+
+@pytest.mark.parametrize("padding", ["valid", "same", (1, 0, 1)])
+def test_conv_and_pool_3d(padding):
+    env = _env_3d()
+    check_all(lambda e: conv(e["x"], e["w"], in_dim=e["ch"], out_dim=e["out"],
+                             in_spatial_dims=(e["time"], e["feature"], e["h"]), filter_size=e["ks"], strides=(2, 1, 1),
+                             padding=padding), env)
+    for mode in ("max", "avg"):
+        check_all(lambda e: pool(e["x"], mode=mode, pool_size=(2, 2, 1), strides=(2, 1, 1), padding=padding,
+                                 in_spatial_dims=(e["time"], e["feature"], e["h"])), env)

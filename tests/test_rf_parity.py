@@ -65,6 +65,51 @@ def _dt_conv(F, d, x, padding, strides):
     return y, out_time
 
 
+def _new_dim(F, size, name):
+    return dt.Dim(size, name=name) if F is dt else _rf_dim(size, name)
+
+
+def _split_2x2(F, x, axis, names, channel):
+    """x with `axis` (size 4) split into two new dims of size 2, and `channel` (size 1) added."""
+    a, b = _new_dim(F, 2, names[0]), _new_dim(F, 2, names[1])
+    return F.expand_dim(F.split_dims(x, axis=axis, dims=[a, b]), channel), a, b
+
+
+def _conv3d(F, d, x):
+    """conv over (time, a, b): x's feature split into a, b (2 x 2), one input channel."""
+    ch = _new_dim(F, 1, "ch")
+    x5, a, b = _split_2x2(F, x.x, d.feature, ("a", "b"), ch)
+    w5, ka, kb = _split_2x2(F, x.filter, d.feature, ("ka", "kb"), ch)
+    kw = dict(in_dim=ch, out_dim=d.out, in_spatial_dims=[d.time, a, b], filter_size=[d.k3, ka, kb], padding="same",
+              bias=x.bias)
+    if F is dt:
+        return dt.conv(x5, w5, **kw)[0]
+    return F.conv(x5, filter=w5, **kw)[0]
+
+
+def _pool3d(F, d, x):
+    x5, a, b = _split_2x2(F, x.x, d.feature, ("a", "b"), _new_dim(F, 1, "ch"))
+    return F.pool(x5, mode="max", pool_size=(2, 2, 1), padding="valid", in_spatial_dims=[d.time, a, b])
+
+
+def _window(F, d, x, **kw):
+    return F.window(x.x, spatial_dim=d.time, window_dim=_new_dim(F, 3, "window"), **kw)
+
+
+def _mask_amount_1(F, d, x):
+    """rf.audio.mask with max_amount=1: exactly the frame at pos per sequence (deterministic)."""
+    raw = torch.tensor([5, 2, 0])
+    if F is dt:
+        return dt.audio.mask(x.x, mask_axis=d.time, pos=dt.Tensor(raw, (d.batch,)), max_amount=1)
+    return F.audio.mask(x.x, mask_axis=d.time, pos=F.convert_to_tensor(raw.int(), dims=[d.batch]), max_amount=1)
+
+
+def _random_mask_count(F, d, x):
+    """Frames masked per sequence by 2 single-frame masks: min(2, T) on both sides (where they fall is random)."""
+    y = F.audio.random_mask(x.x, mask_axis=d.time, broadcast_axis=d.feature, min_num=2, max_num=2, max_dims=1)
+    return F.reduce_sum(F.cast(F.reduce_all(y == 0.0, axis=d.feature), "int32"), axis=d.time)
+
+
 def _stft(F, d, x):
     y, out_time, freq = F.stft(x.audio, in_spatial_dim=d.samples, frame_step=40, frame_length=100, fft_length=128)
     return abs(y) if F is not dt else dt.abs(y), out_time
@@ -174,6 +219,20 @@ PROGRAMS = [
                                                           in_spatial_dims=[d.time]),
             out=(("batch", "feature", "*"),)),
     Program("make_conv_out_spatial_dims", both=_conv_dims),
+    Program("conv_int_padding_stride2", rf=lambda F, d, x: _conv(F, d, x, 1, 2),
+            dt=lambda F, d, x: _dt_conv(F, d, x, 1, 2), out=(("batch", "out", "*"),)),
+    Program("pool_max_int_padding", both=lambda F, d, x: F.pool(x.x, mode="max", pool_size=3, strides=2, padding=1,
+                                                                in_spatial_dims=[d.time]),
+            out=(("batch", "feature", "*"),)),
+    Program("conv3d_same", both=_conv3d, out=(("batch", "out", "time", "*", "*"),)),
+    Program("specaugment_mask_amount_1", both=_mask_amount_1, out=(BTF,)),
+    Program("specaugment_random_mask_count", both=_random_mask_count, out=(("batch",),)),
+    Program("window_same", both=_window, out=(("batch", "time", "feature", "*"),)),
+    Program("window_causal_pad_value", both=lambda F, d, x: _window(F, d, x, window_left=2, pad_value=0.5),
+            out=(("batch", "time", "feature", "*"),)),
+    Program("window_same_stride2", both=lambda F, d, x: _window(F, d, x, stride=2),
+            out=(("batch", "*", "feature", "*"),)),
+    Program("pool3d_max_valid", both=_pool3d, out=(("batch", "*", "*", "*", "*"),)),
     # --- part B: attention, positions, loops, signal -------------------------------------------------------------
     Program("dot_attention_cross", both=_mha, out=(("batch", "heads", "time", "head_dim"),)),
     Program("dot_attention_self", both=_self_att, out=(("batch", "heads", "time", "head_dim"),)),
@@ -386,3 +445,45 @@ def test_avg_pool_same_differs_where_returnn_frontend_is_batch_dependent(rf, poo
         torch.testing.assert_close(t_raw[b, :n_out[b]], y1.copy_compatible_to_dims_raw([one, o1, rf_d.feature])[0])
     longest = LENGTHS.index(max(LENGTHS))
     assert not differs[longest] and any(differs), differs
+
+
+def test_avg_pool_int_padding_differs_where_returnn_frontend_is_batch_dependent(rf):
+    """avg pool with int padding: as with "same", rf masks a shorter sequence's padding with 0 and counts those
+    frames (torch's own padding is not counted), so windows within p of a shorter sequence's end differ from
+    the sequence alone; dimtorch gives what rf gives for each sequence alone."""
+    from returnn.tensor import Dim as RfDim
+    rf_d, rf_x = make_data(rf, RfDim, RfDim(3, name="batch"))
+    dt_d, dt_x = make_data(dt, dt.Dim, dt.Dim(None, name="batch"))
+    kw = dict(mode="avg", pool_size=3, strides=1, padding=1)
+    r, (out_rf,) = rf.pool(rf_x.x, in_spatial_dims=[rf_d.time], **kw)
+    t, (out_dt,) = dt.pool(dt_x.x, in_spatial_dims=[dt_d.time], **kw)
+    r_raw = r.copy_compatible_to_dims_raw([rf_d.batch, out_rf, rf_d.feature])
+    t_raw = t.raw_aligned((dt_d.batch, out_dt, dt_d.feature))
+    differs = []
+    for b, n in enumerate(LENGTHS):
+        differs.append(not torch.allclose(t_raw[b, :n], r_raw[b, :n]))
+        one = RfDim(1, name="one")
+        t1 = RfDim(rf.convert_to_tensor(torch.tensor([n], dtype=torch.int32), dims=[one]), name="t1")
+        x1 = rf.convert_to_tensor(rf_x.x.raw_tensor[b:b + 1, :n].clone(), dims=[one, t1, rf_d.feature])
+        y1, (o1,) = rf.pool(x1, in_spatial_dims=[t1], **kw)
+        torch.testing.assert_close(t_raw[b, :n], y1.copy_compatible_to_dims_raw([one, o1, rf_d.feature])[0])
+    assert not differs[LENGTHS.index(max(LENGTHS))] and any(differs), differs
+
+
+def test_window_valid_on_a_sequence_shorter_than_the_window_differs(rf):
+    """window(padding="valid") on a sequence shorter than the window: rf's dim math gives it a frame (T - W + 1 < 0
+    rounds up to 1 with stride 2), a window reaching past the sequence's end; dimtorch gives 0 frames, as conv and
+    pool do with "valid". The other sequences agree."""
+    from returnn.tensor import Dim as RfDim
+    rf_d, rf_x = make_data(rf, RfDim, RfDim(3, name="batch"))
+    dt_d, dt_x = make_data(dt, dt.Dim, dt.Dim(None, name="batch"))
+    r, r_out = _window(rf, rf_d, rf_x, padding="valid", stride=2)
+    t, t_out = _window(dt, dt_d, dt_x, padding="valid", stride=2)
+    assert LENGTHS == (6, 4, 1)
+    assert r_out.dyn_size_ext.raw_tensor.tolist() == [2, 1, 1] and t_out.dyn_size.raw.tolist() == [2, 1, 0]
+    r_win = next(e for e in r.dims if e.name == "window")
+    t_win = t.dims[-1]
+    r_raw = r.copy_compatible_to_dims_raw([rf_d.batch, r_out, rf_d.feature, r_win])
+    t_raw = t.raw_aligned((dt_d.batch, t_out, dt_d.feature, t_win))
+    torch.testing.assert_close(t_raw[0, :2], r_raw[0, :2])
+    torch.testing.assert_close(t_raw[1, :1], r_raw[1, :1])

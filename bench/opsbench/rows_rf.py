@@ -1,6 +1,7 @@
 """Benchmark rows of the ops added for RETURNN-frontend coverage (issue 13, part A): elementwise math, masked
 select/scatter, reshape, replace_dim_v2, search_sorted, repeat, the scatter modes, label smoothing (of gradients,
-probabilities and labels), reduce_logmeanexp, lerp, scatter_count, top_k_mask, top_p_mask.
+probabilities and labels), reduce_logmeanexp, lerp, scatter_count, top_k_mask, top_p_mask, reduce_out,
+scaled_gradient_ext; conv/pool with int padding, 3-D conv and pool, window, specaugment.
 
 Same conventions as rows.py and rows_array.py: each row three ways; the PyTorch side is what a competent user
 writes for the same computation (the same masking and, where the size of the result depends on data, the
@@ -219,8 +220,145 @@ def _probs(s):
     raw = getattr(s, "raw", s).x.softmax(-1)
     return s.api.tensor(raw, (s.batch, s.time, s.feature)) if hasattr(s, "api") else raw
 
+def _out_valid(s, n_out, out_lengths, shape):
+    """(batch, n_out) valid output frames, viewed as `shape` (-1 for batch and time)."""
+    return (torch.arange(n_out, device=s.device)[None, :] < out_lengths.to(s.device)[:, None]).view(shape)
+
+
+def _torch_conv_pad1(s):
+    """PyTorch's masked conv with torch's padding 1 and stride 2; the valid output frames go aside as `conv_pad_valid`."""
+    k = s.shapes.conv_kernel
+    s.conv_pad_valid = _out_valid(s, (s.T + 2 - k) // 2 + 1, (s.lengths + 2 - k) // 2 + 1, (s.B, 1, -1))
+    return lambda x=s.x, m=s.mask3, w=s.conv_w: F.conv1d(torch.where(m, x, 0.0).transpose(1, 2), w, stride=2,
+                                                        padding=1)
+
+
+def _torch_max_pool_pad1(s):
+    """PyTorch's masked max pool 3, stride 2, padding 1 (-inf: torch's own); valid frames aside as `pool_pad_valid`."""
+    s.pool_pad_valid = _out_valid(s, (s.T - 1) // 2 + 1, (s.lengths - 1) // 2 + 1, (s.B, 1, -1))
+    return lambda x=s.x, m=s.mask3: F.max_pool1d(torch.where(m, x, float("-inf")).transpose(1, 2), 3, 2, 1)
+
+
+def _x5(s):
+    """x (batch, time, feature) as (batch, time, a=2, b=feature/2, ch=1), raw: three spatial dims, one channel."""
+    x = getattr(s, "raw", s).x
+    return x.view(x.shape[0], x.shape[1], 2, x.shape[2] // 2, 1)
+
+
+def _w5(s):
+    """A (out, 1, 3, 1, 3) filter from a fixed seed."""
+    g = torch.Generator().manual_seed(5)
+    return (torch.randn(s.shapes.out, 1, 3, 1, 3, generator=g) / 3.0).to(s.device)
+
+
+def _named_3d(s):
+    """(x5, w5, dims) on a named side: dims = (a, b, ch, ka, kb, kc)."""
+    a, b, ch = s.api.dim(2, "a"), s.api.dim(s.shapes.feature // 2, "b"), s.api.dim(1, "ch")
+    ks = (s.api.dim(3, "k3a"), s.api.dim(1, "k3b"), s.api.dim(3, "k3c"))
+    return (s.api.tensor(_x5(s), (s.batch, s.time, a, b, ch)), s.api.tensor(_w5(s), (s.out, ch) + ks),
+            (a, b, ch) + ks)
+
+
+def _torch_conv3d(s):
+    """PyTorch's masked 3-D conv 'same' (kernel (3, 1, 3), torch's padding (1, 0, 1)); valid frames `conv3d_valid`."""
+    s.conv3d_valid = s.mask3[:, None, :, :, None]
+    return lambda x=_x5(s), m=s.mask3[:, :, :, None, None], w=_w5(s): F.conv3d(
+        torch.where(m, x, 0.0).permute(0, 4, 1, 2, 3), w, padding=(1, 0, 1))
+
+
+def _dt_conv3d(s):
+    x, w, (a, b, ch, *ks) = _named_3d(s)
+    return lambda x=x, w=w, sp=(s.time, a, b), ks=tuple(ks), ch=ch, o=s.out: dt.conv(
+        x, w, in_dim=ch, out_dim=o, in_spatial_dims=sp, filter_size=ks, padding="same")[0]
+
+
+def _rf_conv3d(s):
+    x, w, (a, b, ch, *ks) = _named_3d(s)
+    return lambda x=x, w=w, sp=[s.time, a, b], ks=list(ks), ch=ch, o=s.out, conv=_rf(s).conv: conv(
+        x, in_dim=ch, out_dim=o, in_spatial_dims=sp, filter=w, filter_size=ks, padding="same", use_mask=True)[0]
+
+
+def _torch_window(s, size, stride):
+    """PyTorch's centered windows of `size` every `stride` frames over masked time (pad 0): pad, then unfold (a view);
+    the valid output frames go aside as `window_valid` (batch, out time, 1, 1)."""
+    right = size // 2
+    n_out = -(-s.T // stride)
+    s.window_valid = _out_valid(s, n_out, -(-s.lengths // stride), (s.B, -1, 1, 1))
+    return lambda x=s.x, m=s.mask3: F.pad(torch.where(m, x, 0.0), (0, 0, size - 1 - right, right)).unfold(
+        1, size, stride)
+
+
+def _torch_random_mask(x, length, lo, hi, k, max_dims, axis):
+    """PyTorch: per batch entry, num in [lo, hi] masks of 1..max_dims frames at distinct positions of `axis` (1 or 2
+    of (batch, time, feature)) within `length` (per entry, or an int), all drawn on x's device; zero there."""
+    b, n = x.shape[0], x.shape[axis]
+    num = (torch.rand(b, device=x.device) * (hi - lo + 1)).floor().long() + lo
+    scores = torch.rand(b, n, device=x.device)
+    if isinstance(length, torch.Tensor):
+        scores = torch.where(torch.arange(n, device=x.device) < length[:, None], scores, -1.0)
+    pos = torch.topk(scores, k, dim=-1).indices
+    end = torch.minimum(pos + (torch.rand(b, k, device=x.device) * max_dims).floor().long() + 1,
+                        length[:, None] if isinstance(length, torch.Tensor) else torch.tensor(length))
+    frames = torch.arange(n, device=x.device)
+    cond = (frames >= pos[..., None]) & (frames < end[..., None]) & (torch.arange(k, device=x.device)[:, None] <
+                                                                     num[:, None, None])
+    return torch.where(cond.any(1).unsqueeze(3 - axis), 0.0, x)
+
+
+def _torch_specaugment(s):
+    """PyTorch: SpecAugment's time masks (count range from each sequence's length, factor 100 -> 2..8 for short
+    sequences) then feature masks, no host read (the slot bound from the host lengths, made once per batch)."""
+    longest = int(s.lengths.max())
+    k = min(max(longest // 100, 2) * 4, longest, s.T)
+
+    def run(x=s.x, length=s.lengths.to(s.device), k=k, f=s.shapes.feature):
+        lo = length.clamp(max=2)
+        hi = torch.minimum((length // 100).clamp(min=2) * 4, length)
+        x = _torch_random_mask(x, length, lo, hi, k, 20, 1)
+        return _torch_random_mask(x, f, 2, 5, min(5, f), f // 5, 2)
+    return run
+
 
 RF_ROWS = (
+    Row("conv1d_pad1_stride2", "conv over dynamic time, feature -> out, kernel 3, int padding 1, stride 2, masked "
+        "input", out=("batch", "out", "conv_time"), valid_frames="conv_pad_valid", requires=("conv",),
+        torch=_torch_conv_pad1,
+        dimtorch=lambda s: lambda x=s.x, w=s.conv_w, f=s.feature, o=s.out, t=(s.time,), k=(s.kernel,):
+            dt.conv(x, w, in_dim=f, out_dim=o, in_spatial_dims=t, filter_size=k, padding=1, strides=2)[0],
+        returnn=lambda s: lambda x=s.x, w=s.conv_w, f=s.feature, o=s.out, t=[s.time], k=[s.kernel], conv=_rf(s).conv:
+            conv(x, in_dim=f, out_dim=o, in_spatial_dims=t, filter=w, filter_size=k, padding=1, strides=2,
+                 use_mask=True)[0]),
+    Row("pool_max_pad1", "max pool 3, stride 2, int padding 1 over dynamic time, padding never wins",
+        out=("batch", "feature", "pooled"), valid_frames="pool_pad_valid", requires=("pool",),
+        torch=_torch_max_pool_pad1,
+        dimtorch=lambda s: lambda x=s.x, t=(s.time,): dt.pool(x, mode="max", pool_size=3, strides=2, padding=1,
+                                                                in_spatial_dims=t)[0],
+        returnn=lambda s: lambda x=s.x, t=[s.time], pool=_rf(s).pool:
+            pool(x, mode="max", pool_size=3, strides=2, padding=1, in_spatial_dims=t, use_mask=True)[0]),
+    Row("window3", "centered windows of 3 frames over dynamic time (frames past each sequence's end: 0)",
+        out=("batch", "time", "feature", "w"), valid_frames="window_valid", requires=("window",),
+        torch=lambda s: _torch_window(s, 3, 1),
+        dimtorch=lambda s: lambda x=s.x, t=s.time, w=s.api.dim(3, "w"): dt.window(x, spatial_dim=t, window_dim=w)[0],
+        returnn=lambda s: lambda x=s.x, t=s.time, w=s.api.dim(3, "w"), fn=_rf(s).window:
+            fn(x, spatial_dim=t, window_dim=w)[0]),
+    Row("window8_stride4", "windows of 8 frames every 4 over dynamic time (chunks with overlap, as chunked attention)",
+        out=("batch", "chunk", "feature", "w"), valid_frames="window_valid", requires=("window",),
+        torch=lambda s: _torch_window(s, 8, 4),
+        dimtorch=lambda s: lambda x=s.x, t=s.time, w=s.api.dim(8, "w"): dt.window(x, spatial_dim=t, window_dim=w,
+                                                                                   stride=4)[0],
+        returnn=lambda s: lambda x=s.x, t=s.time, w=s.api.dim(8, "w"), fn=_rf(s).window:
+            fn(x, spatial_dim=t, window_dim=w, stride=4)[0]),
+    Row("specaugment", "SpecAugment at step 5000 (time masks of <= 20 frames, feature masks of <= feature / 5), "
+        "per sequence, drawn on the device (random: values not compared)", out=BTF, check="none", meta=False,
+        requires=("audio.specaugment",),
+        torch=_torch_specaugment,
+        dimtorch=lambda s: lambda x=s.x, t=s.time, f=s.feature: dt.audio.specaugment(x, spatial_dim=t, feature_dim=f,
+                                                                                      step=5000),
+        returnn=lambda s: lambda x=s.x, t=s.time, f=s.feature, fn=_rf(s).audio.specaugment:
+            fn(x, spatial_dim=t, feature_dim=f, global_train_step_dependent=False, only_on_train=False)),
+    Row("conv3d", "3-D conv 'same' over (dynamic time, 2, feature / 2), 1 -> out channels, kernel (3, 1, 3), "
+        "masked input", out=("batch", "out", "time", "a", "b"), valid_frames="conv3d_valid", requires=("conv",),
+        torch=_torch_conv3d, dimtorch=_dt_conv3d, returnn=_rf_conv3d),
     Row("squared_difference", "(x - y) ** 2", out=BTF, requires=("squared_difference",),
         torch=lambda s: lambda x=s.x, y=s.y: torch.square(x - y),
         dimtorch=lambda s: lambda x=s.x, y=s.y: dt.squared_difference(x, y),

@@ -24,6 +24,7 @@ from ._shape_ops import expand_dim, expand_dims, replace_dim, split_dims, squeez
 from ._masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
 from ._reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 from ._repeat import repeat  # noqa: F401
+from ._window import window  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from . import _compile
 from ._pickle import register_safe_globals as _register_safe_globals
@@ -36,7 +37,7 @@ from ._attention import dot_attention  # noqa: F401
 from ._loop import cond, scan, while_loop  # noqa: F401
 from ._signal import stft  # noqa: F401
 from ._safe_log import safe_log  # noqa: F401
-from . import audio  # noqa: F401  (dt.audio.mel_filterbank, dt.audio.log_mel_filterbank_from_raw)
+from . import audio  # noqa: F401  (dt.audio.mel_filterbank, log_mel_filterbank_from_raw, specaugment, ...)
 from ._concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
 from ._decoding import ctc_greedy_decode, edit_distance  # noqa: F401
 from ._ctc_align import (  # noqa: F401

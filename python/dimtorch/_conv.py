@@ -9,13 +9,13 @@ import torch.nn.functional as F
 
 from . import _in_graph, _tracing
 from ._C import Dim, Tensor
-from ._conv_args import (check_padding, out_spatial_dim, per_dim, permuted, plan_perm, same_pads, short_pads,
-                         spatial_dims, transposed_extra, transposed_out_dim)
+from ._conv_args import (check_padding, conv_padding, given_out_spatial_dims, out_spatial_dim, per_dim, permuted,
+                         plan_perm, same_pads, short_pads, spatial_dims, transposed_extra, transposed_out_dim)
 from ._pool import pool  # noqa: F401  (dimtorch/__init__.py imports it from here)
 from ._args import axis_of, check_tensor, dim_str, dims_str
 
-_CONV_FNS = {1: F.conv1d, 2: F.conv2d}
-_TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d}
+_CONV_FNS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
 # --- argument checks ------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ class _Plan:
     """
 
     __slots__ = ("ref", "args", "n", "want", "aligned", "fn", "torch_args", "pre_pad", "need", "out_math",
-                 "crops", "transposed", "layout")
+                 "padding", "crops", "transposed", "layout")
 
     def matches(self, filter, args: tuple) -> bool:
         return self.ref() is filter and self.args == args
@@ -156,7 +156,7 @@ def _conv_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
     filter_size = _filter_size(caller, filter_size, spatial)
     strides = per_dim(caller, "strides", strides, n)
     dilation = per_dim(caller, "dilation", dilation, n)
-    check_padding(caller, padding)
+    padding = conv_padding(caller, padding, n)
     _check_channels(caller, in_dim, out_dim, groups)
     filter_in = in_dim if groups == 1 else in_dim // groups
     if filter_in is out_dim:
@@ -168,7 +168,11 @@ def _conv_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
     k_effs = [dl * (fd.size - 1) + 1 for dl, fd in zip(dilation, filter_size)]
     plan.out_math, plan.crops = tuple(zip(k_effs, strides)), (0,) * n
     plan.pre_pad, torch_padding = None, 0
-    if padding == "same":
+    plan.padding = (padding,) * n if type(padding) is str else padding
+    if type(padding) is tuple:  # torch's own zero padding on both sides
+        plan.need = tuple(max(1, k - 2 * p) for k, p in zip(k_effs, padding))
+        torch_padding = padding
+    elif padding == "same":
         plan.need = (1,) * n
         pads = same_pads(k_effs)
         if all(left == right for left, right in pads):
@@ -188,6 +192,7 @@ def _transposed_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
     strides = tuple(d.size for d in filter_size) if strides is None else per_dim(caller, "strides", strides, n)
     dilation = per_dim(caller, "dilation", dilation, n)
     check_padding(caller, padding)
+    plan_padding = (padding,) * n
     output_padding = _optional_per_dim(caller, "output_padding", output_padding, n)
     remove_padding = per_dim(caller, "remove_padding", remove_padding, n, minimum=0)
     _check_channels(caller, in_dim, out_dim, groups)
@@ -211,6 +216,7 @@ def _transposed_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
         out_math.append((s, extra))
         crops.append(left)
     plan.out_math, plan.crops, plan.need, plan.pre_pad = tuple(out_math), tuple(crops), (1,) * n, None
+    plan.padding = plan_padding
     plan.torch_args = (strides, 0, tuple(torch_output_padding), groups, dilation)
     return plan
 
@@ -221,15 +227,16 @@ class _Layout:
     """The steps from x's raw to torch's (N, C, *S) and from torch's result to the output, for one
     x dims tuple, spatial dims argument and raw shape; kept on the plan for the next call."""
 
-    __slots__ = ("dims", "spatial_arg", "shape", "masked", "perm", "merge", "narrow_in", "fit_pad", "narrow_out",
-                 "unmerge", "out_dims", "out_spatial")
+    __slots__ = ("dims", "spatial_arg", "out_arg", "shape", "masked", "perm", "merge", "narrow_in", "fit_pad",
+                 "narrow_out", "unmerge", "out_dims", "out_spatial")
 
-    def matches(self, x: Tensor, in_spatial_dims) -> bool:
-        return self.dims == x.dims and self.spatial_arg == in_spatial_dims and self.shape == x.raw.shape
+    def matches(self, x: Tensor, in_spatial_dims, out_spatial_dims) -> bool:
+        return (self.dims == x.dims and self.spatial_arg == in_spatial_dims and self.shape == x.raw.shape
+                and (self.out_arg is out_spatial_dims or self.out_arg == out_spatial_dims))
 
 
-def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spatial_dims, in_graph: bool = False
-                ) -> _Layout:
+def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spatial_dims, out_spatial_dims,
+                in_graph: bool = False) -> _Layout:
     spatial = _check_x_args(caller, x, in_dim, in_spatial_dims)
     if len(spatial) != plan.n:
         _filter_size(caller, plan.args[2], spatial)  # raises: the filter has plan.n spatial dims
@@ -247,6 +254,7 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
     lay = _Layout()
     lay.dims, lay.shape = dims, shape
     lay.spatial_arg = list(in_spatial_dims) if type(in_spatial_dims) is list else in_spatial_dims
+    lay.out_arg = list(out_spatial_dims) if type(out_spatial_dims) is list else out_spatial_dims
     # Zeroed padding of x never reaches valid output frames or the filter's gradient.
     lay.masked = any(d.dyn_size is not None for d in spatial)
     lay.perm = plan_perm(order)
@@ -267,8 +275,11 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
     if plan.transposed:
         lay.out_spatial = tuple(transposed_out_dim(d, s, extra) for d, (s, extra) in zip(spatial, plan.out_math))
     else:
-        padding = plan.args[5]
-        lay.out_spatial = tuple(out_spatial_dim(d, k, s, padding) for d, (k, s) in zip(spatial, plan.out_math))
+        lay.out_spatial = tuple(out_spatial_dim(d, k, s, p) for d, (k, s), p in zip(spatial, plan.out_math,
+                                                                                      plan.padding))
+    if out_spatial_dims is not None:
+        lay.out_spatial = given_out_spatial_dims(caller, out_spatial_dims, lay.out_spatial, lead + (out_dim,),
+                                                 not in_graph)
     lay.out_dims = lead + (out_dim,) + lay.out_spatial
     lay.narrow_out = None  # from the first result's shape (see _run)
     return lay
@@ -291,7 +302,7 @@ def _narrow_out(out_shape, lay: _Layout, plan: _Plan, in_graph: bool = False) ->
     return steps
 
 
-def _run_in_graph(caller: str, build, x, filter, args: tuple, in_spatial_dims, bias):
+def _run_in_graph(caller: str, build, x, filter, args: tuple, in_spatial_dims, out_spatial_dims, bias):
     """The call while tracing: the plan and layout made for this call and kept nowhere (the caches
     are keyed by object ids and hold host sizes and lengths), x's padding masked in the graph, no
     narrowing to max lengths."""
@@ -299,15 +310,16 @@ def _run_in_graph(caller: str, build, x, filter, args: tuple, in_spatial_dims, b
     plan = build(caller, filter, spatial, args)
     plan.n, plan.args = len(spatial), args
     in_dim, out_dim = args[0], args[1]
-    lay = _new_layout(caller, plan, x, in_dim, out_dim, in_spatial_dims, in_graph=True)
+    lay = _new_layout(caller, plan, x, in_dim, out_dim, in_spatial_dims, out_spatial_dims, in_graph=True)
     return _apply(caller, plan, lay, x, filter, out_dim, bias, True)
 
 
-def _run(caller: str, plan: _Plan, x, filter: Tensor, in_dim: Dim, out_dim: Dim, in_spatial_dims, bias):
+def _run(caller: str, plan: _Plan, x, filter: Tensor, in_dim: Dim, out_dim: Dim, in_spatial_dims, out_spatial_dims,
+         bias):
     """The call: x through plan's torch function with x's layout (made or reused)."""
     lay = plan.layout
-    if lay is None or not isinstance(x, Tensor) or not lay.matches(x, in_spatial_dims):
-        lay = plan.layout = _new_layout(caller, plan, x, in_dim, out_dim, in_spatial_dims)
+    if lay is None or not isinstance(x, Tensor) or not lay.matches(x, in_spatial_dims, out_spatial_dims):
+        lay = plan.layout = _new_layout(caller, plan, x, in_dim, out_dim, in_spatial_dims, out_spatial_dims)
     return _apply(caller, plan, lay, x, filter, out_dim, bias, False)
 
 
@@ -350,10 +362,11 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
 # --- the ops ------------------------------------------------------------------------------------------
 
 def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
-         filter_size: Sequence[Dim], strides: Union[int, Sequence[int]] = 1,
-         dilation: Union[int, Sequence[int]] = 1, padding: str = "valid", groups: int = 1,
+         out_spatial_dims: Optional[Sequence[Dim]] = None, filter_size: Sequence[Dim],
+         strides: Union[int, Sequence[int]] = 1, dilation: Union[int, Sequence[int]] = 1,
+         padding: Union[str, int, Sequence[int]] = "valid", groups: int = 1,
          bias: Optional[Tensor] = None) -> tuple[Tensor, tuple[Dim, ...]]:
-    """1-D or 2-D convolution (F.conv1d/F.conv2d) of x over `in_spatial_dims`, contracting `in_dim`;
+    """1-D, 2-D or 3-D convolution (F.conv1d/2d/3d) of x over `in_spatial_dims`, contracting `in_dim`;
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
     `filter` has dims (out_dim, in_dim // groups, *filter_size) in any order (`in_dim` itself when
@@ -369,7 +382,14 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
       padding; for stride 1 this is torch's padding='same'). Output frame t then sees input frames
       t*s - left + j*dilation for every sequence alike, so each sequence gets what it gets alone
       (batch independence); unlike TF's 'same' with stride > 1, the padding does not depend on T.
+    - padding an int p (or one per spatial dim): p zero frames on both sides of each sequence (torch's
+      padding=p; the right ones after the sequence's own end, its zeroed padding), then as "valid":
+      (T + 2p - k_eff) // s + 1.
     Output padding frames hold garbage (bias and partial sums), as padding may.
+
+    `out_spatial_dims` (RETURNN's): dims to name the output's spatial axes instead of the computed
+    ones; each must be the computed dim or have its size (static) or its lengths (dynamic, compared
+    on the host), else a ValueError names both.
 
     While tracing: plans and layouts are made per call and cached nowhere, x's padding is masked
     in the graph, and the output keeps torch's frames beyond the longest sequence (padding)."""
@@ -378,18 +398,18 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
         in_spatial_dims = _spatial_arg(in_spatial_dims)
     args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups)
     if _tracing.tracing():
-        return _run_in_graph(caller, _conv_plan, x, filter, args, in_spatial_dims, bias)
+        return _run_in_graph(caller, _conv_plan, x, filter, args, in_spatial_dims, out_spatial_dims, bias)
     plan = _cached_plan(_CONV_PLANS, caller, x, filter, args, in_spatial_dims, _conv_plan)
-    return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, bias)
+    return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, out_spatial_dims, bias)
 
 
 def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
-                    filter_size: Sequence[Dim], strides: Optional[Union[int, Sequence[int]]] = None,
+                    out_spatial_dims: Optional[Sequence[Dim]] = None, filter_size: Sequence[Dim], strides: Optional[Union[int, Sequence[int]]] = None,
                     dilation: Union[int, Sequence[int]] = 1, padding: str = "valid",
                     remove_padding: Union[int, Sequence[int]] = 0,
                     output_padding: Optional[Union[int, Sequence[Optional[int]]]] = None, groups: int = 1,
                     bias: Optional[Tensor] = None) -> tuple[Tensor, tuple[Dim, ...]]:
-    """1-D or 2-D transposed convolution (F.conv_transpose1d/2d) of x over `in_spatial_dims`;
+    """1-D, 2-D or 3-D transposed convolution (F.conv_transpose1d/2d/3d) of x over `in_spatial_dims`;
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
     `filter` has dims (in_dim, out_dim // groups, *filter_size) in any order (`out_dim` itself when
@@ -405,6 +425,7 @@ def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_
     Lengths follow by dim math on the host (never below 0); an empty sequence (T = 0) gives the
     frames above that no input reaches, holding the bias. Padding of x is zeroed first, and every
     crop is the same for all sequences, so each sequence gets what it gets alone.
+    `out_spatial_dims`: as dt.conv's (checked against the computed dims).
     While tracing, as dt.conv: nothing cached, masks in the graph, frames beyond the longest
     sequence kept (after the left crop)."""
     caller = "dimtorch.transposed_conv()"
@@ -412,6 +433,6 @@ def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_
         in_spatial_dims = _spatial_arg(in_spatial_dims)
     args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups, output_padding, remove_padding)
     if _tracing.tracing():
-        return _run_in_graph(caller, _transposed_plan, x, filter, args, in_spatial_dims, bias)
+        return _run_in_graph(caller, _transposed_plan, x, filter, args, in_spatial_dims, out_spatial_dims, bias)
     plan = _cached_plan(_TRANSPOSED_PLANS, caller, x, filter, args, in_spatial_dims, _transposed_plan)
-    return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, bias)
+    return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, out_spatial_dims, bias)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import torch
+
 from ._C import Dim, Tensor, ceildiv
 from ._args import axis_of, dim_str, dims_arg, dims_str
 from .ops._support import names_errors
@@ -37,23 +39,76 @@ def spatial_dims(caller: str, x: Tensor, in_spatial_dims) -> tuple:
     if in_spatial_dims is None:
         raise TypeError(f"{caller}: in_spatial_dims is required (dims of x: {dims_str(x.dims)})")
     dims = dims_arg(in_spatial_dims, caller, "in_spatial_dims")
-    if len(dims) not in (1, 2):
-        raise ValueError(f"{caller}: {len(dims)} spatial dims ({dims_str(dims)}); only 1-D and 2-D are supported")
+    if len(dims) not in (1, 2, 3):
+        raise ValueError(f"{caller}: {len(dims)} spatial dims ({dims_str(dims)}); only 1-D, 2-D and 3-D are supported")
     for d in dims:
         axis_of(x, d, caller, what="in_spatial_dims entry")
-    if len(dims) == 2 and dims[0] is dims[1]:
+    if len({id(d) for d in dims}) != len(dims):
         raise ValueError(f"{caller}: in_spatial_dims lists a dim twice ({dims_str(dims)})")
     return dims
 
 
-def out_spatial_dim(d: Dim, k_eff: int, stride: int, padding: str) -> Dim:
+def out_spatial_dim(d: Dim, k_eff: int, stride: int, padding) -> Dim:
     """valid: ceildiv(T - (k_eff - 1), s) = (T - k_eff) // s + 1 (0 when T < k_eff);
-    same: ceildiv(T, s). By dim math, so lengths follow on the host (and static sizes stay static)."""
+    same: ceildiv(T, s); an int p: valid over T + 2p. By dim math, so lengths follow on the host
+    (and static sizes stay static)."""
     if d.size is None and d.dyn_size is None:
         return Dim(None, name=f"{d.name}:conv")  # size from data: the raw result decides
+    if type(padding) is int:
+        d, padding = (d + 2 * padding if padding else d), "valid"
     if padding == "valid":
         d = d - (k_eff - 1)
     return ceildiv(d, stride)
+
+
+def conv_padding(caller: str, padding, n: int):
+    """conv's and pool's padding: "valid", "same", or ints >= 0 (an int, or one per spatial dim)
+    added on both sides of each spatial dim (torch's padding=); ints come back as a tuple of n."""
+    if type(padding) is str and padding in ("valid", "same"):
+        return padding
+    if isinstance(padding, str):
+        raise ValueError(f"{caller}: padding must be 'valid', 'same' or ints >= 0, got {padding!r}")
+    try:
+        return per_dim(caller, "padding", padding, n, minimum=0)
+    except TypeError:
+        raise TypeError(f"{caller}: padding must be 'valid', 'same', an int or a sequence of {n} ints, "
+                        f"got {padding!r}") from None
+
+
+def _lengths_str(d: Dim) -> str:
+    return f"size {d.size}" if d.dyn_size is None else f"lengths {d.dyn_size.raw.tolist()}"
+
+
+def given_out_spatial_dims(caller: str, given, computed: Sequence[Dim], other_dims: Sequence[Dim],
+                           check_lengths: bool = True) -> tuple:
+    """The user's out_spatial_dims, each checked against the dim computed by dim math: the same
+    Dim, or one of the same kind with the same size (static) or the same lengths over the same
+    dims (dynamic; host lengths, no device read), or one that takes its size from data where the
+    computed one does. None: the computed dims.
+    While tracing (check_lengths False) the lengths are not compared."""
+    if given is None:
+        return tuple(computed)
+    dims = dims_arg(given, caller, "out_spatial_dims")
+    if len(dims) != len(computed):
+        raise ValueError(f"{caller}: out_spatial_dims has {len(dims)} dims ({dims_str(dims)}), one per spatial "
+                         f"dim is needed ({len(computed)})")
+    if len({id(d) for d in dims}) != len(dims) or any(d is o for d in dims for o in other_dims):
+        raise ValueError(f"{caller}: out_spatial_dims ({dims_str(dims)}) must be distinct dims that are not among "
+                         f"the output's other dims ({dims_str(other_dims)})")
+    for i, (g, c) in enumerate(zip(dims, computed)):
+        if g is c:
+            continue
+        if c.dyn_size is None and c.size is None:
+            fits = g.dyn_size is None and g.size is None
+        elif c.dyn_size is None:
+            fits = g.dyn_size is None and g.size == c.size
+        else:
+            fits = g.dyn_size is not None and g.dyn_size.dims == c.dyn_size.dims and (
+                not check_lengths or torch.equal(g.dyn_size.raw, c.dyn_size.raw))
+        if not fits:
+            raise ValueError(f"{caller}: out_spatial_dims[{i}] {dim_str(g)} ({_lengths_str(g)}) does not match the "
+                             f"output dim {dim_str(c)} ({_lengths_str(c)})")
+    return dims
 
 
 def transposed_extra(k_eff: int, s: int, padding: str, output_padding: Optional[int], remove_padding: int) -> tuple:
@@ -116,9 +171,9 @@ def make_conv_out_spatial_dims(in_spatial_dims: Sequence[Dim], *, filter_size, p
         if isinstance(p, int):
             if p < 0:
                 raise ValueError(f"{caller}: padding must be >= 0, got {padding!r}")
-            d, p = (d + 2 * p if p else d), "valid"
-        check_padding(caller, p.lower() if isinstance(p, str) else p)
-        out.append(out_spatial_dim(d, dl * (k - 1) + 1, s, p.lower()))
+        else:
+            p = check_padding(caller, p.lower() if isinstance(p, str) else p)
+        out.append(out_spatial_dim(d, dl * (k - 1) + 1, s, p))
     return out
 
 

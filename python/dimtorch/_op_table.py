@@ -134,6 +134,7 @@ _DEFINITIONS = {
     "random_choice_with_replacement": "_sampling",
     "slice_update": "_slice_update",
     "expand_make_non_empty": "_slice_update",
+    "window": "_window",
 }
 
 

@@ -10,14 +10,14 @@ import torch.nn.functional as F
 
 from . import _in_graph, _tracing
 from ._C import Dim, Tensor
-from ._conv_args import (check_padding, is_dynamic, out_spatial_dim, per_dim, permuted, plan_perm, same_pads,
-                         short_pads, spatial_dims)
+from ._conv_args import (conv_padding, given_out_spatial_dims, is_dynamic, out_spatial_dim, per_dim, permuted,
+                         plan_perm, same_pads, short_pads, spatial_dims)
 from ._dim_cache import drop_oldest
 from ._args import check_tensor
 
 # torch.max_pool*d: what F.max_pool*d call once return_indices is handled (one Python frame less).
-_MAX_POOL_FNS = {1: torch.max_pool1d, 2: torch.max_pool2d}
-_AVG_POOL_FNS = {1: F.avg_pool1d, 2: F.avg_pool2d}
+_MAX_POOL_FNS = {1: torch.max_pool1d, 2: torch.max_pool2d, 3: torch.max_pool3d}
+_AVG_POOL_FNS = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 
 
 class _Plan:
@@ -45,13 +45,14 @@ def _int_tuple(v):
     return False
 
 
-def _plan_key(x, mode, pool_size, in_spatial_dims, strides, padding):
+def _plan_key(x, mode, pool_size, in_spatial_dims, strides, padding, out_spatial_dims):
     """The plan cache's key of a call, or None for arguments the cache leaves to the checks. Dims
     by id: a plan in the cache holds its dims' weak refs, so an id there is its live dim's. The
-    raw shape's length tells x's dims from the spatial ones."""
+    raw shape's length tells x's dims from the spatial ones (and "out" from given out dims)."""
     ks = pool_size if type(pool_size) is int else _int_tuple(pool_size)
     ss = strides if strides is None or type(strides) is int else _int_tuple(strides)
-    if type(x) is not Tensor or type(mode) is not str or type(padding) is not str or ks is False or ss is False:
+    pd = padding if type(padding) is str or type(padding) is int else _int_tuple(padding)
+    if type(x) is not Tensor or type(mode) is not str or pd is False or ks is False or ss is False:
         return None
     t = type(in_spatial_dims)
     if t is tuple or t is list:
@@ -61,7 +62,16 @@ def _plan_key(x, mode, pool_size, in_spatial_dims, strides, padding):
     else:
         return None
     raw = x.raw
-    return (mode, ks, ss, padding, raw.shape, raw.dtype, *map(id, x.dims), *spatial)
+    if out_spatial_dims is None:
+        return (mode, ks, ss, pd, raw.shape, raw.dtype, *map(id, x.dims), *spatial)
+    t = type(out_spatial_dims)
+    if t is tuple or t is list:
+        out = map(id, out_spatial_dims)
+    elif t is Dim:
+        out = (id(out_spatial_dims),)
+    else:
+        return None
+    return (mode, ks, ss, pd, raw.shape, raw.dtype, *map(id, x.dims), *spatial, "out", *out)
 
 
 def _store(key, plan: _Plan, dims: Sequence[Dim]) -> None:
@@ -99,7 +109,7 @@ def torch_padding(sizes: Sequence[int], ks: Sequence[int], strides: Sequence[int
     return None
 
 
-def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, strides: tuple, padding: str,
+def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, strides: tuple, padding,
                in_graph: bool = False):
     """The plan of a checked call, and its out spatial dims. In graph (while tracing): no narrowing
     to max lengths (x's raw sizes, symbolic then, are the padded sizes) and explicit padding (torch's
@@ -113,7 +123,8 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
     plan.fill = float("-inf") if mode == "max" else 0.0
     # With padding="valid", the window of every valid output frame lies inside its sequence, and
     # pooling has no weights whose gradient could meet padding values: no mask is needed then.
-    plan.masked = padding == "same" and any(is_dynamic(d) for d in spatial)
+    # Int padding: windows reach p frames past each sequence's end, its masked padding.
+    plan.masked = padding != "valid" and any(is_dynamic(d) for d in spatial)
     order = plan.lead_pos + spatial_pos
     n_lead = len(plan.lead_pos)
     plan.n_lead = n_lead
@@ -135,11 +146,18 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
         plan.merge = (math.prod(lead_shape[:-1]), lead_shape[-1]) + tuple(sizes)
     # A dynamic axis shorter than needed holds sequences that give 0 frames: right-padded (its
     # result is narrowed to 0); a static one is an error.
-    fit = short_pads(caller, sizes, spatial, [1] * n if padding == "same" else ks)
+    if padding == "same":
+        need, pads = [1] * n, same_pads(ks)
+    elif padding == "valid":
+        need, pads = ks, [(0, 0)] * n
+    else:
+        need, pads = [max(1, k - 2 * p) for k, p in zip(ks, padding)], [(p, p) for p in padding]
+    fit = short_pads(caller, sizes, spatial, need)
     fit = [0] * n if fit is None else fit[1::2][::-1]
     sizes = [size + extra for size, extra in zip(sizes, fit)]
-    pads = same_pads(ks) if padding == "same" else [(0, 0)] * n
-    implicit = None if in_graph else torch_padding(sizes, ks, strides, pads)
+    # torch's avg_pool3d refuses an input shorter than the window before its own padding: explicit then.
+    short_3d = mode == "avg" and n == 3 and any(size < k for size, k in zip(sizes, ks))
+    implicit = None if in_graph or short_3d else torch_padding(sizes, ks, strides, pads)
     if implicit is not None:
         torch_pads, ceil_mode = implicit
         flat_pad = [p for extra in reversed(fit) for p in (0, extra)]
@@ -157,7 +175,8 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
     # avg: torch's own padding is not counted (count_include_pad=False); masked frames and explicit
     # padding are, so then the mean of valid frames = pooled x (padding zeroed) / pooled valid frames.
     plan.count = mode == "avg" and (plan.masked or plan.pad is not None)
-    out_spatial = tuple(out_spatial_dim(d, k, s, padding) for d, k, s in zip(spatial, ks, strides))
+    paddings = (padding,) * n if type(padding) is str else padding
+    out_spatial = tuple(out_spatial_dim(d, k, s, p) for d, k, s, p in zip(spatial, ks, strides, paddings))
     out_sizes = [(size + left + right - k) // s + 1 for size, k, s, (left, right) in zip(sizes, ks, strides, pads)]
     if plan.merge is not None:
         plan.unmerge = lead_shape + tuple(out_sizes)
@@ -206,28 +225,33 @@ def _run(plan: _Plan, x: Tensor, out_dims: tuple, in_graph: bool = False):
 
 
 def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spatial_dims: Sequence[Dim],
-         strides: Optional[Union[int, Sequence[int]]] = None, padding: str = "valid") -> tuple[Tensor, tuple[Dim, ...]]:
-    """Max or average pooling (F.max_pool*/F.avg_pool*) over 1 or 2 spatial dims; returns (tensor,
+         out_spatial_dims: Optional[Sequence[Dim]] = None, strides: Optional[Union[int, Sequence[int]]] = None,
+         padding: Union[str, int, Sequence[int]] = "valid") -> tuple[Tensor, tuple[Dim, ...]]:
+    """Max or average pooling (F.max_pool*/F.avg_pool*) over 1, 2 or 3 spatial dims; returns (tensor,
     out_spatial_dims), the tensor over (x's other dims, *out_spatial_dims). `strides` defaults to
-    `pool_size`. Output dims as dimtorch.conv() (same 'same' padding, lengths by dim math).
+    `pool_size`. Output dims as dimtorch.conv() (same 'same' padding, int padding p: p frames on
+    both sides of each sequence, lengths by dim math); `out_spatial_dims` as dimtorch.conv()'s
+    (checked against the computed dims).
 
     Padding never counts: for mode="max", padding frames of dynamic spatial dims and the 'same'
     padding are -inf; for mode="avg", they are excluded from the count (the mean of each window's
-    valid frames). Every valid output frame has at least one valid input frame in its window. With
+    valid frames). Every valid output frame has at least one valid input frame in its window (int
+    padding p >= pool_size can make windows of padding only: -inf for max, 0 for avg). With
     padding="valid" no window of a valid output frame reaches into padding, so x is not masked
     (output padding frames may then hold NaN from x's padding; they are padding).
 
     While tracing: the plan is made per call and cached nowhere, masks are built in the graph,
     padding is explicit (F.pad) and frames beyond the longest sequence are kept (padding)."""
     if _tracing.tracing():
-        return _pool_in_graph(x, mode, pool_size, in_spatial_dims, strides, padding)
-    key = _plan_key(x, mode, pool_size, in_spatial_dims, strides, padding)
+        return _pool_in_graph(x, mode, pool_size, in_spatial_dims, strides, padding, out_spatial_dims)
+    key = _plan_key(x, mode, pool_size, in_spatial_dims, strides, padding, out_spatial_dims)
     plan = None if key is None else _PLANS.get(key)
     if plan is not None:
         out_dims = tuple([r() for r in plan.out_refs])
         if None not in out_dims:  # None: a dim died and its callback is yet to drop the plan
             return _run(plan, x, out_dims)
-    plan, out_spatial, spatial = _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding, False)
+    plan, out_spatial, spatial = _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding,
+                                               out_spatial_dims, False)
     out_dims = tuple(x.dims[i] for i in plan.lead_pos) + out_spatial
     # A spatial dim that takes its size from data gets a new out dim each call: no plan to keep.
     if key is not None and all(d.size is not None or is_dynamic(d) for d in spatial):
@@ -236,7 +260,7 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
     return _run(plan, x, out_dims)
 
 
-def _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding, in_graph: bool):
+def _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding, out_spatial_dims, in_graph: bool):
     """The argument checks, then the plan of the call and its out spatial dims."""
     caller = "dimtorch.pool()"
     check_tensor(x, caller)
@@ -246,13 +270,18 @@ def _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding, in_grap
     n = len(spatial)
     ks = per_dim(caller, "pool_size", pool_size, n)
     strides = ks if strides is None else per_dim(caller, "strides", strides, n)
-    check_padding(caller, padding)
+    padding = conv_padding(caller, padding, n)
     if not x.raw.is_floating_point():
         raise TypeError(f"{caller}: x must be floating, got {x.dtype}")
-    return _make_plan(caller, x, mode, spatial, ks, strides, padding, in_graph) + (spatial,)
+    plan, out_spatial = _make_plan(caller, x, mode, spatial, ks, strides, padding, in_graph)
+    if out_spatial_dims is not None:
+        lead = tuple(x.dims[i] for i in plan.lead_pos)
+        out_spatial = given_out_spatial_dims(caller, out_spatial_dims, out_spatial, lead, not in_graph)
+    return plan, out_spatial, spatial
 
 
-def _pool_in_graph(x, mode, pool_size, in_spatial_dims, strides, padding):
+def _pool_in_graph(x, mode, pool_size, in_spatial_dims, strides, padding, out_spatial_dims):
     """pool while tracing (see its docstring)."""
-    plan, out_spatial, _ = _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding, True)
+    plan, out_spatial, _ = _checked_plan(x, mode, pool_size, in_spatial_dims, strides, padding, out_spatial_dims,
+                                         True)
     return _run(plan, x, tuple(x.dims[i] for i in plan.lead_pos) + out_spatial, True)

@@ -1,4 +1,5 @@
-"""Speech front-end features (dt.audio, RETURNN frontend's rf.audio): mel filterbank and log-mel features from raw audio."""
+"""Speech front-end features (dt.audio, RETURNN frontend's rf.audio): mel filterbank and log-mel features from raw
+audio; SpecAugment (specaugment, random_mask, mask)."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,10 @@ from ._args import check_tensor, dim_str
 from ._shape_ops import squeeze
 from ._signal import stft
 
-__all__ = ["mel_filterbank", "log_mel_filterbank_from_raw", "mel_filterbank_matrix"]
+from ._specaugment import mask, random_mask, specaugment  # noqa: E402  (rf.audio.specaugment's functions)
+
+__all__ = ["mel_filterbank", "log_mel_filterbank_from_raw", "mel_filterbank_matrix", "specaugment", "random_mask",
+           "mask"]
 
 _MATRICES: dict = {}  # (f_min, f_max, sampling_rate, fft_length, n_filters, dtype, device) -> raw
 # mel_filterbank's last calls by argument ids, checked by weak refs (no Dim is held): the checks cost more

@@ -12,7 +12,7 @@ from .builders import make_ff, make_norm  # noqa: F401
 from .recurrent import LSTM, LstmState  # noqa: F401
 from .zoneout_lstm import ZoneoutLSTM  # noqa: F401
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: F401
-from .conv import Conv1d, Conv2d, TransposedConv1d, TransposedConv2d  # noqa: F401
+from .conv import Conv1d, Conv2d, Conv3d, TransposedConv1d, TransposedConv2d, TransposedConv3d  # noqa: F401
 from .attention import (  # noqa: F401
     CausalSelfAttention, CausalSelfAttentionState, CrossAttention, RelPosSelfAttention, RotaryPosCausalSelfAttention,
     RotaryPosSelfAttention, SelfAttention,

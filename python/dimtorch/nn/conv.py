@@ -1,4 +1,5 @@
-"""Convolution layers: Conv1d, Conv2d (dt.conv), TransposedConv1d, TransposedConv2d (dt.transposed_conv)."""
+"""Convolution layers: Conv1d, Conv2d, Conv3d (dt.conv), TransposedConv1d, TransposedConv2d, TransposedConv3d
+(dt.transposed_conv)."""
 from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple, Union
@@ -36,7 +37,7 @@ class _Conv(Module):
     _n = 0
 
     def __init__(self, in_dim: Dim, out_dim: Dim, filter_size: Union[int, Sequence[int]], *,
-                 padding: str = "valid", strides: Union[int, Sequence[int]] = 1,
+                 padding: Union[str, int, Sequence[int]] = "valid", strides: Union[int, Sequence[int]] = 1,
                  dilation: Union[int, Sequence[int]] = 1, groups: int = 1, with_bias: bool = True,
                  dtype="float32", device=None):
         super().__init__()
@@ -49,11 +50,11 @@ class _Conv(Module):
                                 device=device, in_dims=(self.filter_in_dim,), out_dims=(out_dim,))
         self.bias = Parameter((out_dim,), dtype, init=0.0, device=device) if with_bias else None
 
-    def _conv(self, x: Tensor, in_spatial_dims) -> Tuple[Tensor, tuple]:
+    def _conv(self, x: Tensor, in_spatial_dims, out_spatial_dims) -> Tuple[Tensor, tuple]:
         if not isinstance(x, Tensor) or self.in_dim not in x.dims:
             check_in_dim(self, x, self.in_dim)
         return conv(x, self.weight, in_dim=self.in_dim, out_dim=self.out_dim, in_spatial_dims=in_spatial_dims,
-                    filter_size=self.filter_dims, strides=self.strides, dilation=self.dilation,
+                    out_spatial_dims=out_spatial_dims, filter_size=self.filter_dims, strides=self.strides, dilation=self.dilation,
                     padding=self.padding, groups=self.groups, bias=self.bias)
 
     def extra_repr(self) -> str:
@@ -63,23 +64,37 @@ class _Conv(Module):
 
 
 class Conv1d(_Conv):
-    """1-D convolution over one spatial dim; `forward(x, in_spatial_dim=)` returns (y, out_spatial_dim).
-    Output dims: x's other dims, out_dim, out_spatial_dim; lengths by dim math (see dt.conv)."""
+    """1-D convolution over one spatial dim; `forward(x, in_spatial_dim=, out_spatial_dim=None)` returns
+    (y, out_spatial_dim). Output dims: x's other dims, out_dim, out_spatial_dim; lengths by dim math (see
+    dt.conv; a given out_spatial_dim is checked against them)."""
 
     _n = 1
 
-    def forward(self, x: Tensor, *, in_spatial_dim: Dim) -> Tuple[Tensor, Dim]:
-        y, (out_spatial,) = self._conv(x, (in_spatial_dim,))
+    def forward(self, x: Tensor, *, in_spatial_dim: Dim, out_spatial_dim: Optional[Dim] = None) -> Tuple[Tensor, Dim]:
+        y, (out_spatial,) = self._conv(x, (in_spatial_dim,), None if out_spatial_dim is None else (out_spatial_dim,))
         return y, out_spatial
 
 
 class Conv2d(_Conv):
-    """2-D convolution over two spatial dims; `forward(x, in_spatial_dims=)` returns (y, out_spatial_dims)."""
+    """2-D convolution over two spatial dims; `forward(x, in_spatial_dims=, out_spatial_dims=None)` returns
+    (y, out_spatial_dims)."""
 
     _n = 2
 
-    def forward(self, x: Tensor, *, in_spatial_dims: Sequence[Dim]) -> Tuple[Tensor, tuple]:
-        return self._conv(x, tuple(in_spatial_dims))
+    def forward(self, x: Tensor, *, in_spatial_dims: Sequence[Dim],
+                out_spatial_dims: Optional[Sequence[Dim]] = None) -> Tuple[Tensor, tuple]:
+        return self._conv(x, tuple(in_spatial_dims), out_spatial_dims)
+
+
+class Conv3d(_Conv):
+    """3-D convolution over three spatial dims; `forward(x, in_spatial_dims=, out_spatial_dims=None)` returns
+    (y, out_spatial_dims)."""
+
+    _n = 3
+
+    def forward(self, x: Tensor, *, in_spatial_dims: Sequence[Dim],
+                out_spatial_dims: Optional[Sequence[Dim]] = None) -> Tuple[Tensor, tuple]:
+        return self._conv(x, tuple(in_spatial_dims), out_spatial_dims)
 
 
 class _TransposedConv(Module):
@@ -110,11 +125,11 @@ class _TransposedConv(Module):
                                 device=device, in_dims=(in_dim,), out_dims=(self.filter_out_dim,))
         self.bias = Parameter((out_dim,), dtype, init=0.0, device=device) if with_bias else None
 
-    def _transposed_conv(self, x: Tensor, in_spatial_dims) -> Tuple[Tensor, tuple]:
+    def _transposed_conv(self, x: Tensor, in_spatial_dims, out_spatial_dims) -> Tuple[Tensor, tuple]:
         if not isinstance(x, Tensor) or self.in_dim not in x.dims:
             check_in_dim(self, x, self.in_dim)
         return transposed_conv(x, self.weight, in_dim=self.in_dim, out_dim=self.out_dim,
-                               in_spatial_dims=in_spatial_dims, filter_size=self.filter_dims, strides=self.strides,
+                               in_spatial_dims=in_spatial_dims, out_spatial_dims=out_spatial_dims, filter_size=self.filter_dims, strides=self.strides,
                                dilation=self.dilation, padding=self.padding, remove_padding=self.remove_padding,
                                output_padding=self.output_padding, groups=self.groups, bias=self.bias)
 
@@ -125,24 +140,37 @@ class _TransposedConv(Module):
 
 
 class TransposedConv1d(_TransposedConv):
-    """1-D transposed convolution over one spatial dim; `forward(x, in_spatial_dim=)` returns
-    (y, out_spatial_dim). Output dims: x's other dims, out_dim, out_spatial_dim."""
+    """1-D transposed convolution over one spatial dim; `forward(x, in_spatial_dim=, out_spatial_dim=None)`
+    returns (y, out_spatial_dim). Output dims: x's other dims, out_dim, out_spatial_dim."""
 
     _n = 1
 
-    def forward(self, x: Tensor, *, in_spatial_dim: Dim) -> Tuple[Tensor, Dim]:
-        y, (out_spatial,) = self._transposed_conv(x, (in_spatial_dim,))
+    def forward(self, x: Tensor, *, in_spatial_dim: Dim, out_spatial_dim: Optional[Dim] = None) -> Tuple[Tensor, Dim]:
+        y, (out_spatial,) = self._transposed_conv(x, (in_spatial_dim,),
+                                                  None if out_spatial_dim is None else (out_spatial_dim,))
         return y, out_spatial
 
 
 class TransposedConv2d(_TransposedConv):
-    """2-D transposed convolution over two spatial dims; `forward(x, in_spatial_dims=)` returns
-    (y, out_spatial_dims)."""
+    """2-D transposed convolution over two spatial dims; `forward(x, in_spatial_dims=, out_spatial_dims=None)`
+    returns (y, out_spatial_dims)."""
 
     _n = 2
 
-    def forward(self, x: Tensor, *, in_spatial_dims: Sequence[Dim]) -> Tuple[Tensor, tuple]:
-        return self._transposed_conv(x, tuple(in_spatial_dims))
+    def forward(self, x: Tensor, *, in_spatial_dims: Sequence[Dim],
+                out_spatial_dims: Optional[Sequence[Dim]] = None) -> Tuple[Tensor, tuple]:
+        return self._transposed_conv(x, tuple(in_spatial_dims), out_spatial_dims)
 
 
-__all__ = ["Conv1d", "Conv2d", "TransposedConv1d", "TransposedConv2d"]
+class TransposedConv3d(_TransposedConv):
+    """3-D transposed convolution over three spatial dims; `forward(x, in_spatial_dims=, out_spatial_dims=None)`
+    returns (y, out_spatial_dims)."""
+
+    _n = 3
+
+    def forward(self, x: Tensor, *, in_spatial_dims: Sequence[Dim],
+                out_spatial_dims: Optional[Sequence[Dim]] = None) -> Tuple[Tensor, tuple]:
+        return self._transposed_conv(x, tuple(in_spatial_dims), out_spatial_dims)
+
+
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "TransposedConv1d", "TransposedConv2d", "TransposedConv3d"]
