@@ -271,10 +271,19 @@ TABLE = {
                for n in ("pack", "pack_import", "unpack", "packed_regap", "packed_flat_content", "is_packed")],
     "parameter": [("Parameter", S, "dt.nn.Parameter", "the named view of a torch.nn.Parameter"),
                   ("set_parameter_copy_behavior_ctx", NA, None, "torch's Parameter semantics")],
-    "parametrizations": [(n, NOT_YET, None, "weight noise/dropout; not used by the models here")
-                         for n in ("weight_dropout", "WeightDropout", "weight_noise", "WeightNoise")],
-    "parametrize": [(n, NOT_YET, None, "parametrizations of dimtorch parameters are untested")
-                    for n in ("register_parametrization", "remove_parametrization", "is_parametrized")],
+    "parametrizations": [
+        ("weight_dropout", S, "dt.nn.weight_dropout", "in training (the module's train flag); the dropped weight is "
+         "kept for backward (rf recomputes it in a gradient checkpoint scope)"),
+        ("WeightDropout", S, "dt.nn.WeightDropout", "a parametrization module"),
+        ("weight_noise", S, "dt.nn.weight_noise", "in training; the noised weight is kept for backward"),
+        ("WeightNoise", S, "dt.nn.WeightNoise", "a parametrization module"),
+    ],
+    "parametrize": [
+        ("register_parametrization", S, "dt.nn.register_parametrization", "per module instance (a copy gets its "
+         "own); keep_existing_param as rf's"),
+        ("remove_parametrization", S, "dt.nn.remove_parametrization", ""),
+        ("is_parametrized", S, "dt.nn.is_parametrized", ""),
+    ],
     "piecewise_linear": [("PiecewiseLinear", NA, None, "schedules: torch's LR schedulers")],
     "rand": [
         ("set_random_seed", ALT, "torch.manual_seed", ""),
@@ -531,8 +540,7 @@ The layers and ops of the models here (Conformer + CTC, Transformer encoder-deco
 decoders, CTC greedy decoding, beam search over dims with gather_nested, WER by edit_distance) are all
 there, with the differences and limits named in the notes above (e.g. `rf.ctc_loss`'s max_approx and
 label_loop options, a causal self-attention continued from a full-sequence call's state, a Tensor stride of
-`rf.window`). Left "not yet": weight noise/dropout and the parametrization API (regularizers of some LSTM
-setups), and the E-Branchformer. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
+`rf.window`). Left "not yet": the E-Branchformer. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
 
 
 def main(argv=None) -> int:

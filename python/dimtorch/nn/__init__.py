@@ -27,4 +27,6 @@ from .decoder import TransformerDecoder, TransformerDecoderLayer, TransformerDec
 from .transformer_encoder import TransformerEncoder, TransformerEncoderLayer  # noqa: F401
 from .running_mean import RunningMean  # noqa: F401
 from .parameter_list import ParameterList  # noqa: F401
+from .parametrize import is_parametrized, register_parametrization, remove_parametrization  # noqa: F401
+from .parametrizations import WeightDropout, WeightNoise, weight_dropout, weight_noise  # noqa: F401
 from .fsdp import fully_shard  # noqa: F401

@@ -140,6 +140,9 @@ class _NamedMember:
             return self
         name = self.name
         d = obj.__dict__
+        parametrized = d.get("_dt_parametrized")
+        if parametrized and name in parametrized:
+            return _read_parametrized(obj, name, parametrized[name])
         if dynamo_tracing():  # no cache while Dynamo traces (see Module.__getattr__)
             return obj.__getattr__(name)
         views = d.get("_dt_views")
@@ -153,6 +156,15 @@ class _NamedMember:
             if m is not None:
                 return m
         return obj.__getattr__(name)
+
+
+def _read_parametrized(module, name: str, entry: tuple):
+    """The value of a parametrized name (dt.nn.register_parametrization): parametrization(the parameter)
+    when the parameter was kept, else the parametrization module's value."""
+    parametrization, keep = entry
+    if keep:
+        return parametrization(module._dt_member(name))
+    return module._modules[name]()
 
 
 def _install_member(cls: type, name: str) -> None:
@@ -253,6 +265,13 @@ class Module(torch.nn.Module):
             _install_member(type(self), name)
 
     def __getattr__(self, name):
+        parametrized = self.__dict__.get("_dt_parametrized")
+        if parametrized and name in parametrized:
+            return _read_parametrized(self, name, parametrized[name])
+        return self._dt_member(name)
+
+    def _dt_member(self, name):
+        """The named parameter or buffer `name` as a Tensor (its cached view), else torch's lookup."""
         d = self.__dict__
         views = d.get("_dt_views")
         if views is not None:
