@@ -22,6 +22,7 @@ from .conformer import (  # noqa: F401
     ConformerPositionwiseFeedForward, torch_state_dict_to_dimtorch,
 )
 from .conformer_v2 import ConformerEncoderV2, ConformerFrontend  # noqa: F401
+from .e_branchformer import EBranchformerLayer, FeedForwardConvGated, Merge  # noqa: F401
 from .rel_pos_causal_attention import RelPosCausalSelfAttention  # noqa: F401
 from .decoder import TransformerDecoder, TransformerDecoderLayer, TransformerDecoderState  # noqa: F401
 from .transformer_encoder import TransformerEncoder, TransformerEncoderLayer  # noqa: F401

@@ -69,14 +69,17 @@ class ConformerFrontend(Module):
 
 class ConformerEncoderV2(Module):
     """num_layers Conformer layers, no front end: `layers` is a Sequential of deep copies of
-    encoder_layer (a module), or of encoder_layer(**options) (a class), or of ConformerEncoderLayer
-    (None), the options being out_dim, ff_dim, dropout, conv_kernel_size, num_heads, att_dropout,
-    ff_activation and conv_norm (when given) and encoder_layer_opts. forward(x, spatial_dim=, collected_outputs=None) -> Tensor over x's dims.
+    encoder_layer (a module), or of encoder_layer(**options) (a class, e.g. dt.nn.EBranchformerLayer), or of
+    ConformerEncoderLayer (None), the options being out_dim, ff_dim, dropout, num_heads, att_dropout,
+    conv_kernel_size, ff_activation and conv_norm (these three when given, as rf: a layer without a conv block,
+    such as EBranchformerLayer, does not take conv_kernel_size; ConformerEncoderLayer's default is 31) and
+    encoder_layer_opts. forward(x, spatial_dim=, collected_outputs=None) -> Tensor over x's dims.
 
-    x's padding is zeroed once here, so the layers' attention skips its own masking of the values."""
+    x's padding is zeroed once here, so the layers' attention skips its own masking of the values (and a
+    layer with a `zero_padding` switch, as EBranchformerLayer, its own zeroing of its input)."""
 
     def __init__(self, out_dim: Dim = DEFAULT_OUT_DIM, *, num_layers: int, ff_dim: Optional[Dim] = None,
-                 ff_activation=None, dropout: float = 0.1, conv_kernel_size: int = 31, conv_norm=None,
+                 ff_activation=None, dropout: float = 0.1, conv_kernel_size: Optional[int] = None, conv_norm=None,
                  num_heads: int = 4, att_dropout: float = 0.1,
                  encoder_layer: Union[Module, type, None] = None, encoder_layer_opts: Optional[Dict[str, Any]] = None,
                  sequential: Callable = Sequential, dtype="float32", device=None):
@@ -88,11 +91,11 @@ class ConformerEncoderV2(Module):
             raise ValueError(f"{caller}: num_layers must be an int >= 0, got {num_layers!r}")
         self.out_dim, self.dropout = out_dim, dropout
         if encoder_layer is None or isinstance(encoder_layer, type):
-            opts = dict(out_dim=out_dim, ff_dim=ff_dim, dropout=dropout, conv_kernel_size=conv_kernel_size,
-                        num_heads=num_heads, att_dropout=att_dropout, dtype=dtype, device=device)
+            opts = dict(out_dim=out_dim, ff_dim=ff_dim, dropout=dropout, num_heads=num_heads,
+                        att_dropout=att_dropout, dtype=dtype, device=device)
             # given only: a layer class of the user's need not take them (rf leaves NotSpecified ones out too)
-            opts.update({k: v for k, v in dict(ff_activation=ff_activation, conv_norm=conv_norm).items()
-                         if v is not None})
+            opts.update({k: v for k, v in dict(conv_kernel_size=conv_kernel_size, ff_activation=ff_activation,
+                                               conv_norm=conv_norm).items() if v is not None})
             opts.update(encoder_layer_opts or {})
             encoder_layer = (encoder_layer or ConformerEncoderLayer)(**opts)
         elif not callable(encoder_layer):
@@ -103,6 +106,8 @@ class ConformerEncoderV2(Module):
             att = getattr(layer, "self_att", None)
             if att is not None and hasattr(att, "zero_padding"):
                 att.zero_padding = False
+            if isinstance(getattr(layer, "zero_padding", None), bool):
+                layer.zero_padding = False
 
     def forward(self, x: Tensor, *, spatial_dim: Dim,
                 collected_outputs: Optional[Dict[str, Tensor]] = None) -> Tensor:
