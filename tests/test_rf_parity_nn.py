@@ -221,3 +221,67 @@ def test_sequential(rf):
     r_lin, d_lin = rf.Linear(s.rmodel, RfDim(5, name="out")), dt.nn.Linear(s.model, dt.Dim(5, name="out"))
     copy_params_from_rf(r_lin, d_lin)
     s.compare(rf.sequential(s.rx, r_lin, rf.relu), dt.nn.sequential(s.x, d_lin, dt.relu))
+
+
+def _copy_params_renaming_filters(rf_module, ours) -> None:
+    """copy_params_from_rf for modules with convolutions: rf calls a conv's weight `filter` (same layout)."""
+    import returnn.frontend as rf_
+    linear = {f"{name}.weight" if name else "weight" for name, m in rf_module.named_modules()
+              if isinstance(m, rf_.Linear)}
+    theirs = {name[: -len("filter")] + "weight" if name.endswith(".filter") else name: (name in linear, p.raw_tensor)
+              for name, p in rf_module.named_parameters()}
+    mine = dict(ours.named_parameters())
+    assert set(theirs) == set(mine), (sorted(theirs), sorted(mine))
+    torch.manual_seed(4)
+    with torch.no_grad():
+        for name, p in mine.items():  # random values (rf's biases start at 0, its norms at 1)
+            transposed, raw = theirs[name]
+            raw.copy_(torch.randn_like(raw) * 0.3 + (1.0 if name.endswith(".scale") else 0.0))
+            p.copy_(raw.t() if transposed else raw)
+
+
+def test_e_branchformer_cgmlp_and_merge(rf):
+    from returnn.frontend.encoder.e_branchformer import FeedForwardConvGated, Merge
+    s = Sides(rf)
+    theirs = FeedForwardConvGated(s.rmodel, ff_dim=12, kernel_size=3, dropout=0.0)
+    ours = dt.nn.FeedForwardConvGated(s.model, ff_dim=12, kernel_size=3, dropout=0.0)
+    _copy_params_renaming_filters(theirs, ours)
+    # rf's layer norm eps is 1e-6, ours 1e-5 (dt.nn.LayerNorm's default)
+    ours.norm.eps = theirs.norm.eps
+    s.compare(theirs(s.rx, spatial_dim=s.rtime), ours(s.x, spatial_dim=s.time))
+    theirs = Merge(in_dim1=s.rmodel, in_dim2=s.rmodel, out_dim=s.rmodel, merge_conv_kernel=3)
+    ours = dt.nn.Merge(in_dim1=s.model, in_dim2=s.model, out_dim=s.model, merge_conv_kernel=3)
+    _copy_params_renaming_filters(theirs, ours)
+    s.compare(theirs(s.rx, s.rx * 2.0, spatial_dim=s.rtime), ours(s.x, s.x * 2.0, spatial_dim=s.time))
+
+
+def _eps_as_rf(theirs, ours) -> None:
+    mine = dict(ours.named_modules())
+    for name, m in theirs.named_modules():
+        if hasattr(m, "eps") and isinstance(mine.get(name), dt.nn.LayerNorm):
+            mine[name].eps = m.eps
+
+
+def test_e_branchformer_layer(rf):
+    from returnn.frontend.encoder.e_branchformer import EBranchformerLayer
+    s = Sides(rf)
+    opts = dict(ff_dim=16, num_heads=2, cgmlp_ff_dim=12, cgmlp_conv_kernel=5, dropout=0.0, att_dropout=0.0)
+    theirs, ours = EBranchformerLayer(s.rmodel, **opts), dt.nn.EBranchformerLayer(s.model, **opts)
+    _copy_params_renaming_filters(theirs, ours)
+    _eps_as_rf(theirs, ours)
+    s.compare(theirs(s.rx, spatial_dim=s.rtime), ours(s.x, spatial_dim=s.time), atol=1e-4)
+
+
+def test_e_branchformer_in_conformer_encoder_v2(rf):
+    from returnn.frontend.encoder.conformer_v2 import ConformerEncoderV2
+    from returnn.frontend.encoder.e_branchformer import EBranchformerLayer
+    s = Sides(rf)
+    layer_opts = dict(cgmlp_ff_dim=12, cgmlp_conv_kernel=3)
+    opts = dict(num_layers=2, num_heads=2, dropout=0.0, att_dropout=0.0)
+    theirs = ConformerEncoderV2(s.rmodel, ff_dim=s.rmodel * 2, encoder_layer=EBranchformerLayer,
+                                encoder_layer_opts=layer_opts, **opts)
+    ours = dt.nn.ConformerEncoderV2(s.model, ff_dim=dt.Dim(16, name="ff"), encoder_layer=dt.nn.EBranchformerLayer,
+                                    encoder_layer_opts=layer_opts, **opts)
+    _copy_params_renaming_filters(theirs, ours)
+    _eps_as_rf(theirs, ours)
+    s.compare(theirs(s.rx, spatial_dim=s.rtime), ours(s.x, spatial_dim=s.time), atol=1e-4)
