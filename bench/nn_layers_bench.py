@@ -1,5 +1,6 @@
 """Layer benchmark: dt.nn Linear, LayerNorm, SelfAttention, ConformerEncoderLayer, FeedForwardGated,
-TransformerEncoderLayer, RelPosCausalSelfAttention, ZoneoutLSTM vs hand-written PyTorch and RETURNN.
+TransformerEncoderLayer, RelPosCausalSelfAttention, ZoneoutLSTM, EBranchformerLayer vs hand-written PyTorch
+and RETURNN.
 
 Each row times one layer call (`fwd`) or a layer call, a loss and the gradients of the input and all weights
 (`fwd+bwd`, torch.autograd.grad), three ways on the same data and, where the layouts allow, the same weights:
@@ -390,6 +391,73 @@ def build_rel_pos_causal_self_attention(data: Data, rf) -> tuple:
     return impls, "same"
 
 
+def _depthwise_same(conv: torch.nn.Conv1d, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """conv over T of x (B, T, C) with its padding frames zeroed first ('same': odd kernels)."""
+    return conv(x.masked_fill(~keep[..., None], 0.0).transpose(1, 2)).transpose(1, 2)
+
+
+class TorchEBranchformerLayer(torch.nn.Module):
+    """The E-Branchformer layer as a PyTorch user writes it (names as dt.nn's): macaron feed-forwards around
+    rel-pos attention (demo/reference_model.py's) beside a cgMLP (gelu, split, norm + depthwise conv of the first
+    half, times the second), merged by concat + depthwise conv + projection; padding zeroed first."""
+
+    def __init__(self, model: int, heads: int, ff: int, cgmlp_ff: int, kernel: int, merge_kernel: int = 3):
+        super().__init__()
+        from demo.reference_model import ConformerPositionwiseFeedForward
+        nn = torch.nn
+        for name in ("ffn1", "ffn2"):
+            setattr(self, name, ConformerPositionwiseFeedForward(model, ff, 0.0))
+        for name in ("ffn1_layer_norm", "ffn2_layer_norm", "self_att_layer_norm", "cgmlp_layer_norm",
+                     "final_layer_norm"):
+            setattr(self, name, nn.LayerNorm(model, eps=EPS))
+        self.self_att = RefRelPos(model, heads, 0.0)
+        self.cgmlp = nn.ModuleDict({"linear_ff": nn.Linear(model, 2 * cgmlp_ff),
+                                    "norm": nn.LayerNorm(cgmlp_ff, eps=EPS),
+                                    "conv": nn.Conv1d(cgmlp_ff, cgmlp_ff, kernel, padding=kernel // 2, groups=cgmlp_ff),
+                                    "linear_out": nn.Linear(cgmlp_ff, model)})
+        self.merge = nn.ModuleDict({
+            "depthwise_conv_fusion": nn.Conv1d(2 * model, 2 * model, merge_kernel, padding=merge_kernel // 2,
+                                               groups=2 * model),
+            "merge_proj": nn.Linear(2 * model, model)})
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        keep = sequence_mask(lengths, x.shape[1], x.device)
+        x = x.masked_fill(~keep[..., None], 0.0)
+        x = x + 0.5 * self.ffn1(self.ffn1_layer_norm(x))
+        att = self.self_att(self.self_att_layer_norm(x), keep)
+        cg = self.cgmlp
+        gate, rest = F.gelu(cg["linear_ff"](self.cgmlp_layer_norm(x))).chunk(2, dim=-1)
+        local = cg["linear_out"](_depthwise_same(cg["conv"], cg["norm"](gate), keep) * rest)
+        both = torch.cat([att, local], dim=-1)
+        x = x + self.merge["merge_proj"](both + _depthwise_same(self.merge["depthwise_conv_fusion"], both, keep))
+        x = x + 0.5 * self.ffn2(self.ffn2_layer_norm(x))
+        return self.final_layer_norm(x)
+
+
+def build_e_branchformer_layer(data: Data, rf) -> tuple:
+    s = data.shapes
+    cgmlp_ff = 3 * s.model  # rf's default
+    torch.manual_seed(1)
+    ref = TorchEBranchformerLayer(s.model, s.heads, s.ff, cgmlp_ff, s.kernel)
+    opts = dict(num_heads=s.heads, cgmlp_ff_dim=cgmlp_ff, cgmlp_conv_kernel=s.kernel, dropout=0.0, att_dropout=0.0)
+    ours = dt.nn.EBranchformerLayer(data.dt_dims["model"], ff_dim=s.ff, **opts)
+    ours.load_state_dict(dt.nn.torch_state_dict_to_dimtorch(ours, ref.state_dict()))
+    x, lengths, time_dim = _leaf(data.x), data.lengths, data.dt_dims["time"]
+    impls = {"torch": Impl(lambda: ref(x, lengths), [x] + list(ref.parameters())),
+             "dimtorch": _dt_impl(data, ours, lambda x: lambda: ours(x, spatial_dim=time_dim))}
+    weights = "same"
+    if rf is not None:
+        from returnn.frontend.encoder.e_branchformer import EBranchformerLayer
+        theirs = EBranchformerLayer(data.rf_dims["model"], ff_dim=_rf_dim(s.ff, "ff"), **opts)
+        for module in theirs.modules():  # layer norm eps as ours (RETURNN's default is 1e-6)
+            if isinstance(module, rf.LayerNorm):
+                module.eps = EPS
+        weights = _copy_rf_weights(theirs, {k: v.detach() for k, v in ours.state_dict().items()})
+        rtime = data.rf_dims["time"]
+        impls["returnn"] = _rf_impl(data, rf, theirs, lambda x: lambda: theirs(x, spatial_dim=rtime))
+    return impls, weights
+
+
 ZONEOUT = dict(zoneout_factor_cell=0.15, zoneout_factor_output=0.05)
 
 
@@ -447,7 +515,8 @@ def build_zoneout_lstm(data: Data, rf) -> tuple:
 ROWS = {"Linear": build_linear, "LayerNorm": build_layer_norm, "SelfAttention": build_self_attention,
         "ConformerEncoderLayer": build_conformer_layer, "FeedForwardGated": build_feed_forward_gated,
         "TransformerEncoderLayer": build_transformer_encoder_layer,
-        "RelPosCausalSelfAttention": build_rel_pos_causal_self_attention, "ZoneoutLSTM": build_zoneout_lstm}
+        "RelPosCausalSelfAttention": build_rel_pos_causal_self_attention, "ZoneoutLSTM": build_zoneout_lstm,
+        "EBranchformerLayer": build_e_branchformer_layer}
 
 
 # ---------------------------------------------------------------------------------------------- checking

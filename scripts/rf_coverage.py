@@ -374,8 +374,15 @@ TABLE = {
          "zeroes x's padding first (NaN padding would reach valid gradients through layer norm's backward and "
          "the attention); a causal self_att's state is dropped"),
     ],
-    "encoder.e_branchformer": [(n, NOT_YET, None, "E-Branchformer; not among the models here")
-                               for n in ("EBranchformerLayer", "FeedForwardConvGated", "Merge")],
+    "encoder.e_branchformer": [
+        ("EBranchformerLayer", S, "dt.nn.EBranchformerLayer",
+         "usable as ConformerEncoderV2's encoder_layer; zeroes x's padding first (as TransformerEncoderLayer); "
+         "no config dicts; dt.nn.LayerNorm's eps 1e-5 (rf's 1e-6)"),
+        ("FeedForwardConvGated", S, "dt.nn.FeedForwardConvGated",
+         "activation names or callables (no config dicts); zeroes x's padding first (NaN padding times the "
+         "conv's padding outputs would reach valid frames' gradients)"),
+        ("Merge", S, "dt.nn.Merge", ""),
+    ],
     "decoder.transformer": [
         ("TransformerDecoder", S, "dt.nn.TransformerDecoder", "full sequence and step by step"),
         ("TransformerDecoderLayer", S, "dt.nn.TransformerDecoderLayer", ""),
