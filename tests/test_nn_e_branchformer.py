@@ -171,7 +171,16 @@ def test_layer_batch_independence():
                              atol=1e-5, rtol=1e-4)
 
 
-def test_other_dims_order_and_extra_batch_dim():
+def test_empty_sequence_stays_finite():
+    pb = make_padded_batch((4, 0, 2), D, pad_value=PAD_NAN, seed=10)
+    m = _layer_module(pb.feature)
+    y = m(pb.x, spatial_dim=pb.time)
+    assert torch.isfinite(y.raw).all()
+    y.copy_masked(0.0).raw.sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters())
+
+
+def test_other_dims_order():
     pb = make_padded_batch((5, 3), D, pad_value=PAD_LARGE, seed=6)
     m = _layer_module(pb.feature)
     y = m(pb.x, spatial_dim=pb.time)
@@ -223,6 +232,12 @@ def test_defaults_and_options():
     m3 = dt.nn.EBranchformerLayer(model, num_heads=H, cgmlp=dt.nn.FeedForwardConvGated, cgmlp_ff_dim=7,
                                   cgmlp_conv_kernel=5, ff_activation="relu")
     assert m3.cgmlp.ff_dim.size == 7 and m3.cgmlp.conv.filter_dims[0].size == 5
+    assert m3.ffn1.activation is dt.relu and m.ffn1.activation is dt.silu
+    enc = dt.nn.ConformerEncoderV2(model, num_layers=1, num_heads=H, ff_activation="relu",
+                                   encoder_layer=dt.nn.EBranchformerLayer)
+    assert enc.layers[0].ffn2.activation is dt.relu and enc.layers[0].cgmlp.conv.filter_dims[0].size == 31
+    with pytest.raises(TypeError, match="conv_kernel_size"):  # as rf: the layer has no conv block
+        dt.nn.ConformerEncoderV2(model, num_layers=1, conv_kernel_size=3, encoder_layer=dt.nn.EBranchformerLayer)
 
 
 def test_as_conformer_encoder_v2_layer():

@@ -198,7 +198,8 @@ class EBranchformerLayer(Module):
 
     def _make_ff(self, ff, ff_dim, ff_activation, **kw) -> Module:
         if ff is not None:
-            return make_ff(out_dim=self.out_dim, ff=ff, ff_dim=ff_dim, ff_activation=ff_activation, dropout=self.dropout)
+            return make_ff(out_dim=self.out_dim, ff=ff, ff_dim=ff_dim, ff_activation=ff_activation,
+                           dropout=self.dropout)
         ff_dim = _static_dim(4 * self.out_dim.size if ff_dim is None else ff_dim, "ff", "EBranchformerLayer()")
         return ConformerPositionwiseFeedForward(self.out_dim, ff_dim, dropout=self.dropout,
                                                 activation=ff_activation or "swish", **kw)
