@@ -4,7 +4,7 @@ a layer for ConformerEncoderV2(encoder_layer=EBranchformerLayer, ...)."""
 from __future__ import annotations
 
 import copy
-from typing import Callable, Optional, Union
+from typing import Callable, Union
 
 from .._C import Dim, Tensor
 from .._C import concat as _concat
