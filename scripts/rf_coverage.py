@@ -547,7 +547,8 @@ The layers and ops of the models here (Conformer + CTC, Transformer encoder-deco
 decoders, CTC greedy decoding, beam search over dims with gather_nested, WER by edit_distance) are all
 there, with the differences and limits named in the notes above (e.g. `rf.ctc_loss`'s max_approx and
 label_loop options, a causal self-attention continued from a full-sequence call's state, a Tensor stride of
-`rf.window`). Left "not yet": the E-Branchformer. A transducer (RNN-T) loss is in neither rf nor dimtorch."""
+`rf.window`), the E-Branchformer layer included (usable in ConformerEncoderV2). A transducer (RNN-T) loss
+is in neither rf nor dimtorch."""
 
 
 def main(argv=None) -> int:
