@@ -103,3 +103,47 @@ def test_frames_beyond_the_longest_sequence_are_padding(lengths, pad):
             # when their logits are NaN, as in hand-written PyTorch; finite padding gets 0.
             continue
         assert torch.equal(longer.grad[:, n:], torch.zeros_like(longer.grad[:, n:])), name
+
+
+def _layers(feature, time):
+    torch.manual_seed(3)
+    kw = dict(key_dim_total=feature, value_dim_total=feature, num_heads=2)
+    return {
+        "SelfAttention": dt.nn.SelfAttention(feature, feature, **kw),
+        "RelPosSelfAttention": dt.nn.RelPosSelfAttention(feature, feature, **kw),
+        "CausalSelfAttention": dt.nn.CausalSelfAttention(feature, feature, **kw),
+        "ConformerEncoderLayer": dt.nn.ConformerEncoderLayer(feature, num_heads=2, conv_kernel_size=3),
+        "EBranchformerLayer": dt.nn.EBranchformerLayer(feature, num_heads=2),
+        "TransformerEncoderLayer": dt.nn.TransformerEncoderLayer(feature, num_heads=2),
+        "ConformerEncoderV2": dt.nn.ConformerEncoderV2(feature, num_layers=1, num_heads=2, conv_kernel_size=3),
+    }
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_layers_take_frames_beyond_the_longest_sequence(pad):
+    """The attention modules and encoder layers on a raw time axis longer than the longest sequence: the same
+    valid outputs and input gradients as on the cropped raw (was a torch size mismatch in the attention's
+    cached mask, and a raw-size mismatch in the residual after a conv)."""
+    lengths = (5, 3, 1)
+    batch, feature = dt.Dim(None, name="batch"), dt.Dim(4, name="feature")
+    time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
+    n = max(lengths)
+    raw = torch.randn(3, n + 2, 4, generator=torch.Generator().manual_seed(0))
+    for b, m in enumerate(lengths):
+        raw[b, m:] = pad
+    valid = torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]
+    for name, layer in _layers(feature, time).items():
+        layer.eval()
+        outs, grads = [], []
+        for x_raw in (raw.clone(), raw[:, :n].clone()):
+            x_raw.requires_grad_(True)
+            x = dt.Tensor(x_raw, (batch, time, feature), feature_dim=feature)
+            kw = {"spatial_dim": time} if "Layer" in name or "Encoder" in name else {"axis": time}
+            y = layer(x, **kw)
+            y = y[0] if isinstance(y, tuple) else y
+            (out,) = _valid(y)
+            out.sum().backward()
+            outs.append(out.detach())
+            grads.append(x_raw.grad)
+        torch.testing.assert_close(outs[0], outs[1], msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(grads[0][:, :n][valid], grads[1][valid], msg=lambda m, name=name: f"{name}: {m}")

@@ -83,15 +83,18 @@ class FrameMaskCache:
 
     def get(self, axis: Dim, lead: tuple, device, like) -> Optional[torch.Tensor]:
         """The mask of axis's valid frames over (*lead, axis) for `like`, the tensor it masks: a
-        Tensor over axis, or a raw with axis at its axis -2 (in graph, the mask takes its size)."""
+        Tensor over axis, or a raw with axis at its axis -2; it has like's raw size of axis (frames
+        beyond the longest sequence, which a raw may have, are padding: False)."""
+        size = like.raw.shape[like.dims.index(axis)] if isinstance(like, Tensor) else like.shape[-2]
         if _tracing.tracing():
-            size = like.raw.shape[like.dims.index(axis)] if isinstance(like, Tensor) else like.shape[-2]
             return _valid_frames_in_graph(axis, lead, device, size)
         key = self.key
-        if key is not None and key[0] is axis and key[1] == lead and key[2] == device:
+        if key is not None and key[0] is axis and key[1] == lead and key[2] == device and key[3] == size:
             return self.value
         value = _valid_frames(axis, lead, device)
-        self.key, self.value = (axis, lead, device), value
+        if value is not None and value.shape[-1] < size:
+            value = F.pad(value, (0, size - value.shape[-1]), value=False)
+        self.key, self.value = (axis, lead, device, size), value
         return value
 
     def __deepcopy__(self, memo):
@@ -435,10 +438,9 @@ class RelPosSelfAttention(SelfAttention):
     def forward(self, x: Tensor, *, axis: Dim) -> Tensor:
         lead = _check_x(self, x, self.in_dim, axis)
         valid = self._frame_mask_cache.get(axis, lead, x.raw.device, x)
-        q, k, v = self._project_qkv(x, lead, axis)  # (*lead, H, T, d)
-        if valid is not None and self.zero_padding:
-            # Only v's padding needs zeroing here: garbage scores of padded keys are replaced below.
-            v = torch.where(valid[..., None, :, None], v, 0.0)
+        # q, k and v with their padding zeroed: the scores of padded keys are replaced below, but their
+        # backward multiplies by k (and by q's padded rows): 0 * NaN would reach the valid frames' gradients.
+        q, k, v = self._project_qkv(x, lead, axis, valid if self.zero_padding else None)  # (*lead, H, T, d)
         t = q.shape[-2]
         h, dk = self.heads.size, self.key_dim_per_head.size
         pe = self._pos_emb(t, q)

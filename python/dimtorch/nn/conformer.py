@@ -16,6 +16,7 @@ from .attention import RelPosSelfAttention
 from .builders import make_ff, make_norm
 from .conv import Conv1d, Conv2d
 from .feed_forward import FeedForward
+from .frames import narrow_to_longest
 from .linear import Linear, check_in_dim
 from .container import ModuleList
 from .module import Module
@@ -173,6 +174,12 @@ class ConformerEncoderLayer(Module):
             raise TypeError(f"ConformerEncoderLayer(): self_att must be a module or a class (RETURNN config dicts "
                             f"are not supported), got {type(self_att).__name__}")
         self.self_att = self_att
+        # x's padding is zeroed once here (one where), so its sublayers see finite padding: the attention
+        # skips its own zeroing, and NaN padding cannot reach valid gradients through layer norm's backward.
+        # ConformerEncoder (V1, V2), whose input padding is finite already, turns this off.
+        self.zero_padding = True
+        if isinstance(getattr(self_att, "zero_padding", None), bool):
+            self_att.zero_padding = False
         for name in ("ffn1_layer_norm", "ffn2_layer_norm", "conv_layer_norm", "self_att_layer_norm",
                      "final_layer_norm"):
             setattr(self, name, LayerNorm(out_dim, **kw) if norm is None else make_norm(norm, out_dim))
@@ -181,6 +188,10 @@ class ConformerEncoderLayer(Module):
         return _dropout(h, self.dropout, training=self.training) if self.training and self.dropout else h
 
     def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
+        if type(x) is Tensor and spatial_dim in x.dims:  # (else the submodules' checks name the problem)
+            x = narrow_to_longest(x, spatial_dim)
+            if self.zero_padding and spatial_dim.dyn_size is not None:
+                x = x.copy_masked(0.0)
         x = 0.5 * self._drop(self.ffn1(self.ffn1_layer_norm(x))) + x
         x = self._drop(self.self_att(self.self_att_layer_norm(x), axis=spatial_dim)) + x
         x = self._drop(self.conv_block(self.conv_layer_norm(x), spatial_dim=spatial_dim)) + x
@@ -222,7 +233,7 @@ class ConformerEncoder(Module):
         # padding. So the attention need not zero its values' padding in every layer (one where per
         # layer, ~10% of a tiny attention's time).
         for layer in self.layers:
-            layer.self_att.zero_padding = False
+            layer.zero_padding = False
 
     def forward(self, x: Tensor, *, in_spatial_dim: Dim) -> Tuple[Tensor, Dim]:
         if self.input_layer is not None:

@@ -13,6 +13,7 @@ from .._C import dropout as _dropout
 from .._args import dim_str, dims_str
 from .conformer import ConformerConvSubsample, ConformerEncoderLayer
 from .container import Sequential
+from .frames import narrow_to_longest
 from .linear import Linear
 from .module import Module
 
@@ -116,7 +117,7 @@ class ConformerEncoderV2(Module):
             raise ValueError(f"dimtorch.nn.ConformerEncoderV2(): x must be a dimtorch.Tensor over spatial_dim "
                              f"{dim_str(spatial_dim) if isinstance(spatial_dim, Dim) else spatial_dim!r}, got {got}")
         if spatial_dim.dyn_size is not None:
-            x = x.copy_masked(0.0)
+            x = narrow_to_longest(x, spatial_dim).copy_masked(0.0)
         return self.layers(x, spatial_dim=spatial_dim, collected_outputs=collected_outputs)
 
     def extra_repr(self) -> str:

@@ -13,6 +13,7 @@ from .._C import split as _split
 from .._args import dim_str, dims_str
 from .attention import RelPosSelfAttention
 from .builders import make_ff, make_norm
+from .frames import narrow_to_longest
 from .conformer import ConformerPositionwiseFeedForward
 from .conformer_v2 import DEFAULT_OUT_DIM
 from .conv import Conv1d
@@ -209,6 +210,7 @@ class EBranchformerLayer(Module):
 
     def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
         _check_x("EBranchformerLayer()", x, self.out_dim, spatial_dim)
+        x = narrow_to_longest(x, spatial_dim)
         if self.zero_padding and spatial_dim.dyn_size is not None:
             x = x.copy_masked(0.0)
         out = self.out_dim
