@@ -199,7 +199,7 @@ def test_conformer_layer_takes_returnn_options():
         y1 = layer(dt.Tensor(raw, (batch1, t1, model), feature_dim=model), spatial_dim=t1)
         torch.testing.assert_close(_valid(y1, batch1, t1), outs[0][start:start + n], atol=1e-5, rtol=1e-4)
         start += n
-    with pytest.raises(TypeError, match=r"ConformerEncoderLayer\(\): self_att must be a module or a class"):
+    with pytest.raises(TypeError, match=r"ConformerEncoderLayer\(\): self_att: RETURNN config dicts"):
         dt.nn.ConformerEncoderLayer(model, num_heads=2, self_att={"class": "x"})
     with pytest.raises(TypeError, match=r"ConformerConvBlock\(\): norm must be a class, a module or a callable"):
         dt.nn.ConformerEncoderLayer(model, num_heads=2, conv_norm={"class": "x"})

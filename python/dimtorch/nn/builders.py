@@ -8,7 +8,7 @@ from typing import Callable, Optional, Union
 from .._C import Dim
 from .module import Module
 
-__all__ = ["make_norm", "make_ff"]
+__all__ = ["make_norm", "make_ff", "make_self_att"]
 
 _DICT_HINT = "RETURNN config dicts (build_from_dict) are not supported: pass the class or a module"
 
@@ -67,3 +67,27 @@ def make_ff(*, out_dim: Dim, ff: Union[type, Module, None] = None, ff_dim: Union
     if not isinstance(module, Module):
         raise TypeError(f"{caller}: ff {ff.__name__} did not make a dimtorch.nn.Module, got {type(module).__name__}")
     return module
+
+
+def make_self_att(self_att, out_dim: Dim, *, num_heads: int, att_dropout: float, default: type, caller: str,
+                  opts: Optional[dict] = None, copy_module: bool = True, **default_kw) -> Module:
+    """A block's self-attention over out_dim (RETURNN's self_att option): None builds `default` (with
+    default_kw, e.g. dtype, device); a class is built by keyword as rf's blocks do: cls(in_dim=out_dim,
+    proj_dim=out_dim, key_dim_total=out_dim, value_dim_total=out_dim, num_heads=, att_dropout=, **opts); a
+    module is deep-copied (copy_module, each block its own) or used as it is. The block gives it finite
+    padding, so its own zeroing of the padding (a `zero_padding` switch) is turned off."""
+    if isinstance(self_att, dict):
+        raise TypeError(f"{caller}: self_att: {_DICT_HINT}")
+    options = dict(in_dim=out_dim, proj_dim=out_dim, key_dim_total=out_dim, value_dim_total=out_dim,
+                   num_heads=num_heads, att_dropout=att_dropout)
+    if self_att is None:
+        self_att = default(**options, **default_kw, **(opts or {}))
+    elif isinstance(self_att, type):
+        self_att = self_att(**options, **(opts or {}))
+    elif isinstance(self_att, Module):
+        self_att = copy.deepcopy(self_att) if copy_module else self_att
+    else:
+        raise TypeError(f"{caller}: self_att must be None, an attention module class or a module, got {self_att!r}")
+    if isinstance(getattr(self_att, "zero_padding", None), bool):
+        self_att.zero_padding = False
+    return self_att

@@ -13,7 +13,7 @@ from .._args import dim_str, dims_str
 from .._conv_args import out_spatial_dim
 from .._shape_ops import merge_dims
 from .attention import RelPosSelfAttention
-from .builders import make_ff, make_norm
+from .builders import make_ff, make_norm, make_self_att
 from .conv import Conv1d, Conv2d
 from .feed_forward import FeedForward
 from .frames import narrow_to_longest
@@ -164,22 +164,13 @@ class ConformerEncoderLayer(Module):
             self.ffn2 = make_ff(out_dim=out_dim, ff=ff, ff_dim=self.ff_dim, ff_activation=ff_activation, dropout=dropout)
         self.conv_block = ConformerConvBlock(out_dim, kernel_size=conv_kernel_size, norm=conv_norm,
                                              norm_opts=conv_norm_opts, **kw)
-        if self_att is None or isinstance(self_att, type):
-            cls = RelPosSelfAttention if self_att is None else self_att
-            opts = dict(pos_emb=pos_emb, **kw) if cls is RelPosSelfAttention else {}
-            opts.update(self_att_opts or {})
-            self_att = cls(out_dim, out_dim, key_dim_total=out_dim, value_dim_total=out_dim, num_heads=num_heads,
-                           att_dropout=att_dropout, **opts)
-        elif isinstance(self_att, dict) or not callable(self_att):
-            raise TypeError(f"ConformerEncoderLayer(): self_att must be a module or a class (RETURNN config dicts "
-                            f"are not supported), got {type(self_att).__name__}")
-        self.self_att = self_att
+        self.self_att = make_self_att(self_att, out_dim, num_heads=num_heads, att_dropout=att_dropout,
+                                      default=RelPosSelfAttention, caller="ConformerEncoderLayer()",
+                                      opts=self_att_opts, copy_module=False, pos_emb=pos_emb, **kw)
         # x's padding is zeroed once here (one where), so its sublayers see finite padding: the attention
         # skips its own zeroing, and NaN padding cannot reach valid gradients through layer norm's backward.
         # ConformerEncoder (V1, V2), whose input padding is finite already, turns this off.
         self.zero_padding = True
-        if isinstance(getattr(self_att, "zero_padding", None), bool):
-            self_att.zero_padding = False
         for name in ("ffn1_layer_norm", "ffn2_layer_norm", "conv_layer_norm", "self_att_layer_norm",
                      "final_layer_norm"):
             setattr(self, name, LayerNorm(out_dim, **kw) if norm is None else make_norm(norm, out_dim))

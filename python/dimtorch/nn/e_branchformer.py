@@ -12,7 +12,7 @@ from .._C import dropout as _dropout
 from .._C import split as _split
 from .._args import dim_str, dims_str
 from .attention import RelPosSelfAttention
-from .builders import make_ff, make_norm
+from .builders import make_ff, make_norm, make_self_att
 from .frames import narrow_to_longest
 from .conformer import ConformerPositionwiseFeedForward
 from .conformer_v2 import DEFAULT_OUT_DIM
@@ -165,18 +165,9 @@ class EBranchformerLayer(Module):
         self.ffn1_layer_norm = self._make_norm(norm, **kw)
         self.ffn2 = self._make_ff(ff, ff_dim, ff_activation, **kw)
         self.ffn2_layer_norm = self._make_norm(norm, **kw)
-        att = dict(key_dim_total=out_dim, value_dim_total=out_dim, num_heads=num_heads, att_dropout=att_dropout)
-        if self_att is None:
-            self_att = RelPosSelfAttention(out_dim, out_dim, **att, **kw)
-        elif isinstance(self_att, type):
-            self_att = self_att(in_dim=out_dim, proj_dim=out_dim, **att)
-        elif isinstance(self_att, Module):
-            self_att = copy.deepcopy(self_att)
-        else:
-            raise TypeError(f"{caller}: self_att must be None, an attention module class or a module, got {self_att!r}")
-        if isinstance(getattr(self_att, "zero_padding", None), bool):
-            self_att.zero_padding = False  # its input's padding is finite (zeroed here or by the encoder)
-        self.self_att = self_att
+        # (its input's padding is finite: zeroed here or by the encoder)
+        self.self_att = make_self_att(self_att, out_dim, num_heads=num_heads, att_dropout=att_dropout,
+                                      default=RelPosSelfAttention, caller=caller, **kw)
         self.self_att_layer_norm = self._make_norm(norm, **kw)
         if cgmlp is None:
             cgmlp = FeedForwardConvGated(out_dim, ff_dim=cgmlp_ff_dim, kernel_size=cgmlp_conv_kernel, dropout=dropout,

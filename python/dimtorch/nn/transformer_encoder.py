@@ -10,7 +10,7 @@ from .._C import dropout as _dropout
 from .._args import dim_str, dims_str
 from .._positional import sinusoidal_positional_encoding
 from .attention import SelfAttention
-from .builders import make_ff, make_norm
+from .builders import make_ff, make_norm, make_self_att
 from .container import ModuleList
 from .embedding import Embedding
 from .feed_forward import FeedForward
@@ -54,20 +54,9 @@ class TransformerEncoderLayer(Module):
         self.ff = (FeedForward(out_dim, Dim(4 * out_dim.size, name="ff"), dropout=dropout, **kw) if ff is None
                    else make_ff(out_dim=out_dim, ff=ff, dropout=dropout))
         self.ff_layer_norm = make_norm(norm, out_dim)
-        att = dict(key_dim_total=out_dim, value_dim_total=out_dim, num_heads=num_heads, att_dropout=att_dropout)
-        if self_att is None:
-            self_att = SelfAttention(out_dim, out_dim, **att, **kw)
-        elif isinstance(self_att, type):
-            self_att = self_att(in_dim=out_dim, proj_dim=out_dim, **att)
-        elif isinstance(self_att, Module):
-            self_att = copy.deepcopy(self_att)
-        else:
-            raise TypeError(f"{caller}: self_att must be None, an attention module class or a module, got {self_att!r}")
-        self.self_att = self_att
-        if isinstance(getattr(self_att, "zero_padding", None), bool):
-            # The attention sees finite padding (zeroed here, or by TransformerEncoder, and layer norm keeps it
-            # finite): its own zeroing would be a second where per call.
-            self_att.zero_padding = False
+        # (the attention sees finite padding: zeroed here or by TransformerEncoder, and layer norm keeps it so)
+        self.self_att = make_self_att(self_att, out_dim, num_heads=num_heads, att_dropout=att_dropout,
+                                      default=SelfAttention, caller=caller, **kw)
         self.self_att_layer_norm = make_norm(norm, out_dim)
         self.zero_padding = True
 
