@@ -296,11 +296,7 @@ def scatter_count(*, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]],
     check_tensor(indices, caller, what="indices")
     if fill_value is not None and (isinstance(fill_value, bool) or not isinstance(fill_value, int)):
         raise TypeError(f"{caller}: fill_value must be an int or None, got {fill_value!r}")
-    fast = _count_along_one_dim(indices, indices_dim, out_dim)
-    if fast is not None:
-        counts = fast
-    else:
-        counts = _scatter_ones(indices, indices_dim, out_dim, caller)
+    counts = _scatter_ones(indices, indices_dim, out_dim, caller)
     if fill_value is None or fill_value == 0:
         return counts
     return Tensor(torch.where(counts.raw > 0, counts.raw, fill_value), counts.dims)
@@ -310,8 +306,8 @@ _ONES: dict = {}  # (shape, device) -> contiguous int32 ones (scatter_count's in
 
 
 def _ones_like(raw: torch.Tensor) -> torch.Tensor:
-    """Contiguous int32 ones of raw's shape, cached per shape and device: scatter_add_ from a contiguous
-    source is ~2x faster than from an expanded 0-dim one, and making it each call costs ~1.5 us."""
+    """Contiguous int32 ones of raw's shape, cached per shape and device (eager only): scatter_add_ from a
+    contiguous source is ~2x faster than from an expanded 0-dim one, and making it each call costs ~1.5 us."""
     key = (raw.shape, raw.device)
     ones = _ONES.get(key)
     if ones is None:
@@ -321,36 +317,14 @@ def _ones_like(raw: torch.Tensor) -> torch.Tensor:
     return ones
 
 
-def _count_along_one_dim(indices, indices_dim, out_dim) -> Optional[Tensor]:
-    """scatter_count's common call in few torch calls, or None: int64 indices along one dim into their static
-    sparse_dim; padding frames go to an extra position, dropped."""
-    if type(indices) is not Tensor or type(indices_dim) is not Dim or out_dim is not None or \
-            indices.raw.dtype != torch.int64 or _tracing.tracing():
-        return None
-    target = indices.sparse_dim
-    dims = indices.dims
-    if target is None or target.size is None or target in dims or indices_dim not in dims:  # identity
-        return None
-    a = dims.index(indices_dim)
-    raw = indices.raw
-    n = target.size
-    lengths = indices_dim.dyn_size
-    if lengths is not None:
-        over = lengths.dims
-        if indices_dim in over or not all(b in dims for b in over):
-            return None
-        pos = tuple(dims.index(b) for b in over) if len(over) != 1 else (dims.index(over[0]),)
-        valid = _C._dim_cached_raw(_MASK, indices_dim, pos + (a,), len(dims), raw.shape[a], raw.device)
-        raw = torch.where(valid, raw, n)
-    shape = list(raw.shape)
-    shape[a] = n + 1
-    out = torch.zeros(shape, dtype=torch.int32, device=raw.device)
-    out.scatter_add_(a, raw, _ones_like(raw))
-    return Tensor(out.narrow(a, 0, n), dims[:a] + (target,) + dims[a + 1:])
-
-
 def _scatter_ones(indices, indices_dim, out_dim, caller: str) -> Tensor:
-    ones = Tensor(torch.ones((), dtype=torch.int32, device=indices.raw.device).expand(indices.raw.shape), indices.dims)
+    """Counts as dt.scatter of int32 ones (its fast path takes the common call and masks the padding)."""
+    raw = indices.raw
+    if _tracing.tracing():  # (no cache of traced tensors)
+        ones = torch.ones((), dtype=torch.int32, device=raw.device).expand(raw.shape)
+    else:
+        ones = _ones_like(raw)
+    ones = Tensor(ones, indices.dims)
     try:
         counts = _C.scatter(ones, indices=indices, indices_dim=indices_dim, out_dim=out_dim)
     except (TypeError, ValueError) as e:
