@@ -1,6 +1,7 @@
 """LSTM: torch's fused LSTM kernel (stacked, bidirectional) on packed sequences, lengths from the host."""
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional
 
 import torch
@@ -12,6 +13,14 @@ from .._args import dim_str, dims_str
 from . import init as _init
 from .linear import check_in_dim
 from .module import Module, Parameter
+
+
+def batch_layout(x: Tensor, spatial_dim, in_dim: Dim) -> tuple:
+    """(batch dims, their sizes, their product): x's dims other than spatial_dim and in_dim, which a
+    recurrent layer flattens into torch's one batch axis."""
+    batch_dims = tuple(d for d in x.dims if d is not spatial_dim and d is not in_dim)
+    batch_shape = [x.raw.shape[x.dims.index(d)] for d in batch_dims]
+    return batch_dims, batch_shape, math.prod(batch_shape)
 
 
 class LstmState(NamedTuple):
@@ -95,11 +104,7 @@ class LSTM(Module):
         check_in_dim(self, x, self.in_dim)
         if not any(d is spatial_dim for d in x.dims):
             raise ValueError(f"{caller}: x lacks the spatial_dim {dim_str(spatial_dim)} (x dims: {dims_str(x.dims)})")
-        batch_dims = tuple(d for d in x.dims if d is not spatial_dim and d is not self.in_dim)
-        batch_shape = [x.raw.shape[x.dims.index(d)] for d in batch_dims]
-        n_batch = 1
-        for s in batch_shape:
-            n_batch *= s
+        batch_dims, batch_shape, n_batch = batch_layout(x, spatial_dim, self.in_dim)
         n_time = x.raw.shape[x.dims.index(spatial_dim)]
         raw = x.raw_aligned(batch_dims + (spatial_dim, self.in_dim)).reshape(n_batch, n_time, self.in_dim.size)
         hidden = self.out_dim.size

@@ -12,7 +12,7 @@ from .._args import dim_str, dims_str
 from . import init as _init
 from .linear import check_in_dim
 from .module import Module, Parameter
-from .recurrent import LstmState
+from .recurrent import LstmState, batch_layout
 
 __all__ = ["ZoneoutLSTM"]
 
@@ -87,11 +87,7 @@ class ZoneoutLSTM(Module):
         check_in_dim(self, x, self.in_dim)
         if spatial_dim is not None and not any(d is spatial_dim for d in x.dims):
             raise ValueError(f"{caller}: x lacks the spatial_dim {dim_str(spatial_dim)} (x dims: {dims_str(x.dims)})")
-        batch_dims = tuple(d for d in x.dims if d is not spatial_dim and d is not self.in_dim)
-        batch_shape = [x.raw.shape[x.dims.index(d)] for d in batch_dims]
-        n_batch = 1
-        for s in batch_shape:
-            n_batch *= s
+        batch_dims, batch_shape, n_batch = batch_layout(x, spatial_dim, self.in_dim)
         out = self.out_dim.size
         if spatial_dim is not None and spatial_dim.dyn_size is not None:
             for d in spatial_dim.dyn_size.dims:
