@@ -71,6 +71,7 @@ struct Table {
   PyObject* bernoulli_ = nullptr;  // TensorBase.bernoulli_
   PyObject* div_ = nullptr;        // TensorBase.div_
   PyObject* lerp_ = nullptr;       // TensorBase.lerp_
+  PyObject* lerp = nullptr;        // torch.lerp
   PyObject* detach = nullptr;      // TensorBase.detach
   PyObject* addcmul = nullptr;
   PyObject* batch_norm = nullptr;  // torch.nn.functional.batch_norm

@@ -8,6 +8,7 @@
 #include "definitions.h"
 #include "dim.h"
 #include "functions.h"
+#include "python_fallback.h"
 #include "tensor.h"
 #include "exports.h"
 
@@ -452,6 +453,36 @@ PyObject* f_clip(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   return tensor_make(raw, al.out_dims, al.sizes, as_tensor(v[0])->sparse_dim, al.feature_dim);
 }
 
+DIMTORCH_PYTHON_FALLBACK(lerp_fallback, "lerp")
+
+/// lerp(start, end, weight, *, allow_broadcast_all_sources=False): the fast path takes the common call,
+/// two Tensors over the same dims with one raw shape and float dtype and a float weight: one torch.lerp.
+/// All else (alignment, Tensor or int weights, other dtypes, errors) goes to the Python definition.
+PyObject* f_lerp(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"start", "end", "weight", "allow_broadcast_all_sources"};
+  PyObject* v[4];
+  if (!parse_args(args, nargs, kwnames, names, 4, 3, 3, v, "dimtorch.lerp()")) {
+    PyErr_Clear();
+    return lerp_fallback(args, nargs, kwnames);
+  }
+  if (!is_tensor(v[0]) || !is_tensor(v[1]) || !PyFloat_CheckExact(v[2]) || (v[3] && !PyBool_Check(v[3])))
+    return lerp_fallback(args, nargs, kwnames);
+  TensorObject* a = as_tensor(v[0]);
+  TensorObject* b = as_tensor(v[1]);
+  if (!a->raw || !b->raw || tensor_ndim(a) != tensor_ndim(b)) return lerp_fallback(args, nargs, kwnames);
+  for (Py_ssize_t i = 0; i < tensor_ndim(a); ++i)
+    if (PyTuple_GET_ITEM(a->dims, i) != PyTuple_GET_ITEM(b->dims, i) || a->sizes[i] != b->sizes[i])
+      return lerp_fallback(args, nargs, kwnames);
+  PyObject* dtype = backend::raw_dtype_name(a->raw);
+  if (!dtype) return nullptr;
+  PyObject* dtype_b = backend::raw_dtype_name(b->raw);
+  if (!dtype_b) return nullptr;
+  if (dtype != dtype_b || !backend::is_floating_dtype_name(dtype)) return lerp_fallback(args, nargs, kwnames);
+  PyObject* raw = backend::call3(backend::T.lerp, a->raw, b->raw, v[2]);
+  if (!raw) return nullptr;
+  return tensor_make(raw, a->dims, a->sizes, nullptr, a->feature_dim ? a->feature_dim : b->feature_dim);
+}
+
 PyObject* f_cast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* caller = "dimtorch.cast()";
   static const char* const names[] = {"x", "dtype"};
@@ -517,6 +548,9 @@ PyMethodDef kFunctions[] = {
      "may be Tensors or Python scalars."},
     {"clip", FASTCALL(f_clip), METH_FASTCALL | METH_KEYWORDS,
      "clip(x, min=None, max=None): torch.clamp with bounds aligned by dims."},
+    {"lerp", FASTCALL(f_lerp), METH_FASTCALL | METH_KEYWORDS,
+     "lerp(start, end, weight, *, allow_broadcast_all_sources=False) -> tensor: see "
+     "dimtorch.ops.elementwise.lerp."},
     {"cast", FASTCALL(f_cast), METH_FASTCALL | METH_KEYWORDS,
      "cast(x, dtype): x with the raw converted to dtype (name or torch.dtype)."},
     {nullptr}};

@@ -1,5 +1,5 @@
 """The C++ fast paths of slice, shift_right, split, stack, top_k, reverse_sequence, pack_padded,
-scatter (and of gather, pad, reshape, masked_select for their new argument forms) against their Python definitions (the full ops, tested against positional torch in their own
+scatter, scatter_count (and of gather, pad, reshape, masked_select for their new argument forms) against their Python definitions (the full ops, tested against positional torch in their own
 test files): the same dims, markers, values and gradients on padded batches, the cases they must
 hand to the Python definition (which owns the errors), and their index caches keyed by layout."""
 from __future__ import annotations
@@ -310,6 +310,37 @@ def test_scatter(pad):
     both(dt.scatter, _scatter.scatter, x, indices=plain, indices_dim=b.time, out_dim=vocab)
     both(dt.scatter, _scatter.scatter, x, indices=dt.Tensor(labels.clamp(max=5).int(), (b.batch, b.time),
                                                             sparse_dim=vocab), indices_dim=b.time)
+
+
+def test_scatter_count():
+    """scatter_count's fast path (scatter's common call on cached int32 ones) against its definition: padding
+    frames (garbage labels there) never counted, time not last, out_dim given, the ones cache reused and
+    kept apart per shape, and the calls it hands over (fill_value, int32 indices, a second dynamic dim)."""
+    b = make_padded_batch((5, 3, 1, 0), extra_time=1)
+    vocab = dt.Dim(6, name="vocab")
+    labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=torch.Generator().manual_seed(2))
+    labels[:, -1] = 10**6  # garbage in the padding: never counted
+    indices = dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab)
+    out = both(dt.scatter_count, _scatter.scatter_count, indices=indices, indices_dim=b.time)
+    assert out.dims == (b.batch, vocab) and out.raw.dtype == torch.int32 and out.sparse_dim is None
+    for i, n in enumerate(b.lengths):
+        assert out.raw[i].tolist() == torch.bincount(labels[i, :n], minlength=6).tolist()
+    assert_same(dt.scatter_count(indices=indices, indices_dim=b.time), out)  # from the cache
+    transposed = dt.Tensor(labels.t().contiguous(), (b.time, b.batch), sparse_dim=vocab)
+    both(dt.scatter_count, _scatter.scatter_count, indices=transposed, indices_dim=b.time)
+    plain = dt.Tensor(labels.clamp(max=5), (b.batch, b.time))
+    both(dt.scatter_count, _scatter.scatter_count, indices=plain, indices_dim=b.time, out_dim=vocab)
+    both(dt.scatter_count, _scatter.scatter_count, indices=indices, indices_dim=b.time, fill_value=0)
+    both(dt.scatter_count, _scatter.scatter_count, indices=indices, indices_dim=b.time, fill_value=-1)
+    both(dt.scatter_count, _scatter.scatter_count, indices=dt.Tensor(labels.int(), indices.dims, sparse_dim=vocab),
+         indices_dim=b.time)
+    static = dt.Tensor(torch.tensor([5, 0, 5, 1]), (b.feature,), sparse_dim=vocab)
+    assert both(dt.scatter_count, _scatter.scatter_count, indices=static, indices_dim=b.feature).raw.tolist() == \
+        [1, 1, 0, 0, 0, 2]
+    beam = dt.Dim(dt.Tensor(torch.tensor([2, 1, 1, 2]), (b.batch,)), name="beam")
+    over_beam = dt.Tensor(torch.zeros(4, 2, labels.shape[1], dtype=torch.int64), (b.batch, beam, b.time),
+                          sparse_dim=vocab)
+    both(dt.scatter_count, _scatter.scatter_count, indices=over_beam, indices_dim=b.time)
 
 
 @pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])

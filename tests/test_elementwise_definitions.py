@@ -203,6 +203,35 @@ def test_where_broadcast_all_sources():
 
 @given(perm=st.permutations([0, 1, 2, 3]), lengths=lengths_st, pad=pads,
        picks=st.lists(st.booleans(), min_size=4, max_size=4), order=st.integers(0, 100),
+       weight=st.sampled_from([0.3, -1.5, 2, "tensor"]),
+       dtype=st.sampled_from([torch.float32, torch.float64, torch.float16, torch.int64]))
+def test_lerp(perm, lengths, pad, picks, order, weight, dtype):
+    """lerp's fast path (two Tensors of one layout and float dtype, a float weight) and every other call
+    (aligned operands, an int or Tensor weight, mixed or int dtypes) against the definition."""
+    x, dims = padded(lengths, pad=pad, perm=perm, dtype=dtype)
+    same_layout = dt.Tensor(_other(x, dims, [True] * 4, order).raw.permute(
+        *[_subset(dims, [True] * 4, order).index(d) for d in x.dims]), x.dims)
+    other = _other(x, dims, picks, order)
+    w = _other(x, dims, picks[::-1], order + 1, scale=0.5) if weight == "tensor" else weight
+    check_either(dt.lerp, x, same_layout, w, backward=dtype.is_floating_point)
+    check_either(dt.lerp, same_layout, x, w, backward=dtype.is_floating_point)
+    check_either(dt.lerp, x, other, w, backward=dtype.is_floating_point)
+    check_either(dt.lerp, x, dt.cast(same_layout, "float64"), 0.5, backward=False)  # mixed dtypes
+
+
+def test_lerp_markers_and_errors():
+    x, (batch, time, feature, heads) = padded((3, 2))
+    y = dt.Tensor(torch.randn(x.raw.shape), x.dims)
+    assert check(dt.lerp, x, y, 0.25).feature_dim is x.feature_dim
+    assert check(dt.lerp, y, x, 0.25).feature_dim is x.feature_dim
+    check_error(dt.lerp, x, x.raw, 0.5)
+    check_error(dt.lerp, x, y, "0.5")
+    check_error(dt.lerp, x, y, 0.5, allow_broadcast_all_sources=dt.Tensor(torch.tensor(True), ()))
+    check_error(dt.lerp, x, dt.Tensor(torch.randn(2), (dt.Dim(2, name="other"),)), 0.5)  # an outer broadcast
+
+
+@given(perm=st.permutations([0, 1, 2, 3]), lengths=lengths_st, pad=pads,
+       picks=st.lists(st.booleans(), min_size=4, max_size=4), order=st.integers(0, 100),
        lo=st.sampled_from(["tensor", "scalar", None]), hi=st.sampled_from(["tensor", "scalar", None]))
 def test_clip(perm, lengths, pad, picks, order, lo, hi):
     x, dims = padded(lengths, pad=pad, perm=perm)

@@ -105,14 +105,21 @@ def _path_targets(s):
 
 
 def _torch_ctc_durations(s):
-    n_out = 2 * int(_path_targets(s).max()) + 1
+    """As rf's (and dimtorch's) default check_dims: the path's label counts are asserted on the device (no
+    wait) to be the targets' lengths, which are on the device once per batch, as are the ones."""
+    targets_lengths = _path_targets(s)
+    n_out = 2 * int(targets_lengths.max()) + 1
+    p = _path_raw(s)
+    ones = torch.ones(p.shape, dtype=torch.int32, device=p.device)
 
-    def durations(p=_path_raw(s), m=s.mask3[..., 0], n_out=n_out):
+    def durations(p=p, m=s.mask3[..., 0], n_out=n_out, lengths=targets_lengths.to(p.device), ones=ones):
         is_label = p != 2
         new = is_label & (p != F.pad(p[:, :-1], (1, 0), value=2)) & m
-        state = torch.where(m, 2 * new.cumsum(1) - is_label.long(), n_out)
+        seen = new.cumsum(1)
+        torch._assert_async(torch.all(seen[:, -1] == lengths), "label counts differ from the targets' lengths")
+        state = torch.where(m, 2 * seen - is_label.long(), n_out)
         out = torch.zeros(p.shape[0], n_out + 1, dtype=torch.int32, device=p.device)
-        return out.scatter_add_(1, state, torch.ones_like(state, dtype=torch.int32))[:, :n_out]
+        return out.scatter_add_(1, state, ones)[:, :n_out]
     return durations
 
 

@@ -181,6 +181,9 @@ def is_finite(x: Tensor, /) -> Tensor:
 def layer_norm(x: Tensor, axis: _Dims, *, weight: Any = ..., bias: Any = ..., eps: Any = ...) -> Tensor:
     """layer_norm(x, axis, weight=None, bias=None, eps=1e-5): F.layer_norm over the dim(s) `axis` (viewed last; the result keeps that order)."""
 
+def lerp(start: Any, end: Any, weight: Any, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
+    """lerp(start, end, weight, *, allow_broadcast_all_sources=False) -> tensor: see dimtorch.ops.elementwise.lerp."""
+
 def linear(x: Tensor, weight: Any, bias: Any = ...) -> Tensor:
     """linear(x, weight, bias=None): x contracted with weight over their shared (input) dim, plus bias over the output dim; F.linear when weight is (out, in)."""
 
@@ -288,6 +291,9 @@ def rsqrt(x: Tensor, /) -> Tensor:
 
 def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], mode: str = ..., fill_value: Any = ..., out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., use_mask: Optional[bool] = ...) -> Tensor:
     """scatter(x, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: see dimtorch._scatter.scatter."""
+
+def scatter_count(*, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., fill_value: Optional[int] = ...) -> Tensor:
+    """scatter_count(*, indices, indices_dim, out_dim=None, fill_value=None) -> tensor: see dimtorch._scatter.scatter_count."""
 
 def shift_right(x: Tensor, *, axis: Dim, amount: int = ..., pad_value: Any = ...) -> Tensor:
     """shift_right(x, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch._slicing.shift_right."""

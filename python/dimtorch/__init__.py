@@ -31,8 +31,8 @@ from ._pickle import register_safe_globals as _register_safe_globals
 from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from ._label_smoothing import label_smoothed_log_prob_gradient, label_smoothing, smooth_one_hot  # noqa: F401
 from .ops.reduce import reduce_logmeanexp  # noqa: F401
-from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, lerp, selu  # noqa: F401
-from ._scatter import scatter_count  # noqa: F401
+from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, selu  # noqa: F401  (lerp: C++ fast path)
+# scatter, scatter_count: C++ fast paths (definitions in ._scatter)
 from ._attention import dot_attention  # noqa: F401
 from ._loop import cond, scan, while_loop  # noqa: F401
 from ._signal import stft  # noqa: F401

@@ -12,7 +12,7 @@ from ._C import Dim, Tensor
 from ._data_dependent import to_host
 from ._dtypes import is_integer
 from ._args import axis_of, check_tensor, dim_str, dims_str
-from .ops._support import flag, names_errors
+from .ops._support import flag, int32_ones, names_errors
 
 _MASK, _LENGTHS = 0, 2  # kinds of dimtorch._C._dim_cached_raw (src/mask.h)
 _NEG_INF = float("-inf")
@@ -20,10 +20,16 @@ _NEG_INF = float("-inf")
 
 # ---- lengths and masks of one layout ---------------------------------------------------------------------
 
+_LEADING = tuple(tuple(range(k)) for k in range(25))  # positions 0..k-1: lengths over the leading dims
+
+
 def _lengths_positions(dim: Dim, order: tuple, what: str, caller: str) -> tuple:
     """Positions in `order` of the dims dim's lengths vary over; an error naming `what` if one is missing."""
+    lengths_dims = dim.dyn_size.dims
+    if order[:len(lengths_dims)] == lengths_dims:  # the common layout (Dim equality is identity)
+        return _LEADING[len(lengths_dims)]
     pos = []
-    for b in dim.dyn_size.dims:
+    for b in lengths_dims:
         i = next((k for k, e in enumerate(order) if e is b), -1)
         if i < 0:
             raise ValueError(f"{caller}: the lengths of {what} {dim_str(dim)} are over {dim_str(b)}, which is not a "
@@ -32,32 +38,34 @@ def _lengths_positions(dim: Dim, order: tuple, what: str, caller: str) -> tuple:
     return tuple(pos)
 
 
-def _lengths(dim: Dim, batch: tuple, shape: tuple, device, what: str, caller: str) -> torch.Tensor:
+def _lengths(dim: Dim, batch: tuple, shape: tuple, device, what: str, caller: str, traced: bool) -> torch.Tensor:
     """dim's lengths as an int64 raw of the batch `shape` (axes in `batch` order) on device; a static dim's size
-    everywhere. The device copy is cached on the dim (made in the graph while tracing)."""
+    everywhere. The device copy is cached on the dim (made in the graph while `traced`)."""
     if dim.dyn_size is None:
         if dim.size is None:
             raise ValueError(f"{caller}: {what} {dim_str(dim)} takes its size from data; it needs lengths or a "
                              f"static size")
         return torch.full(shape, dim.size, dtype=torch.int64, device=device)
     pos = _lengths_positions(dim, batch, what, caller)
-    if _tracing.tracing():
+    if traced:
         raw = _tracing.lengths_raw(dim, batch, device)
     else:
         raw = _C._dim_cached_raw(_LENGTHS, dim, pos, len(batch), 0, device)
-    raw = raw.expand(shape)
-    return raw if raw.dtype == torch.int64 else raw.to(torch.int64)
+    if raw.shape != shape:
+        raw = raw.expand(shape)
+    return raw if raw.dtype is torch.int64 else raw.to(torch.int64)
 
 
-def _frames(dim: Dim, order: tuple, shape: tuple, device, what: str, caller: str) -> Optional[torch.Tensor]:
+def _frames(dim: Dim, order: tuple, shape: tuple, device, what: str, caller: str,
+            traced: bool) -> Optional[torch.Tensor]:
     """Bool raw broadcastable to `shape` (axes in `order`, which holds dim), True on dim's valid frames; None
-    for a dim without lengths. Cached on the dim (built in the graph while tracing)."""
+    for a dim without lengths. Cached on the dim (built in the graph while `traced`)."""
     if dim.dyn_size is None:
         return None
     pos = _lengths_positions(dim, order, what, caller)
-    if _tracing.tracing():
+    if traced:
         return _in_graph.valid_mask(order, shape, device, among=(dim,))
-    axis = next(k for k, e in enumerate(order) if e is dim)
+    axis = order.index(dim)  # (Dim equality is identity)
     return _C._dim_cached_raw(_MASK, dim, pos + (axis,), len(order), shape[axis], device)
 
 
@@ -165,15 +173,16 @@ def ctc_best_path(*, logits: Tensor, logits_normalized: bool = False, targets: T
         n *= s
     lp = lp.expand((n_time,) + batch_shape + (n_classes,)).reshape(n_time, n, n_classes)
     tg = tg.to(device).expand(batch_shape + (n_labels,)).reshape(n, n_labels).to(torch.int64)
+    traced = _tracing.tracing()
     frames = _frames(input_spatial_dim, (input_spatial_dim,) + batch, (n_time,) + batch_shape, device,
-                     "input_spatial_dim", caller)
+                     "input_spatial_dim", caller, traced)
     if frames is not None:
         frames = frames.expand((n_time,) + batch_shape).reshape(n_time, n)
         lp = torch.where(frames.unsqueeze(-1), lp, 0.0)  # padding (NaN, inf) never reaches a score
     if not normalized:
         lp = torch.log_softmax(lp, dim=-1)
     target_lengths = _lengths(targets_spatial_dim, batch, batch_shape, device, "targets_spatial_dim",
-                              caller).reshape(n)
+                              caller, traced).reshape(n)
     # padding of the targets (any garbage, also out of range) reads as blank
     tg = torch.where(torch.arange(n_labels, device=device) < target_lengths.unsqueeze(1), tg, blank_index)
     if n_time == 0:
@@ -186,34 +195,35 @@ def ctc_best_path(*, logits: Tensor, logits_normalized: bool = False, targets: T
 
 # ---- durations of a path's states --------------------------------------------------------------------------
 
-def _path_layout(path, path_spatial_dim, blank_index, caller: str):
-    """(raw path over (*batch, T) as int64, batch dims, valid frames (*batch, T) or None)."""
+def _path_layout(path, path_spatial_dim, blank_index, caller: str, traced: bool):
+    """(raw path over (*batch, T) as int64, batch dims, valid frames broadcastable to (*batch, T), or None)."""
     check_tensor(path, caller, what="path")
-    axis_of(path, path_spatial_dim, caller, what="path_spatial_dim", of="path")
-    if not is_integer(path.raw.dtype):
+    order = path.dims
+    if not order or order[-1] is not path_spatial_dim:  # (the common layout has time last)
+        axis_of(path, path_spatial_dim, caller, what="path_spatial_dim", of="path")
+        order = tuple(d for d in order if d is not path_spatial_dim) + (path_spatial_dim,)
+    raw = path.raw
+    if raw.dtype is not torch.int64 and not is_integer(raw.dtype):
         raise TypeError(f"{caller}: path must be int labels, got {path.dtype}")
     if type(blank_index) is not int:
         raise TypeError(f"{caller}: blank_index must be an int, got {blank_index!r}")
-    batch = tuple(d for d in path.dims if d is not path_spatial_dim)
-    order = batch + (path_spatial_dim,)
-    raw = path.raw if path.dims == order else path.raw_aligned(order)
-    if raw.dtype != torch.int64:
+    if order is not path.dims:
+        raw = path.raw_aligned(order)
+    if raw.dtype is not torch.int64:
         raw = raw.to(torch.int64)
-    frames = _frames(path_spatial_dim, order, tuple(raw.shape), raw.device, "path_spatial_dim", caller)
-    if frames is not None:
-        frames = frames.expand(raw.shape)
-    return raw, batch, frames
+    return raw, order[:-1], _frames(path_spatial_dim, order, raw.shape, raw.device, "path_spatial_dim", caller,
+                                    traced)
 
 
-def _check_lengths(dim: Dim, want: torch.Tensor, batch: tuple, what: str, caller: str) -> None:
+def _check_lengths(dim: Dim, want: torch.Tensor, batch: tuple, what: str, caller: str, traced: bool) -> None:
     """Asserts on the device, without waiting for it, that dim's lengths are `want` (*batch)."""
-    have = _lengths(dim, batch, tuple(want.shape), want.device, what, caller)
-    if not _tracing.tracing():  # a constant message: no dims printed on every call
+    have = _lengths(dim, batch, want.shape, want.device, what, caller, traced)
+    if not traced:  # a constant message: no dims printed on every call
         torch._assert_async(torch.all(have == want), f"{caller}: the lengths of {what} differ from the path's")
 
 
 def _out_dim(counts: torch.Tensor, batch: tuple, targets_spatial_dim, out_spatial_dim, to_out, check: bool,
-             stop: bool, caller: str) -> Tuple[Dim, bool]:
+             stop: bool, caller: str, traced: bool) -> Tuple[Dim, bool]:
     """(out_spatial_dim, whether states past its size may occur) for label counts (*batch) of a path.
     out_spatial_dim: given, else to_out(targets_spatial_dim) by dim math; without targets_spatial_dim, a new
     dim over the counts, read on the host (the size depends on data). With check and stop, the given dims'
@@ -225,20 +235,21 @@ def _out_dim(counts: torch.Tensor, batch: tuple, targets_spatial_dim, out_spatia
             raise TypeError(f"{caller}: {name} must be a Dim, got {type(d).__name__}")
     checked = check and stop
     if targets_spatial_dim is None:
-        if _tracing.tracing():
+        if traced:
             raise NotImplementedError(f"{caller}: without targets_spatial_dim the label counts are read on the "
                                       f"host, which a graph cannot; give targets_spatial_dim")
         targets_spatial_dim = Dim(Tensor(to_host(counts), batch), name="target_spatial")
     elif checked:
-        _check_lengths(targets_spatial_dim, counts, batch, "targets_spatial_dim", caller)
+        _check_lengths(targets_spatial_dim, counts, batch, "targets_spatial_dim", caller, traced)
     if out_spatial_dim is None:
         return to_out(targets_spatial_dim), not checked
     if checked:
-        _check_lengths(out_spatial_dim, to_out(counts), batch, "out_spatial_dim", caller)
+        _check_lengths(out_spatial_dim, to_out(counts), batch, "out_spatial_dim", caller, traced)
     return out_spatial_dim, not checked
 
 
-def _durations(state: torch.Tensor, frames: Optional[torch.Tensor], n_out: int, clamp: bool) -> torch.Tensor:
+def _durations(state: torch.Tensor, frames: Optional[torch.Tensor], n_out: int, clamp: bool,
+               traced: bool) -> torch.Tensor:
     """How many frames (int32, over (*batch, n_out)) sit in each state; padding frames (and with `clamp`,
     states past n_out: a path with more labels than its unchecked targets' dim) count nowhere (they go to an
     extra column, dropped)."""
@@ -247,19 +258,27 @@ def _durations(state: torch.Tensor, frames: Optional[torch.Tensor], n_out: int, 
     if frames is not None:
         state = torch.where(frames, state, n_out)
     out = torch.zeros(state.shape[:-1] + (n_out + 1,), dtype=torch.int32, device=state.device)
-    out.scatter_add_(-1, state, torch.ones_like(state, dtype=torch.int32))
+    out.scatter_add_(-1, state, int32_ones(state.shape, state.device, traced))
     return out[..., :n_out]
 
 
-def _out_size(out_dim: Dim, caller: str) -> int:
+def _out_size(out_dim: Dim, caller: str, traced: bool) -> int:
     if out_dim.size is not None:
         return out_dim.size
     if out_dim.dyn_size is None:
         raise ValueError(f"{caller}: out_spatial_dim {dim_str(out_dim)} takes its size from data; it needs lengths")
-    if _tracing.tracing():
+    if traced:
         raise NotImplementedError(f"{caller}: the size of out_spatial_dim {dim_str(out_dim)} is read from its host "
                                   f"lengths, which a graph cannot")
     return out_dim.get_max_size()
+
+
+def _times_2_plus_1(d):
+    return d * 2 + 1
+
+
+def _plus_1(d):
+    return d + 1
 
 
 @names_errors("dimtorch.ctc_durations_from_path()")
@@ -276,18 +295,19 @@ def ctc_durations_from_path(*, path: Tensor, path_spatial_dim: Dim, blank_index:
     stop_on_failed_check False nothing is checked, a report would need a device read, and frames past the
     given dim's end count nowhere). Padding frames of path count nowhere."""
     caller = "dimtorch.ctc_durations_from_path()"
-    raw, batch, frames = _path_layout(path, path_spatial_dim, blank_index, caller)
+    traced = _tracing.tracing()
+    raw, batch, frames = _path_layout(path, path_spatial_dim, blank_index, caller, traced)
     check = flag(check_dims, caller, "check_dims")
     stop = flag(stop_on_failed_check, caller, "stop_on_failed_check")
     is_label = raw != blank_index
-    new_label = is_label & (raw != F.pad(raw[..., :-1], (1, 0), value=blank_index))
+    new_label = is_label & (raw != torch.constant_pad_nd(raw[..., :-1], (1, 0), blank_index))  # (F.pad: +1 us)
     if frames is not None:
         new_label = new_label & frames
     seen = new_label.cumsum(-1)  # labels begun so far: the blank after label k is state 2 k
     out_dim, clamp = _out_dim(seen[..., -1] if raw.shape[-1] else seen.sum(-1), batch, targets_spatial_dim,
-                              out_spatial_dim, lambda d: d * 2 + 1, check, stop, caller)
+                              out_spatial_dim, _times_2_plus_1, check, stop, caller, traced)
     state = 2 * seen - is_label.to(torch.int64)
-    return Tensor(_durations(state, frames, _out_size(out_dim, caller), clamp), batch + (out_dim,)), out_dim
+    return Tensor(_durations(state, frames, _out_size(out_dim, caller, traced), clamp, traced), batch + (out_dim,)), out_dim
 
 
 @names_errors("dimtorch.ctc_no_label_loop_blank_durations_from_path()")
@@ -301,7 +321,8 @@ def ctc_no_label_loop_blank_durations_from_path(*, path: Tensor, path_spatial_di
     Returns (int32 durations over path's other dims and out_spatial_dim, out_spatial_dim); out_spatial_dim
     defaults to targets_spatial_dim + 1. targets_spatial_dim and the checks as in ctc_durations_from_path."""
     caller = "dimtorch.ctc_no_label_loop_blank_durations_from_path()"
-    raw, batch, frames = _path_layout(path, path_spatial_dim, blank_index, caller)
+    traced = _tracing.tracing()
+    raw, batch, frames = _path_layout(path, path_spatial_dim, blank_index, caller, traced)
     check = flag(check_dims, caller, "check_dims")
     stop = flag(stop_on_failed_check, caller, "stop_on_failed_check")
     is_label = raw != blank_index
@@ -309,10 +330,10 @@ def ctc_no_label_loop_blank_durations_from_path(*, path: Tensor, path_spatial_di
         is_label = is_label & frames
     seen = is_label.cumsum(-1)
     out_dim, clamp = _out_dim(seen[..., -1] if raw.shape[-1] else seen.sum(-1), batch, targets_spatial_dim,
-                              out_spatial_dim, lambda d: d + 1, check, stop, caller)
-    n_out = _out_size(out_dim, caller)
+                              out_spatial_dim, _plus_1, check, stop, caller, traced)
+    n_out = _out_size(out_dim, caller, traced)
     state = torch.where(is_label, n_out, seen)  # label frames count nowhere
-    return Tensor(_durations(state, frames, n_out, clamp), batch + (out_dim,)), out_dim
+    return Tensor(_durations(state, frames, n_out, clamp, traced), batch + (out_dim,)), out_dim
 
 
 __all__ = ["ctc_best_path", "ctc_durations_from_path", "ctc_no_label_loop_blank_durations_from_path"]

@@ -10,7 +10,7 @@ import torch
 from . import _C, _in_graph, _tracing
 from ._C import Dim, Tensor
 from ._args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
-from .ops._support import names_errors
+from .ops._support import int32_ones, names_errors
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -302,29 +302,10 @@ def scatter_count(*, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]],
     return Tensor(torch.where(counts.raw > 0, counts.raw, fill_value), counts.dims)
 
 
-_ONES: dict = {}  # (shape, device) -> contiguous int32 ones (scatter_count's increments); a few shapes kept
-
-
-def _ones_like(raw: torch.Tensor) -> torch.Tensor:
-    """Contiguous int32 ones of raw's shape, cached per shape and device (eager only): scatter_add_ from a
-    contiguous source is ~2x faster than from an expanded 0-dim one, and making it each call costs ~1.5 us."""
-    key = (raw.shape, raw.device)
-    ones = _ONES.get(key)
-    if ones is None:
-        if len(_ONES) >= 64:  # batch shapes vary: keep the cache small
-            _ONES.clear()
-        ones = _ONES[key] = torch.ones(raw.shape, dtype=torch.int32, device=raw.device)
-    return ones
-
-
 def _scatter_ones(indices, indices_dim, out_dim, caller: str) -> Tensor:
     """Counts as dt.scatter of int32 ones (its fast path takes the common call and masks the padding)."""
     raw = indices.raw
-    if _tracing.tracing():  # (no cache of traced tensors)
-        ones = torch.ones((), dtype=torch.int32, device=raw.device).expand(raw.shape)
-    else:
-        ones = _ones_like(raw)
-    ones = Tensor(ones, indices.dims)
+    ones = Tensor(int32_ones(raw.shape, raw.device, _tracing.tracing()), indices.dims)
     try:
         counts = _C.scatter(ones, indices=indices, indices_dim=indices_dim, out_dim=out_dim)
     except (TypeError, ValueError) as e:

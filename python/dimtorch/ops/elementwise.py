@@ -476,11 +476,6 @@ def lerp(start, end, weight, *, allow_broadcast_all_sources=False) -> Tensor:
     """start + weight * (end - start) (rf.lerp; torch.lerp where the dtypes allow it), the three aligned by
     dims; start and end are Tensors, weight a Python number or a Tensor."""
     caller = "dimtorch.lerp()"
-    if type(start) is Tensor and type(end) is Tensor and type(weight) is float and start.dims == end.dims:
-        a, b = start.raw, end.raw  # the common call: one layout, a float weight
-        if a.shape == b.shape and a.dtype == b.dtype and a.is_floating_point():
-            return Tensor(torch.lerp(a, b, weight), start.dims,
-                          feature_dim=start.feature_dim if start.feature_dim is not None else end.feature_dim)
     allow = flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources")
     for what, v in (("start", start), ("end", end)):
         if not isinstance(v, Tensor):
