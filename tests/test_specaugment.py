@@ -174,3 +174,39 @@ def test_errors():
         dt.audio.mask(x, mask_axis=t, pos=dt.Tensor(torch.zeros(5, 62, dtype=torch.int64), (b, t)), max_amount=1)
     with pytest.raises(TypeError, match=r"dimtorch\.audio\.mask\(\): pos must be an integer Tensor"):
         dt.audio.mask(x, mask_axis=t, pos=dt.Tensor(torch.zeros(5), (b,)), max_amount=1)
+
+
+def test_specaugment_traced_with_lengths_as_graph_inputs():
+    """Under make_fx (symbolic sizes) and torch.compile (fullgraph): no host lengths, the raw time axis bounds
+    the mask slots; each output value is x's or 0, time masks only on each sequence's own frames, and new
+    time sizes reuse the graph (one recompile to dynamic at most)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    import torch._dynamo.testing
+
+    def fn(raw, lengths):
+        b, f = dt.Dim(None, name="batch"), dt.Dim(10, name="feature")
+        t = dt.Dim(dt.Tensor(lengths, (b,)), name="time")
+        return dt.audio.specaugment(dt.Tensor(raw, (b, t, f)), spatial_dim=t, feature_dim=f, step=5000).raw
+
+    def check(out, raw, lengths):
+        assert torch.all((out == raw) | (out == 0))
+        zero = out == 0
+        time_zero = zero.all(-1)
+        for i, n in enumerate(lengths.tolist()):
+            assert not time_zero[i, n:].any() or zero[i, n:].all(), "a time mask past the sequence's end"
+
+    raw, lengths = torch.ones(3, 40, 10), torch.tensor([40, 23, 4])
+    traced = make_fx(fn, tracing_mode="symbolic")(raw, lengths)
+    check(traced(raw, lengths), raw, lengths)
+    check(traced(torch.ones(3, 25, 10), torch.tensor([25, 3, 0])), torch.ones(3, 25, 10), torch.tensor([25, 3, 0]))
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(fn, backend=counter, fullgraph=True)
+    for t_max, lens in ((40, [40, 23, 4]), (31, [31, 2, 9]), (52, [1, 52, 30]), (17, [17, 17, 0])):
+        r, n = torch.ones(3, t_max, 10), torch.tensor(lens)
+        check(compiled(r, n), r, n)
+    assert counter.frame_count <= 2
+    with pytest.raises(NotImplementedError, match="num_masks_per_seq=False"):
+        make_fx(lambda r, n: dt.audio.specaugment(
+            dt.Tensor(r, (b := dt.Dim(None, name="b"), t := dt.Dim(dt.Tensor(n, (b,)), name="t"),
+                          f := dt.Dim(10, name="f"))), spatial_dim=t, feature_dim=f, step=5000,
+            num_masks_per_seq=False).raw)(raw, lengths)
