@@ -173,4 +173,5 @@ def label_smoothing(prob: Tensor, smoothing: Union[Tensor, float], *, axis: Opti
         return _C.combine(_C.combine(prob, 1.0 - floor * axis.size, "mul"), floor, "add")
     floor = smoothing / (axis.size - 1)
     factor = 1.0 - axis.size * floor
-    return Tensor(torch.add(prob.raw * factor, floor), prob.dims, feature_dim=prob.feature_dim)
+    # in place on the product (its backward needs neither): one allocation fewer than two ops
+    return Tensor((prob.raw * factor).add_(floor), prob.dims, feature_dim=prob.feature_dim)
