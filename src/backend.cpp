@@ -106,7 +106,9 @@ bool init() {
        get_attr(F, "embedding", &T.embedding) && get_attr(F, "dropout", &T.dropout) &&
        get_attr(tb, "new_empty", &T.new_empty) && get_attr(tb, "bernoulli_", &T.bernoulli_) &&
        get_attr(tb, "div_", &T.div_) && get_attr(tb, "lerp_", &T.lerp_) &&
-       get_attr(tb, "detach", &T.detach) && get_attr(t, "addcmul", &T.addcmul) && get_attr(t, "lerp", &T.lerp) &&
+       get_attr(tb, "detach", &T.detach) && get_attr(t, "addcmul", &T.addcmul) &&
+       get_attr(t, "lerp", &T.lerp) && get_attr(t, "_assert_async", &T.assert_async) &&
+       get_attr(tb, "cumsum", &T.cumsum) &&
        get_attr(F, "batch_norm", &T.batch_norm) && get_attr(t, "arange", &T.arange) &&
        get_attr(t, "float32", &T.float32) && get_attr(t, "int64", &T.int64) &&
        get_attr(t, "stack", &T.stack) && get_attr(tb, "topk", &T.topk) &&

@@ -85,6 +85,8 @@ struct Table {
   PyObject* expand_as = nullptr;         // TensorBase.expand_as
   PyObject* select = nullptr;            // TensorBase.select
   PyObject* scatter_add_ = nullptr;      // TensorBase.scatter_add_
+  PyObject* cumsum = nullptr;            // TensorBase.cumsum
+  PyObject* assert_async = nullptr;      // torch._assert_async (a device-side check: no wait)
   PyObject* float32 = nullptr;     // torch.float32
   PyObject* int64 = nullptr;       // torch.int64
   PyObject* zero = nullptr;         // the int 0

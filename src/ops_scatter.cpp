@@ -117,47 +117,6 @@ PyObject* f_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   return fall_back ? scatter_fallback(args, nargs, kwnames) : out;
 }
 
-// Contiguous int32 ones of the last few index shapes, per device: scatter_count's increments
-// (scatter_add_ from a contiguous source is ~2x faster than from an expanded 0-dim one, and making them
-// each call costs ~1.5 us). Eager only (a traced call never reaches a fast path); kept for the process.
-struct OnesEntry {
-  Py_ssize_t ndim = -1;
-  Py_ssize_t sizes[kMaxDims];
-  PyObject* device = nullptr;  // strong
-  PyObject* ones = nullptr;    // strong
-};
-constexpr int kOnesEntries = 8;
-OnesEntry g_ones[kOnesEntries];
-int g_ones_next = 0;
-
-/// The cached ones of idx's shape on `device` (a new reference), made on a miss.
-PyObject* int32_ones(TensorObject* idx, PyObject* device) {
-  Py_ssize_t nd = tensor_ndim(idx);
-  for (OnesEntry& e : g_ones) {
-    if (e.ndim != nd || !std::equal(idx->sizes, idx->sizes + nd, e.sizes)) continue;
-    int same = e.device == device ? 1 : PyObject_RichCompareBool(e.device, device, Py_EQ);
-    if (same < 0) return nullptr;
-    if (same) return Py_NewRef(e.ones);
-  }
-  static PyObject* int32_name = PyUnicode_InternFromString("int32");
-  PyObject* int32 = int32_name ? backend::dtype_from(int32_name, "dimtorch.scatter_count()") : nullptr;
-  Ref shape(int32 ? size_tuple(idx->sizes, nd) : nullptr);
-  Ref kwargs(shape ? Py_BuildValue("{sOsO}", "dtype", int32, "device", device) : nullptr);
-  if (!kwargs) return nullptr;
-  PyObject* call[1] = {shape.get()};
-  Ref ones(PyObject_VectorcallDict(backend::T.ones, call, 1, kwargs.get()));
-  if (!ones) return nullptr;
-  OnesEntry& e = g_ones[g_ones_next];
-  g_ones_next = (g_ones_next + 1) % kOnesEntries;
-  Py_XDECREF(e.device);
-  Py_XDECREF(e.ones);
-  e.ndim = nd;
-  std::copy(idx->sizes, idx->sizes + nd, e.sizes);
-  e.device = Py_NewRef(device);
-  e.ones = Py_NewRef(ones.get());
-  return ones.release();
-}
-
 /// scatter_count(*, indices, indices_dim, out_dim=None, fill_value=None): the fast path (fill_value None
 /// or 0) counts as scatter's common call of cached int32 ones over the indices' dims.
 PyObject* f_scatter_count(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -176,7 +135,7 @@ PyObject* f_scatter_count(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
   PyObject* out_dim = v[2] && v[2] != Py_None ? v[2] : idx->sparse_dim;
   Ref device(PyObject_GetAttr(idx->raw, backend::T.s_device));
   if (!device) return nullptr;
-  Ref ones(int32_ones(idx, device.get()));
+  Ref ones(int32_ones(idx->sizes, tensor_ndim(idx), device.get()));
   if (!ones) return nullptr;
   bool fall_back;
   PyObject* out = scatter_add_common(nullptr, ones.get(), idx->dims, idx->sizes, idx, v[1], out_dim, caller,
@@ -198,6 +157,48 @@ PyMethodDef kFunctions[] = {
 #undef FASTCALL_KW
 
 }  // namespace
+
+// Contiguous int32 ones of the last few index shapes, per device: scatter_count's increments
+// (scatter_add_ from a contiguous source is ~2x faster than from an expanded 0-dim one, and making them
+// each call costs ~1.5 us). Eager only (a traced call never reaches a fast path); kept for the process.
+namespace {
+struct OnesEntry {
+  Py_ssize_t ndim = -1;
+  Py_ssize_t sizes[kMaxDims];
+  PyObject* device = nullptr;  // strong
+  PyObject* ones = nullptr;    // strong
+};
+constexpr int kOnesEntries = 8;
+OnesEntry g_ones[kOnesEntries];
+int g_ones_next = 0;
+
+}  // namespace
+
+PyObject* fast_path::int32_ones(const Py_ssize_t* sizes, Py_ssize_t nd, PyObject* device) {
+  for (OnesEntry& e : g_ones) {
+    if (e.ndim != nd || !std::equal(sizes, sizes + nd, e.sizes)) continue;
+    int same = e.device == device ? 1 : PyObject_RichCompareBool(e.device, device, Py_EQ);
+    if (same < 0) return nullptr;
+    if (same) return Py_NewRef(e.ones);
+  }
+  static PyObject* int32_name = PyUnicode_InternFromString("int32");
+  PyObject* int32 = int32_name ? backend::dtype_from(int32_name, "dimtorch.int32_ones()") : nullptr;
+  Ref shape(int32 ? size_tuple(sizes, nd) : nullptr);
+  Ref kwargs(shape ? Py_BuildValue("{sOsO}", "dtype", int32, "device", device) : nullptr);
+  if (!kwargs) return nullptr;
+  PyObject* call[1] = {shape.get()};
+  Ref ones(PyObject_VectorcallDict(backend::T.ones, call, 1, kwargs.get()));
+  if (!ones) return nullptr;
+  OnesEntry& e = g_ones[g_ones_next];
+  g_ones_next = (g_ones_next + 1) % kOnesEntries;
+  Py_XDECREF(e.device);
+  Py_XDECREF(e.ones);
+  e.ndim = nd;
+  std::copy(sizes, sizes + nd, e.sizes);
+  e.device = Py_NewRef(device);
+  e.ones = Py_NewRef(ones.get());
+  return ones.release();
+}
 
 bool export_ops_scatter(PyObject* module) { return add_functions(module, kFunctions); }
 

@@ -165,6 +165,46 @@ def test_ctc_durations_from_path_against_python():
                                stop_on_failed_check=False)
 
 
+def test_ctc_durations_fast_path_against_the_definition():
+    """The C++ fast path (time last, the targets' dim given and checked) against the Python definition: the
+    same durations, dims and out dim; time not last, a static time dim, int32 paths, a blank index past
+    int64, unchecked calls and a given out dim go to the definition; a failed check raises on both."""
+    from dimtorch import _ctc_align
+    from test_array_fast_paths import both
+    lengths = [9, 4, 0, 1, 6, 8]
+    batch, time, path_tb = _paths(lengths, seed=5)
+    path = dt.Tensor(path_tb.raw.t().contiguous(), (batch, time))  # time last: the common layout
+    counts = torch.tensor([(len(_torch_durations(path.raw[b, :n].tolist(), 1)) - 1) // 2
+                           for b, n in enumerate(lengths)])
+    tt = dt.Dim(dt.Tensor(counts, (batch,)), name="tt")
+    fast, slow = dt.ctc_durations_from_path, _ctc_align.ctc_durations_from_path
+    kw = dict(path_spatial_dim=time, blank_index=1, targets_spatial_dim=tt)
+    durations, out_dim = both(fast, slow, path=path, **kw)
+    assert out_dim is tt * 2 + 1 and durations.dims == (batch, out_dim) and durations.dtype == "int32"
+    for b, n in enumerate(lengths):
+        want = _torch_durations(path.raw[b, :n].tolist(), 1)
+        assert durations.raw[b, :len(want)].tolist() == want and not durations.raw[b, len(want):].any()
+    both(fast, slow, path=path, **kw, check_dims=True, stop_on_failed_check=True)
+    both(fast, slow, path=path_tb, **kw)
+    both(fast, slow, path=dt.Tensor(path.raw.int(), path.dims), **kw)
+    both(fast, slow, path=path, **kw, out_spatial_dim=tt * 2 + 1)
+    both(fast, slow, path=path, **kw, check_dims=False)
+    static = dt.Dim(path.raw.shape[1], name="frames")
+    full = [(len(_torch_durations(path.raw[b].tolist(), 1)) - 1) // 2 for b in range(len(lengths))]
+    both(fast, slow, path=dt.Tensor(path.raw, (batch, static)), path_spatial_dim=static, blank_index=1,
+         targets_spatial_dim=dt.Dim(dt.Tensor(torch.tensor(full), (batch,)), name="full"))
+    beam = dt.Dim(2, name="beam")  # targets over batch only, the path over (batch, beam, time)
+    both(fast, slow, path=dt.Tensor(path.raw[:, None].expand(-1, 2, -1).contiguous(), (batch, beam, time)), **kw)
+    bad = dt.Dim(dt.Tensor(counts + 1, (batch,)), name="bad")
+    for fn in (fast, slow):
+        with pytest.raises(RuntimeError, match=r"ctc_durations_from_path\(\): the lengths of targets_spatial_dim"):
+            fn(path=path, path_spatial_dim=time, blank_index=1, targets_spatial_dim=bad)
+        with pytest.raises(TypeError, match=r"dimtorch\.ctc_durations_from_path\(\): blank_index must be an int"):
+            fn(path=path, path_spatial_dim=time, blank_index=1.0, targets_spatial_dim=tt)
+    with pytest.raises(OverflowError, match=r"dimtorch\.ctc_durations_from_path\(\)"):
+        fast(path=path, path_spatial_dim=time, blank_index=2**70, targets_spatial_dim=tt)
+
+
 def test_ctc_no_label_loop_blank_durations_against_python():
     lengths = [9, 4, 0, 1, 6]
     batch, time, path = _paths(lengths, seed=2)

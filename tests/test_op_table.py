@@ -105,6 +105,7 @@ FAST_PATH_TESTS = {
     **{module: "test_array_fast_paths.py" for module in (
         "_slicing", "_stack", "_sort", "_packing", "_scatter", "_gather", "_pad", "_reshape", "_shape_ops",
         "_masked", "_dropout")},
+    "_ctc_align": "test_ctc_align.py",
 }
 
 

@@ -154,6 +154,9 @@ def concat(*sources: Any, out_dim: Optional[Dim] = ...) -> Any:
 def cos(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
+def ctc_durations_from_path(*, path: Tensor, path_spatial_dim: Dim, blank_index: int, targets_spatial_dim: Optional[Dim] = ..., out_spatial_dim: Optional[Dim] = ..., check_dims: bool = ..., stop_on_failed_check: bool = ...) -> tuple[Tensor, Dim]:
+    """ctc_durations_from_path(*, path, path_spatial_dim, blank_index, targets_spatial_dim=None, out_spatial_dim=None, check_dims=True, stop_on_failed_check=True) -> (tensor, dim): see dimtorch._ctc_align.ctc_durations_from_path."""
+
 def dot(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
     """dot(a, b, reduce, use_mask=False): same as matmul."""
 
