@@ -197,17 +197,26 @@ namespace {
 
 const char* const kOpSymbols[] = {"", "+", "-", "*", "//", "ceildiv", "+"};
 
-Py_ssize_t static_result(DimOp op, Py_ssize_t a, Py_ssize_t k, Py_ssize_t b) {
+/// The static size of a op k (or a + b); false where it overflows (sizes are at most 2**63 - 1).
+bool static_result(DimOp op, Py_ssize_t a, Py_ssize_t k, Py_ssize_t b, Py_ssize_t* out) {
   switch (op) {
-    case DimOp::kAdd: return a + k;
-    case DimOp::kSub: return a - k;
-    case DimOp::kMul: return a * k;
-    case DimOp::kFloorDiv: return a / k;
-    case DimOp::kCeilDiv: return (a + k - 1) / k;
-    case DimOp::kConcat: return a + b;
+    case DimOp::kAdd: return !__builtin_add_overflow(a, k, out);
+    case DimOp::kSub: return !__builtin_sub_overflow(a, k, out);
+    case DimOp::kMul: return !__builtin_mul_overflow(a, k, out);
+    case DimOp::kFloorDiv: *out = a / k; return true;
+    case DimOp::kCeilDiv: *out = a / k + (a % k != 0); return true;  // (a + k - 1 may overflow)
+    case DimOp::kConcat: return !__builtin_add_overflow(a, b, out);
     case DimOp::kNone: break;
   }
-  return a;
+  *out = a;
+  return true;
+}
+
+PyObject* overflow_error(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const char* caller) {
+  std::string rhs = op == DimOp::kConcat ? describe_dim(reinterpret_cast<PyObject*>(b)) : std::to_string(k);
+  PyErr_Format(PyExc_OverflowError, "%s: %s %s %s overflows (a size is at most 2**63 - 1)", caller,
+               describe_dim(reinterpret_cast<PyObject*>(a)).c_str(), kOpSymbols[static_cast<int>(op)], rhs.c_str());
+  return nullptr;
 }
 
 PyObject* derived_name(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b) {
@@ -232,14 +241,17 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
   if (((op == DimOp::kAdd || op == DimOp::kSub) && k == 0) ||
       ((op == DimOp::kMul || op == DimOp::kFloorDiv || op == DimOp::kCeilDiv) && k == 1))
     return Py_NewRef(self);
+  if ((op == DimOp::kAdd || op == DimOp::kSub) && k == PY_SSIZE_T_MIN) return overflow_error(a, op, k, b, caller);
   if (op == DimOp::kAdd && k < 0) return dim_derive(a, DimOp::kSub, -k, b, caller);
   if (op == DimOp::kSub && k < 0) return dim_derive(a, DimOp::kAdd, -k, b, caller);
   /* A chain of one op folds into one step, so (T + 1) + 2 is T + 3, as RETURNN simplifies dim
      math. Mixed chains stay as they are: (T - 3) + 1 differs from T - 2 where lengths hit 0. */
   if (!b && op != DimOp::kConcat && a->derive_op == op) {
     bool additive = op == DimOp::kAdd || op == DimOp::kSub;
-    return dim_derive(a->derive_a, op, additive ? a->derive_k + k : a->derive_k * k,
-                      nullptr, caller);
+    Py_ssize_t folded;
+    if (additive ? __builtin_add_overflow(a->derive_k, k, &folded) : __builtin_mul_overflow(a->derive_k, k, &folded))
+      return overflow_error(a, op, k, b, caller);
+    return dim_derive(a->derive_a, op, folded, nullptr, caller);
   }
   if (a->size >= 0 && op == DimOp::kSub && a->size < k) {
     PyErr_Format(PyExc_ValueError, "%s: %s - %zd would have a negative size", caller,
@@ -262,8 +274,10 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
   if (hit) return Py_NewRef(hit);
 
   bool all_static = a->size >= 0 && (op != DimOp::kConcat || b->size >= 0);
-  Ref size(all_static ? PyLong_FromSsize_t(static_result(op, a->size, k, b ? b->size : 0))
-                      : Py_NewRef(Py_None));
+  Py_ssize_t static_size = -1;
+  if (all_static && !static_result(op, a->size, k, b ? b->size : 0, &static_size))
+    return overflow_error(a, op, k, b, caller);
+  Ref size(all_static ? PyLong_FromSsize_t(static_size) : Py_NewRef(Py_None));
   Ref name(derived_name(a, op, k, b));
   if (!size || !name) return nullptr;
   Ref other;
@@ -480,19 +494,11 @@ bool dim_derived_min_max(DimObject* d, Py_ssize_t* lo, Py_ssize_t* hi) {
   Py_ssize_t a_lo = dim_min_size(a), a_hi = dim_max_size(a), k = d->derive_k;
   if (a_lo < 0 || a_hi < 0 || (d->derive_op != DimOp::kAdd && d->derive_op != DimOp::kSub && k <= 0))
     return false;
-  auto f = [d, k](Py_ssize_t n) -> Py_ssize_t {
-    switch (d->derive_op) {
-      case DimOp::kAdd: n += k; break;
-      case DimOp::kSub: n -= k; break;
-      case DimOp::kMul: n *= k; break;
-      case DimOp::kFloorDiv: n /= k; break;
-      case DimOp::kCeilDiv: n = (n + k - 1) / k; break;
-      default: break;
-    }
-    return n < 0 ? 0 : n;
-  };
-  *lo = f(a_lo);
-  *hi = f(a_hi);
+  Py_ssize_t r_lo, r_hi;  // (an overflow: left to the lengths themselves)
+  if (!static_result(d->derive_op, a_lo, k, 0, &r_lo) || !static_result(d->derive_op, a_hi, k, 0, &r_hi))
+    return false;
+  *lo = r_lo < 0 ? 0 : r_lo;
+  *hi = r_hi < 0 ? 0 : r_hi;
   return true;
 }
 

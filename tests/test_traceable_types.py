@@ -287,3 +287,33 @@ def test_merged_dim_definition_finds_the_cores_merges():
     assert new.size == 8 and new.name == dt._C._merged_dim((b, c)).name.replace("b", "a") == "a*None"
     with pytest.raises(ValueError, match="static"):
         _dim.merged_dim((a, dt.Dim(None)))
+
+
+@pytest.mark.parametrize("expr", ["h * 2**40", "h + h", "h + 2**62", "(h * 2) * 2", "(g + 2**62) + 2**62",
+                                  "h - (-2**63)", "h + (-2**63)"])
+def test_dim_math_past_int64_is_an_overflow_error_in_both(expr):
+    """Static sizes past 2**63 - 1 (the fuzz found the core's signed overflow): an OverflowError naming the
+    operation, the same from the core and from the Python definition; folded chains too."""
+    h, g = dt.Dim(2**62, name="huger"), dt.Dim(2**40, name="huge")
+    names = {"h": h, "g": g}
+    with pytest.raises(OverflowError, match=r"overflows \(a size is at most 2\*\*63 - 1\)") as c_error:
+        eval(expr, dict(names))
+    py_ops = {"__add__": _dim.OPERATORS["__add__"], "__sub__": _dim.OPERATORS["__sub__"],
+              "__mul__": _dim.OPERATORS["__mul__"]}
+
+    class Py:  # the same expression through the Python definitions of Dim's operators
+        def __init__(self, d):
+            self.d = d
+
+        def __add__(self, o):
+            return Py(py_ops["__add__"](self.d, o.d if isinstance(o, Py) else o))
+
+        def __sub__(self, o):
+            return Py(py_ops["__sub__"](self.d, o))
+
+        def __mul__(self, o):
+            return Py(py_ops["__mul__"](self.d, o))
+
+    with pytest.raises(OverflowError) as py_error:
+        eval(expr, {k: Py(v) for k, v in names.items()})
+    assert str(c_error.value) == str(py_error.value)

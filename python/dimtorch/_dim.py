@@ -164,8 +164,21 @@ def _derived_name(a, op: str, k: int, b) -> str:
 
 
 def _static_result(op: str, a: int, k: int, b: int) -> int:
-    return {"add": a + k, "sub": a - k, "mul": a * k, "floordiv": a // k,
-            "ceildiv": (a + k - 1) // k, "concat": a + b}[op]
+    if op == "concat":
+        return a + b
+    if op in ("floordiv", "ceildiv"):
+        return a // k if op == "floordiv" else -(-a // k)
+    return a + k if op == "add" else a - k if op == "sub" else a * k
+
+
+_INT64 = (-2**63, 2**63 - 1)
+
+
+def _overflow(a, op: str, k: int, b, caller: str) -> OverflowError:
+    """The core's error for dim math past int64 (src/dim_math.cpp overflow_error)."""
+    symbol = "+" if op == "concat" else "ceildiv" if op == "ceildiv" else _SYMBOLS[op]
+    rhs = dim_str(b) if op == "concat" else str(k)
+    return OverflowError(f"{caller}: {dim_str(a)} {symbol} {rhs} overflows (a size is at most 2**63 - 1)")
 
 
 def derive(a, op: str, k: int, b, caller: str):
@@ -175,6 +188,8 @@ def derive(a, op: str, k: int, b, caller: str):
         raise ValueError(f"{caller}: factor must be a positive int, got {k} (dim {dim_str(a)})")
     if (op in ("add", "sub") and k == 0) or (op in ("mul", "floordiv", "ceildiv") and k == 1):
         return a
+    if op in ("add", "sub") and k == _INT64[0]:
+        raise _overflow(a, op, k, b, caller)
     if op == "add" and k < 0:
         return derive(a, "sub", -k, b, caller)
     if op == "sub" and k < 0:
@@ -182,7 +197,10 @@ def derive(a, op: str, k: int, b, caller: str):
     a_derivation = a.derivation
     if b is None and op != "concat" and a_derivation is not None and a_derivation[0] == op:
         a_op, a_a, _, a_k = a_derivation
-        return derive(a_a, op, a_k + k if op in ("add", "sub") else a_k * k, None, caller)
+        folded = a_k + k if op in ("add", "sub") else a_k * k
+        if not _INT64[0] <= folded <= _INT64[1]:
+            raise _overflow(a, op, k, b, caller)
+        return derive(a_a, op, folded, None, caller)
     if a.size is not None and op == "sub" and a.size < k:
         raise ValueError(f"{caller}: {dim_str(a)} - {k} would have a negative size")
     if op == "concat":
@@ -197,9 +215,12 @@ def derive(a, op: str, k: int, b, caller: str):
     if hit is not None:
         return hit
     static = a.size is not None and (op != "concat" or b.size is not None)
+    size = _static_result(op, a.size, k, b.size if b is not None else 0) if static else None
+    if size is not None and size > _INT64[1]:
+        raise _overflow(a, op, k, b, caller)
     d = object.__new__(Dim)
     d.name = _derived_name(a, op, k, b)
-    d.size = _static_result(op, a.size, k, b.size if b is not None else 0) if static else None
+    d.size = size
     d._lengths = None
     d.derivation = (op, a, b, k)
     d._math_cache = {}
