@@ -94,13 +94,13 @@ PyObject* definition(const char* name) {
 
 PyObject* call_definition(const char* name, PyObject* const* args, size_t nargsf,
                           PyObject* kwnames) {
-  PyObject* fn = definition(name);
-  return fn ? PyObject_Vectorcall(fn, args, nargsf, kwnames) : nullptr;
+  Ref fn(Py_XNewRef(definition(name)));  // (held: the call could replace the table)
+  return fn ? PyObject_Vectorcall(fn.get(), args, nargsf, kwnames) : nullptr;
 }
 
 PyObject* call_method_definition(const char* name, PyObject* self, PyObject* const* args,
                                  size_t nargsf, PyObject* kwnames) {
-  PyObject* fn = definition(name);
+  Ref fn(Py_XNewRef(definition(name)));  // (held: the call could replace the table)
   if (!fn) return nullptr;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
@@ -111,7 +111,7 @@ PyObject* call_method_definition(const char* name, PyObject* self, PyObject* con
   }
   stack[0] = self;
   for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
-  return PyObject_Vectorcall(fn, stack, nargs + 1, kwnames);
+  return PyObject_Vectorcall(fn.get(), stack, nargs + 1, kwnames);
 }
 
 bool any_traced(PyObject* const* args, Py_ssize_t n) {
