@@ -22,4 +22,6 @@ targets=(tests)
 for arg in "$@"; do
   case "$arg" in tests/*) targets=() ;; esac
 done
-LD_PRELOAD="$LIBASAN $LIBUBSAN" python -m pytest -q -p no:cacheprovider "${targets[@]}" "$@"
+# --capture=sys: pytest leaves file descriptor 2 alone, so that a sanitizer's report (written there just
+# before it ends the process) reaches the log; with fd capture it is lost with the process.
+LD_PRELOAD="$LIBASAN $LIBUBSAN" python -m pytest -q -p no:cacheprovider --capture=sys "${targets[@]}" "$@"
