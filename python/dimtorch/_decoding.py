@@ -52,7 +52,7 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     order = batch + (in_spatial_dim, wb)
     raw = logits.raw if logits.dims == order else logits.raw_aligned(order)
     labels = raw.argmax(-1)  # (*batch, T)
-    prev = torch.nn.functional.pad(labels[..., :-1], (1, 0), value=blank_index)
+    prev = torch.constant_pad_nd(labels[..., :-1], (1, 0), blank_index)  # (F.pad's Python: +1 us)
     keep = (labels != prev) & (labels != blank_index)
     if in_spatial_dim.dyn_size is not None:
         order = batch + (in_spatial_dim,)
@@ -66,16 +66,18 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
                                    labels.device)  # the dim's cached mask
     counts = keep.sum(-1)
     counts_host = to_host(counts)  # the new dim's lengths: a device read
-    n_out = int(counts_host.max()) if counts_host.numel() else 0
-    position = torch.where(keep, keep.cumsum(-1) - 1, n_out)  # dropped frames go to an extra column
-    out = labels.new_zeros(labels.shape[:-1] + (n_out + 1,)).scatter_(-1, position, labels)[..., :n_out]
     if out_spatial_dim is None:
         out_spatial_dim = Dim(Tensor(counts_host, batch), name="ctc_decoded")
+        n_out = out_spatial_dim.get_max_size() if counts_host.numel() else 0  # (the new dim's, read once)
     elif not isinstance(out_spatial_dim, Dim) or out_spatial_dim.dyn_size is None or \
             not torch.equal(out_spatial_dim.dyn_size.raw_aligned(batch).to(torch.int64).expand(counts_host.shape),
                             counts_host):
         raise ValueError(f"{caller}: out_spatial_dim must have the decoded lengths {counts_host.tolist()}, got "
                          f"{out_spatial_dim!r}")
+    else:
+        n_out = int(counts_host.max()) if counts_host.numel() else 0
+    position = torch.where(keep, keep.cumsum(-1) - 1, n_out)  # dropped frames go to an extra column
+    out = labels.new_zeros(labels.shape[:-1] + (n_out + 1,)).scatter_(-1, position, labels)[..., :n_out]
     sparse = target_dim if target_dim is not None else wb
     return Tensor(out.to(torch.int32), batch + (out_spatial_dim,), sparse_dim=sparse), out_spatial_dim
 
