@@ -452,6 +452,36 @@ def test_dims_arguments_of_the_wrong_type_name_the_call():
             call()
 
 
+def test_gather_batched_indices():
+    """gather's fast path for batched indices (one torch.gather in x's layout) against the definition, and
+    the indices it hands over: two new dims, int32, a batch dim of another size, axis among the indices'
+    dims, out of range (torch's error, named, from both)."""
+    from dimtorch import _gather
+    b = make_padded_batch((4, 2, 0), feature=3, pad_value=PAD_NAN)
+    heads, beam, beam2 = dt.Dim(2, name="heads"), dt.Dim(3, name="beam"), dt.Dim(2, name="beam2")
+    x = dt.Tensor(torch.randn(3, b.x.raw.shape[1], 2, 3), (b.batch, b.time, heads, b.feature), feature_dim=b.feature)
+    back = torch.tensor([[1, 0, 1], [0, 0, 1], [1, 1, 0]])
+    out = both(dt.gather, _gather.gather, x, indices=dt.Tensor(back, (b.batch, beam), sparse_dim=heads), axis=heads)
+    assert out.dims == (b.batch, b.time, beam, b.feature) and out.feature_dim is b.feature
+    torch.testing.assert_close(out.raw, torch.gather(x.raw, 2, back[:, None, :, None].expand(3, x.raw.shape[1], 3, 3)),
+                               equal_nan=True)
+    raw = x.raw.clone().requires_grad_(True)
+    dt.gather(dt.Tensor(raw, x.dims), indices=dt.Tensor(back, (b.batch, beam), sparse_dim=heads), axis=heads).raw.sum(
+        ).backward()
+    assert raw.grad[0, :, 1].eq(2).all() and raw.grad[0, :, 0].eq(1).all()
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(back[..., None].expand(3, 3, 2).contiguous(),
+                                                         (b.batch, beam, beam2), sparse_dim=heads), axis=heads)
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(back.int(), (b.batch, beam), sparse_dim=heads), axis=heads)
+    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\)"):
+        dt.gather(x, indices=dt.Tensor(back[:2], (b.batch, beam), sparse_dim=heads), axis=heads)
+    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): indices have axis"):
+        dt.gather(x, indices=dt.Tensor(back[:, :2], (b.batch, heads), sparse_dim=heads), axis=heads)
+    with pytest.raises(RuntimeError, match=r"dimtorch\.gather\(\): index 6 is out of bounds"):
+        dt.gather(x, indices=dt.Tensor(back + 5, (b.batch, beam), sparse_dim=heads), axis=heads)
+    with pytest.raises(RuntimeError, match=r"index 6 is out of bounds"):
+        _gather.gather(x, indices=dt.Tensor(back + 5, (b.batch, beam), sparse_dim=heads), axis=heads)
+
+
 def test_gather_int_index():
     from dimtorch import _gather
     b = make_padded_batch((3, 2), feature=4, pad_value=PAD_NAN)
@@ -494,6 +524,14 @@ def test_fast_paths_match_python_in_any_layout(perm, lengths, extra, start, k, p
     both(dt.stack, _stack.stack, (x, y))
     both(dt.top_k, _sort.top_k, x, axis=b.feature, k=k)
     both(dt.gather, _gather.gather, x, indices=k % 2, axis=heads)
+    beam = dt.Dim(3, name="beam")  # batched indices (beam back-pointers over batch): one torch.gather
+    back = torch.arange(raw4.shape[0] * 3).view(raw4.shape[0], 3) % 2
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(back, (b.batch, beam), sparse_dim=heads), axis=heads)
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(back.t().contiguous(), (beam, b.batch), sparse_dim=heads),
+         axis=heads)
+    per_frame = torch.arange(raw4.shape[0] * raw4.shape[1] * 3).view(raw4.shape[0], raw4.shape[1], 3) % 3
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(per_frame, (b.batch, b.time, beam), sparse_dim=b.feature),
+         axis=b.feature)
     both(dt.pack_padded, _packing.pack_padded, x, dims=(b.batch, b.time))  # fast only where they lead x
     vocab = dt.Dim(4, name="vocab")
     labels = dt.Tensor(torch.arange(raw4.shape[0] * raw4.shape[1]).view(raw4.shape[:2]) % 4, (b.batch, b.time),

@@ -173,7 +173,7 @@ def full(dims: _Dims, fill_value: Any, *, dtype: Any = ..., device: Any = ..., s
     """full(dims, fill_value, *, dtype=None, device=None, sparse_dim=None, feature_dim=None)."""
 
 def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: bool = ...) -> Tensor:
-    """gather(x, *, indices, axis, clip_to_valid=False): see dimtorch._gather.gather; an embedding lookup (x over (axis, feature), int64 indices sharing no dim with x) is one F.embedding here."""
+    """gather(x, *, indices, axis, clip_to_valid=False): see dimtorch._gather.gather; an embedding lookup (x over (axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new dim, the others x's) one torch.gather in x's layout."""
 
 def gelu(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
