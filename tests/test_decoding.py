@@ -61,7 +61,13 @@ def test_ctc_greedy_decode_batch_independence():
         lambda x, m: dt.ctc_greedy_decode(x, in_spatial_dim=m(time), blank_index=4)[0], logits, batch, time)
 
 
-def test_edit_distance_against_python():
+@pytest.mark.parametrize("cost_table", [True, False])
+def test_edit_distance_against_python(cost_table, monkeypatch):
+    """Against a Python Levenshtein, with the substitution costs made once as a table and row by row (the
+    form for long sequences, where the table would be large)."""
+    from dimtorch import _decoding
+    if not cost_table:
+        monkeypatch.setattr(_decoding, "_COST_TABLE_MAX", 0)
     rnd = random.Random(0)
     la, lb = [5, 0, 3, 7, 2], [4, 3, 0, 7, 6]
     batch = dt.Dim(None, name="batch")

@@ -82,6 +82,9 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     return Tensor(out.to(torch.int32), batch + (out_spatial_dim,), sparse_dim=sparse), out_spatial_dim
 
 
+_COST_TABLE_MAX = 1 << 24  # elements of edit_distance's table of substitution costs (bool): 16 MiB
+
+
 @names_errors("dimtorch.edit_distance()")
 def edit_distance(a: Tensor, a_spatial_dim: Dim, b: Tensor, b_spatial_dim: Dim, *, dtype: str = "int32") -> Tensor:
     """Levenshtein distance between the label sequences a (over a_spatial_dim) and b (over
@@ -112,12 +115,16 @@ def edit_distance(a: Tensor, a_spatial_dim: Dim, b: Tensor, b_spatial_dim: Dim, 
     j = torch.arange(n_b + 1, device=device)
     row = j.expand(shape + (n_b + 1,))  # D[0][j] = j
     final = row.clone()  # D[len_a] per sequence; length 0 takes row 0
+    # Made once, not per row: the substitution costs of all rows (bool; per row where the table would be
+    # large) and where each sequence of a ends (12 torch calls a row instead of 16).
+    costs = ra.unsqueeze(-1) != rb.unsqueeze(-2) if ra.numel() * max(n_b, 1) <= _COST_TABLE_MAX else None
+    ends = la.unsqueeze(-1) == torch.arange(n_a + 1, device=device)  # (*batch, Ta + 1)
     for i in range(1, n_a + 1):
-        cost = (ra[..., i - 1:i] != rb).to(torch.int64)  # (*batch, Tb)
+        cost = costs[..., i - 1, :] if costs is not None else ra[..., i - 1:i] != rb  # (*batch, Tb) bool
         candidate = torch.minimum(row[..., :-1] + cost, row[..., 1:] + 1)  # substitute / delete, j >= 1
-        candidate = torch.cat((torch.full(shape + (1,), i, dtype=torch.int64, device=device), candidate), -1)
+        candidate = torch.constant_pad_nd(candidate, (1, 0), i)  # D[i][0] = i
         row = torch.cummin(candidate - j, dim=-1).values + j  # then insertions along j
-        final = torch.where((la == i)[..., None], row, final)
+        final = torch.where(ends[..., i:i + 1], row, final)
     index = lb.expand(shape).unsqueeze(-1)
     return Tensor(final.gather(-1, index).squeeze(-1).to(out_dtype), batch)
 
