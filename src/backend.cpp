@@ -108,7 +108,7 @@ bool init() {
        get_attr(tb, "div_", &T.div_) && get_attr(tb, "lerp_", &T.lerp_) &&
        get_attr(tb, "detach", &T.detach) && get_attr(t, "addcmul", &T.addcmul) &&
        get_attr(t, "lerp", &T.lerp) && get_attr(t, "_assert_async", &T.assert_async) &&
-       get_attr(tb, "cumsum", &T.cumsum) &&
+       get_attr(tb, "cumsum", &T.cumsum) && get_attr(t, "searchsorted", &T.searchsorted) &&
        get_attr(F, "batch_norm", &T.batch_norm) && get_attr(t, "arange", &T.arange) &&
        get_attr(t, "float32", &T.float32) && get_attr(t, "int64", &T.int64) &&
        get_attr(t, "stack", &T.stack) && get_attr(tb, "topk", &T.topk) &&

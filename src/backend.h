@@ -86,6 +86,7 @@ struct Table {
   PyObject* select = nullptr;            // TensorBase.select
   PyObject* scatter_add_ = nullptr;      // TensorBase.scatter_add_
   PyObject* cumsum = nullptr;            // TensorBase.cumsum
+  PyObject* searchsorted = nullptr;      // torch.searchsorted
   PyObject* assert_async = nullptr;      // torch._assert_async (a device-side check: no wait)
   PyObject* float32 = nullptr;     // torch.float32
   PyObject* int64 = nullptr;       // torch.int64

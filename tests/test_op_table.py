@@ -106,6 +106,7 @@ FAST_PATH_TESTS = {
         "_slicing", "_stack", "_sort", "_packing", "_scatter", "_gather", "_pad", "_reshape", "_shape_ops",
         "_masked", "_dropout")},
     "_ctc_align": "test_ctc_align.py",
+    "_repeat": "test_repeat.py",
 }
 
 

@@ -137,3 +137,43 @@ def test_limit_repeats_errors():
         dt.limit_repeats(dt.Tensor(torch.ones(3), (t,)), in_spatial_dim=t, max_len_factor=2)
     with pytest.raises(ValueError, match=r"in_spatial_dim 'u'\(2\) is not a dim of repeats"):
         dt.limit_repeats(reps, in_spatial_dim=dt.Dim(2, name="u"), max_len_factor=2)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_repeat_fast_path_against_the_definition(pad):
+    """The C++ fast path (values over (batch, time, rest), int64 repeats over (batch, time), on the host) against
+    the Python definition: values, gradients, the new dim's lengths; the calls it hands over (another layout,
+    int32 repeats, out_spatial_dim, max_len_factor, a static dim, negative repeats, garbage in the padding)."""
+    from dimtorch import _repeat
+    from test_array_fast_paths import assert_same, both
+    b = make_padded_batch((5, 3, 1, 0), feature=3, pad_value=pad, extra_time=1)
+    g = torch.Generator().manual_seed(4)
+    reps = torch.randint(0, 3, b.x.raw.shape[:2], generator=g)
+    reps[:, -1] = -7  # garbage in the padding: never read
+    r = dt.Tensor(reps, (b.batch, b.time))
+    out, out_dim = both(dt.repeat, _repeat.repeat, b.x, in_spatial_dim=b.time, repeats=r)
+    assert out.dims == (b.batch, out_dim, b.feature) and out.feature_dim is b.feature
+    for i, n in enumerate(b.lengths):
+        want = torch.repeat_interleave(b.x.raw[i, :n], reps[i, :n].clamp(min=0), dim=0)
+        assert out_dim.dyn_size.raw[i] == want.shape[0]
+        torch.testing.assert_close(out.raw[i, :want.shape[0]], want, equal_nan=True)
+    raw = b.x.raw.clone().requires_grad_(True)
+    y, _ = dt.repeat(dt.Tensor(raw, b.x.dims), in_spatial_dim=b.time, repeats=r)
+    y.raw.sum().backward()
+    raw2 = b.x.raw.clone().requires_grad_(True)
+    y2, _ = _repeat.repeat(dt.Tensor(raw2, b.x.dims), in_spatial_dim=b.time, repeats=r)
+    y2.raw.sum().backward()
+    assert torch.equal(raw.grad, raw2.grad)
+    both(dt.repeat, _repeat.repeat, dt.Tensor(b.x.raw.transpose(1, 2).contiguous(), (b.batch, b.feature, b.time)),
+         in_spatial_dim=b.time, repeats=r)
+    both(dt.repeat, _repeat.repeat, b.x, in_spatial_dim=b.time, repeats=dt.Tensor(reps.int(), r.dims))
+    both(dt.repeat, _repeat.repeat, b.x, in_spatial_dim=b.time, repeats=r, max_len_factor=1.5)
+    assert_same(dt.repeat(b.x, in_spatial_dim=b.time, repeats=r, out_spatial_dim=out_dim), (out, out_dim))
+    static = dt.Dim(reps.shape[1], name="frames")
+    both(dt.repeat, _repeat.repeat, dt.Tensor(b.x.raw, (b.batch, static, b.feature)), in_spatial_dim=static,
+         repeats=dt.Tensor(reps.clamp(min=0), (b.batch, static)))
+    bad = reps.clone()
+    bad[0, 0] = -1
+    for fn in (dt.repeat, _repeat.repeat):
+        with pytest.raises(ValueError, match=r"dimtorch\.repeat\(\): repeats must be >= 0"):
+            fn(b.x, in_spatial_dim=b.time, repeats=dt.Tensor(bad, r.dims))

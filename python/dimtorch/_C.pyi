@@ -277,6 +277,9 @@ def reduce_sum(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
 def relu(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
+def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_dim: Optional[Dim] = ..., max_len_factor: Optional[float] = ...) -> tuple[Tensor, Dim]:
+    """repeat(values, *, in_spatial_dim, repeats, out_spatial_dim=None, max_len_factor=None) -> (tensor, dim): see dimtorch._repeat.repeat."""
+
 def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> Tensor:
     """reshape(source, in_dims, out_dims): see dimtorch._reshape.reshape; static in_dims adjacent in order into static out_dims are one reshape here."""
 

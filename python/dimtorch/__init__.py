@@ -23,7 +23,7 @@ from ._conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spa
 from ._shape_ops import expand_dim, expand_dims, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
 from ._masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
 from ._reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
-from ._repeat import repeat  # noqa: F401
+# repeat: C++ fast path (definition in ._repeat)
 from ._window import window  # noqa: F401
 from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from . import _compile
