@@ -30,6 +30,7 @@ bool export_ops_packing(PyObject* module);  // ops_packing.cpp: pack_padded
 bool export_ops_scatter(PyObject* module);  // ops_scatter.cpp: scatter, scatter_count
 bool export_ops_ctc_align(PyObject* module);  // ops_ctc_align.cpp: ctc_durations_from_path
 bool export_ops_repeat(PyObject* module);  // ops_repeat.cpp: repeat
+bool export_ops_decoding(PyObject* module);  // ops_decoding.cpp: ctc_greedy_decode
 bool export_ops_masked(PyObject* module);  // ops_masked.cpp: masked_select, masked_scatter
 
 /// Empty the plan caches (they hold the dims tuples they were made for): plan.cpp, ops_matmul.cpp.

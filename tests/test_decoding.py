@@ -105,3 +105,28 @@ def test_decoding_errors():
     with pytest.raises(ValueError, match=r"dimtorch\.edit_distance\(\): b has dims \('other'\(2\)\) that a lacks"):
         dt.edit_distance(dt.Tensor(torch.zeros(2, 4, dtype=torch.int64), (batch, time)), time,
                          dt.Tensor(torch.zeros(2, 4, dtype=torch.int64), (other, time)), time)
+
+
+def test_ctc_greedy_decode_fast_path_against_the_definition():
+    """The C++ fast path (logits over (batch, time, classes) on the host) against the Python definition, and the
+    calls it hands over: another layout, target_dim, out_spatial_dim, a static time dim, a batch with no frames."""
+    from dimtorch import _decoding
+    from test_array_fast_paths import assert_same, both
+    lengths = [9, 5, 0, 1, 7]
+    batch, time, wb, logits = _logits(lengths, 4, seed=3)
+    fast, slow = dt.ctc_greedy_decode, _decoding.ctc_greedy_decode
+    for blank in (0, 2, 3):
+        labels, out_dim = both(fast, slow, logits, in_spatial_dim=time, blank_index=blank)
+        assert labels.dims == (batch, out_dim) and labels.sparse_dim is wb and labels.dtype == "int32"
+    both(fast, slow, logits, in_spatial_dim=time, blank_index=3, wb_target_dim=wb)
+    both(fast, slow, logits.copy_transpose((time, batch, wb)), in_spatial_dim=time, blank_index=3)
+    both(fast, slow, logits, in_spatial_dim=time, blank_index=3, target_dim=dt.Dim(3, name="target"))
+    labels, out_dim = fast(logits, in_spatial_dim=time, blank_index=3)
+    assert_same(fast(logits, in_spatial_dim=time, blank_index=3, out_spatial_dim=out_dim), (labels, out_dim))
+    static = dt.Dim(logits.raw.shape[1], name="frames")
+    both(fast, slow, dt.Tensor(logits.raw.nan_to_num(), (batch, static, wb), feature_dim=wb), in_spatial_dim=static,
+         blank_index=1)
+    for blank in (4, -1, True):
+        for fn in (fast, slow):
+            with pytest.raises(ValueError, match=r"ctc_greedy_decode\(\): blank_index must be an int"):
+                fn(logits, in_spatial_dim=time, blank_index=blank)

@@ -107,6 +107,7 @@ FAST_PATH_TESTS = {
         "_masked", "_dropout")},
     "_ctc_align": "test_ctc_align.py",
     "_repeat": "test_repeat.py",
+    "_decoding": "test_decoding.py",
 }
 
 

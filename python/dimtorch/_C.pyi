@@ -157,6 +157,9 @@ def cos(x: Tensor, /) -> Tensor:
 def ctc_durations_from_path(*, path: Tensor, path_spatial_dim: Dim, blank_index: int, targets_spatial_dim: Optional[Dim] = ..., out_spatial_dim: Optional[Dim] = ..., check_dims: bool = ..., stop_on_failed_check: bool = ...) -> tuple[Tensor, Dim]:
     """ctc_durations_from_path(*, path, path_spatial_dim, blank_index, targets_spatial_dim=None, out_spatial_dim=None, check_dims=True, stop_on_failed_check=True) -> (tensor, dim): see dimtorch._ctc_align.ctc_durations_from_path."""
 
+def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, out_spatial_dim: Optional[Dim] = ..., target_dim: Optional[Dim] = ..., wb_target_dim: Optional[Dim] = ...) -> tuple[Tensor, Dim]:
+    """ctc_greedy_decode(logits, *, in_spatial_dim, blank_index, out_spatial_dim=None, target_dim=None, wb_target_dim=None) -> (tensor, dim): see dimtorch._decoding.ctc_greedy_decode."""
+
 def dot(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
     """dot(a, b, reduce, use_mask=False): same as matmul."""
 

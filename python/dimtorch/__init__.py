@@ -39,7 +39,7 @@ from ._signal import stft  # noqa: F401
 from ._safe_log import safe_log  # noqa: F401
 from . import audio  # noqa: F401  (dt.audio.mel_filterbank, log_mel_filterbank_from_raw, specaugment, ...)
 from ._concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
-from ._decoding import ctc_greedy_decode, edit_distance  # noqa: F401
+from ._decoding import edit_distance  # noqa: F401  (ctc_greedy_decode: C++ fast path)
 from ._ctc_align import (  # noqa: F401  (ctc_durations_from_path: C++ fast path)
     ctc_best_path, ctc_no_label_loop_blank_durations_from_path,
 )
