@@ -1,6 +1,6 @@
 // Fast path of gather (definition: python/dimtorch/_gather.py): an int index (one select), an
-// embedding lookup (one F.embedding) and batched indices (one torch.gather in x's layout, where the
-// definition permutes x to (batch, axis, rest) and copies it). Every other case goes to the definition.
+// embedding lookup (one F.embedding) and batched indices (one torch.gather in x's layout, as the
+// definition does it). Every other case goes to the definition.
 #include "args.h"
 #include "fast_path_util.h"
 #include "backend.h"

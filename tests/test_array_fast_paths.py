@@ -482,6 +482,24 @@ def test_gather_batched_indices():
         _gather.gather(x, indices=dt.Tensor(back + 5, (b.batch, beam), sparse_dim=heads), axis=heads)
 
 
+def test_gather_batched_indices_definition_traces_without_copying_x():
+    """The definition (what torch.compile and make_fx trace) has the fast path's form for batched
+    indices: the indices viewed and expanded, one gather, x neither permuted nor copied."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    batch, time, heads, feat = dt.Dim(3, name="batch"), dt.Dim(5, name="time"), dt.Dim(2, name="heads"), dt.Dim(4, name="f")
+    beam = dt.Dim(3, name="beam")
+
+    def step(xr, back):
+        x = dt.Tensor(xr, (batch, time, heads, feat))
+        return dt.gather(x, indices=dt.Tensor(back, (batch, beam), sparse_dim=heads), axis=heads).raw
+
+    xr, back = torch.randn(3, 5, 2, 4), torch.randint(0, 2, (3, 3))
+    graph = make_fx(step, tracing_mode="symbolic")(xr, back)
+    ops = [n.target for n in graph.graph.nodes if n.op == "call_function"]
+    assert ops == [torch.ops.aten.view.default, torch.ops.aten.expand.default, torch.ops.aten.gather.default], ops
+    torch.testing.assert_close(graph(xr, back), step(xr, back))
+
+
 def test_gather_int_index():
     from dimtorch import _gather
     b = make_padded_batch((3, 2), feature=4, pad_value=PAD_NAN)

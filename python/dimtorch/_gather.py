@@ -64,6 +64,8 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: 
             raise ValueError(f"{caller}: dim {dim_str(d)} has size {sx} in x but {si} in indices")
     rest_x = [d for d in x.dims if d is not axis and not any(d is e for e in common)]
     rest_i = [d for d in indices.dims if not any(d is e for e in common)]
+    if common and len(rest_i) == 1 and not (clip_to_valid and x.raw.shape[a] == 0):
+        return _gather_batched(x, a, indices, rest_i[0])
     # x as (common, axis, rest_x), indices as (common, rest_i), both flattened to 3 and 2 axes.
     xr = x.raw_aligned(tuple(common) + (axis,) + tuple(rest_x))
     if clip_to_valid and xr.shape[len(common)] == 0:
@@ -98,6 +100,20 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: 
     out_dims = tuple(out_dims)
     out = keep_markers(x, raw, flat_dims)
     return out if flat_dims == out_dims else out.copy_transpose(out_dims)
+
+
+def _gather_batched(x: Tensor, a: int, indices: Tensor, new_dim: Dim) -> Tensor:
+    """Indices over one dim x lacks and dims of x (batch dims, e.g. a beam step's back-pointers over
+    (batch, beam)): one torch.gather in x's own layout, the indices aligned to it (size 1 where they
+    lack a dim of x) and expanded; axis becomes the new dim. (The general form permutes and copies x.)"""
+    out_dims = x.dims[:a] + (new_dim,) + x.dims[a + 1:]
+    ir = indices.raw_aligned(out_dims)
+    if ir.dtype != torch.int64:
+        ir = ir.to(torch.int64)
+    shape = list(x.raw.shape)
+    shape[a] = ir.shape[a]
+    raw = torch.gather(x.raw, a, ir.expand(shape))
+    return keep_markers(x, raw, out_dims)
 
 
 def _clipped(indices: Tensor, x: Tensor, a: int, axis: Dim, caller: str) -> Tensor:
