@@ -108,6 +108,11 @@ LAYERS = {
     "LSTM bidirectional 2 layers": lambda d: _layer(d, 
         dt.nn.LSTM(d.feat, d.out, num_layers=2, bidirectional=True),
         lambda m, x, b, t: [_masked(y, b, t, y.dims[-1]) for y in [m(x, spatial_dim=t)[0]]]),
+    "ZoneoutLSTM": lambda d: _layer(d, dt.nn.ZoneoutLSTM(d.feat, d.out, zoneout_factor_cell=0.2).eval(),
+                                  lambda m, x, b, t: _out(m(x, spatial_dim=t)[0], b, t, d.out)),
+    "ZoneoutLSTM training": lambda d: _layer(d, 
+        dt.nn.ZoneoutLSTM(d.feat, d.out, zoneout_factor_cell=0.2, zoneout_factor_output=0.1),
+        lambda m, x, b, t: [[*_out(y, b, t, d.out), s.c.raw] for y, s in [m(x, spatial_dim=t)]][0]),
     "SelfAttention": lambda d: _layer(d, dt.nn.SelfAttention(d.feat, d.out, **_att_kw(d)),
                                     lambda m, x, b, t: _out(m(x, axis=t), b, t, d.out)),
     "CausalSelfAttention": lambda d: _layer(d, dt.nn.CausalSelfAttention(d.feat, d.out, **_att_kw(d)),
@@ -160,6 +165,14 @@ def test_embedding_and_decoder():
         logits, _ = dec(labels, spatial_dim=time, encoder=enc, enc_spatial_dim=enc_time)
         return [_masked(emb(labels), batch, time, model), _masked(logits, batch, time, vocab)]
     _check("Embedding+TransformerDecoder", lambda _: (both, fn))
+
+
+def test_frame_loops_compile_once_for_every_length():
+    """Layers that loop over frames (ZoneoutLSTM) run them as one torch scan while traced: the padded
+    length stays symbolic, so batches of new padded lengths reuse the dynamic graph (a Python loop
+    would be unrolled: a graph per length). Outputs, final state and gradients equal eager's."""
+    batches = [(5, 3, 0), (4, 7, 2), (9, 1, 6), (2, 3, 3), (11, 11, 4)]
+    _check("ZoneoutLSTM lengths", LAYERS["ZoneoutLSTM training"], batches=batches, max_graphs=2)
 
 
 # ---- ops, a sample of each family -------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
+from .. import _tracing
 from .._C import Dim, Tensor, zeros
 from .._args import dim_str, dims_str
 from . import init as _init
@@ -17,13 +18,14 @@ from .recurrent import LstmState, batch_layout
 __all__ = ["ZoneoutLSTM"]
 
 
-def _zoneout(prev: torch.Tensor, cur: torch.Tensor, factor: float, training: bool) -> torch.Tensor:
+def _zoneout(prev: torch.Tensor, cur: torch.Tensor, factor: float, keep: Optional[torch.Tensor]) -> torch.Tensor:
     """rf's zoneout: in training each unit keeps prev with probability factor (dropout of the update
-    cur - prev, rescaled back), in eval the expectation (1 - factor) * cur + factor * prev."""
+    cur - prev, rescaled back: cur where `keep`, drawn with probability 1 - factor, else prev), in eval
+    (keep None) the expectation (1 - factor) * cur + factor * prev."""
     if factor == 0.0:
         return cur
-    if training:
-        return (1 - factor) * F.dropout(cur - prev, factor, True) + prev
+    if keep is not None:
+        return torch.where(keep, cur, prev)
     return (1 - factor) * cur + factor * prev
 
 
@@ -37,7 +39,8 @@ class ZoneoutLSTM(Module):
     The output is the zoned-out h (use_zoneout_output, as the paper) or h' (older RETURNN).
 
     forward(x, spatial_dim=time, state=None) -> (y over (batch dims, time, out_dim), LstmState(h, c) over
-    (batch dims, out_dim)): frame by frame (a Python loop over the raw time size, as rf's scan); the state
+    (batch dims, out_dim)): frame by frame (a Python loop over the raw time size, as rf's scan; one torch scan
+    under torch.compile/export, docs/compiling.md); the state
     stops at each sequence's last valid frame and y is 0 on padding (x's padding is zeroed first, so
     NaN there reaches no gradient). forward(x, spatial_dim=None, state=) is one step (x without a time
     dim). The batch dims are x's dims other than spatial_dim and in_dim; state None means zeros."""
@@ -70,16 +73,26 @@ class ZoneoutLSTM(Module):
         dims = tuple(batch_dims) + (self.out_dim,)
         return LstmState(zeros(dims, dtype=dtype, device=device), zeros(dims, dtype=dtype, device=device))
 
-    def _step(self, z: torch.Tensor, h: torch.Tensor, c: torch.Tensor, rec_t: torch.Tensor
+    def _keep_masks(self, shape: list, device) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """In training, zoneout's masks of all frames at once (cell, output; each None where its factor
+        is 0): one draw per factor, not one per frame, and no draw inside a traced loop's body."""
+        if not self.training:
+            return None, None
+        return tuple(torch.rand(shape, device=device) >= f if f > 0.0 else None
+                     for f in (self.zoneout_factor_cell, self.zoneout_factor_output))
+
+    def _step(self, z: torch.Tensor, h: torch.Tensor, c: torch.Tensor, rec_t: torch.Tensor,
+              keep_c: Optional[torch.Tensor], keep_h: Optional[torch.Tensor]
               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """z: the input projection of one frame (N, 4·out), rec_t: rec_weight transposed; -> (output, h, c)."""
+        """z: the input projection of one frame (N, 4·out), rec_t: rec_weight transposed, keep_*: zoneout's
+        masks of the frame (training); -> (output, h, c)."""
         z = torch.addmm(z, h, rec_t)
         parts = z.chunk(4, dim=-1)
         i, j, f, o = (parts[k] for k in self._parts)
         new_c = torch.sigmoid(f + self.forget_bias if self.forget_bias else f) * c + torch.sigmoid(i) * torch.tanh(j)
         new_h = torch.sigmoid(o) * torch.tanh(new_c)
-        c = _zoneout(c, new_c, self.zoneout_factor_cell, self.training)
-        h_z = _zoneout(h, new_h, self.zoneout_factor_output, self.training)
+        c = _zoneout(c, new_c, self.zoneout_factor_cell, keep_c)
+        h_z = _zoneout(h, new_h, self.zoneout_factor_output, keep_h)
         return (h_z if self.use_zoneout_output else new_h), h_z, c
 
     def forward(self, x: Tensor, *, spatial_dim: Optional[Dim], state: Optional[LstmState] = None):
@@ -99,33 +112,69 @@ class ZoneoutLSTM(Module):
         raw = x.raw_aligned(order).reshape(n_batch, -1, self.in_dim.size)
         z = F.linear(raw, self.ff_weight.raw, self.bias.raw if self.bias is not None else None)  # (N, T, 4·out)
         if state is None:
-            h = c = z.new_zeros(n_batch, out)
+            h, c = z.new_zeros(n_batch, out), z.new_zeros(n_batch, out)  # (two: a traced scan's carries may not alias)
         else:
             h, c = (self._state_raw(s, name, batch_dims, n_batch, caller) for s, name in zip(state, ("h", "c")))
         if spatial_dim is None:
-            y, h, c = self._step(z[:, 0], h, c, self.rec_weight.raw.t())
+            y, h, c = self._step(z[:, 0], h, c, self.rec_weight.raw.t(), *self._keep_masks([n_batch, out], z.device))
             dims = batch_dims + (self.out_dim,)
             return (Tensor(y.reshape(*batch_shape, out), dims, feature_dim=self.out_dim),
                     self._state(h, c, batch_dims, batch_shape))
         n_time = z.shape[1]
         valid = None
         if spatial_dim.dyn_size is not None:
-            mask = spatial_dim.get_mask(dims_order=batch_dims + (spatial_dim,), device=raw.device)
-            valid = mask.raw_aligned(batch_dims + (spatial_dim,)).expand(*batch_shape, n_time).reshape(n_batch, n_time)
-            valid = valid[..., None]
-        ys, rec_t = [], self.rec_weight.raw.t()
-        for t in range(n_time):
-            y, h_new, c_new = self._step(z[:, t], h, c, rec_t)
-            if valid is not None:  # beyond a sequence's length: the state stays, the output is 0
-                keep = valid[:, t]
-                h, c, y = torch.where(keep, h_new, h), torch.where(keep, c_new, c), torch.where(keep, y, 0.0)
+            order = batch_dims + (spatial_dim,)
+            if _tracing.tracing():  # the mask in the graph, at the raw's padded size (not the host max)
+                valid = _tracing.mask_raw(spatial_dim, order, [*batch_shape, n_time], raw.device)
             else:
-                h, c = h_new, c_new
-            ys.append(y)
-        y = torch.stack(ys, dim=1) if ys else z.new_zeros(n_batch, 0, out)
+                valid = spatial_dim.get_mask(dims_order=order, device=raw.device).raw_aligned(order)
+            valid = valid.expand(*batch_shape, n_time).reshape(n_batch, n_time)[..., None]
+        rec_t = self.rec_weight.raw.t()
+        keep_c, keep_h = self._keep_masks([n_batch, n_time, out], z.device)
+        if n_time != 0 and torch.compiler.is_compiling():  # torch.compile, torch.export
+            y, h, c = self._scan(z, h, c, rec_t, valid, keep_c, keep_h)
+        else:
+            if isinstance(n_time, torch.SymInt):  # plain make_fx, symbolic: a loop would fix the traced length
+                raise RuntimeError(f"{caller}: make_fx(tracing_mode='symbolic') cannot trace the frame loop over a "
+                                   f"symbolic time size; torch.compile and torch.export trace it as one torch scan "
+                                   f"(any length), make_fx with tracing_mode='fake' unrolls it for the traced length")
+            ys = []
+            for t in range(n_time):
+                y, h_new, c_new = self._step(z[:, t], h, c, rec_t, keep_c[:, t] if keep_c is not None else None,
+                                             keep_h[:, t] if keep_h is not None else None)
+                if valid is not None:  # beyond a sequence's length: the state stays, the output is 0
+                    keep = valid[:, t]
+                    h, c, y = torch.where(keep, h_new, h), torch.where(keep, c_new, c), torch.where(keep, y, 0.0)
+                else:
+                    h, c = h_new, c_new
+                ys.append(y)
+            y = torch.stack(ys, dim=1) if ys else z.new_zeros(n_batch, 0, out)
         dims = batch_dims + (spatial_dim, self.out_dim)
         return (Tensor(y.reshape(*batch_shape, n_time, out), dims, feature_dim=self.out_dim),
                 self._state(h, c, batch_dims, batch_shape))
+
+    def _scan(self, z: torch.Tensor, h: torch.Tensor, c: torch.Tensor, rec_t: torch.Tensor,
+              valid: Optional[torch.Tensor], keep_c: Optional[torch.Tensor], keep_h: Optional[torch.Tensor]
+              ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Under torch.compile and torch.export: the frame loop as one torch scan over the raw time axis
+        (its size stays symbolic: one graph for every padded length, where a Python loop is unrolled per
+        length). Plain make_fx keeps the loop: torch's scan does not trace there with a module's
+        parameters (torch 2.13: "Mixing fake modes"). (y, h, c)."""
+        from torch._higher_order_ops.scan import scan
+        present = (valid is not None, keep_c is not None, keep_h is not None)
+        frames = [z] + [m for m in (valid, keep_c, keep_h) if m is not None]
+
+        def body(carry, frame):
+            h, c = carry
+            rest = list(frame[1:])
+            v, kc, kh = (rest.pop(0) if p else None for p in present)
+            y, h_new, c_new = self._step(frame[0], h, c, rec_t, kc, kh)
+            if v is None:
+                return (h_new, c_new), y.clone()  # (a scan's output may not alias its carry)
+            return (torch.where(v, h_new, h), torch.where(v, c_new, c)), torch.where(v, y, 0.0)
+
+        (h, c), y = scan(body, (h, c), frames, dim=1)
+        return y, h, c
 
     def _state(self, h: torch.Tensor, c: torch.Tensor, batch_dims: tuple, batch_shape: list) -> LstmState:
         dims = batch_dims + (self.out_dim,)
