@@ -261,3 +261,63 @@ def test_ctc_align_errors():
         dt.ctc_no_label_loop_blank_durations_from_path(path=path, path_spatial_dim=tt, blank_index=0)
     with pytest.raises(TypeError, match=r"dimtorch\.ctc_durations_from_path\(\): targets_spatial_dim must be a Dim"):
         dt.ctc_durations_from_path(path=path, path_spatial_dim=time, blank_index=0, targets_spatial_dim=3)
+
+
+@pytest.mark.parametrize("label_loop", [True, False])
+def test_ctc_best_path_compiles_once_for_every_length(label_loop):
+    """Under torch.compile the Viterbi pass and the backtrace are torch scans over the symbolic time
+    size: batches of new padded lengths reuse the dynamic graph; paths equal eager's (dynamic time with
+    NaN padding, and a static time dim)."""
+    from compile_helpers import Compiled, padded
+
+    classes = dt.Dim(4, name="classes")
+
+    def best_path(raw, lengths, labels, target_lengths):
+        batch = dt.Dim(None, name="batch")
+        time = dt.Dim(dt.Tensor(lengths, (batch,)), name="time")
+        tt = dt.Dim(dt.Tensor(target_lengths, (batch,)), name="targets_time")
+        logits = dt.Tensor(raw, (batch, time, classes), feature_dim=classes)
+        targets = dt.Tensor(labels, (batch, tt), sparse_dim=classes)
+        path = dt.ctc_best_path(logits=logits, targets=targets, input_spatial_dim=time, targets_spatial_dim=tt,
+                                blank_index=0, label_loop=label_loop)
+        static_time = dt.Dim(raw.shape[1], name="static_time")
+        whole = dt.ctc_best_path(logits=dt.Tensor(raw.nan_to_num(), (batch, static_time, classes),
+                                                  feature_dim=classes),
+                                 targets=targets, input_spatial_dim=static_time, targets_spatial_dim=tt, blank_index=0,
+                                 label_loop=label_loop)
+        return path.copy_masked(0).raw, whole.raw
+
+    compiled = Compiled(best_path)
+    g = torch.Generator().manual_seed(0)
+    for i, lengths in enumerate([(5, 3, 2), (4, 5, 2), (7, 1, 6), (9, 2, 3), (3, 3, 3)]):
+        raw, lens = padded(lengths, 4, pad=float("nan"), seed=i)
+        target_lengths = lens // 2
+        labels = torch.randint(1, 4, (len(lengths), int(target_lengths.max()) + 1), generator=g)
+        want = best_path(raw, lens, labels, target_lengths)
+        got = compiled(raw, lens, labels, target_lengths)
+        for w, o in zip(want, got):
+            assert torch.equal(o, w), f"batch {i}"
+    assert compiled.graphs <= 2, compiled.graphs
+    torch._dynamo.reset()  # the compiled code holds the dims of its guards
+
+
+def test_ctc_best_path_make_fx_symbolic_takes_other_lengths():
+    """make_fx with symbolic sizes traces the scans too: the graph takes other batch and padded sizes."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from compile_helpers import padded
+
+    classes = dt.Dim(4, name="classes")
+
+    def best_path(raw, lengths):
+        batch = dt.Dim(None, name="batch")
+        time = dt.Dim(dt.Tensor(lengths, (batch,)), name="time")
+        tt = dt.Dim(dt.Tensor(lengths // 2, (batch,)), name="targets_time")
+        targets = dt.Tensor((torch.arange(raw.shape[1] // 2) % 3 + 1).expand(raw.shape[0], -1), (batch, tt),
+                            sparse_dim=classes)
+        return dt.ctc_best_path(logits=dt.Tensor(raw, (batch, time, classes), feature_dim=classes), targets=targets,
+                                input_spatial_dim=time, targets_spatial_dim=tt, blank_index=0).copy_masked(0).raw
+
+    graph = make_fx(best_path, tracing_mode="symbolic")(*padded((5, 3, 2), 4, pad=float("nan")))
+    for i, lengths in enumerate([(4, 5, 2), (7, 1, 6, 2), (9, 2, 3)]):
+        raw, lens = padded(lengths, 4, pad=float("nan"), seed=i)
+        assert torch.equal(graph(raw, lens), best_path(raw, lens)), lengths

@@ -76,6 +76,18 @@ def _check_blank(blank_index, size: int, caller: str) -> None:
 
 # ---- ctc_best_path -----------------------------------------------------------------------------------------
 
+def _scan(step, init: torch.Tensor, xs: torch.Tensor, valid: Optional[torch.Tensor], reverse: bool):
+    """torch's scan of step(carry, x, valid_or_None) -> (carry, out) over the first axis of xs (and of
+    valid, where given): (final carry, the outs stacked over that axis). While torch.compile/export trace."""
+    from torch._higher_order_ops.scan import scan
+
+    def body(carry, frame):
+        new, out = step(carry, frame[0], frame[1] if len(frame) > 1 else None)
+        return new, (out.clone() if out is new else out)  # (a scan's output may not alias its carry)
+
+    return scan(body, init, [xs] if valid is None else [xs, valid], dim=0, reverse=reverse)
+
+
 def _viterbi(lp: torch.Tensor, frames: Optional[torch.Tensor], targets: torch.Tensor, target_lengths: torch.Tensor,
              blank: int, label_loop: bool) -> torch.Tensor:
     """The best CTC path (T, N) of log-probs lp (T, N, C) through targets (N, S) (padding already blank),
@@ -98,15 +110,29 @@ def _viterbi(lp: torch.Tensor, frames: Optional[torch.Tensor], targets: torch.Te
     skip_add = torch.where(skip, 0.0, _NEG_INF).to(lp.dtype)
     stay_add = None if label_loop else torch.where(is_label, _NEG_INF, 0.0).to(lp.dtype)
     alpha = emit[0] + torch.where(state < 2, 0.0, _NEG_INF).to(lp.dtype)
-    back = [None]
-    for t in range(1, n_time):
+
+    def forward_step(alpha, emit_t, valid_t):
+        """alpha after one more frame, and each state's best move into it (0 stay, 1 step, 2 skip)."""
         stay = alpha if stay_add is None else alpha + stay_add
         step = F.pad(alpha[:, :-1], (1, 0), value=_NEG_INF)
         jump = F.pad(alpha[:, :-2], (2, 0), value=_NEG_INF) + skip_add
         best, arg = torch.stack((stay, step, jump)).max(0)
-        new = best + emit[t]
-        alpha = new if frames is None else torch.where(frames[t].unsqueeze(1), new, alpha)
-        back.append(arg)
+        new = best + emit_t
+        return (new if valid_t is None else torch.where(valid_t.unsqueeze(1), new, alpha)), arg
+
+    def backward_step(cur, back_t, valid_t):
+        """The state at the frame before, from the state at this one and its best move."""
+        prev = cur - back_t.gather(1, cur)
+        return prev if valid_t is None else torch.where(valid_t.unsqueeze(1), prev, cur)
+
+    scanned = n_time > 1 and (torch.compiler.is_compiling() or isinstance(n_time, torch.SymInt))
+    if scanned:  # one torch scan each way: the time size stays symbolic (a loop is unrolled per length)
+        alpha, back = _scan(forward_step, alpha, emit[1:], None if frames is None else frames[1:], reverse=False)
+    else:
+        back = [None]
+        for t in range(1, n_time):
+            alpha, arg = forward_step(alpha, emit[t], None if frames is None else frames[t])
+            back.append(arg)
     # the end: the last blank (2 S_n) or the last label (2 S_n - 1); on a tie, the blank
     last_blank = (2 * target_lengths).unsqueeze(1)
     last_label = (last_blank - 1).clamp_min(0)
@@ -114,13 +140,18 @@ def _viterbi(lp: torch.Tensor, frames: Optional[torch.Tensor], targets: torch.Te
     score_label = torch.where(last_blank > 0, alpha.gather(1, last_label), _NEG_INF)
     cur = torch.where(score_label > score_blank, last_label, last_blank)
     found = torch.isfinite(torch.maximum(score_label, score_blank))  # (N, 1)
-    states = [None] * n_time
-    for t in range(n_time - 1, -1, -1):
-        states[t] = cur
-        if t > 0:
-            prev = cur - back[t].gather(1, cur)
-            cur = prev if frames is None else torch.where(frames[t].unsqueeze(1), prev, cur)
-    path = z.gather(1, torch.cat(states, 1)).t()  # (T, N)
+    if scanned:
+        _, before = _scan(lambda c, b, v: (backward_step(c, b, v),) * 2, cur, back,
+                          None if frames is None else frames[1:], reverse=True)
+        states = torch.cat((before.squeeze(2).t(), cur), 1)  # (N, T): frames 0 .. T-2, then the last
+    else:
+        path_states = [None] * n_time
+        for t in range(n_time - 1, -1, -1):
+            path_states[t] = cur
+            if t > 0:
+                cur = backward_step(cur, back[t], None if frames is None else frames[t])
+        states = torch.cat(path_states, 1)
+    path = z.gather(1, states).t()  # (T, N)
     keep = found.t() if frames is None else found.t() & frames
     return torch.where(keep, path, blank)
 
@@ -135,7 +166,8 @@ def ctc_best_path(*, logits: Tensor, logits_normalized: bool = False, targets: T
     the classes unless logits_normalized. `targets`: int labels over batch dims and targets_spatial_dim.
     The batch dims are the other dims of logits and targets (one broadcast over the other's). `label_loop`
     False: a label takes exactly one frame (RNA topology). A sequence with no path (fewer frames than its
-    labels need) gets blank on every frame. Loops over the static raw time size, one vectorized step per
+    labels need) gets blank on every frame. Loops over the raw time size (torch scans while torch.compile,
+    torch.export or symbolic make_fx trace: one graph for every length), one vectorized step per
     frame and back: no device read."""
     caller = "dimtorch.ctc_best_path()"
     check_tensor(logits, caller, what="logits")
