@@ -352,6 +352,13 @@ PyObject* f_dim_cached_raw(PyObject*, PyObject* args) {
     }
     pos[i] = static_cast<signed char>(p);
   }
+  // One position per axis of the lengths (and the dim's own for a mask): dim_cached_raw reads that many.
+  PyObject* lengths = dim_dyn_size(as_dim(dim));
+  if (lengths && n != tensor_ndim(as_tensor(lengths)) + (kind == 0 ? 1 : 0)) {
+    PyErr_SetString(PyExc_ValueError, "dimtorch._dim_cached_raw(): one position per axis of the lengths is needed");
+    return nullptr;
+  }
+  if (!lengths && PyErr_Occurred()) return nullptr;
   return dim_cached_raw(as_dim(dim), static_cast<MaskKind>(kind), pos, ndim, size, device);
 }
 

@@ -48,7 +48,8 @@ PyObject* f_reshape(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
     if (!is_dim(d) || !dim_is_static(d) || dims_index(x->dims, d) >= 0) return reshape_fallback(args, nargs, kwnames);
     for (Py_ssize_t k = 0; k < j; ++k)
       if (PyTuple_GET_ITEM(out_dims, k) == d) return reshape_fallback(args, nargs, kwnames);
-    out_total *= as_dim(d)->size;
+    // Past int64 (huge dims given by the user): never x's size, which the definition then says.
+    if (__builtin_mul_overflow(out_total, as_dim(d)->size, &out_total)) return reshape_fallback(args, nargs, kwnames);
   }
   if (out_total != total) return reshape_fallback(args, nargs, kwnames);
   // A dim left in x whose lengths vary along a reshaped dim: the Python definition refuses that.

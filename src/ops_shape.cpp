@@ -37,7 +37,11 @@ PyObject* f_merged_dim(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       PyErr_Format(PyExc_ValueError, "dimtorch._C._merged_dim(dims): every dim must be static, got %R", d);
       return nullptr;
     }
-    total *= as_dim(d)->size;
+    if (__builtin_mul_overflow(total, as_dim(d)->size, &total)) {
+      PyErr_SetString(PyExc_OverflowError,
+                      "dimtorch._C._merged_dim(dims): the product of the sizes overflows (a size is at most 2**63 - 1)");
+      return nullptr;
+    }
   }
   return merged_dim(dims, total);
 }

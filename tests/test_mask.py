@@ -186,3 +186,18 @@ def test_cached_lengths_on_another_device_keep_the_layout():
         for device in ("cpu", "meta"):
             raw = dt._C._dim_cached_raw(2, t, pos, ndim, 0, torch.device(device))
             assert tuple(raw.shape) == shape, (pos, ndim, device, raw.shape)
+
+
+def test_private_cached_raw_and_merged_dim_check_their_arguments():
+    """The core's private entry points are reachable from Python: bad arguments raise, never read past
+    what was given (a position short for the lengths' axes) or overflow (a product of huge sizes)."""
+    from dimtorch import _C
+    batch = dt.Dim(None, name="batch")
+    time = dt.Dim(dt.Tensor(torch.tensor([1, 2]), (batch,)), name="time")
+    with pytest.raises(ValueError, match=r"_dim_cached_raw\(\): one position per axis of the lengths is needed"):
+        _C._dim_cached_raw(0, time, (0,), 2, 2, "cpu")
+    with pytest.raises(ValueError, match=r"_dim_cached_raw\(\): axis out of range"):
+        _C._dim_cached_raw(0, time, (0, 2), 2, 2, "cpu")
+    assert _C._dim_cached_raw(0, time, (0, 1), 2, 2, "cpu").tolist() == [[True, False], [True, True]]
+    with pytest.raises(OverflowError, match=r"_merged_dim\(dims\): the product of the sizes overflows"):
+        _C._merged_dim((dt.Dim(2**40, name="huge"), dt.Dim(2**62, name="huger")))

@@ -50,6 +50,9 @@ def test_reshape_errors():
          r"dimtorch.reshape\(\): out_dims has 2 dims sized from data"),
         (lambda: dt.reshape(bt.x, (dt.Dim(6, name="feature"),), (dt.Dim(6),)),
          r"dimtorch.reshape\(\): in_dims entry 'feature'\(6\) is not a dim of x"),
+        # out_dims whose product passes int64 (the fast path's product overflowed: signed overflow)
+        (lambda: dt.reshape(bt.x, (bt.feature,), (dt.Dim(2**40, name="huge"), dt.Dim(2**62, name="huger"))),
+         r"dimtorch.reshape\(\): in_dims \('feature'\(6\)\) have sizes \[6\] \(6 entries\), which do not fit"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
