@@ -277,6 +277,14 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
   Py_ssize_t static_size = -1;
   if (all_static && !static_result(op, a->size, k, b ? b->size : 0, &static_size))
     return overflow_error(a, op, k, b, caller);
+  if (!all_static && (op == DimOp::kAdd || op == DimOp::kMul) && dim_has_lengths(a) &&
+      (a->max_size >= 0 || k >= (Py_ssize_t{1} << 31))) {
+    /* Lengths past int64 would wrap in torch's add: refused here where the host max is known (cached,
+       or read for a factor that large; with a smaller one only lengths near 2**63 could wrap). */
+    Py_ssize_t hi = dim_max_size(a), ignored;
+    if (hi == -2) return nullptr;
+    if (hi >= 0 && !static_result(op, hi, k, 0, &ignored)) return overflow_error(a, op, k, b, caller);
+  }
   Ref size(all_static ? PyLong_FromSsize_t(static_size) : Py_NewRef(Py_None));
   Ref name(derived_name(a, op, k, b));
   if (!size || !name) return nullptr;

@@ -46,10 +46,11 @@ PyObject* f_pad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kw
   if (PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 1) d = PyTuple_GET_ITEM(d, 0);
   PyObject* padding = v[2];
   if (PyTuple_Check(padding) && PyTuple_GET_SIZE(padding) == 1) padding = PyTuple_GET_ITEM(padding, 0);
-  Py_ssize_t left, right;
+  Py_ssize_t left, right, total;
+  // (amounts whose sum passes int64 go to the definition, whose dim math says so)
   if (!is_dim(d) || !PyTuple_Check(padding) || PyTuple_GET_SIZE(padding) != 2 ||
       !pad_amount(PyTuple_GET_ITEM(padding, 0), &left) || !pad_amount(PyTuple_GET_ITEM(padding, 1), &right) ||
-      left + right == 0)
+      __builtin_add_overflow(left, right, &total) || total == 0)
     return pad_fallback(args, nargs, kwnames);
   TensorObject* x = as_tensor(v[0]);
   int a = dims_index(x->dims, d);
@@ -64,9 +65,9 @@ PyObject* f_pad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kw
     return pad_fallback(args, nargs, kwnames);
   }
   // The out dim by dim math (cached on the dim): the same object as left + dim + right.
-  Ref out_dim(dim_derive(dim, DimOp::kAdd, left + right, nullptr, "dimtorch.pad()"));
+  Ref out_dim(dim_derive(dim, DimOp::kAdd, total, nullptr, "dimtorch.pad()"));
   if (!out_dim) return nullptr;
-  Py_ssize_t n_out = dynamic ? dim_max_size(as_dim(out_dim.get())) : dim->size + left + right;
+  Py_ssize_t n_out = dynamic ? dim_max_size(as_dim(out_dim.get())) : as_dim(out_dim.get())->size;
   if (n_out < 0) return n_out == -2 ? nullptr : pad_fallback(args, nargs, kwnames);
   /* constant_pad_nd takes (left, right) pairs from the last axis. For a dynamic dim the right
      amount makes the axis n_out long: negative where x's raw axis is longer than its longest

@@ -89,6 +89,11 @@ def test_pad_errors():
         dt.pad(pb.x, axes=pb.feature, padding=(1, 1), mode="edge")
     with pytest.raises(TypeError, match=r"dimtorch\.pad\(\): padding of 'feature'\(2\) must be a pair of ints"):
         dt.pad(pb.x, axes=pb.feature, padding=[(1.5, 1)])
+    # amounts whose sum or padded size passes int64 (the fast path's sum overflowed: signed overflow)
+    for axis in (pb.feature, pb.time):
+        for padding in ((2**62, 2**62), (2**63 - 1, 1), (2**63 - 1, 0)):
+            with pytest.raises((OverflowError, RuntimeError), match=r"out of range for a dim size|overflow"):
+                dt.pad(pb.x, axes=axis, padding=padding)
 
 
 @given(st.lists(st.integers(0, 5), min_size=1, max_size=4), st.integers(0, 3), st.integers(0, 3), st.integers(0, 2))
