@@ -39,9 +39,10 @@ bool fold_min_max(PyObject* o, Py_ssize_t* lo, Py_ssize_t* hi) {
 /// Host min and max of an integer lengths Tensor (0, 0 when empty).
 bool lengths_min_max(TensorObject* t, Py_ssize_t* min_out, Py_ssize_t* max_out) {
   Py_ssize_t numel = 1;
-  for (Py_ssize_t i = 0; i < tensor_ndim(t); ++i) numel *= t->sizes[i];
   *min_out = *max_out = 0;
-  if (numel == 0) return true;
+  for (Py_ssize_t i = 0; i < tensor_ndim(t); ++i)
+    if (t->sizes[i] == 0) return true;  // (before the product: an empty tensor's other sizes are free)
+  for (Py_ssize_t i = 0; i < tensor_ndim(t); ++i) numel *= t->sizes[i];
   if (numel <= 1024) {
     // A batch's lengths: one tolist() is a few times cheaper than aminmax and two item() calls.
     Ref values(PyObject_CallMethodNoArgs(t->raw, s_tolist));
@@ -377,6 +378,8 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
   if (!lengths) return nullptr;
   TensorObject* lt = as_tensor(lengths);
   int k = static_cast<int>(tensor_ndim(lt));
+  // Lengths over kMaxDims dims: the mask would have one more than a Tensor may; the definition says so.
+  if (k + 1 > kMaxDims) return call_method_definition("Dim.get_mask", self, args, nargs, kw);
   Py_ssize_t size = dim_max_size(d);
   if (size < 0) return nullptr;
   // The mask's dims: the lengths' dims and d itself, in dims_order's order (default: that order).
@@ -484,7 +487,8 @@ int set_derivation(PyObject* self, PyObject* value, void*) {
   }
   int i = 1;
   while (i <= 6 && PyUnicode_CompareWithASCIIString(op, kDeriveOps[i]) != 0) ++i;
-  if (i > 6 || (b != Py_None && !is_dim(b)) || ((i == 6) != (b != Py_None))) {
+  // As dim math makes them: a positive k for + - * // ceildiv (the identities and negative k are normalized).
+  if (i > 6 || (b != Py_None && !is_dim(b)) || ((i == 6) != (b != Py_None)) || (i < 6 && k <= 0)) {
     PyErr_Format(PyExc_ValueError, "dimtorch.Dim: bad derivation %R", value);
     return -1;
   }

@@ -198,6 +198,12 @@ PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, in
     return nullptr;
   }
   int npos = static_cast<int>(tensor_ndim(as_tensor(lengths))) + (kind == MaskKind::kMask ? 1 : 0);
+  if (ndim > kMaxDims || npos > ndim) {  // (the layouts' arrays hold kMaxDims; every position is an axis)
+    PyErr_Format(PyExc_ValueError, "dimtorch: at most %d dims are supported, the %s of dim %s would have %d",
+                 kMaxDims, kind == MaskKind::kMask ? "mask" : "lengths",
+                 describe_dim(reinterpret_cast<PyObject*>(d)).c_str(), npos > ndim ? npos : ndim);
+    return nullptr;
+  }
   if (kind != MaskKind::kMask) size = -1;
   PyObject* hit = find_raw(d, kind, pos, npos, ndim, size, device);
   if (hit || PyErr_Occurred()) return hit;

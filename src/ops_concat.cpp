@@ -117,7 +117,8 @@ PyObject* f_concat(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject
                        x->sizes[j] != first->sizes[j]))
           return concat_fallback(args, nargsf, kwnames);
     }
-    total += x->sizes[a];
+    // (sizes summing past int64, e.g. of expanded or meta tensors: the definition's dim math says so)
+    if (__builtin_add_overflow(total, x->sizes[a], &total)) return concat_fallback(args, nargsf, kwnames);
     PyTuple_SET_ITEM(raws.get(), i, Py_NewRef(x->raw));
   }
   // The out dim: dim_0 + dim_1 + ... by dim math (cached), or the given one when it fits.

@@ -70,6 +70,7 @@ PyObject* f_ctc_durations_from_path(PyObject*, PyObject* const* args, Py_ssize_t
   if (!out_dim) return nullptr;
   Py_ssize_t n_out = dim_max_size(as_dim(out_dim.get()));
   if (n_out < 0) return n_out == -2 ? nullptr : durations_fallback(args, nargs, kwnames);
+  if (n_out == PY_SSIZE_T_MAX) return durations_fallback(args, nargs, kwnames);  // (no room for the extra column)
 
   Py_ssize_t n_time = path->sizes[nd - 1];
   PyObject* raw = path->raw;

@@ -237,6 +237,8 @@ PyObject* f_masked_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, P
       return masked_scatter_fallback(args, nargs, kwnames);
   for (Py_ssize_t j = k + 1; j < ns; ++j)  // the rest: no dim of the mask
     if (dims_index(mask->dims, PyTuple_GET_ITEM(src->dims, j)) >= 0) return masked_scatter_fallback(args, nargs, kwnames);
+  // The result has the mask's dims and src's rest: past kMaxDims the definition says so.
+  if (nm + (ns - k - 1) > kMaxDims) return masked_scatter_fallback(args, nargs, kwnames);
   DimObject* in = as_dim(in_dim);
   Py_ssize_t n_in = src->sizes[k];
   PyObject* lengths = nullptr;

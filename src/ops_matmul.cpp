@@ -155,8 +155,14 @@ MatmulPlan* build(TensorObject* a, TensorObject* b, PyObject* reduce, const char
     PyObject* d = PyTuple_GET_ITEM(b->dims, j);
     if (!in_reduce(d) && dims_index(a->dims, d) < 0) b_rest.push_back(j);
   }
+  size_t out_ndim = ca.size() + a_rest.size() + b_rest.size();
+  if (out_ndim > static_cast<size_t>(kMaxDims)) {  // (the plan's arrays hold kMaxDims)
+    PyErr_Format(PyExc_ValueError, "%s: at most %d dims are supported, the result would have %zu", caller, kMaxDims,
+                 out_ndim);
+    return nullptr;
+  }
   MatmulPlan* p = new MatmulPlan();
-  p->out_ndim = static_cast<int>(ca.size() + a_rest.size() + b_rest.size());
+  p->out_ndim = static_cast<int>(out_ndim);
   int k = 0;
   auto put = [&](int op, int axis) {
     p->out_op[k] = static_cast<signed char>(op);
@@ -294,7 +300,11 @@ PyObject* apply_layout(const Layout& l, TensorObject* t, PyObject* raw_in) {
   int a = 0;
   for (int g = 0; g < l.n_groups; ++g) {
     Py_ssize_t size = 1;
-    for (int i = 0; i < l.group_len[g]; ++i) size *= t->sizes[l.axes[a++]];
+    for (int i = 0; i < l.group_len[g]; ++i)
+      if (__builtin_mul_overflow(size, t->sizes[l.axes[a++]], &size)) {  // (a 0-size tensor's other sizes are free)
+        PyErr_SetString(PyExc_OverflowError, "dimtorch.matmul(): a group of merged sizes passes 2**63 - 1");
+        return nullptr;
+      }
     PyTuple_SET_ITEM(shape.get(), g, PyLong_FromSsize_t(size));
   }
   return backend::call2(backend::T.reshape, raw.get(), shape.get());

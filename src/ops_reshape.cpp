@@ -40,7 +40,8 @@ PyObject* f_reshape(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   for (Py_ssize_t j = 0; j < n_in; ++j) {
     PyObject* d = PyTuple_GET_ITEM(in_dims, j);
     if (PyTuple_GET_ITEM(x->dims, first + j) != d || !dim_is_static(d)) return reshape_fallback(args, nargs, kwnames);
-    total *= x->sizes[first + j];
+    // (an empty tensor's other sizes are free: their product may pass int64; the definition says so)
+    if (__builtin_mul_overflow(total, x->sizes[first + j], &total)) return reshape_fallback(args, nargs, kwnames);
   }
   Py_ssize_t out_total = 1;
   for (Py_ssize_t j = 0; j < n_out; ++j) {

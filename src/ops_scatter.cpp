@@ -51,6 +51,7 @@ PyObject* scatter_add_common(TensorObject* x, PyObject* x_raw, PyObject* x_dims,
   Py_ssize_t nd = PyTuple_GET_SIZE(x_dims);
   Py_ssize_t n_out = as_dim(out_dim)->size;
   bool dynamic = dim_has_lengths(as_dim(d));
+  if (dynamic && n_out == PY_SSIZE_T_MAX) return nullptr;  // (no room for the extra row: the definition)
   signed char pos[kMaxDims + 1];
   int k = 0;
   if (dynamic && !lengths_positions(as_dim(d), x_dims, true, pos, &k, caller)) {

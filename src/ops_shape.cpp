@@ -67,7 +67,8 @@ PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
     PyObject* d = PyTuple_GET_ITEM(dims, j);
     if (PyTuple_GET_ITEM(x->dims, first + j) != d || !dim_is_static(d))
       return merge_dims_fallback(args, nargs, kwnames);
-    total *= x->sizes[first + j];
+    // (an empty tensor's other sizes are free: their product may pass int64; the definition says so)
+    if (__builtin_mul_overflow(total, x->sizes[first + j], &total)) return merge_dims_fallback(args, nargs, kwnames);
   }
   // A dim left in x whose lengths vary along a merged dim: the Python definition refuses that.
   for (Py_ssize_t i = 0; i < nd; ++i) {

@@ -56,7 +56,8 @@ PyObject* f_split(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
     PyObject* p = PyTuple_GET_ITEM(parts, i);
     if (!is_dim(p) || as_dim(p)->size < 0 || (p != v[1] && dims_index(x->dims, p) >= 0))
       return split_fallback(args, nargs, kwnames);
-    total += as_dim(p)->size;
+    // (sizes summing past int64: never the axis' size, which the definition then says)
+    if (__builtin_add_overflow(total, as_dim(p)->size, &total)) return split_fallback(args, nargs, kwnames);
     PyObject* size = PyLong_FromSsize_t(as_dim(p)->size);
     if (!size) return nullptr;
     PyTuple_SET_ITEM(sizes_obj.get(), i, size);

@@ -61,6 +61,11 @@ PyObject* dims_arg_to_tuple(PyObject* arg, const char* caller, const char* what)
 PyObject* tensor_make(PyObject* raw, PyObject* dims, const Py_ssize_t* sizes, PyObject* sparse_dim,
                       PyObject* feature_dim) {
   Py_ssize_t n = PyTuple_GET_SIZE(dims);
+  if (n > kMaxDims) {  // (the fast paths' arrays hold kMaxDims: such a Tensor must never exist)
+    Py_DECREF(raw);
+    PyErr_Format(PyExc_ValueError, "dimtorch: at most %d dims are supported, got %zd", kMaxDims, n);
+    return nullptr;
+  }
   TensorObject* t = PyObject_GC_NewVar(TensorObject, &TensorType, n);
   if (!t) {
     Py_DECREF(raw);

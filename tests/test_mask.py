@@ -201,3 +201,16 @@ def test_private_cached_raw_and_merged_dim_check_their_arguments():
     assert _C._dim_cached_raw(0, time, (0, 1), 2, 2, "cpu").tolist() == [[True, False], [True, True]]
     with pytest.raises(OverflowError, match=r"_merged_dim\(dims\): the product of the sizes overflows"):
         _C._merged_dim((dt.Dim(2**40, name="huge"), dt.Dim(2**62, name="huger")))
+
+
+def test_mask_past_the_dims_limit_raises():
+    """Lengths over 24 dims: the mask would have 25, more than a Tensor may (the fast path wrote past its
+    arrays); both paths raise. The limit is the core's (kMaxDims)."""
+    from dimtorch import _mask
+    batch_dims = [dt.Dim(1, name=f"b{i}") for i in range(24)]
+    time = dt.Dim(dt.Tensor(torch.ones([1] * 24, dtype=torch.int64), tuple(batch_dims)), name="time")
+    for get_mask in (dt.Dim.get_mask, _mask.get_mask):
+        with pytest.raises(ValueError, match=r"get_mask\(\): at most 24 dims are supported, the mask of .* would have 25"):
+            get_mask(time)
+    with pytest.raises(ValueError, match=f"at most {_mask._MAX_DIMS} dims are supported, got 25"):
+        dt.Tensor(torch.zeros([1] * 25), tuple(dt.Dim(1) for _ in range(25)))

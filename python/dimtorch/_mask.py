@@ -9,6 +9,7 @@ from ._args import dims_arg
 from .ops._support import flag, names_errors
 
 _MASK, _LENGTHS = 0, 2  # kinds of src/mask.h's per-dim cache
+_MAX_DIMS = 24  # src/common.h's kMaxDims (tests/test_mask.py checks it)
 
 
 def _device(device, caller: str) -> torch.device:
@@ -39,6 +40,9 @@ def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
         missing = [r for r in relevant if not any(r is d for d in order)]
         if missing:
             raise ValueError(f"{caller}: dims_order lacks {missing} needed for the mask of {dim!r}")
+    if len(order) > _MAX_DIMS:
+        raise ValueError(f"{caller}: at most {_MAX_DIMS} dims are supported, the mask of {dim!r} would have "
+                         f"{len(order)}")
     if _tracing.tracing():
         shape = [1] * len(order)
         shape[order.index(dim)] = _in_graph.padded_size(dim, caller)
