@@ -215,7 +215,8 @@ TABLE = {
         ("cross_entropy", S, "dt.cross_entropy", ""),
         ("ctc_loss", S, "dt.ctc_loss", "F.ctc_loss; rf's max_approx/use_native_op/label_loop options: not yet"),
         ("ctc_best_path", S, "dt.ctc_best_path", "Viterbi in torch ops, one step per frame of the raw time size and "
-         "back (no device read; RETURNN uses a native op); a sequence without a path gets blank on every frame"),
+         "back (no device read; RETURNN uses a native op; torch scans under torch.compile/export: one graph for "
+         "every length); a sequence without a path gets blank on every frame"),
         ("ctc_greedy_decode", S, "dt.ctc_greedy_decode", "the decoded lengths are read from the device"),
         ("ctc_durations_from_path", S, "dt.ctc_durations_from_path", "without targets_spatial_dim the label counts "
          "are read on the host (as in rf); the check is a device-side assert (with stop_on_failed_check=False, none)"),
@@ -299,7 +300,8 @@ TABLE = {
     ],
     "rec": [("LSTM", S, "dt.nn.LSTM", "torch's kernel; layers and bidirectional"), ("LstmState", S, "dt.nn.LstmState", ""),
             ("ZoneoutLSTM", S, "dt.nn.ZoneoutLSTM",
-             "rf's parameters (ff_weight, rec_weight, bias) and options; a per-frame Python loop; state=None means "
+             "rf's parameters (ff_weight, rec_weight, bias) and options; a per-frame Python loop (one torch scan "
+             "under torch.compile/export: one graph for every length); state=None means "
              "zeros; spatial_dim=None is one step; training follows torch's module.training (rf: the run "
              "context's train flag)")],
     "reduce": [

@@ -295,7 +295,12 @@ void dim_dealloc(PyObject* self) {
   PyObject_GC_UnTrack(self);
   plan_caches_dim_died(self);  // before the address can be reused by a new dim
   if (d->weakreflist) PyObject_ClearWeakRefs(self);
+  // Detaching derived dims may run torch and clear errors: a pending one (a dim dying while an
+  // error unwinds) is kept.
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
   dim_clear(self);
+  PyErr_Restore(type, value, traceback);
   Py_CLEAR(d->name);
   --g_live_dims;
   PyObject_GC_Del(self);
@@ -473,6 +478,14 @@ int set_lengths(PyObject* self, PyObject* value, void*) {
   return 0;
 }
 const char* const kDeriveOps[] = {"", "add", "sub", "mul", "floordiv", "ceildiv", "concat"};
+/// Whether `target` is `x` or one of the dims x is derived from (a derivation may not make a cycle:
+/// readers recurse through the operands). Every setter checks, so the walk ends.
+bool derives_from(DimObject* x, DimObject* target) {
+  if (!x) return false;
+  if (x == target) return true;
+  if (x->derive_op == DimOp::kNone) return false;
+  return derives_from(x->derive_a, target) || derives_from(dim_derive_b(x), target);
+}
 int set_derivation(PyObject* self, PyObject* value, void*) {
   DimObject* d = as_dim(self);
   if (!settable(d, value, d->derive_op == DimOp::kNone, "derivation"))
@@ -490,6 +503,10 @@ int set_derivation(PyObject* self, PyObject* value, void*) {
   // As dim math makes them: a positive k for + - * // ceildiv (the identities and negative k are normalized).
   if (i > 6 || (b != Py_None && !is_dim(b)) || ((i == 6) != (b != Py_None)) || (i < 6 && k <= 0)) {
     PyErr_Format(PyExc_ValueError, "dimtorch.Dim: bad derivation %R", value);
+    return -1;
+  }
+  if (derives_from(as_dim(a), d) || (b != Py_None && derives_from(as_dim(b), d))) {
+    PyErr_Format(PyExc_ValueError, "dimtorch.Dim: derivation %R would derive the dim from itself", value);
     return -1;
   }
   PyObject* weak_b = b == Py_None ? nullptr : PyWeakref_NewRef(b, nullptr);
@@ -573,6 +590,7 @@ std::string describe_dim_plain(DimObject* d) {
   if (d->size >= 0) return s + "(" + std::to_string(d->size) + ")";
   if (d->dyn_size) {
     PyObject* dims = as_tensor(d->dyn_size)->dims;
+    if (!dims) return s + "[?]";  // (lengths not set up yet)
     s += "[";
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dims); ++i) {
       DimObject* bd = as_dim(PyTuple_GET_ITEM(dims, i));
@@ -616,7 +634,19 @@ static bool fill_min_max(DimObject* d) {
 }
 
 PyObject* dim_dyn_size(DimObject* d) {
-  if (d->dyn_size || !dim_has_lengths(d)) return d->dyn_size;
+  if (d->dyn_size) {
+    /* Readers take the lengths' raw, dims and sizes: a Tensor whose fields are not all set yet (the
+       _lengths setter takes one that torch.compile's replay completes later), or one whose raw the
+       garbage collector cleared, is an error here, not a NULL read there. */
+    const TensorObject* lt = as_tensor(d->dyn_size);
+    if (!(lt->flags & kComplete) || !lt->raw || !lt->dims) {
+      PyErr_Format(PyExc_RuntimeError, "dimtorch: the lengths of dim '%s' are not a complete Tensor (not set "
+                   "up yet, or cleared by the garbage collector)", d->name ? to_std_string(d->name).c_str() : "?");
+      return nullptr;
+    }
+    return d->dyn_size;
+  }
+  if (!dim_has_lengths(d)) return nullptr;
   Ref lengths(dim_derive_lengths(d));
   if (!lengths) return nullptr;
   if (is_traced_tensor(lengths.get())) {  // being traced: no host min and max

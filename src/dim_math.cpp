@@ -251,7 +251,10 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
     Py_ssize_t folded;
     if (additive ? __builtin_add_overflow(a->derive_k, k, &folded) : __builtin_mul_overflow(a->derive_k, k, &folded))
       return overflow_error(a, op, k, b, caller);
-    return dim_derive(a->derive_a, op, folded, nullptr, caller);
+    // a holds its base only by a borrowed pointer: held here, as making the new dim may run the
+    // collector, which could free a base left only in cyclic garbage.
+    Ref base = Ref::borrow(reinterpret_cast<PyObject*>(a->derive_a));
+    return dim_derive(as_dim(base.get()), op, folded, nullptr, caller);
   }
   if (a->size >= 0 && op == DimOp::kSub && a->size < k) {
     PyErr_Format(PyExc_ValueError, "%s: %s - %zd would have a negative size", caller,
@@ -415,15 +418,29 @@ bool export_dim_math(PyObject* module) { return add_functions(module, kFunctions
    lengths may be over different batch dims: broadcast as binary ops do). */
 namespace {
 
-/// An operand of dim math as a number to compute with: its lengths (a Tensor) or its static size.
+/// An operand of dim math as a number to compute with: its lengths (a Tensor, as int64: uint8 or int32
+/// lengths would wrap in T - 1 or T * k) or its static size.
 PyObject* operand_lengths(DimObject* a) {
   PyObject* lengths = dim_dyn_size(a);
-  if (lengths) return Py_NewRef(lengths);
+  if (lengths) {
+    TensorObject* lt = as_tensor(lengths);
+    PyObject* dtype = backend::raw_dtype_name(lt->raw);
+    if (!dtype) return nullptr;
+    if (PyUnicode_CompareWithASCIIString(dtype, "int64") == 0) return Py_NewRef(lengths);
+    PyObject* raw = backend::call2(backend::T.to, lt->raw, backend::T.int64);
+    return raw ? tensor_make(raw, lt->dims, lt->sizes, nullptr, nullptr) : nullptr;
+  }
   if (PyErr_Occurred()) return nullptr;
   if (a->size >= 0) return PyLong_FromSsize_t(a->size);
   PyErr_Format(PyExc_ValueError, "dimtorch dim math: %s takes its size from data; derived lengths need "
                "lengths or a static size", describe_dim(reinterpret_cast<PyObject*>(a)).c_str());
   return nullptr;
+}
+
+/// A reference to a borrowed operand `o`, or none when `o` is being deallocated (reference count 0).
+Ref held_operand(DimObject* o) {
+  PyObject* p = reinterpret_cast<PyObject*>(o);
+  return p && Py_REFCNT(p) > 0 ? Ref::borrow(p) : Ref();
 }
 
 /// Whether a derived dim's lengths are >= 0 without clamping (operands' lengths are >= 0).
@@ -441,6 +458,10 @@ bool never_negative(DimObject* d) {
 
 /// Host lengths of a derived dim from its operands' (int64, never below 0), by the Tensor ops.
 PyObject* dim_derive_lengths(DimObject* d) {
+  // The operands are borrowed (d's owner, and a weak target): held while torch computes, except the
+  // one being deallocated (its dealloc detaches d, which computes d's lengths here: a reference taken
+  // and dropped would deallocate it twice).
+  Ref a_hold = held_operand(d->derive_a);
   Ref a(operand_lengths(d->derive_a));
   if (!a) return nullptr;
   Ref k(PyLong_FromSsize_t(d->derive_k));
@@ -463,6 +484,7 @@ PyObject* dim_derive_lengths(DimObject* d) {
         PyErr_SetString(PyExc_RuntimeError, "dimtorch dim math: the second operand of A + B has died");
         return nullptr;
       }
+      Ref b_hold = held_operand(b_dim);
       Ref b(operand_lengths(b_dim));
       if (!b) return nullptr;
       out = is_tensor(a.get()) && is_tensor(b.get())

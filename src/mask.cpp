@@ -321,6 +321,7 @@ PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t n
         return nullptr;
       }
       if (!dim_has_lengths(as_dim(d))) continue;  // static dims have no padding
+      if (std::find(axes, axes + n, i) != axes + n) continue;  // given twice: masked once (axes holds kMaxDims)
       axes[n++] = i;
     }
   } else {

@@ -226,7 +226,8 @@ PyObject* f_masked_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, P
   PyObject* dims = v[3];
   PyObject* in_dim = v[4];
   Py_ssize_t k = 0, n = PyTuple_GET_SIZE(dims), nm = tensor_ndim(mask), ns = tensor_ndim(src);
-  if (ns < nm - n + 1 || PyTuple_GET_ITEM(src->dims, nm - n) != in_dim) return masked_scatter_fallback(args, nargs, kwnames);
+  if (n > nm || ns < nm - n + 1 || PyTuple_GET_ITEM(src->dims, nm - n) != in_dim)
+    return masked_scatter_fallback(args, nargs, kwnames);
   Ref m;
   if (!common_layout(mask, dims, &k, &m, caller)) {
     if (PyErr_Occurred()) return nullptr;

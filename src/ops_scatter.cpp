@@ -192,12 +192,15 @@ PyObject* fast_path::int32_ones(const Py_ssize_t* sizes, Py_ssize_t nd, PyObject
   if (!ones) return nullptr;
   OnesEntry& e = g_ones[g_ones_next];
   g_ones_next = (g_ones_next + 1) % kOnesEntries;
-  Py_XDECREF(e.device);
-  Py_XDECREF(e.ones);
+  // The new entry first, the old one released after: releasing may run code that reads the cache.
+  PyObject* old_device = e.device;
+  PyObject* old_ones = e.ones;
   e.ndim = nd;
   std::copy(sizes, sizes + nd, e.sizes);
   e.device = Py_NewRef(device);
   e.ones = Py_NewRef(ones.get());
+  Py_XDECREF(old_device);
+  Py_XDECREF(old_ones);
   return ones.release();
 }
 

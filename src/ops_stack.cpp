@@ -109,8 +109,11 @@ PyObject* f_stack(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   PyObject* seq = v[0];
   if (!(PyTuple_CheckExact(seq) || PyList_CheckExact(seq)) || PySequence_Fast_GET_SIZE(seq) == 0)
     return stack_fallback(args, nargs, kwnames);
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  PyObject** items = PySequence_Fast_ITEMS(seq);
+  // A list's items as a tuple: torch (a tensor subclass's dtype, stack) may run code that changes the list.
+  Ref held(PyList_CheckExact(seq) ? PyList_AsTuple(seq) : Py_NewRef(seq));
+  if (!held) return nullptr;
+  Py_ssize_t n = PyTuple_GET_SIZE(held.get());
+  PyObject** items = PySequence_Fast_ITEMS(held.get());
   if (!is_tensor(items[0]) || !as_tensor(items[0])->raw) return stack_fallback(args, nargs, kwnames);
   TensorObject* first = as_tensor(items[0]);
   Py_ssize_t nd = tensor_ndim(first);

@@ -693,8 +693,10 @@ PyObject* m_remaining_dims(PyObject* self, PyObject* arg) {
       return nullptr;
     }
   }
-  Py_ssize_t n = tensor_ndim(t), k = 0;
-  Ref out(PyTuple_New(n - PyTuple_GET_SIZE(remove.get())));
+  // The kept dims counted first: `remove` may name a dim twice, so its length is not what goes.
+  Py_ssize_t n = tensor_ndim(t), kept = 0, k = 0;
+  for (Py_ssize_t j = 0; j < n; ++j) kept += dims_index(remove.get(), PyTuple_GET_ITEM(t->dims, j)) < 0;
+  Ref out(PyTuple_New(kept));
   if (!out) return nullptr;
   for (Py_ssize_t j = 0; j < n; ++j) {
     PyObject* d = PyTuple_GET_ITEM(t->dims, j);

@@ -74,10 +74,12 @@ def _has_lengths(dim) -> bool:
 
 
 def _operand(dim):
-    """A dim-math operand as a number to compute with: its lengths (a Tensor) or its static size."""
+    """A dim-math operand as a number to compute with: its lengths (a Tensor, as int64: uint8 or int32
+    lengths would wrap in T - 1 or T * k) or its static size."""
     lengths = dyn_size(dim)
     if lengths is not None:
-        return lengths
+        raw = lengths.raw
+        return lengths if raw.dtype == torch.int64 else Tensor(raw.to(torch.int64), lengths.dims)
     if dim.size is not None:
         return dim.size
     raise ValueError(f"dimtorch dim math: {dim_str(dim)} takes its size from data; derived lengths need "
