@@ -67,6 +67,10 @@ bool lengths_min_max(TensorObject* t, Py_ssize_t* min_out, Py_ssize_t* max_out) 
 /// Checks host lengths and returns the Tensor to keep (moved to the host if needed); new ref.
 PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* max_out) {
   TensorObject* t = as_tensor(lengths);
+  if (!t->raw) {  // (a Tensor the garbage collector cleared, resurrected by a finalizer)
+    PyErr_SetString(PyExc_ValueError, "dimtorch.Dim(): the lengths Tensor has no raw (cleared)");
+    return nullptr;
+  }
   PyObject* dtype = backend::raw_dtype_name(t->raw);
   if (!dtype) return nullptr;
   if (!backend::is_integer_dtype_name(dtype)) {
