@@ -109,13 +109,12 @@ PyObject* f_stack(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   PyObject* seq = v[0];
   if (!(PyTuple_CheckExact(seq) || PyList_CheckExact(seq)) || PySequence_Fast_GET_SIZE(seq) == 0)
     return stack_fallback(args, nargs, kwnames);
-  // A list's items as a tuple: torch (a tensor subclass's dtype, stack) may run code that changes the list.
-  Ref held(PyList_CheckExact(seq) ? PyList_AsTuple(seq) : Py_NewRef(seq));
-  if (!held) return nullptr;
-  Py_ssize_t n = PyTuple_GET_SIZE(held.get());
-  PyObject** items = PySequence_Fast_ITEMS(held.get());
-  if (!is_tensor(items[0]) || !as_tensor(items[0])->raw) return stack_fallback(args, nargs, kwnames);
-  TensorObject* first = as_tensor(items[0]);
+  /* torch (a tensor subclass's dtype getter) may run code that changes a list: its items are read
+     by index with its size checked each time, and the first (used to the end) is held. */
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  Ref first_ref = Ref::borrow(PySequence_Fast_GET_ITEM(seq, 0));
+  if (!is_tensor(first_ref.get()) || !as_tensor(first_ref.get())->raw) return stack_fallback(args, nargs, kwnames);
+  TensorObject* first = as_tensor(first_ref.get());
   Py_ssize_t nd = tensor_ndim(first);
   if (nd + 1 > kMaxDims) return stack_fallback(args, nargs, kwnames);
   Ref dtype(PyObject_GetAttr(first->raw, backend::T.s_dtype));
@@ -124,8 +123,10 @@ PyObject* f_stack(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   if (!raws) return nullptr;
   PyObject* sparse = first->sparse_dim;
   for (Py_ssize_t i = 0; i < n; ++i) {
-    if (!is_tensor(items[i])) return stack_fallback(args, nargs, kwnames);
-    TensorObject* t = as_tensor(items[i]);
+    if (PySequence_Fast_GET_SIZE(seq) != n) return stack_fallback(args, nargs, kwnames);  // changed meanwhile
+    Ref item = Ref::borrow(PySequence_Fast_GET_ITEM(seq, i));  // (held across the dtype getter)
+    if (!is_tensor(item.get())) return stack_fallback(args, nargs, kwnames);
+    TensorObject* t = as_tensor(item.get());
     if (!t->raw || !same_dims(t->dims, first->dims) ||
         !std::equal(t->sizes, t->sizes + nd, first->sizes))
       return stack_fallback(args, nargs, kwnames);
