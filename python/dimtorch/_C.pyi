@@ -136,7 +136,7 @@ def cast(x: Tensor, dtype: Any) -> Tensor:
 def ceil(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
-def ceildiv(dim: Any, k: Any) -> Any:
+def ceildiv(dim: Any, k: Any, /) -> Any:
     """ceildiv(dim, k): the dim of ceil(size / k) frames (strided conv/pool output)."""
 
 def clip(x: Tensor, min: Any = ..., max: Any = ..., *, allow_broadcast_all_sources: Any = ...) -> Tensor:

@@ -54,13 +54,13 @@ def check_tensor(x, caller: str, what: str = "x") -> None:
 
 
 def dims_arg(value, caller: str, what: str) -> tuple:
-    """A Dim or a sequence of Dims as a tuple; a TypeError naming the call for anything else."""
+    """A Dim or a list or tuple of Dims as a tuple (as the core's dims_arg_to_tuple takes them); a
+    TypeError naming the call for anything else."""
     if isinstance(value, Dim):
         return (value,)
-    try:
-        dims = tuple(value)
-    except TypeError:
-        raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got {type(value).__name__}") from None
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got {type(value).__name__}")
+    dims = tuple(value)
     for i, d in enumerate(dims):
         if not isinstance(d, Dim):
             raise TypeError(f"{caller}: {what}[{i}] must be a Dim, got {type(d).__name__}")

@@ -294,8 +294,9 @@ def __floordiv__(self, other):
     return NotImplemented
 
 
-def ceildiv(dim, k):
-    """ceildiv(dim, k): the dim of ceil(size / k) frames (strided conv/pool output)."""
+def ceildiv(dim, k, /):
+    """ceildiv(dim, k): the dim of ceil(size / k) frames (strided conv/pool output). Positional, as the
+    C++ fast path takes it."""
     if not isinstance(dim, Dim) or not _int_operand(k):
         raise TypeError("dimtorch.ceildiv(): expected (Dim, int)")
     return derive(dim, "ceildiv", k, None, "dimtorch.ceildiv()")
