@@ -76,18 +76,6 @@ def _check_blank(blank_index, size: int, caller: str) -> None:
 
 # ---- ctc_best_path -----------------------------------------------------------------------------------------
 
-def _scan(step, init: torch.Tensor, xs: torch.Tensor, valid: Optional[torch.Tensor], reverse: bool):
-    """torch's scan of step(carry, x, valid_or_None) -> (carry, out) over the first axis of xs (and of
-    valid, where given): (final carry, the outs stacked over that axis). While torch.compile/export trace."""
-    from torch._higher_order_ops.scan import scan
-
-    def body(carry, frame):
-        new, out = step(carry, frame[0], frame[1] if len(frame) > 1 else None)
-        return new, (out.clone() if out is new else out)  # (a scan's output may not alias its carry)
-
-    return scan(body, init, [xs] if valid is None else [xs, valid], dim=0, reverse=reverse)
-
-
 def _viterbi(lp: torch.Tensor, frames: Optional[torch.Tensor], targets: torch.Tensor, target_lengths: torch.Tensor,
              blank: int, label_loop: bool) -> torch.Tensor:
     """The best CTC path (T, N) of log-probs lp (T, N, C) through targets (N, S) (padding already blank),
@@ -127,7 +115,7 @@ def _viterbi(lp: torch.Tensor, frames: Optional[torch.Tensor], targets: torch.Te
 
     scanned = n_time > 1 and (torch.compiler.is_compiling() or isinstance(n_time, torch.SymInt))
     if scanned:  # one torch scan each way: the time size stays symbolic (a loop is unrolled per length)
-        alpha, back = _scan(forward_step, alpha, emit[1:], None if frames is None else frames[1:], reverse=False)
+        alpha, back = _in_graph.scan_frames(forward_step, alpha, [emit[1:], None if frames is None else frames[1:]])
     else:
         back = [None]
         for t in range(1, n_time):
@@ -141,8 +129,8 @@ def _viterbi(lp: torch.Tensor, frames: Optional[torch.Tensor], targets: torch.Te
     cur = torch.where(score_label > score_blank, last_label, last_blank)
     found = torch.isfinite(torch.maximum(score_label, score_blank))  # (N, 1)
     if scanned:
-        _, before = _scan(lambda c, b, v: (backward_step(c, b, v),) * 2, cur, back,
-                          None if frames is None else frames[1:], reverse=True)
+        _, before = _in_graph.scan_frames(lambda c, b, v: (backward_step(c, b, v),) * 2, cur,
+                                          [back, None if frames is None else frames[1:]], reverse=True)
         states = torch.cat((before.squeeze(2).t(), cur), 1)  # (N, T): frames 0 .. T-2, then the last
     else:
         path_states = [None] * n_time

@@ -61,3 +61,21 @@ def padded_size(dim: Dim, caller: str) -> int:
     raise ValueError(f"{caller}: while tracing, dim {dim_str(dim)} has lengths and no tensor over it gives its padded "
                      f"size (its max length is data, read on the host only in eager); derive the result from a "
                      f"tensor over the dim instead")
+
+
+def scan_frames(step, init, frames: Sequence[Optional[torch.Tensor]], *, dim: int = 0, reverse: bool = False):
+    """A frame loop as one torch scan (torch._higher_order_ops.scan, a prototype in torch 2.13), for
+    torch.compile/export: the time size stays symbolic, where a Python loop is unrolled per length.
+    step(carry, *frame) -> (carry, out) gets each frame of the tensors in `frames` along `dim` (None
+    for those that are None); returns (final carry, the outs stacked along `dim`)."""
+    from torch._higher_order_ops.scan import scan
+
+    present = [f is not None for f in frames]
+
+    def body(carry, frame):
+        given = iter(frame)
+        new, out = step(carry, *(next(given) if p else None for p in present))
+        carries = new if isinstance(new, tuple) else (new,)
+        return new, (out.clone() if any(out is c for c in carries) else out)  # (outs may not alias the carry)
+
+    return scan(body, init, [f for f in frames if f is not None], dim=dim, reverse=reverse)

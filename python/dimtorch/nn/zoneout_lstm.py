@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from .. import _tracing
+from .. import _in_graph, _tracing
 from .._C import Dim, Tensor, zeros
 from .._args import dim_str, dims_str
 from . import init as _init
@@ -160,20 +160,14 @@ class ZoneoutLSTM(Module):
         (its size stays symbolic: one graph for every padded length, where a Python loop is unrolled per
         length). Plain make_fx keeps the loop: torch's scan does not trace there with a module's
         parameters (torch 2.13: "Mixing fake modes"). (y, h, c)."""
-        from torch._higher_order_ops.scan import scan
-        present = (valid is not None, keep_c is not None, keep_h is not None)
-        frames = [z] + [m for m in (valid, keep_c, keep_h) if m is not None]
-
-        def body(carry, frame):
+        def step(carry, z_t, v, kc, kh):
             h, c = carry
-            rest = list(frame[1:])
-            v, kc, kh = (rest.pop(0) if p else None for p in present)
-            y, h_new, c_new = self._step(frame[0], h, c, rec_t, kc, kh)
+            y, h_new, c_new = self._step(z_t, h, c, rec_t, kc, kh)
             if v is None:
-                return (h_new, c_new), y.clone()  # (a scan's output may not alias its carry)
+                return (h_new, c_new), y
             return (torch.where(v, h_new, h), torch.where(v, c_new, c)), torch.where(v, y, 0.0)
 
-        (h, c), y = scan(body, (h, c), frames, dim=1)
+        (h, c), y = _in_graph.scan_frames(step, (h, c), [z, valid, keep_c, keep_h], dim=1)
         return y, h, c
 
     def _state(self, h: torch.Tensor, c: torch.Tensor, batch_dims: tuple, batch_shape: list) -> LstmState:
