@@ -64,7 +64,7 @@ def test_training_step_with_inductor_equals_eager_in_one_graph():
 
 def test_demo_trains_compiled(tmp_path):
     restore = apply_compile_settings()  # what train.main applies for the process, undone after
-    summary = train.main(["--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "4", "--compile"])
+    summary = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "4", "--compile"])
     try:
         assert summary["step"] == 4
         # One dynamic graph per range of batch sizes in which torch picks the same CPU convolution backend
