@@ -33,7 +33,10 @@ class FrontendConfig:
     step: int = 160  # samples (10 ms)
     n_fft: int = 512
     num_mel: int = 80
-    feature_mean: float = -3.5  # of the log10-mel features over the training corpus (rounded)
+    # A fixed normalization (x - mean) / std near the corpus's statistics (its log10-mel features: mean -2.3, std
+    # 1.8 over 40 train utterances; the values set here leave them at mean 0.6, std 0.9, which the encoder's
+    # first layer norm takes in its stride).
+    feature_mean: float = -3.5
     feature_std: float = 2.0
     max_time_mask: int = 10  # frames (100 ms)
     max_feature_mask: int = 8  # filters

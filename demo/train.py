@@ -415,18 +415,32 @@ def write_plot(path: Path, history: dict, title: str) -> None:
             ax1.plot(steps, smooth, color="C0", label=f"train (mean of {k})")
     dev = history["dev"]
     with_aed = any("aed_ler" in d for d in dev)
+    speech = any("wer" in d for d in dev)
     if dev:
         ax1.plot([d["step"] for d in dev], [d["loss"] for d in dev], "o-", color="C1", label="dev")
+    if speech:  # word and character error rates of the held-out voices
+        ax2.plot([d["step"] for d in dev], [100 * d["wer"] for d in dev], "o-", color="C2", label="WER, greedy CTC")
+        ax2.plot([d["step"] for d in dev], [100 * d["cer"] for d in dev], "^--", color="C2", alpha=0.7,
+                 label="CER, greedy CTC")
+        aed = [d for d in dev if "aed_wer" in d]
+        if aed:
+            ax2.plot([d["step"] for d in aed], [100 * d["aed_wer"] for d in aed], "s-", color="C3",
+                     label="WER, greedy attention decoder")
+        ax2.legend()
+    elif dev:
         ax2.plot([d["step"] for d in dev], [100 * d["ler"] for d in dev], "o-", color="C2", label="greedy CTC")
-    if with_aed:
+    if with_aed and not speech:
         aed = [d for d in dev if "aed_ler" in d]
         ax2.plot([d["step"] for d in aed], [100 * d["aed_ler"] for d in aed], "s-", color="C3",
                  label="greedy attention decoder")
         ax2.legend()
     ax1.set(xlabel="step", ylabel="joint CTC + CE loss" if with_aed else "CTC loss per label", title="loss")
     ax1.legend()
-    ax2.set(xlabel="step", ylabel="label error rate (%)",
-            title="dev label error rate" + ("" if with_aed else " (greedy CTC)"))
+    if speech:
+        ax2.set(xlabel="step", ylabel="error rate (%)", title="dev word and character error rates (held-out voices)")
+    else:
+        ax2.set(xlabel="step", ylabel="label error rate (%)",
+                title="dev label error rate" + ("" if with_aed else " (greedy CTC)"))
     ax2.set_ylim(bottom=0)
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)

@@ -293,4 +293,5 @@ from .rows_decoding import DECODING_ROWS  # noqa: E402
 from .rows_loop import LOOP_ROWS  # noqa: E402
 from .rows_rf import RF_ROWS  # noqa: E402
 from .rows_signal import SIGNAL_ROWS  # noqa: E402
-ROWS += ARRAY_ROWS + RF_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + LOOP_ROWS + DECODING_ROWS
+from .rows_speech import SPEECH_ROWS  # noqa: E402
+ROWS += ARRAY_ROWS + RF_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + SPEECH_ROWS + LOOP_ROWS + DECODING_ROWS
