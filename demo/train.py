@@ -261,15 +261,17 @@ def evaluate(forward, model, loader: StepLoader, device, world: World, to_text=N
     (stand-ins included, for FSDP's collectives) and the sums are added over the ranks.
 
     With `to_text` (labels -> str: the speech task) also the word and character error rates `wer`, `cer`
-    (`aed_wer`, `aed_cer` with the decoder), and with beam > 1 those of the CTC prefix beam search
-    (`wer_beam`, `cer_beam`); `examples` (a list) receives (reference, hypothesis) pairs of this rank."""
+    (`aed_wer`, `aed_cer` with the decoder), and with beam > 1 those of the CTC prefix beam search: over dims
+    (demo/speech/beam_dims.py; `wer_prefix_beam`, `cer_prefix_beam`) and constrained to the task's lexicon
+    (demo/speech/beam.py; `wer_beam`, `cer_beam`); `examples` (a list) receives (reference, hypothesis) pairs
+    of this rank (the lexicon beam search's, else greedy CTC's)."""
     from demo.speech.wer import char_errors, word_errors
     was_training = model.training
     model.eval()
     with_aed = model.dec_cfg is not None
     # loss * labels, CTC errors, attention decoder errors, labels; then per decoder (greedy CTC, attention,
-    # beam) word errors, character errors; then words, characters
-    sums = [0.0] * 12
+    # lexicon beam, beam over dims) word errors, character errors; then words, characters
+    sums = [0.0] * 14
     for step in loader.steps(0):
         batch = step.batch
         b = batch.to(device)
@@ -287,13 +289,15 @@ def evaluate(forward, model, loader: StepLoader, device, world: World, to_text=N
         if to_text is None:
             continue
         refs = [to_text(batch.targets[i, :n].tolist()) for i, n in enumerate(batch.target_lengths.tolist())]
-        beam_hyps = None
+        beam_hyps = dims_hyps = None
         if beam > 1:
+            from demo.speech.beam_dims import ctc_prefix_beam_search_dims
+            dims_hyps = ctc_prefix_beam_search_dims(logits, out_lengths, model.blank_index, beam)
             from demo.speech.beam import Lexicon, ctc_prefix_beam_search
             from demo.speech.phrases import ALPHABET, VOCABULARY
             beam_hyps = ctc_prefix_beam_search(logits, out_lengths, model.blank_index, beam, alphabet=ALPHABET,
                                                lexicon=Lexicon(VOCABULARY))
-        for k, decoded in enumerate((hyps, aed_hyps, beam_hyps)):
+        for k, decoded in enumerate((hyps, aed_hyps, beam_hyps, dims_hyps)):
             if decoded is None:
                 continue
             for ref, hyp in zip(refs, decoded):
@@ -301,13 +305,13 @@ def evaluate(forward, model, loader: StepLoader, device, world: World, to_text=N
                 sums[4 + 2 * k] += word_errors(ref, text)[0]
                 sums[5 + 2 * k] += char_errors(ref, text)[0]
         for ref in refs:
-            sums[10] += len(ref.split())
-            sums[11] += len(" ".join(ref.split()))
+            sums[12] += len(ref.split())
+            sums[13] += len(" ".join(ref.split()))
         if examples is not None:
             examples.extend(zip(refs, [to_text(h) for h in (beam_hyps or hyps)]))
     sums = all_reduce_sum(torch.tensor(sums, dtype=torch.float64), world).tolist()
     loss_sum, errors, aed_errors, labels = sums[:4]
-    words, chars = max(1.0, sums[10]), max(1.0, sums[11])
+    words, chars = max(1.0, sums[12]), max(1.0, sums[13])
     model.train(was_training)
     out = {"loss": loss_sum / max(1, labels), "ler": errors / max(1, labels)}
     if with_aed:
@@ -318,6 +322,7 @@ def evaluate(forward, model, loader: StepLoader, device, world: World, to_text=N
             out["aed_wer"], out["aed_cer"] = sums[6] / words, sums[7] / chars
         if beam > 1:
             out["wer_beam"], out["cer_beam"] = sums[8] / words, sums[9] / chars
+            out["wer_prefix_beam"], out["cer_prefix_beam"] = sums[10] / words, sums[11] / chars
     return out
 
 
@@ -779,7 +784,8 @@ def run(args, world: World) -> dict:
         if to_text is not None and dev:
             final = f"dev WER {100 * dev[-1]['wer']:.1f}%, CER {100 * dev[-1]['cer']:.1f}% (greedy CTC)"
             if final_dev is not None and "wer_beam" in final_dev:
-                final += f", WER {100 * final_dev['wer_beam']:.1f}% (beam {args.beam_size}, lexicon)"
+                final += (f", WER {100 * final_dev['wer_prefix_beam']:.1f}% (prefix beam search {args.beam_size}), "
+                          f"{100 * final_dev['wer_beam']:.1f}% (with the lexicon)")
             if "aed_wer" in dev[-1]:
                 final += f", attention decoder WER {100 * dev[-1]['aed_wer']:.1f}%"
         else:

@@ -6,8 +6,8 @@ espeak-ng first (--say).
     python demo/transcribe.py --say "set an alarm for six thirty" --voice en-gb-x-rp+f3 --save-wav alarm.wav
 
 WAV files: PCM 8/16/32-bit, any rate (resampled to the model's 16 kHz with soxr), channels averaged. Prints one
-line per input: its name and the words (CTC prefix beam search constrained to the task's words; --beam-size 1:
-greedy CTC, no lexicon). The checkpoint says which implementation and configuration it holds.
+line per input: its name and the words (CTC prefix beam search constrained to the task's words; --no-lexicon:
+without, over dims; --beam-size 1: greedy CTC). The checkpoint says which implementation and configuration it holds.
 """
 from __future__ import annotations
 
@@ -86,15 +86,19 @@ def load_model(path):
 
 
 @torch.no_grad()
-def transcribe(model, audios: List[np.ndarray], beam_size: int = 8) -> List[str]:
-    """The words of each waveform (16 kHz float32), one batch."""
+def transcribe(model, audios: List[np.ndarray], beam_size: int = 8, lexicon: bool = True) -> List[str]:
+    """The words of each waveform (16 kHz float32), one batch: CTC prefix beam search with the task's lexicon,
+    without it over dims (lexicon False), or greedy (beam_size 1)."""
     from demo.ctc_decode import greedy_decode
     from demo.speech.beam import Lexicon, ctc_prefix_beam_search
     from demo.speech.corpus import collate_audio
     from demo.speech.phrases import ALPHABET, VOCABULARY, labels_to_text
     batch = collate_audio([(torch.from_numpy(a), torch.zeros(0, dtype=torch.int64)) for a in audios])
     logits, lengths = model(batch.features, batch.feature_lengths)
-    if beam_size > 1:
+    if beam_size > 1 and not lexicon:
+        from demo.speech.beam_dims import ctc_prefix_beam_search_dims
+        hyps = ctc_prefix_beam_search_dims(logits, lengths, model.blank_index, beam_size)
+    elif beam_size > 1:
         hyps = ctc_prefix_beam_search(logits, lengths, model.blank_index, beam_size, alphabet=ALPHABET,
                                       lexicon=Lexicon(VOCABULARY))
     else:
@@ -114,6 +118,8 @@ def main(argv: Optional[List[str]] = None) -> List[str]:
     p.add_argument("--save-wav", help="with --say: also write the (first) spoken sentence to this WAV file")
     p.add_argument("--beam-size", type=int, default=8, help="CTC prefix beam search with the task's lexicon; 1: "
                    "greedy (default: %(default)s)")
+    p.add_argument("--no-lexicon", action="store_true", help="beam search without the task's lexicon (over dims: "
+                   "demo/speech/beam_dims.py)")
     args = p.parse_args(argv)
     if not args.wavs and not args.say:
         p.error("give WAV files or --say \"some words\"")
@@ -131,7 +137,7 @@ def main(argv: Optional[List[str]] = None) -> List[str]:
     if not Path(args.checkpoint).exists():
         raise SystemExit(f"transcribe.py: no checkpoint {args.checkpoint!r}; train one with bash scripts/main.sh")
     model, _ = load_model(args.checkpoint)
-    texts = transcribe(model, audios, args.beam_size)
+    texts = transcribe(model, audios, args.beam_size, lexicon=not args.no_lexicon)
     for name, text in zip(names, texts):
         print(f"{name}: {text}", flush=True)
     return texts

@@ -39,7 +39,7 @@ def test_speech_run_reports_wer_cer_beam_and_examples(trained, capsys):
     assert on_disk["task"] == "speech" and on_disk["frontend_config"]["num_mel"] == 16
     for d in on_disk["dev"]:
         assert {"wer", "cer", "ler", "loss", "seconds"} <= set(d)
-    assert {"wer_beam", "cer_beam"} <= set(on_disk["final_dev_beam"])
+    assert {"wer_beam", "cer_beam", "wer_prefix_beam", "cer_prefix_beam"} <= set(on_disk["final_dev_beam"])
     assert len(on_disk["decode_examples"]) == 2 and on_disk["frames_per_s"] > 0
     assert (out / "training.png").read_bytes()[:4] == b"\x89PNG"
     resumed = train.main(["--config", "tiny", "--no-progress", "--out", str(out), "--steps", "3", "--resume",
