@@ -31,7 +31,7 @@ def plot(runs, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 4, figsize=(17, 4.2), gridspec_kw={"width_ratios": [3, 3, 1.2, 1.2]})
     for i, s in enumerate(runs):
         dev = [d for d in s["dev"] if "wer" in d]
         style = dict(color=f"C{i}", marker="o" if i == 0 else "x", markersize=4)
@@ -44,15 +44,13 @@ def plot(runs, out: Path) -> None:
     axes[0].set(xlabel="training time (minutes)", ylabel="error rate (%)", title="dev WER / CER over time")
     axes[1].set(xlabel="step", ylabel="error rate (%)", title="dev WER / CER over steps (same seed)")
     names = [s["impl"] for s in runs]
-    rates = [(s["steps_per_s"] or 0.0, (s["frames_per_s"] or 0.0) / 1000) for s in runs]
-    xs = range(len(runs))
-    bars = axes[2].bar([x - 0.2 for x in xs], [r[0] for r in rates], width=0.4, color="C0", label="steps/s")
-    ax_f = axes[2].twinx()
-    bars2 = ax_f.bar([x + 0.2 for x in xs], [r[1] for r in rates], width=0.4, color="C1", label="k frames/s")
-    axes[2].set_xticks(list(xs), names)
-    axes[2].set(ylabel="steps/s", title="training speed (10 ms frames)")
-    ax_f.set_ylabel("thousand frames/s")
-    axes[2].legend(handles=[bars, bars2], loc="lower right")
+    for ax, key, scale, what in ((axes[2], "steps_per_s", 1.0, "steps/s"),
+                                 (axes[3], "frames_per_s", 1e-3, "thousand frames/s (10 ms)")):
+        values = [(s[key] or 0.0) * scale for s in runs]
+        ax.bar(names, values, color=[f"C{i}" for i in range(len(runs))])
+        for x, v in enumerate(values):
+            ax.text(x, v, f"{v:.2f}", ha="center", va="bottom")
+        ax.set(title=what)
     for ax in axes[:2]:
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)

@@ -63,6 +63,9 @@ class DimtorchConformerCTC(dt.nn.Module):
         """Log-mel features of audio (B, S) with `samples` (B,) per sequence: (features over (batch, frames,
         feature), batch, frames); frames per sequence by dim math; SpecAugment in training."""
         c = self.frontend_cfg
+        if c is None:
+            raise ValueError("DimtorchConformerCTC.features(): this model has no front end (made without a "
+                             "FrontendConfig: it takes feature frames)")
         batch = dt.Dim(None, name="batch")
         sample_dim = dt.Dim(dt.Tensor(samples, dims=(batch,)), name="samples")
         x = dt.Tensor(audio, dims=(batch, sample_dim))

@@ -55,7 +55,8 @@ class FrontendConfig:
 
     def stage(self, step: int) -> Tuple[int, int, int]:
         """SpecAugment's stage factors at training step `step`: (1 once step >= mask_steps[i], else 0)."""
-        return tuple(int(step >= s) for s in self.mask_steps)
+        s0, s1, s2 = self.mask_steps
+        return int(step >= s0), int(step >= s1), int(step >= s2)
 
     def frames(self, samples: torch.Tensor) -> torch.Tensor:
         """Feature frames per sequence for `samples` (int64): windows that fit."""
@@ -96,15 +97,15 @@ class LogMelFrontend(nn.Module):
     def forward(self, audio: torch.Tensor, samples: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         c = self.cfg
         frames = c.frames(samples)
-        longest = int(samples.max()) if samples.numel() else 0
-        n_frames = int(frames.max()) if frames.numel() else 0
-        audio = audio[:, :longest]
+        # Sizes from the raw audio (padded to the longest sequence by the batching), never read from the lengths:
+        # no host read, so the same code compiles with dynamic sizes.
+        n_frames = (audio.shape[1] - c.window) // c.step + 1
         valid = torch.arange(audio.shape[1]).unsqueeze(0) < samples.unsqueeze(1)
         audio = torch.where(valid.to(audio.device, non_blocking=True), audio, 0.0)
         window, mel = self._constants(audio.dtype, audio.device)
         if n_frames > 0:
             spec = torch.stft(F.pad(audio, (0, c.n_fft - c.window)), c.n_fft, hop_length=c.step, win_length=c.n_fft,
-                              window=window, center=False, return_complex=True)[..., :n_frames]
+                              window=window, center=False, return_complex=True)
             power = spec.abs().square().transpose(1, 2)  # (B, T, freq)
         else:  # no sequence holds a whole window: one padding frame, as the synthetic task's collate does
             power = audio.new_zeros(audio.shape[0], 1, c.n_fft // 2 + 1)
@@ -135,7 +136,7 @@ def specaugment(x: torch.Tensor, frames: torch.Tensor, cfg: FrontendConfig, stag
     b, t, f = x.shape
     device = x.device
     masked = torch.zeros(b, t, f, dtype=torch.bool, device=device)
-    longest = int(frames.max()) if frames.numel() else 0
+    longest = t  # (the raw frames: the longest sequence's when the batch is padded to it, as dt's eager form)
     c = s0 + s1 + 2 * s2
     slots = min(min(max(longest // 100, 2) * c, longest), t)
     if slots > 0 and cfg.max_time_mask > 0:
