@@ -1,7 +1,7 @@
 """Training-step time of the speech demo's model (waveforms in: log-mel front end, SpecAugment, Conformer, CTC),
 dimtorch vs the hand-written PyTorch twin, interleaved on the same corpus batches (bench/train_bench.py's
 `interleaved` and `summarize`: the ratio is the median of paired per-round ratios), and the front end alone
-(log-mel features and SpecAugment, forward only) the same way.
+(log-mel features with and without SpecAugment, forward only) the same way.
 
     python bench/speech_step_bench.py              # the main job's batches (16 s of audio), CPU, 1 thread
     python bench/speech_step_bench.py --rounds 20 --batches 6
@@ -52,7 +52,10 @@ def main(argv=None) -> dict:
         if name == "torch":
             return lambda b: m.frontend(b.features, b.feature_lengths)
         return lambda b: m.features(b.features, b.feature_lengths)
-    with torch.no_grad():
+    with torch.no_grad():  # the front end with SpecAugment (training), and without (log-mel only)
+        fe_train = summarize(interleaved({k: frontend(k) for k in models}, batches, args.rounds, warmup=2))
+        for m in models.values():
+            m.eval()
         fe = summarize(interleaved({k: frontend(k) for k in models}, batches, args.rounds, warmup=2))
     frames = sum(int(train.FrontendConfig().frames(b.feature_lengths).sum()) for b in batches) / len(batches)
     audio = sum(int(b.feature_lengths.sum()) for b in batches) / len(batches) / 16000
@@ -60,13 +63,14 @@ def main(argv=None) -> dict:
              f"{args.rounds} rounds, {torch.get_num_threads()} thread(s)", "",
              "| what | torch ms | dimtorch ms | dimtorch / torch (quartiles) | steps/s torch / dimtorch | "
              "frames/s torch / dimtorch |", "|---|---:|---:|---:|---:|---:|"]
-    for what, r in (("training step", step), ("front end (forward)", fe)):
+    for what, r in (("training step", step), ("front end + SpecAugment (forward)", fe_train),
+                    ("front end, log-mel only (forward)", fe)):
         t, d = r["torch"]["median_ms"], r["dimtorch"]["median_ms"]
         q = r["ratio_quartiles"]
         lines.append(f"| {what} | {t:.1f} | {d:.1f} | {r['ratio']:.3f} ({q[0]:.3f}-{q[2]:.3f}) | "
                      f"{1e3 / t:.2f} / {1e3 / d:.2f} | {frames * 1e3 / t:.0f} / {frames * 1e3 / d:.0f} |")
     print("\n".join(lines))
-    return {"step": step, "frontend": fe}
+    return {"step": step, "frontend_train": fe_train, "frontend": fe}
 
 
 if __name__ == "__main__":
