@@ -4,12 +4,16 @@ import numpy as np
 import pytest
 import torch
 
-from speech_fixtures import TINY_CORPUS
+from speech_fixtures import TINY_CORPUS, require_synthesis
+
+require_synthesis()
 
 from demo.speech import synthesis
 from demo.speech.corpus import SpeechDataset, collate_audio
 from demo.speech.phrases import ALPHABET, VOCABULARY, draw_phrase, labels_to_text, number_words, text_to_labels
 from demo.speech.synthesis import DEV_VARIANTS, TEST_VARIANTS, TRAIN_VARIANTS, make_specs
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_phrases_use_the_vocabulary_and_alphabet():

@@ -4,10 +4,14 @@ WER and CER."""
 import pytest
 import torch
 
+from speech_fixtures import ROOT  # noqa: F401  (puts the repository on sys.path)
+
 from demo.ctc_decode import greedy_decode
 from demo.speech.beam import Lexicon, ctc_prefix_beam_search
 from demo.speech.beam_dims import ctc_prefix_beam_search_dims
 from demo.speech.wer import error_rates
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -6,11 +6,15 @@ import dataclasses
 import pytest
 import torch
 
-from speech_fixtures import TINY_CORPUS
+from speech_fixtures import TINY_CORPUS, require_synthesis
+
+require_synthesis()
 
 from demo import train
 from demo.speech.corpus import SpeechDataset, collate_audio
 from demo.reference_frontend import FrontendConfig
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 PRESET = train.SPEECH_PRESETS["tiny"]
 

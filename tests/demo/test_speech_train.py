@@ -7,13 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from speech_fixtures import TINY_CORPUS
+from speech_fixtures import TINY_CORPUS, require_synthesis
+
+require_synthesis()
 
 from demo import train, transcribe
 from demo.data import StepLoader
 from demo.distributed import World
 from demo.speech.corpus import SpeechDataset
 from demo.speech.phrases import VOCABULARY, labels_to_text
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
