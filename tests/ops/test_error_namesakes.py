@@ -124,8 +124,9 @@ def test_lengths_over_a_namesake_of_the_batch_dim(use_definition):
     assert {batch1._message_id, batch2._message_id} <= set(re.findall(r"#\d+", msg))
 
 
-# Left out: ops whose own parameter is called `dim` (dim= is right there; found by signature), ops that
-# take user callables (their errors are the user's), and C++ unary ops ("takes no keyword arguments").
+# Left out: ops whose own parameter is called `dim` (dim= is right there; found by signature) and C++
+# unary ops ("takes no keyword arguments"). Ops that take user callables name only the errors of
+# binding their own arguments (tested below: the user's errors are the user's).
 _TAKE_CALLABLES = {"cond", "scan", "while_loop"}
 # Hot Python-only ops left unwrapped: the hint's wrapper frame measured +0.3-2.8 us a call on tiny
 # shapes (conv1d 62 -> 65 us, cumsum 6.4 -> 6.8 us); Python's own message still names the function.
@@ -152,3 +153,23 @@ def test_every_public_op_with_keywords_hints_at_dim():
     for name in _HOT:
         with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument 'dim'"):
             getattr(dt, name)(None, dim=1)
+
+
+@pytest.mark.parametrize("name", sorted(_TAKE_CALLABLES))
+def test_ops_that_run_user_code_hint_at_dim_and_leave_the_users_errors_alone(name):
+    with pytest.raises(TypeError, match=rf"^dimtorch\.{name}\(\): .*names an axis by its Dim"):
+        getattr(dt, name)(dim=1)
+
+    def body(*args, **kwargs):
+        raise TypeError("the body's own error")
+    calls = {"cond": lambda: dt.cond(True, body, body), "while_loop": lambda: dt.while_loop(body, body, ()),
+             "scan": lambda: dt.scan(spatial_dim=dt.Dim(2, name="t"), initial=(), xs=(), body=body)}
+    with pytest.raises(TypeError, match=r"^the body's own error$") as info:
+        calls[name]()
+    assert info.traceback[-1].name == "body"  # the user's traceback is kept
+
+
+@pytest.mark.parametrize("name", ["mel_filterbank", "log_mel_filterbank_from_raw", "mel_filterbank_matrix"])
+def test_audio_functions_name_the_call(name):
+    with pytest.raises(TypeError, match=rf"^dimtorch\.audio\.{name}\(\): .*unexpected keyword argument 'dim'"):
+        getattr(dt.audio, name)(dim=1)

@@ -12,6 +12,7 @@ from ..ops.safe_log import safe_log
 from .._core.args import check_tensor, dim_str
 from ..ops.shape import squeeze
 from ..ops.signal import stft
+from ..ops._support import names_errors
 
 
 _MATRICES: dict = {}  # (f_min, f_max, sampling_rate, fft_length, n_filters, dtype, device) -> raw
@@ -35,6 +36,7 @@ def _mel(f):
     return 1125.0 * math.log(1.0 + f / 700.0)
 
 
+@names_errors("dimtorch.audio.mel_filterbank_matrix()")
 def mel_filterbank_matrix(*, f_min: float, f_max: float, sampling_rate: float, fft_length: int, n_filters: int,
                           dtype=torch.float32, device=None) -> torch.Tensor:
     """Raw (fft_length // 2 + 1, n_filters): triangular filters on the mel scale m(f) = 1125
@@ -59,6 +61,7 @@ def mel_filterbank_matrix(*, f_min: float, f_max: float, sampling_rate: float, f
     return w
 
 
+@names_errors("dimtorch.audio.mel_filterbank()")
 def mel_filterbank(x: Tensor, *, in_dim: Dim, out_dim: Dim, sampling_rate: Union[int, float],
                    fft_length: Optional[int] = None, f_min: Optional[Union[int, float]] = None,
                    f_max: Optional[Union[int, float]] = None) -> Tensor:
@@ -96,6 +99,7 @@ def mel_filterbank(x: Tensor, *, in_dim: Dim, out_dim: Dim, sampling_rate: Union
     return Tensor(y.raw, y.dims, feature_dim=out_dim)
 
 
+@names_errors("dimtorch.audio.log_mel_filterbank_from_raw()")
 def log_mel_filterbank_from_raw(raw_audio: Tensor, *, in_spatial_dim: Dim, out_dim: Dim, sampling_rate: int = 16_000,
                                 window_len: float = 0.025, step_len: float = 0.010, n_fft: Optional[int] = None,
                                 log_base: Union[int, float] = 10) -> Tuple[Tensor, Dim]:

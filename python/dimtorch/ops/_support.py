@@ -37,6 +37,23 @@ def names_errors(caller: str):
     return wrap
 
 
+def names_argument_errors(caller: str):
+    """Decorator of an op that runs the user's code (scan, while_loop, cond): only an error in binding
+    its own arguments ("unexpected keyword argument 'dim'") is named after the call, with the keyword
+    hint; errors from inside the user's functions come out untouched, traceback and all."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def definition(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except TypeError as e:
+                if type(e) is not TypeError or e.__traceback__.tb_next is not None:
+                    raise  # raised inside fn, not by the call's binding of its arguments
+                raise TypeError(f"{caller}: {e}{torch_keyword_hint(str(e), fn)}") from None
+        return definition
+    return wrap
+
+
 def check_dim_map(m, caller: str, what: str = "dim_map") -> None:
     """A dict of Dim to Dim (the nested ops' dim maps), else a TypeError naming the call."""
     if not isinstance(m, dict) or not all(isinstance(k, Dim) and isinstance(v, Dim) for k, v in m.items()):

@@ -14,6 +14,7 @@ from .._C import Dim, Tensor, cast, logical_and, where
 from .._core.data_dependent import read_bool, read_int, to_host
 from .mask import get_mask
 from .._core.args import dim_str, dims_arg, dims_str
+from ._support import names_argument_errors
 
 
 def _is_leaf(v) -> bool:
@@ -58,6 +59,7 @@ def _truth(value, caller: str, what: str) -> bool:
     raise TypeError(f"{caller}: {what} must give a bool or a scalar bool Tensor, got {shown}")
 
 
+@names_argument_errors("dimtorch.cond()")
 def cond(pred: Union[bool, Tensor], true_fn: Callable[[], Any], false_fn: Callable[[], Any]):
     """true_fn() if pred else false_fn(). `pred` is a bool or a scalar bool Tensor; a Tensor's value
     is read from the device (the branch taken depends on data)."""
@@ -67,6 +69,7 @@ def cond(pred: Union[bool, Tensor], true_fn: Callable[[], Any], false_fn: Callab
     return true_fn() if _truth(pred, caller, "pred") else false_fn()
 
 
+@names_argument_errors("dimtorch.while_loop()")
 def while_loop(cond: Callable[[Any], Union[bool, Tensor]], body: Callable[[Any], Any], initial: Any):
     """`while cond(loop_vars): loop_vars = body(loop_vars)`; returns the final loop vars. Each body
     call must return the structure of `initial` (Tensors may change their dims, e.g. a growing
@@ -191,6 +194,7 @@ def _unstacked(xs, spatial_dim: Dim, n: int, caller: str) -> list:
     return [pytree.tree_unflatten([steps[i] for steps in per_leaf], spec) for i in range(n)]
 
 
+@names_argument_errors("dimtorch.scan()")
 def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]] = None,
          cond_before_body: bool = True, initial: Any = None, xs: Any = None, ys: Any = None,
          cond: Optional[Callable[[Any, Any], Tensor]] = None, body: Callable[[Any, Any], Tuple[Any, Any]],
