@@ -23,7 +23,8 @@ import dimtorch as dt  # noqa: E402
 from opsbench import report, timing  # noqa: E402
 from opsbench.cases import make_sides, run_case  # noqa: E402
 from opsbench.frameworks import ReturnnSetup, setup_returnn  # noqa: E402
-from opsbench.rows import ROWS, missing_requirements  # noqa: E402
+from opsbench.row import missing_requirements  # noqa: E402
+from opsbench.rows import ROWS  # noqa: E402
 from opsbench.shapes import SHAPE_SETS  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"

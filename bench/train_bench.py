@@ -42,10 +42,11 @@ import torch  # noqa: E402
 
 import dimtorch as dt  # noqa: E402
 from demo.data import BucketBatchSampler, SequenceDataset, TaskConfig, collate  # noqa: E402
-from demo.reference_model import ConformerCTC, ModelConfig  # noqa: E402
+from demo.reference_model import ModelConfig  # noqa: E402
 from opsbench.timing import quartiles, round_ratios, seconds_per_call  # noqa: E402
 import train_compile  # noqa: E402
 import train_scaling  # noqa: E402
+from twin_models import make_models  # noqa: E402
 
 IMPLS = ("torch", "dimtorch")
 
@@ -88,16 +89,6 @@ def make_batches(cfg: BenchConfig, count: int, seed: int = 0) -> list:
         if len(batches) == count:
             break
     return batches
-
-
-def make_models(model_cfg: ModelConfig, seed: int = 0) -> dict:
-    """{'torch': reference, 'dimtorch': dimtorch model with the reference's weights}."""
-    from demo.dimtorch_model import DimtorchConformerCTC
-    torch.manual_seed(seed)
-    ref = ConformerCTC(model_cfg)
-    ours = DimtorchConformerCTC(model_cfg)
-    ours.load_reference_state_dict(ref.state_dict())
-    return {"torch": ref, "dimtorch": ours}
 
 
 def _sync(device: torch.device) -> None:

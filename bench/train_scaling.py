@@ -49,7 +49,7 @@ def _worker(rank: int, world_size: int, port: int, spec: dict, out_file: str) ->
     from demo.distributed import World, parallelize
     from demo.reference_model import ModelConfig
     from demo.train import train_step
-    from train_bench import make_models
+    from twin_models import make_models
     from opsbench.timing import round_ratios
 
     dist.init_process_group("gloo", rank=rank, world_size=world_size)

@@ -412,7 +412,7 @@ class ConformerCTC(nn.Module):
             # lengths): the traceable op a PyTorch user writes for that (torch.library.custom_op
             # around torch.ctc_loss, log_alpha recomputed in the backward), here dimtorch's own, so
             # that both compiled models run the same CTC.
-            from dimtorch._ctc_op import ctc_loss as traceable_ctc_loss
+            from dimtorch.ops.ctc_op import ctc_loss as traceable_ctc_loss
             loss = traceable_ctc_loss(log_probs, targets, out_lengths.to(log_probs.device),
                                       target_lengths.to(log_probs.device), self.blank_index, True).sum()
         else:

@@ -4,7 +4,7 @@ The extension's functions are plain CPython functions (no signatures a stub gene
 but every public one has a Python definition in the op table (dimtorch._op_table) with the same
 parameters: the stub takes each function's parameters and annotations from there. Dim and Tensor
 are typed below by hand; the script fails when the built types have members the text below lacks
-(or the reverse), so the stub cannot fall behind the build. tests/test_stubs.py checks that the
+(or the reverse), so the stub cannot fall behind the build. tests/core/test_stubs.py checks that the
 checked-in stub equals what this script writes.
 
 Usage: python scripts/gen_stubs.py [--check]   (--check: exit 1 if the file differs)

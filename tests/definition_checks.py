@@ -13,7 +13,7 @@ import torch
 
 import dimtorch as dt
 from dimtorch import _op_table
-from dimtorch._tracing import force_in_graph
+from dimtorch._core.tracing import force_in_graph
 
 from helpers import make_padded_batch
 

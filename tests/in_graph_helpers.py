@@ -17,7 +17,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import dimtorch as dt
-from dimtorch import _concat, _dim_cache, _packing, _tracing
+from dimtorch.ops import concat as _concat, packing as _packing
+from dimtorch._core import dim_cache as _dim_cache, tracing as _tracing
 
 from helpers import valid_mask
 

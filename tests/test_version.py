@@ -23,6 +23,6 @@ def test_pyproject_reads_the_version_from_the_package():
 def test_no_other_file_states_the_version():
     literal = re.compile(r"""(?m)^\s*(__version__|version|VERSION)\s*=\s*["']?\d+\.\d+""")
     hits = [p for p in [ROOT / "pyproject.toml", ROOT / "CMakeLists.txt", *(ROOT / "python").rglob("*.py"),
-                        *(ROOT / "src").glob("*")]
+                        *(p for p in (ROOT / "src").rglob("*") if p.is_file())]
             if p.name != "_version.py" and literal.search(p.read_text(errors="replace"))]
     assert hits == []

@@ -8,7 +8,7 @@ from typing import Optional
 from . import agreement, timing
 from .data import make_named_side, make_raw, make_torch_side
 from .frameworks import DimtorchApi
-from .rows import Row, missing_requirements
+from .row import Row, missing_requirements
 
 IMPLEMENTATIONS = ("torch", "dimtorch", "returnn")
 

@@ -9,9 +9,6 @@ as skipped and only the other two columns are measured.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional
-
 import torch
 import torch.nn.functional as F
 
@@ -19,47 +16,14 @@ import dimtorch as dt
 
 from . import conformer
 from .data import DROPOUT_P, EPS
-
-Builder = Callable[[object], Callable[[], object]]
-
-
-@dataclass(frozen=True)
-class Row:
-    """One op benchmarked three ways; `out` names the output dims in the order of the PyTorch result."""
-    name: str
-    what: str
-    torch: Optional[Builder]
-    dimtorch: Builder
-    returnn: Builder
-    requires: tuple = ()
-    out: Optional[tuple] = None
-    check: str = "close"
-    valid_frames: Optional[str] = None
-    meta: bool = True
-    tolerance: float = 1e-4
-
-
-def missing_requirements(row: Row) -> list:
-    """The names in row.requires that dimtorch does not have (yet); `Dim.__floordiv__` style names allowed."""
-    missing = []
-    for name in row.requires:
-        obj = dt
-        for part in name.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                break
-        if obj is None:
-            missing.append("dt." + name)
-    return missing
-
-
-def _same(builder: Builder) -> dict:
-    """The same builder for all three sides (operators read alike on raw and named tensors)."""
-    return {"torch": builder, "dimtorch": builder, "returnn": builder}
-
-
-def _rf(side):
-    return side.api.rf
+from .rows_array import ARRAY_ROWS
+from .rows_attention import ATTENTION_ROWS
+from .rows_decoding import DECODING_ROWS
+from .rows_loop import LOOP_ROWS
+from .rows_rf import RF_ROWS
+from .rows_signal import SIGNAL_ROWS
+from .rows_speech import SPEECH_ROWS
+from .row import BTF, Row, _rf, _same
 
 
 def _rf_linear(side):
@@ -77,7 +41,6 @@ def _rf_norm(side, module_type, with_bias):
     return module
 
 
-BTF = ("batch", "time", "feature")
 
 
 def _torch_masked_variance(x, mask, n_valid):
@@ -287,11 +250,4 @@ ROWS = (
         dimtorch=lambda s: conformer.build_dimtorch(s, backward=True),
         returnn=lambda s: conformer.build_returnn(s, backward=True)),
 )
-from .rows_array import ARRAY_ROWS  # noqa: E402  (these import Row from here, so they come last)
-from .rows_attention import ATTENTION_ROWS  # noqa: E402
-from .rows_decoding import DECODING_ROWS  # noqa: E402
-from .rows_loop import LOOP_ROWS  # noqa: E402
-from .rows_rf import RF_ROWS  # noqa: E402
-from .rows_signal import SIGNAL_ROWS  # noqa: E402
-from .rows_speech import SPEECH_ROWS  # noqa: E402
 ROWS += ARRAY_ROWS + RF_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + SPEECH_ROWS + LOOP_ROWS + DECODING_ROWS

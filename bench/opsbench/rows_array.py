@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import dimtorch as dt
 
-from .rows import BTF, Row, _rf
+from .row import BTF, Row, _rf
 
 
 def _reverse_index(s):

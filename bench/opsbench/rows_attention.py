@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import dimtorch as dt
 
-from .rows import Row, _rf
+from .row import Row, _rf
 
 ATT_OUT = ("batch", "heads", "time", "head_dim")
 

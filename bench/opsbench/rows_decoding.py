@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import dimtorch as dt
 
-from .rows import BTF, Row, _rf
+from .row import BTF, Row, _rf
 
 
 def _torch_ctc_greedy(s):

@@ -9,7 +9,7 @@ import torch
 
 import dimtorch as dt
 
-from .rows import Row, _rf
+from .row import Row, _rf
 
 
 def _torch_rnn(s):

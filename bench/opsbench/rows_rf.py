@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import dimtorch as dt
 
-from .rows import BTF, Row, _rf
+from .row import BTF, Row, _rf
 
 _SMOOTHING = 0.1
 

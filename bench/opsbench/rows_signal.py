@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import dimtorch as dt
 
-from .rows import Row, _rf
+from .row import Row, _rf
 
 # Per shape set: (frame_length, frame_step, fft_length, sampling_rate, mel filters); the small set is 16 kHz
 # speech (25 ms windows every 10 ms); the tiny one fits the tiny signal (log-mel's sampling rate gives the

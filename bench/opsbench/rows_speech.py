@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import dimtorch as dt
 
-from .rows import Row, _rf
+from .row import Row, _rf
 from .rows_signal import _mel_matrix, _params, _torch_window
 
 # Seconds per utterance of each shape set (as many as the set's batch); tiny: samples at its 640 Hz "rate".

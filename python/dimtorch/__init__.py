@@ -9,56 +9,56 @@ import torch  # noqa: F401  (the core resolves torch callables when it is import
 
 from ._C import *  # noqa: F401,F403  (Dim, Tensor and the ops implemented in C++)
 from ._C import Dim, Tensor  # noqa: F401
-from ._creation import (  # noqa: F401
+from .ops.creation import (  # noqa: F401
     convert_to_tensor, ones_like, random_normal, random_uniform, range_over_dim, zeros_like,
 )
-from ._mask import last_frame_position_of_dim, sequence_mask  # noqa: F401
-from ._gather import one_hot, sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths)
-from ._packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
-from ._sort import cumsum, search_sorted, sort, top_k_mask, top_p_mask  # noqa: F401  (top_k: C++ fast path)
-from ._stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
-from ._slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
-from ._conv import conv, pool, transposed_conv  # noqa: F401
-from ._conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spatial_dims  # noqa: F401
-from ._shape_ops import expand_dim, expand_dims, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
-from ._masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
-from ._reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
+from .ops.mask import last_frame_position_of_dim, sequence_mask  # noqa: F401
+from .ops.gather import one_hot, sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths)
+from .ops.packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
+from .ops.sort import cumsum, search_sorted, sort, top_k_mask, top_p_mask  # noqa: F401  (top_k: C++ fast path)
+from .ops.stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
+from .ops.slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
+from .ops.conv import conv, pool, transposed_conv  # noqa: F401
+from .ops.conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spatial_dims  # noqa: F401
+from .ops.shape import expand_dim, expand_dims, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
+from .ops.masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
+from .ops.reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 # repeat: C++ fast path (definition in ._repeat)
-from ._window import window  # noqa: F401
-from . import _pytree  # noqa: F401  (registers Tensor as a pytree node)
-from . import _compile
+from .ops.window import window  # noqa: F401
+from ._capture import pytree as _pytree  # noqa: F401  (registers Tensor as a pytree node)
+from ._capture import compile as _compile
 from ._pickle import register_safe_globals as _register_safe_globals
-from ._loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
-from ._label_smoothing import label_smoothed_log_prob_gradient, label_smoothing, smooth_one_hot  # noqa: F401
+from .ops.loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
+from .ops.label_smoothing import label_smoothed_log_prob_gradient, label_smoothing, smooth_one_hot  # noqa: F401
 from .ops.reduce import reduce_logmeanexp  # noqa: F401
 from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, selu  # noqa: F401  (lerp: C++ fast path)
 # scatter, scatter_count: C++ fast paths (definitions in ._scatter)
-from ._attention import dot_attention  # noqa: F401
-from ._loop import cond, scan, while_loop  # noqa: F401
-from ._signal import stft  # noqa: F401
-from ._safe_log import safe_log  # noqa: F401
+from .ops.attention import dot_attention  # noqa: F401
+from .ops.loop import cond, scan, while_loop  # noqa: F401
+from .ops.signal import stft  # noqa: F401
+from .ops.safe_log import safe_log  # noqa: F401
 from . import audio  # noqa: F401  (dt.audio.mel_filterbank, log_mel_filterbank_from_raw, specaugment, ...)
-from ._concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
-from ._decoding import edit_distance  # noqa: F401  (ctc_greedy_decode: C++ fast path)
-from ._ctc_align import (  # noqa: F401  (ctc_durations_from_path: C++ fast path)
+from .ops.concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
+from .ops.decoding import edit_distance  # noqa: F401  (ctc_greedy_decode: C++ fast path)
+from .ops.ctc_align import (  # noqa: F401  (ctc_durations_from_path: C++ fast path)
     ctc_best_path, ctc_no_label_loop_blank_durations_from_path,
 )
-from ._gating import gating  # noqa: F401
-from ._normalize import normalize  # noqa: F401
-from ._nested import gather_nested, mask_nested, where_nested  # noqa: F401
-from ._positional import (  # noqa: F401
+from .ops.gating import gating  # noqa: F401
+from .ops.normalize import normalize  # noqa: F401
+from .ops.nested import gather_nested, mask_nested, where_nested  # noqa: F401
+from .ops.positional import (  # noqa: F401
     apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )
-from ._gradient import scaled_gradient, scaled_gradient_ext  # noqa: F401
-from ._reduce_out import reduce_out  # noqa: F401
-from ._dim_ranges import linspace_over_dim, range_over_dim_strided, range_over_merged_dims  # noqa: F401
-from ._shape_counts import masked_fraction_of_shape, num_elements_of_shape  # noqa: F401
-from ._complex import complex_as_real, make_complex, real_as_complex  # noqa: F401
-from ._repeat import limit_repeats  # noqa: F401
-from ._assert import assert_  # noqa: F401
-from ._creation import random_truncated_normal  # noqa: F401
-from ._sampling import random_choice_with_replacement, random_choice_without_replacement  # noqa: F401
-from ._slice_update import expand_make_non_empty, slice_update  # noqa: F401
+from .ops.gradient import scaled_gradient, scaled_gradient_ext  # noqa: F401
+from .ops.reduce_out import reduce_out  # noqa: F401
+from .ops.dim_ranges import linspace_over_dim, range_over_dim_strided, range_over_merged_dims  # noqa: F401
+from .ops.shape_counts import masked_fraction_of_shape, num_elements_of_shape  # noqa: F401
+from .ops.complex import complex_as_real, make_complex, real_as_complex  # noqa: F401
+from .ops.repeat import limit_repeats  # noqa: F401
+from .ops.assert_ import assert_  # noqa: F401
+from .ops.creation import random_truncated_normal  # noqa: F401
+from .ops.sampling import random_choice_with_replacement, random_choice_without_replacement  # noqa: F401
+from .ops.slice_update import expand_make_non_empty, slice_update  # noqa: F401
 from . import nn  # noqa: F401
 
 _compile.install()  # the Python definitions, for the core's fallbacks and for torch.compile

@@ -6,10 +6,10 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
-from .. import _tracing
+from .._core import tracing as _tracing
 from .._C import Dim, Tensor
-from .._positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
-from .._args import dim_str, dims_str
+from ..ops.positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
+from .._core.args import dim_str, dims_str
 from . import init as _init
 from .linear import Linear
 from .module import Module, Parameter

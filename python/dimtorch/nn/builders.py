@@ -6,6 +6,7 @@ import inspect
 from typing import Callable, Optional, Union
 
 from .._C import Dim
+from .feed_forward import ConformerPositionwiseFeedForward
 from .module import Module
 
 __all__ = ["make_norm", "make_ff", "make_self_att"]
@@ -53,7 +54,6 @@ def make_ff(*, out_dim: Dim, ff: Union[type, Module, None] = None, ff_dim: Union
     if isinstance(ff, Module):
         return copy.deepcopy(ff)
     if ff is None:
-        from .conformer import ConformerPositionwiseFeedForward  # noqa: PLC0415 (conformer imports this module's users)
         ff = ConformerPositionwiseFeedForward
     if not isinstance(ff, type):
         raise TypeError(f"{caller}: ff must be a module class, a module or None, got {ff!r}")

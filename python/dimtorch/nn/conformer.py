@@ -9,13 +9,13 @@ import torch.nn.functional as F
 from .. import _C
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
-from .._args import dim_str, dims_str
-from .._conv_args import out_spatial_dim
-from .._shape_ops import merge_dims
+from .._core.args import dim_str, dims_str
+from ..ops.conv_args import out_spatial_dim
+from ..ops.shape import merge_dims
 from .attention import RelPosSelfAttention
 from .builders import make_ff, make_norm, make_self_att
 from .conv import Conv1d, Conv2d
-from .feed_forward import FeedForward
+from .feed_forward import ConformerPositionwiseFeedForward, FeedForward  # noqa: F401  (the former for old imports)
 from .frames import narrow_to_longest
 from .linear import Linear, check_in_dim
 from .container import ModuleList
@@ -85,14 +85,6 @@ class ConformerConvSubsample(Module):
         h = h.copy_transpose(lead + (time, feat, self.out_dims[-1]))
         h, _ = merge_dims(h, dims=(feat, self.out_dims[-1]), out_dim=self.out_dim)
         return h, time
-
-
-class ConformerPositionwiseFeedForward(FeedForward):
-    """The Conformer's feed-forward module: FeedForward with swish (linear_ff, swish, dropout, linear_out)."""
-
-    def __init__(self, in_dim: Dim, ff_dim: Dim, *, dropout: float = 0.1, activation="swish", dtype="float32",
-                 device=None):
-        super().__init__(in_dim, ff_dim, activation=activation, dropout=dropout, dtype=dtype, device=device)
 
 
 class ConformerConvBlock(Module):

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
-from .._args import dim_str, dims_str
+from .._core.args import dim_str, dims_str
 from .conformer import ConformerConvSubsample, ConformerEncoderLayer
 from .container import Sequential
 from .frames import narrow_to_longest

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Optional, Sequence, Tuple, Union
 
 from .._C import Dim, Tensor
-from .._conv import conv, transposed_conv
-from .._args import dim_str
+from ..ops.conv import conv, transposed_conv
+from .._core.args import dim_str
 from . import init as _init
 from .linear import check_in_dim
 from .module import Module, Parameter

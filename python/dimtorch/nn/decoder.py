@@ -6,10 +6,10 @@ from typing import List, Optional, Tuple
 
 import torch
 
-from .. import _tracing
+from .._core import tracing as _tracing
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
-from .._args import dim_str, dims_str
+from .._core.args import dim_str, dims_str
 from .attention import CausalSelfAttention, CausalSelfAttentionState, CrossAttention
 from .embedding import Embedding
 from .feed_forward import FeedForward

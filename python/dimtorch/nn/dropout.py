@@ -1,7 +1,7 @@
 """Dropout layer: dt.dropout while the module is training, identity in eval."""
 from __future__ import annotations
 
-from .._C import dropout  # the C++ fast path (falls back to dimtorch._dropout)
+from .._C import dropout  # the C++ fast path (falls back to dimtorch.ops.dropout)
 from .module import Module
 
 

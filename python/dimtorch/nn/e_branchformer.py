@@ -10,11 +10,11 @@ from .._C import Dim, Tensor
 from .._C import concat as _concat
 from .._C import dropout as _dropout
 from .._C import split as _split
-from .._args import dim_str, dims_str
+from .._core.args import dim_str, dims_str
 from .attention import RelPosSelfAttention
 from .builders import make_ff, make_norm, make_self_att
 from .frames import narrow_to_longest
-from .conformer import ConformerPositionwiseFeedForward
+from .feed_forward import ConformerPositionwiseFeedForward
 from .conformer_v2 import DEFAULT_OUT_DIM
 from .conv import Conv1d
 from .feed_forward import get_activation

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from .._C import Dim, Tensor
-from .._args import dim_str, dims_str
+from .._core.args import dim_str, dims_str
 from . import init as _init
 from .module import Module, Parameter
 

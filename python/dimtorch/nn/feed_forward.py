@@ -1,4 +1,5 @@
-"""Feed-forward blocks: FeedForward (Linear, activation, dropout, Linear) and FeedForwardGated (SwiGLU-style)."""
+"""Feed-forward blocks: FeedForward (Linear, activation, dropout, Linear), the Conformer's
+ConformerPositionwiseFeedForward (FeedForward with swish) and FeedForwardGated (SwiGLU-style)."""
 from __future__ import annotations
 
 from typing import Callable, Optional, Union
@@ -6,7 +7,7 @@ from typing import Callable, Optional, Union
 from .. import _C
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
-from .._args import dim_str
+from .._core.args import dim_str
 from .._C import split as _split
 from .linear import Linear
 from .module import Module
@@ -106,3 +107,11 @@ class FeedForwardGated(Module):
 
     def extra_repr(self) -> str:
         return f"out_dim={dim_str(self.out_dim)}, ff_dim={dim_str(self.ff_dim)}, dropout={self.dropout}"
+
+
+class ConformerPositionwiseFeedForward(FeedForward):
+    """The Conformer's feed-forward module: FeedForward with swish (linear_ff, swish, dropout, linear_out)."""
+
+    def __init__(self, in_dim: Dim, ff_dim: Dim, *, dropout: float = 0.1, activation="swish", dtype="float32",
+                 device=None):
+        super().__init__(in_dim, ff_dim, activation=activation, dropout=dropout, dtype=dtype, device=device)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .._C import Dim, Tensor
-from .._tracing import tracing
+from .._core.tracing import tracing
 
 __all__ = ["narrow_to_longest"]
 

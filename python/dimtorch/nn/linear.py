@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import _C
 from .._C import Dim, Tensor
-from .._args import dim_str, dims_str
+from .._core.args import dim_str, dims_str
 from . import init as _init
 from .module import Module, Parameter
 

@@ -7,10 +7,10 @@ import sys
 import torch
 
 from .._C import Dim, Tensor
-from .._dtypes import to_torch_dtype
-from .._args import dims_arg, dims_str
-from .. import _tracing
-from .._tracing import dynamo_tracing
+from .._core.dtypes import to_torch_dtype
+from .._core.args import dims_arg, dims_str
+from .._core import tracing as _tracing
+from .._core.tracing import dynamo_tracing
 
 __all__ = ["Module", "Parameter", "Buffer", "StateDictError", "check_state_dict"]
 

@@ -6,9 +6,9 @@ from typing import Sequence, Union
 
 from .. import _C
 from .._C import Dim, Tensor, batch_norm, merge_dims
-from .._args import dim_str, dims_str
-from .._normalize import normalize
-from .._shape_ops import split_dims
+from .._core.args import dim_str, dims_str
+from ..ops.normalize import normalize
+from ..ops.shape import split_dims
 from .linear import check_in_dim
 from .module import Buffer, Module, Parameter
 

@@ -7,9 +7,9 @@ from typing import NamedTuple, Optional
 import torch
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from .. import _tracing
+from .._core import tracing as _tracing
 from .._C import Dim, Tensor, zeros
-from .._args import dim_str, dims_str
+from .._core.args import dim_str, dims_str
 from . import init as _init
 from .linear import check_in_dim
 from .module import Module, Parameter

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from .._C import Dim, Tensor
-from .._args import dim_str
-from .._positional import relative_positional_encoding_raw
+from .._core.args import dim_str
+from ..ops.positional import relative_positional_encoding_raw
 from . import init as _init
 from .attention import CausalSelfAttention, CausalSelfAttentionState, _check_x, _is_empty, rel_shift
 from .linear import Linear

@@ -6,7 +6,7 @@ from typing import Sequence, Union
 import torch
 
 from .._C import Dim, Tensor, reduce_mean
-from .._args import check_tensor, dims_arg, dims_str
+from .._core.args import check_tensor, dims_arg, dims_str
 from .module import Buffer, Module
 
 __all__ = ["RunningMean"]

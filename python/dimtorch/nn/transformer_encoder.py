@@ -7,8 +7,8 @@ from typing import Any, Callable, Dict, Optional, Union
 
 from .._C import Dim, Tensor
 from .._C import dropout as _dropout
-from .._args import dim_str, dims_str
-from .._positional import sinusoidal_positional_encoding
+from .._core.args import dim_str, dims_str
+from ..ops.positional import sinusoidal_positional_encoding
 from .attention import SelfAttention
 from .builders import make_ff, make_norm, make_self_att
 from .container import ModuleList

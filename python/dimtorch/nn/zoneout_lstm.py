@@ -7,9 +7,9 @@ from typing import Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from .. import _in_graph, _tracing
+from .._core import in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor, zeros
-from .._args import dim_str, dims_str
+from .._core.args import dim_str, dims_str
 from . import init as _init
 from .linear import check_in_dim
 from .module import Module, Parameter

@@ -6,20 +6,20 @@ import functools
 import torch
 
 from .._C import Dim, Tensor
-from .._args import dim_str, has_namesake, namesakes_note
-from .._errors import torch_keyword_hint
-from .._tracing import mask_raw, tracing
+from .._core.args import dim_str, has_namesake, namesakes_note
+from .._core.errors import torch_keyword_hint
+from .._core.tracing import mask_raw, tracing
 
-MAX_DIMS = 24  # kMaxDims of src/common.h
+MAX_DIMS = 24  # kMaxDims of src/core/common.h
 
-# Errors that src/backend.cpp's name_error prefixes with the call (exact types, not subclasses).
+# Errors that src/core/backend.cpp's name_error prefixes with the call (exact types, not subclasses).
 _NAMED_TYPES = (TypeError, ValueError, RuntimeError, IndexError, OverflowError, NotImplementedError)
 
 
 def names_errors(caller: str):
     """Decorator of an op definition: an error torch raises inside it (torch's messages name no
     dimtorch call) comes out as "<caller>: <message>", of the same type, as the C++ functions'
-    wrapper does (src/functions.h); Python's own "unexpected keyword argument 'dim'" gets the hint
+    wrapper does (src/core/functions.h); Python's own "unexpected keyword argument 'dim'" gets the hint
     of the keyword to use. Costs ~0.15 us a call (a try is free in Python 3.11: no tracing() check
     here, it cost 0.4 us); Dynamo traces the try like the rest (a graph break inside still resumes)."""
     def wrap(fn):
@@ -33,6 +33,23 @@ def names_errors(caller: str):
                     raise
                 hint = torch_keyword_hint(text, fn) if type(e) is TypeError else ""
                 raise type(e)(f"{caller}: {text}{hint}") from None
+        return definition
+    return wrap
+
+
+def names_argument_errors(caller: str):
+    """Decorator of an op that runs the user's code (scan, while_loop, cond): only an error in binding
+    its own arguments ("unexpected keyword argument 'dim'") is named after the call, with the keyword
+    hint; errors from inside the user's functions come out untouched, traceback and all."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def definition(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except TypeError as e:
+                if type(e) is not TypeError or e.__traceback__.tb_next is not None:
+                    raise  # raised inside fn, not by the call's binding of its arguments
+                raise TypeError(f"{caller}: {e}{torch_keyword_hint(str(e), fn)}") from None
         return definition
     return wrap
 
@@ -97,7 +114,7 @@ def flag(value, caller: str, name: str) -> bool:
 
 
 def dims_tuple(arg, caller: str, what: str) -> tuple:
-    """A Dim, or a tuple or list of Dims, as a tuple (src/tensor.cpp dims_arg_to_tuple)."""
+    """A Dim, or a tuple or list of Dims, as a tuple (src/core/tensor.cpp dims_arg_to_tuple)."""
     if isinstance(arg, Dim):
         return (arg,)
     if not isinstance(arg, (tuple, list)):
@@ -126,7 +143,7 @@ def index_of(dims: tuple, dim) -> int:
 
 
 def axes_arg(x: Tensor, axis, caller: str) -> list:
-    """x's axes named by `axis` (a Dim or a sequence of Dims), each once (src/ops_reduce.cpp axes_arg)."""
+    """x's axes named by `axis` (a Dim or a sequence of Dims), each once (src/ops/reduce.cpp axes_arg)."""
     dims = dims_tuple(axis, caller, "axis")
     if not dims:
         raise ValueError(f"{caller}: axis must name at least one dim")
@@ -159,7 +176,7 @@ def masked_by_reduction(x: Tensor, i: int, reduced) -> bool:
 
 
 def check_lengths_dims(d: Dim, dims: tuple, caller: str) -> None:
-    """The mask of d over `dims` needs the dims its lengths vary over (src/mask.cpp lengths_positions)."""
+    """The mask of d over `dims` needs the dims its lengths vary over (src/core/mask.cpp lengths_positions)."""
     for b in d.dyn_size.dims:
         if index_of(dims, b) < 0:
             among = (d, b, dims)

@@ -1,11 +1,16 @@
-"""Definitions of zeros, ones and full over dims (src/creation.cpp)."""
+"""Creation of Tensors over dims: zeros, ones and full (their C++ fast paths in src/ops/creation.cpp), and the
+Python-only *_like, random_*, range_over_dim and convert_to_tensor."""
 from __future__ import annotations
+
+from typing import Optional, Sequence, Union
 
 import torch
 
 from .._C import Dim, Tensor
-from .._dtypes import dtype_from
-from .._args import dim_str
+from .._core import in_graph as _in_graph, tracing as _tracing
+from .._core.args import dim_str, dims_arg
+from .._core.dtypes import dtype_from, to_torch_dtype
+from .._core.errors import naming_errors
 from ._support import MAX_DIMS, describe_dims, dims_tuple, index_of, names_errors, padded_size, tp_name
 
 
@@ -50,3 +55,127 @@ def full(dims, fill_value, *, dtype=None, device=None, sparse_dim=None, feature_
     """`fill_value` over `dims`; dtype None: as torch.full infers it from the fill value."""
     return _create(lambda shape, **kw: torch.full(shape, fill_value, **kw), dims, dtype, device, sparse_dim,
                    feature_dim, "dimtorch.full()")
+
+
+DimsArg = Union[Dim, Sequence[Dim]]
+
+
+def _shape(dims: tuple, caller: str) -> list:
+    """Raw sizes of a new tensor over dims: max sizes (padded sizes while tracing, see
+    _in_graph.padded_size)."""
+    if _tracing.tracing():
+        return [_in_graph.padded_size(d, caller) for d in dims]
+    shape = []
+    for d in dims:
+        size = d.get_max_size()
+        if size is None:
+            raise ValueError(
+                f"{caller}: dim {d!r} takes its size from data, so a new tensor over it has no size; "
+                f"make it from an existing tensor (zeros_like) or give the dim a size"
+            )
+        shape.append(size)
+    return shape
+
+
+def _like(x: Tensor, fill, dtype, caller: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{caller}: expected a dimtorch.Tensor, got {type(x).__name__}")
+    raw = torch.full_like(x.raw, fill, dtype=to_torch_dtype(dtype, caller))
+    return Tensor(raw, x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
+
+
+@names_errors("dimtorch.zeros_like()")
+def zeros_like(x: Tensor, *, dtype=None) -> Tensor:
+    """Zeros with the dims (and raw sizes), dtype and device of `x`."""
+    return _like(x, 0, dtype, "dimtorch.zeros_like()")
+
+
+@names_errors("dimtorch.ones_like()")
+def ones_like(x: Tensor, *, dtype=None) -> Tensor:
+    """Ones with the dims (and raw sizes), dtype and device of `x`."""
+    return _like(x, 1, dtype, "dimtorch.ones_like()")
+
+
+def _generator(seed, generator, device, caller: str):
+    if seed is not None and generator is not None:
+        raise ValueError(f"{caller}: give either seed or generator, not both")
+    if seed is None:
+        return generator
+    g = torch.Generator(device=device if device is not None else "cpu")
+    g.manual_seed(int(seed))
+    return g
+
+
+@names_errors("dimtorch.random_uniform()")
+def random_uniform(dims: DimsArg, *, minval=0.0, maxval=1.0, dtype="float32", device=None, seed=None,
+                   generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
+    """Uniform values in [minval, maxval) over `dims`; `seed` or `generator` make it repeatable.
+    While tracing, a dynamic dim among dims is an error (no tensor gives its padded size)."""
+    caller = "dimtorch.random_uniform()"
+    dims = dims_arg(dims, caller, "dims")
+    shape, torch_dtype = _shape(dims, caller), to_torch_dtype(dtype, caller)
+    with naming_errors(caller):  # device, bounds, seed and generator go to torch as they are
+        raw = torch.empty(shape, dtype=torch_dtype, device=device)
+        raw.uniform_(minval, maxval, generator=_generator(seed, generator, device, caller))
+    return Tensor(raw, dims, feature_dim=feature_dim)
+
+
+@names_errors("dimtorch.random_normal()")
+def random_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, dtype="float32", device=None, seed=None,
+                  generator: Optional[torch.Generator] = None, feature_dim=None) -> Tensor:
+    """Normal values N(mean, stddev²) over `dims`; `seed` or `generator` make it repeatable.
+    While tracing, a dynamic dim among dims is an error (no tensor gives its padded size)."""
+    caller = "dimtorch.random_normal()"
+    dims = dims_arg(dims, caller, "dims")
+    shape, torch_dtype = _shape(dims, caller), to_torch_dtype(dtype, caller)
+    with naming_errors(caller):  # device, mean, stddev, seed and generator go to torch as they are
+        raw = torch.empty(shape, dtype=torch_dtype, device=device)
+        raw.normal_(mean, stddev, generator=_generator(seed, generator, device, caller))
+    return Tensor(raw, dims, feature_dim=feature_dim)
+
+
+@names_errors("dimtorch.random_truncated_normal()")
+def random_truncated_normal(dims: DimsArg, *, mean=0.0, stddev=1.0, minval=None, maxval=None, dtype="float32",
+                            device=None, seed=None, generator: Optional[torch.Generator] = None,
+                            feature_dim=None) -> Tensor:
+    """Normal values N(mean, stddev²) over `dims`, redrawn into [minval, maxval] (default: mean -+ 2 stddev,
+    RETURNN's), by torch.nn.init.trunc_normal_; `seed` or `generator` make it repeatable."""
+    caller = "dimtorch.random_truncated_normal()"
+    dims = dims_arg(dims, caller, "dims")
+    shape, torch_dtype = _shape(dims, caller), to_torch_dtype(dtype, caller)
+    low = mean - 2.0 * stddev if minval is None else minval
+    high = mean + 2.0 * stddev if maxval is None else maxval
+    if not low < high:
+        raise ValueError(f"{caller}: minval must be below maxval, got [{low}, {high}]")
+    with naming_errors(caller):  # device, bounds, seed and generator go to torch as they are
+        raw = torch.empty(shape, dtype=torch_dtype, device=device)
+        torch.nn.init.trunc_normal_(raw, mean, stddev, low, high, generator=_generator(seed, generator, device, caller))
+    return Tensor(raw, dims, feature_dim=feature_dim)
+
+
+def range_over_dim(dim: Dim, *, dtype="int64", device=None) -> Tensor:
+    """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim`. While
+    tracing, a dynamic dim is an error (no tensor gives its padded size)."""
+    caller = "dimtorch.range_over_dim()"
+    if not isinstance(dim, Dim):
+        raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")
+    (size,) = _shape((dim,), caller)
+    torch_dtype = to_torch_dtype(dtype, caller)
+    with naming_errors(caller):  # the device goes to torch as it is
+        raw = torch.arange(size, dtype=torch_dtype, device=device)
+    return Tensor(raw, (dim,), sparse_dim=dim)
+
+
+@names_errors("dimtorch.convert_to_tensor()")
+def convert_to_tensor(value, *, dims: DimsArg = (), dtype=None, device=None, sparse_dim=None,
+                      feature_dim=None) -> Tensor:
+    """A Tensor from a Tensor (returned as is), torch.Tensor, number, list or numpy array."""
+    caller = "dimtorch.convert_to_tensor()"
+    if isinstance(value, Tensor):
+        return value
+    dims = dims_arg(dims, caller, "dims")
+    try:
+        raw = torch.as_tensor(value, dtype=to_torch_dtype(dtype, caller), device=device)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+        raise type(e)(f"{caller}: cannot make a tensor of {type(value).__name__}: {e}") from None
+    return Tensor(raw, dims, sparse_dim=sparse_dim, feature_dim=feature_dim)

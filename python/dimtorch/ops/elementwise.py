@@ -1,4 +1,4 @@
-"""Definitions of the elementwise ops (src/ops_elementwise.cpp): combine, compare, where, clip, cast, the unary functions, and Tensor's operators; and the Python-only ones of rf (is_infinite, is_neg_infinite, expm1, elu, selu, lerp)."""
+"""Definitions of the elementwise ops (src/ops/elementwise.cpp): combine, compare, where, clip, cast, the unary functions, and Tensor's operators; and the Python-only ones of rf (is_infinite, is_neg_infinite, expm1, elu, selu, lerp)."""
 from __future__ import annotations
 
 import operator
@@ -7,14 +7,14 @@ import torch
 import torch.nn.functional as F
 
 from .._C import Tensor
-from .._dtypes import dtype_from, is_integer
-from .._args import dim_str, namesakes_note
+from .._core.dtypes import dtype_from, is_integer
+from .._core.args import dim_str, namesakes_note
 from ._support import (
     MAX_DIMS, bad_operand, describe_dims, flag, index_of, is_scalar, names_errors, tp_name,
 )
 
 
-# ---- alignment by dim identity (src/plan.cpp) ------------------------------------------------
+# ---- alignment by dim identity (src/core/plan.cpp) ------------------------------------------------
 
 def _aligned_raw(t: Tensor, out_dims: tuple):
     """t's raw viewed to broadcast against a raw over `out_dims`. A 0-dim raw stays 0-dim: torch's
@@ -74,7 +74,7 @@ def _plan(tensors: list, names: list, allow_broadcast_all: bool, caller: str):
 
 def align(operands: list, names: list, allow_broadcast_all: bool, allow_none: bool, caller: str):
     """Operands (Tensors, Python scalars, or None where allowed) aligned to one output: (raws and
-    scalars to hand to torch, out dims, feature dim) (src/ops_elementwise.cpp align_operands)."""
+    scalars to hand to torch, out dims, feature dim) (src/ops/elementwise.cpp align_operands)."""
     tensors, tnames = [], []
     for o, n in zip(operands, names):
         if isinstance(o, Tensor):
@@ -321,7 +321,7 @@ def cast(x, dtype) -> Tensor:
                   feature_dim=x.feature_dim)
 
 
-# ---- unary functions (the table of src/backend.cpp) --------------------------------------------
+# ---- unary functions (the table of src/core/backend.cpp) --------------------------------------------
 
 def _unary(fn, x, caller: str) -> Tensor:
     if not isinstance(x, Tensor):

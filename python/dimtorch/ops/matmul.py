@@ -1,11 +1,11 @@
-"""Definitions of matmul and dot (src/ops_matmul.cpp) and linear (src/ops_nn.cpp): contraction of named dims."""
+"""Definitions of matmul and dot (src/ops/matmul.cpp) and linear (src/ops_nn.cpp): contraction of named dims."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
 from .._C import Tensor
-from .._args import dim_str, namesakes_note
+from .._core.args import dim_str, namesakes_note
 from ._support import (
     describe_dims, dims_tuple, flag, has_lengths, index_of, masked_raw, names_errors, need_tensor, product,
 )

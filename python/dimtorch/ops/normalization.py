@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .._C import Dim, Tensor
-from .._args import dim_str
+from .._core.args import dim_str
 from ._support import axes_arg, describe_dims, flag, has_lengths, index_of, names_errors, need_tensor, tp_name
 from .reduce import moments_raw
 

@@ -1,4 +1,4 @@
-"""Definitions of the reductions over named dims (src/ops_reduce.cpp) and of softmax/log_softmax (src/ops_nn.cpp), padding masked."""
+"""Definitions of the reductions over named dims (src/ops/reduce.cpp) and of softmax/log_softmax (src/ops_nn.cpp), padding masked."""
 from __future__ import annotations
 
 import math
@@ -8,9 +8,9 @@ import torch
 
 from .. import _C
 from .._C import Dim, Tensor
-from .._dtypes import dtype_name, is_floating
-from .._args import dim_str
-from .._tracing import lengths_raw, tracing
+from .._core.dtypes import dtype_name, is_floating
+from .._core.args import dim_str
+from .._core.tracing import lengths_raw, tracing
 from ._support import (
     axes_arg, describe_dims, flag, index_of, masked_by_reduction, masked_raw, names_errors, need_tensor, product,
     tp_name, valid_mask,
@@ -198,7 +198,7 @@ def reduce_argmin(x, axis, use_mask=True) -> Tensor:
     return _reduce("argmin", x, axis, use_mask, "dimtorch.reduce_argmin()")
 
 
-_LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/mask.h)
+_LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/core/mask.h)
 
 
 def _log_count(r: Reduction, caller: str):

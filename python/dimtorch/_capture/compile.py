@@ -1,0 +1,130 @@
+"""Puts dimtorch's Python definitions where the core and torch.compile look for them.
+
+Three places, one set of definitions (the op table, dimtorch.ops.tensor, dimtorch.ops.dim):
+- the core's registry (_C._set_definitions): the C++ fast paths call a definition for every case
+  they do not take, and for every call on a traced tensor (make_fx, torch.export, FakeTensor);
+- the type dicts of Tensor and Dim: operators as Python functions, derived properties as
+  _C._Property descriptors given their Python definition. The C slots stay the eager fast paths;
+  Python-level lookups, and so Dynamo, see the definitions;
+- Dynamo's polyfills (torch.compiler.substitute_in_graph): each C function and method is traced as
+  its definition. Registered when torch._dynamo is first imported, so that `import dimtorch` does
+  not pay for importing Dynamo.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+
+import torch
+
+from .. import _C, _pickle
+from ..ops import (
+    concat as _concat, dim as _dim, mask as _mask, packing as _packing, slicing as _slicing, tensor as _tensor,
+)
+from .._core import data_dependent as _data_dependent, tracing as _tracing
+from .._C import Dim, Tensor
+from .._op_table import OPS
+
+
+def _core_definitions() -> dict:
+    table = {name: op.definition for name, op in OPS.items()}
+    table.update({f"Tensor.{name}": fn for name, fn in _tensor.METHODS.items()})
+    table.update({f"Tensor.{name}": fn for name, fn in _tensor.OPERATORS.items()})
+    table.update({f"Dim.{name}": fn for name, fn in _dim.METHODS.items()})
+    table.update({
+        "Tensor.__init__": _tensor.__init__,
+        "Tensor.__reduce__": _pickle.reduce_tensor,
+        "Dim.__init__": _dim.__init__,
+        "Dim.__reduce__": _pickle.reduce_dim,
+        "Dim.get_mask": _mask.get_mask,
+        "Dim.get_size_tensor": _mask.get_size_tensor,
+        # index builders the fast paths cache per dim
+        "_reverse_index": _slicing._reverse_index,
+        "_valid_index": _packing._valid_index,
+        "_gather_index": _concat._gather_index,
+        "to_host": _data_dependent.to_host,
+    })
+    return table
+
+
+def _property_get(self, obj, objtype=None):
+    """_C._Property.__get__ as Dynamo traces it: the property's Python definition (in eager the
+    type's C slot, the C getter, runs instead)."""
+    if obj is None:
+        return self
+    return self.definition(obj)
+
+
+def _property_set(self, obj, value):
+    raise AttributeError(f"dimtorch: attribute {type(obj).__name__}.{self.definition.__name__} is read-only")
+
+
+def _install_type_dicts() -> None:
+    _C._set_type_attr(_C._Property, "__get__", _property_get)
+    _C._set_type_attr(_C._Property, "__set__", _property_set)
+    for cls, module in ((Tensor, _tensor), (Dim, _dim)):
+        for name, definition in module.PROPERTIES.items():
+            cls.__dict__[name].definition = definition
+        for name, fn in module.OPERATORS.items():
+            _C._set_type_attr(cls, name, fn)
+
+
+_polyfills_installed = False
+
+
+def _install_polyfills() -> None:
+    """Registers every C function and method of dimtorch with Dynamo as its definition."""
+    global _polyfills_installed
+    if _polyfills_installed:
+        return
+    _polyfills_installed = True
+    from torch.compiler import substitute_in_graph  # noqa: PLC0415
+
+    def substitute(original, definition):
+        substitute_in_graph(original, skip_signature_check=True)(definition)
+
+    substitute(_tracing.dynamo_tracing, lambda: True)
+    for op in OPS.values():
+        if op.fast_path is not None:
+            substitute(op.fast_path, op.definition)
+    substitute(_C._merged_dim, _dim.merged_dim)
+    substitute(Tensor.__init__, _tensor.__init__)
+    substitute(Dim.__init__, _dim.__init__)
+    for name, fn in _tensor.METHODS.items():
+        substitute(Tensor.__dict__[name], fn)
+    for name, fn in _dim.METHODS.items():
+        substitute(Dim.__dict__[name], fn)
+    substitute(Dim.__dict__["get_mask"], _mask.get_mask)
+    substitute(Dim.__dict__["get_size_tensor"], _mask.get_size_tensor)
+
+
+class _AfterDynamoImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Runs _install_polyfills once torch._dynamo has been imported (by torch.compile, say)."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None:
+            return None
+        self._loader = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _install_polyfills()
+
+
+def install() -> None:
+    _C._set_definitions(_core_definitions())
+    _install_type_dicts()
+    if "torch._dynamo" in sys.modules:
+        _install_polyfills()
+    else:
+        sys.meta_path.insert(0, _AfterDynamoImport())

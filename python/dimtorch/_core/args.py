@@ -1,0 +1,85 @@
+"""The ground floor of the Python ops: argument checks and the dim/dims strings of error messages.
+
+Every op module imports these; this module imports only dimtorch._C, so that it sits below all of
+them (an op module importing another op module for a helper would tie the two together).
+"""
+from __future__ import annotations
+
+from .._C import Dim, Tensor
+
+
+def dim_str(dim: Dim, among=()) -> str:
+    """`'name'(size)` or `'name'[batch]`: a dim as error messages show it; `#n` appended when
+    another Dim object of its name is in `among` (Dims and sequences of Dims: the message's others)."""
+    r = repr(dim)
+    s = r[4:-1] if r.startswith("Dim{") and r.endswith("}") else r
+    return s + dim._message_id if isinstance(dim, Dim) and has_namesake(dim, among) else s
+
+
+def dims_str(dims, among=()) -> str:
+    """Dims of a tensor as error messages show them: `'batch'(?), 'time'[batch], 'f'(4)`."""
+    return ", ".join(dim_str(d, (dims, among)) for d in dims) or "(none)"
+
+
+def _flat_dims(groups) -> list:
+    out = []
+    for g in groups:
+        if isinstance(g, Dim):
+            out.append(g)
+        elif isinstance(g, (tuple, list)):
+            out.extend(_flat_dims(g))
+    return out
+
+
+def has_namesake(dim: Dim, among) -> bool:
+    """Whether a Dim object other than `dim` in `among` (nested Dims and sequences) has its name."""
+    return any(d is not dim and d.name == dim.name for d in _flat_dims((among,)))
+
+
+def namesakes_note(*groups) -> str:
+    """"; 'f'(80)#1 and 'f'(80)#2 are different Dim objects with the same name" for the first two
+    different Dims of one name in `groups` (as src/core/message_dims.cpp says it), else ""."""
+    dims = _flat_dims(groups)
+    for i, a in enumerate(dims):
+        for b in dims[i + 1:]:
+            if a is not b and a.name == b.name:
+                return (f"; {dim_str(a, groups)} and {dim_str(b, groups)} are different Dim objects "
+                        f"with the same name")
+    return ""
+
+
+def check_tensor(x, caller: str, what: str = "x") -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{caller}: {what} must be a dimtorch.Tensor, got {type(x).__name__}")
+
+
+def dims_arg(value, caller: str, what: str) -> tuple:
+    """A Dim or a list or tuple of Dims as a tuple (as the core's dims_arg_to_tuple takes them); a
+    TypeError naming the call for anything else."""
+    if isinstance(value, Dim):
+        return (value,)
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got {type(value).__name__}")
+    dims = tuple(value)
+    for i, d in enumerate(dims):
+        if not isinstance(d, Dim):
+            raise TypeError(f"{caller}: {what}[{i}] must be a Dim, got {type(d).__name__}")
+    return dims
+
+
+def axis_of(x: Tensor, dim, caller: str, what: str = "axis", of: str = "x") -> int:
+    """Raw axis of `dim` in `x`, or a clear error naming x's dims."""
+    if not isinstance(dim, Dim):
+        raise TypeError(f"{caller}: {what} must be a Dim, got {type(dim).__name__}")
+    dims = x.dims
+    if dim in dims:  # Dim equality is identity
+        return dims.index(dim)
+    raise ValueError(f"{caller}: {what} {dim_str(dim)} is not a dim of {of} (dims: {dims_str(x.dims)})")
+
+
+def keep_markers(x: Tensor, raw, dims: tuple) -> Tensor:
+    """Tensor over `dims` keeping x's sparse_dim, and its feature_dim where that is still in `dims`."""
+    feature_dim = x.feature_dim
+    if feature_dim is not None and feature_dim not in dims:  # Dim equality is identity
+        feature_dim = None
+    return Tensor(raw, dims, sparse_dim=x.sparse_dim, feature_dim=feature_dim)

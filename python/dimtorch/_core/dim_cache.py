@@ -1,0 +1,48 @@
+"""A small cache of raws derived from a dim's host lengths (index tensors), held weakly by the dim."""
+from __future__ import annotations
+
+import weakref
+
+from .._C import Dim
+
+# id(dim) -> (weak ref to dim, {key: value}). Keyed by id, not by a WeakKeyDictionary, so that a hit
+# costs one dict lookup and no new weak ref; the ref's callback drops the entry when the dim dies
+# (before its id can be reused).
+_CACHE: dict = {}
+_MAX_PER_DIM = 16  # layouts seen per dim are few; the oldest is dropped beyond this
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    entry = _CACHE.get(key)
+    if entry is not None and entry[0] is ref:
+        _CACHE.pop(key, None)  # another thread may have replaced or dropped it meanwhile
+
+
+def drop_oldest(d: dict) -> None:
+    """Drops d's first key; another thread changing d meanwhile is no error (a cache only)."""
+    try:
+        d.pop(next(iter(d)), None)
+    except (StopIteration, RuntimeError):
+        pass
+
+
+def lookup(dim: Dim, key):
+    """The value stored for (dim, key), or None."""
+    entry = _CACHE.get(id(dim))
+    if entry is None:
+        return None
+    return entry[1].get(key)
+
+
+def store(dim: Dim, key, value):
+    """Stores value for (dim, key) until the dim dies; returns value. Values must not refer to
+    Tensors or Dims (they would keep the dim alive)."""
+    i = id(dim)
+    entry = _CACHE.get(i)
+    if entry is None or entry[0]() is not dim:
+        entry = _CACHE[i] = (weakref.ref(dim, lambda ref, i=i: _forget(i, ref)), {})
+    per_dim = entry[1]
+    if len(per_dim) >= _MAX_PER_DIM:
+        drop_oldest(per_dim)
+    per_dim[key] = value
+    return value

@@ -1,0 +1,333 @@
+"""Loops and conditionals with dims (RETURNN frontend's eager semantics): while_loop, scan, cond.
+
+Loop variables are nested structures (tuples, lists, dicts, named tuples and registered pytree
+nodes) whose leaves are Tensors, Dims, None or Python values; bodies are plain Python callables.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.utils._pytree as pytree
+
+from .._C import Dim, Tensor, cast, logical_and, where
+from .._core.data_dependent import read_bool, read_int, to_host
+from .mask import get_mask
+from .._core.args import dim_str, dims_arg, dims_str
+from ._support import names_argument_errors
+
+
+def _is_leaf(v) -> bool:
+    return isinstance(v, (Tensor, Dim))
+
+
+def _flatten(tree):
+    return pytree.tree_flatten(tree, is_leaf=_is_leaf)
+
+
+def _same_structure(a, b) -> bool:
+    """Whether a and b are the same nested structure (containers and leaf kinds), cheaply for plain
+    tuples, lists and dicts (a loop checks this every iteration); other nodes go through pytree."""
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is tuple or ta is list:
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            tx = type(x)
+            if tx is not type(y) or (tx is not Tensor and tx is not int and tx is not float and
+                                     not _same_structure(x, y)):
+                return False
+        return True
+    if ta is dict:
+        return a.keys() == b.keys() and all(_same_structure(a[k], b[k]) for k in a)
+    if ta is Tensor or ta is Dim or a is None or ta in (bool, int, float, str, complex):
+        return True
+    return _flatten(a)[1] == _flatten(b)[1]
+
+
+def _truth(value, caller: str, what: str) -> bool:
+    """A Python bool, or a scalar bool Tensor's value (read from the device: the loop's length or
+    the branch depends on data)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, Tensor) and value.dims == () and value.dtype == "bool":
+        return read_bool(value.raw)
+    shown = f"a Tensor over ({dims_str(value.dims)}) of {value.dtype}" if isinstance(value, Tensor) else \
+        type(value).__name__
+    raise TypeError(f"{caller}: {what} must give a bool or a scalar bool Tensor, got {shown}")
+
+
+@names_argument_errors("dimtorch.cond()")
+def cond(pred: Union[bool, Tensor], true_fn: Callable[[], Any], false_fn: Callable[[], Any]):
+    """true_fn() if pred else false_fn(). `pred` is a bool or a scalar bool Tensor; a Tensor's value
+    is read from the device (the branch taken depends on data)."""
+    caller = "dimtorch.cond()"
+    if not callable(true_fn) or not callable(false_fn):
+        raise TypeError(f"{caller}: true_fn and false_fn must be callables")
+    return true_fn() if _truth(pred, caller, "pred") else false_fn()
+
+
+@names_argument_errors("dimtorch.while_loop()")
+def while_loop(cond: Callable[[Any], Union[bool, Tensor]], body: Callable[[Any], Any], initial: Any):
+    """`while cond(loop_vars): loop_vars = body(loop_vars)`; returns the final loop vars. Each body
+    call must return the structure of `initial` (Tensors may change their dims, e.g. a growing
+    history). A Tensor condition is read from the device once per iteration (the number of
+    iterations depends on data)."""
+    caller = "dimtorch.while_loop()"
+    if not callable(cond) or not callable(body):
+        raise TypeError(f"{caller}: cond and body must be callables")
+    loop_vars = initial
+    while _truth(cond(loop_vars), caller, "cond"):
+        new_vars = body(loop_vars)
+        if not _same_structure(new_vars, loop_vars):
+            raise ValueError(f"{caller}: body returned another structure than initial's: {_flatten(new_vars)[1]} vs "
+                             f"{_flatten(loop_vars)[1]}")
+        loop_vars = new_vars
+    return loop_vars
+
+
+def _mask_leaf(new, old, mask: Tensor, caller: str):
+    """where(mask, new, old) for one leaf of a state (RETURNN frontend's rules): a Tensor that has
+    all of the old leaf's dims and all of the mask's dims is masked; one without the mask's dims (or
+    without all of the old leaf's, e.g. a grown history) is taken as it is."""
+    if isinstance(new, Tensor):
+        if type(old) is Tensor and new.dims == old.dims and all(d in new.dims for d in mask.dims):
+            return where(mask, new, old)  # the common case: the state keeps its dims
+        if not isinstance(old, Tensor) or not all(d in new.dims for d in old.dims):
+            return new
+        inside = [d in new.dims for d in mask.dims]
+        if all(inside):
+            return where(mask, new, old)
+        if not any(inside):
+            return new
+        raise ValueError(f"{caller}: a state Tensor over ({dims_str(new.dims)}) has some but not all of the "
+                         f"sequence dims ({dims_str(mask.dims)}); it cannot be kept per sequence")
+    if new is None or isinstance(new, (Dim, bool, int, float, complex, str)):
+        return new
+    raise TypeError(f"{caller}: a state leaf of type {type(new).__name__} cannot be kept per sequence; use "
+                    f"Tensors, Dims, None or Python numbers (or register the type as a pytree node)")
+
+
+def _masked_state(new, old, mask: Tensor, caller: str):
+    if type(new) is Tensor and type(old) is Tensor:  # the common single-Tensor state, without pytree
+        return _mask_leaf(new, old, mask, caller)
+    new_leaves, spec = _flatten(new)
+    old_leaves, old_spec = _flatten(old)
+    if spec != old_spec:
+        raise ValueError(f"{caller}: body returned a state of another structure than the one it got: {spec} vs "
+                         f"{old_spec}")
+    return pytree.tree_unflatten([_mask_leaf(n, o, mask, caller) for n, o in zip(new_leaves, old_leaves)], spec)
+
+
+class _Outputs:
+    """Per-step outputs checked against the ys templates, stacked over the scan dim at the end."""
+
+    def __init__(self, ys, caller: str):
+        self.caller = caller
+        self.templates, self.spec = _flatten(ys)
+        for t in self.templates:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"{caller}: ys must hold Tensor templates (or None), got {type(t).__name__}")
+        self.steps = [[] for _ in self.templates]
+        self.single = ys if type(ys) is Tensor else None
+
+    def add(self, y) -> None:
+        if type(y) is Tensor and self.single is not None and y.dims == self.single.dims:
+            self.steps[0].append(y)  # the common single-Tensor output in its template's order
+            return
+        leaves, spec = _flatten(y)
+        if spec != self.spec:
+            raise ValueError(f"{self.caller}: body's outputs have another structure than the ys templates: {spec} vs "
+                             f"{self.spec}")
+        for i, (leaf, template) in enumerate(zip(leaves, self.templates)):
+            if template is None:
+                continue
+            if not isinstance(leaf, Tensor) or len(leaf.dims) != len(template.dims) or \
+                    not all(d in template.dims for d in leaf.dims):
+                shown = f"({dims_str(leaf.dims)})" if isinstance(leaf, Tensor) else type(leaf).__name__
+                raise ValueError(f"{self.caller}: output {i} is {shown}, its template has dims "
+                                 f"({dims_str(template.dims)})")
+            self.steps[i].append(leaf)
+
+    def stacked(self, spatial_dim: Dim, as_lists: bool):
+        out = []
+        for template, steps in zip(self.templates, self.steps):
+            if template is None:
+                out.append(None)
+            elif as_lists:
+                out.append(steps)
+            else:
+                dims = steps[0].dims if steps else template.dims
+                if steps:
+                    raw = torch.stack([s.raw if s.dims == dims else s.raw_aligned(dims) for s in steps])
+                else:
+                    raw = template.raw.new_empty((0,) + tuple(template.raw.shape))
+                feature_dim = template.feature_dim if template.feature_dim in dims else None
+                out.append(Tensor(raw, (spatial_dim,) + tuple(dims), sparse_dim=template.sparse_dim,
+                                  feature_dim=feature_dim))
+        return pytree.tree_unflatten(out, self.spec)
+
+
+def _unstacked(xs, spatial_dim: Dim, n: int, caller: str) -> list:
+    """xs as one structure per step: each Tensor leaf indexed along spatial_dim (views)."""
+    leaves, spec = _flatten(xs)
+    per_leaf = []
+    for leaf in leaves:
+        if isinstance(leaf, Tensor):
+            if spatial_dim not in leaf.dims:
+                raise ValueError(f"{caller}: an xs Tensor lacks spatial_dim {dim_str(spatial_dim)} "
+                                 f"(its dims: {dims_str(leaf.dims)})")
+            axis = leaf.dims.index(spatial_dim)
+            rest = leaf.dims[:axis] + leaf.dims[axis + 1:]
+            lengths = spatial_dim.dyn_size
+            if lengths is not None and all(d in leaf.dims for d in lengths.dims):
+                # Steps beyond a sequence's end see 0, not garbage: their outputs are padding, and a
+                # NaN there would still reach valid gradients (0 * NaN) through the state.
+                leaf = leaf.copy_masked(0, (spatial_dim,))
+            feature_dim = leaf.feature_dim if leaf.feature_dim is not spatial_dim else None
+            per_leaf.append([Tensor(r, rest, sparse_dim=leaf.sparse_dim, feature_dim=feature_dim)
+                             for r in leaf.raw.unbind(axis)[:n]])
+        else:
+            per_leaf.append([leaf] * n)
+    return [pytree.tree_unflatten([steps[i] for steps in per_leaf], spec) for i in range(n)]
+
+
+@names_argument_errors("dimtorch.scan()")
+def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]] = None,
+         cond_before_body: bool = True, initial: Any = None, xs: Any = None, ys: Any = None,
+         cond: Optional[Callable[[Any, Any], Tensor]] = None, body: Callable[[Any, Any], Tuple[Any, Any]],
+         max_seq_len: Optional[Union[int, Tensor]] = None, return_tensor_arrays: bool = False):
+    """A loop over frames with per-sequence ends (RETURNN frontend's scan); returns
+    (ys, final state, spatial_dim). `body(x, s) -> (y, new s)`; `ys` gives the outputs' structure
+    as Tensor templates (dims of one step), the results are stacked over spatial_dim (first).
+
+    - spatial_dim given (static or with lengths): one step per frame up to its max size; `xs`
+      (Tensors over spatial_dim) give each step's frame, 0 beyond a sequence's length (padding is
+      zeroed once, so NaN garbage reaches no valid output or gradient). A sequence's state stops
+      changing after its last frame (state Tensors over the lengths' dims are kept by
+      where(frame < length, new, old)); outputs beyond a sequence's length are padding. No device
+      reads.
+    - spatial_dim None: loop while `cond(None, s)` (a bool Tensor over `cond_dims`) holds for some
+      entry, at most `max_seq_len` steps; each entry's length is its number of steps with cond true
+      (cond_before_body: checked before the first step too; else the first step always runs). As in
+      RETURNN frontend, the step whose new state makes an entry's cond false counts (its output is
+      the entry's last frame) but that new state does not: the entry keeps the state it had before
+      that step. The new spatial_dim has these lengths. Reads the device once per step (whether to go on) and once at the end (the lengths).
+    State leaves: Tensors, Dims, None, Python values, in tuples, lists, dicts, named tuples or
+    registered pytree nodes. `return_tensor_arrays=True` gives each output as the list of its steps."""
+    caller = "dimtorch.scan()"
+    if not callable(body):
+        raise TypeError(f"{caller}: body must be a callable")
+    outputs = _Outputs(ys, caller)
+    if spatial_dim is not None:
+        if not isinstance(spatial_dim, Dim):
+            raise TypeError(f"{caller}: spatial_dim must be a Dim or None, got {type(spatial_dim).__name__}")
+        if cond is not None or max_seq_len is not None or cond_dims is not None:
+            raise ValueError(f"{caller}: with spatial_dim {dim_str(spatial_dim)} the loop length is known; "
+                             f"cond, cond_dims and max_seq_len are for spatial_dim=None")
+        n = spatial_dim.get_max_size()
+        if n is None:
+            raise ValueError(f"{caller}: spatial_dim {dim_str(spatial_dim)} takes its size from data; give xs' dim "
+                             f"with a size or lengths, or loop with cond")
+        steps = _unstacked(xs, spatial_dim, n, caller) if xs is not None else [None] * n
+        masks = _step_masks(spatial_dim, n, _device_of(initial, xs))
+        all_in = [None]  # the state's dims once they are known to hold the mask's dims
+        state = initial
+        for i in range(n):
+            y, new_state = _call_body(body, steps[i], state, caller)
+            outputs.add(y)
+            if masks is None:
+                state = new_state
+            elif type(new_state) is Tensor and type(state) is Tensor and new_state.dims == state.dims == all_in[0]:
+                state = where(masks[i], new_state, state)  # a single state Tensor over the mask's dims, as before
+            else:
+                state = _masked_state(new_state, state, masks[i], caller)
+                if type(state) is Tensor and all(d in state.dims for d in masks[i].dims):
+                    all_in[0] = state.dims
+        return outputs.stacked(spatial_dim, return_tensor_arrays), state, spatial_dim
+    if cond is None or cond_dims is None:
+        raise ValueError(f"{caller}: without spatial_dim, give cond and cond_dims (the dims of cond's result)")
+    if xs is not None:
+        raise ValueError(f"{caller}: xs need spatial_dim (the dim to take their frames from)")
+    cond_dims = dims_arg(cond_dims, caller, "cond_dims")
+    state = initial
+    if cond_before_body:
+        running = _checked_cond(cond(None, initial), cond_dims, caller)
+    else:
+        running = Tensor(torch.ones((), dtype=torch.bool), ())  # broadcast to cond_dims after the first step
+    lengths = Tensor(torch.zeros((), dtype=torch.int64), ())
+    i = 0
+    while read_bool(running.raw.any()) and (max_seq_len is None or i < _limit(max_seq_len, caller)):
+        lengths = lengths + cast(running, "int64")
+        y, new_state = _call_body(body, None, state, caller)
+        outputs.add(y)
+        running = logical_and(_checked_cond(cond(None, new_state), cond_dims, caller), running)
+        state = _masked_state(new_state, state, running, caller)
+        i += 1
+    if not cond_dims:
+        new_dim = Dim(i, name="scan")
+    else:
+        new_dim = Dim(_lengths_over(lengths, running, cond_dims, caller), name="scan")
+    return outputs.stacked(new_dim, return_tensor_arrays), state, new_dim
+
+
+def _lengths_over(lengths: Tensor, running: Tensor, cond_dims: tuple, caller: str) -> Tensor:
+    """The per-entry step counts on the host, over cond_dims (a count that never met a cond result,
+    when no step or only the first ran, is broadcast to cond_dims' sizes)."""
+    if lengths.dims == ():
+        if running.dims:
+            lengths = Tensor(lengths.raw.expand(tuple(running.raw.shape)), running.dims)
+        elif all(d.size is not None for d in cond_dims):
+            lengths = Tensor(lengths.raw.expand(tuple(d.size for d in cond_dims)), cond_dims)
+        else:
+            raise ValueError(f"{caller}: no step ran and cond_dims ({dims_str(cond_dims)}) have no sizes; the lengths "
+                             f"of the new dim are unknown")
+    return Tensor(to_host(lengths.raw).to(torch.int64).contiguous(), lengths.dims)
+
+
+def _call_body(body, x, state, caller: str):
+    out = body(x, state)
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise TypeError(f"{caller}: body must return (y, new state), got {type(out).__name__}")
+    return out
+
+
+def _checked_cond(c, cond_dims: tuple, caller: str) -> Tensor:
+    if not isinstance(c, Tensor) or c.dtype != "bool" or len(c.dims) != len(cond_dims) or \
+            not all(d in c.dims for d in cond_dims):
+        shown = f"a {c.dtype} Tensor over ({dims_str(c.dims)})" if isinstance(c, Tensor) else type(c).__name__
+        raise ValueError(f"{caller}: cond must give a bool Tensor over cond_dims ({dims_str(cond_dims)}), got {shown}")
+    return c
+
+
+def _limit(max_seq_len, caller: str) -> int:
+    if isinstance(max_seq_len, Tensor) and max_seq_len.dims == ():
+        return read_int(max_seq_len.raw)
+    if isinstance(max_seq_len, int) and not isinstance(max_seq_len, bool):
+        return max_seq_len
+    raise TypeError(f"{caller}: max_seq_len must be an int or a scalar Tensor, got {type(max_seq_len).__name__}")
+
+
+def _device_of(*trees) -> torch.device:
+    for tree in trees:
+        for leaf in _flatten(tree)[0]:
+            if isinstance(leaf, Tensor):
+                return leaf.raw.device
+    return torch.device("cpu")
+
+
+def _step_masks(spatial_dim: Dim, n: int, device) -> Optional[list]:
+    """Per step i, the bool Tensor over the lengths' dims: i < length (views of the dim's cached mask
+    on the state's device)."""
+    lengths = spatial_dim.dyn_size
+    if lengths is None:
+        return None
+    order = tuple(lengths.dims) + (spatial_dim,)
+    mask = get_mask(spatial_dim, dims_order=order, device=device)
+    raw = mask.raw if mask.dims == order else mask.raw_aligned(order)
+    return [Tensor(r, tuple(lengths.dims)) for r in raw.unbind(-1)[:n]]
+
+
+__all__ = ["cond", "scan", "while_loop"]

@@ -1,0 +1,134 @@
+// Fast path of the shape family (definitions: python/dimtorch/ops/shape.py): merge_dims of adjacent
+// static dims (one reshape), and the merged dim both paths share (_merged_dim). Every other case
+// (permuted dims, dynamic dims, bad input) goes to the Python definition, which owns the errors.
+#include "core/args.h"
+#include "core/backend.h"
+#include "core/dim.h"
+#include "core/functions.h"
+#include "core/mask.h"
+#include "core/python_fallback.h"
+#include "core/tensor.h"
+#include "core/exports.h"
+
+#include <algorithm>
+
+namespace dimtorch {
+
+namespace {
+
+DIMTORCH_PYTHON_FALLBACK(merge_dims_fallback, "merge_dims")
+
+/* The merged dim of static `dims` (a tuple), cached on the first dim (dim_merged): merging the
+   same dims again gives the same dim, as RETURNN's prod(dims) does, and costs no new Dim per call. */
+PyObject* merged_dim(PyObject* dims, Py_ssize_t total) { return dim_merged(dims, total); }
+
+/// _merged_dim(dims): merged_dim for the Python definition of merge_dims, so that both paths give
+/// the same dim for the same static dims.
+PyObject* f_merged_dim(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 1 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) == 0) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch._C._merged_dim(dims): dims must be a non-empty tuple of Dims");
+    return nullptr;
+  }
+  PyObject* dims = args[0];
+  Py_ssize_t total = 1;
+  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(dims); ++j) {
+    PyObject* d = PyTuple_GET_ITEM(dims, j);
+    if (!is_dim(d) || !dim_is_static(d)) {
+      PyErr_Format(PyExc_ValueError, "dimtorch._C._merged_dim(dims): every dim must be static, got %R", d);
+      return nullptr;
+    }
+    if (__builtin_mul_overflow(total, as_dim(d)->size, &total)) {
+      PyErr_SetString(PyExc_OverflowError,
+                      "dimtorch._C._merged_dim(dims): the product of the sizes overflows (a size is at most 2**63 - 1)");
+      return nullptr;
+    }
+  }
+  return merged_dim(dims, total);
+}
+
+PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "dims", "out_dim"};
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, "dimtorch.merge_dims()") ||
+      !is_tensor(v[0]) || !as_tensor(v[0])->raw || !PyTuple_Check(v[1])) {
+    PyErr_Clear();
+    return merge_dims_fallback(args, nargs, kwnames);
+  }
+  TensorObject* x = as_tensor(v[0]);
+  PyObject* dims = v[1];
+  PyObject* out_dim = v[2] && v[2] != Py_None ? v[2] : nullptr;
+  Py_ssize_t n = PyTuple_GET_SIZE(dims), nd = tensor_ndim(x);
+  if (n == 0 || n > nd) return merge_dims_fallback(args, nargs, kwnames);
+  // Fast path: static dims, adjacent in x and in the given order; any doubt goes to Python.
+  int first = is_dim(PyTuple_GET_ITEM(dims, 0)) ? dims_index(x->dims, PyTuple_GET_ITEM(dims, 0)) : -1;
+  if (first < 0 || first + n > nd) return merge_dims_fallback(args, nargs, kwnames);
+  Py_ssize_t total = 1;
+  for (Py_ssize_t j = 0; j < n; ++j) {
+    PyObject* d = PyTuple_GET_ITEM(dims, j);
+    if (PyTuple_GET_ITEM(x->dims, first + j) != d || !dim_is_static(d))
+      return merge_dims_fallback(args, nargs, kwnames);
+    // (an empty tensor's other sizes are free: their product may pass int64; the definition says so)
+    if (__builtin_mul_overflow(total, x->sizes[first + j], &total)) return merge_dims_fallback(args, nargs, kwnames);
+  }
+  // A dim left in x whose lengths vary along a merged dim: the Python definition refuses that.
+  for (Py_ssize_t i = 0; i < nd; ++i) {
+    if (i >= first && i < first + n) continue;
+    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, i));
+    if (!dim_has_lengths(d)) continue;
+    PyObject* lengths = dim_dyn_size(d);
+    if (!lengths) return PyErr_Occurred() ? nullptr : merge_dims_fallback(args, nargs, kwnames);
+    for (Py_ssize_t j = 0; j < n; ++j)
+      if (dims_index(as_tensor(lengths)->dims, PyTuple_GET_ITEM(dims, j)) >= 0)
+        return merge_dims_fallback(args, nargs, kwnames);
+  }
+  Ref out;
+  if (out_dim) {
+    if (!is_dim(out_dim) || as_dim(out_dim)->size != total || dims_index(x->dims, out_dim) >= 0)
+      return merge_dims_fallback(args, nargs, kwnames);
+    out = Ref::borrow(out_dim);
+  } else {
+    out = Ref(merged_dim(dims, total));
+    if (!out) return nullptr;
+    if (dims_index(x->dims, out.get()) >= 0) return merge_dims_fallback(args, nargs, kwnames);
+  }
+  Py_ssize_t out_nd = nd - n + 1;
+  Ref out_dims(PyTuple_New(out_nd));
+  if (!out_dims) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  PyObject* call[kMaxDims + 1];
+  call[0] = x->raw;
+  Py_ssize_t k = 0;
+  for (Py_ssize_t i = 0; i < nd; ++i) {
+    if (i > first && i < first + n) continue;
+    PyObject* d = i == first ? out.get() : PyTuple_GET_ITEM(x->dims, i);
+    sizes[k] = i == first ? total : x->sizes[i];
+    PyTuple_SET_ITEM(out_dims.get(), k, Py_NewRef(d));
+    call[k + 1] = PyLong_FromSsize_t(sizes[k]);
+    ++k;
+  }
+  // reshape(a, b, c): the sizes as separate ints, which torch parses faster than a tuple.
+  PyObject* raw = PyObject_Vectorcall(backend::T.reshape, call, out_nd + 1, nullptr);
+  for (Py_ssize_t k = 1; k <= out_nd; ++k) Py_XDECREF(call[k]);
+  if (!raw) return nullptr;
+  PyObject* feature =
+      x->feature_dim && dims_index(out_dims.get(), x->feature_dim) >= 0 ? x->feature_dim : nullptr;
+  Ref t(tensor_make(raw, out_dims.get(), sizes, x->sparse_dim, feature));
+  if (!t) return nullptr;
+  return PyTuple_Pack(2, t.get(), out.get());
+}
+
+PyMethodDef kFunctions[] = {
+    {"_merged_dim", DIMTORCH_OP(f_merged_dim),
+     METH_FASTCALL, "_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."},
+    {"merge_dims", DIMTORCH_OP(f_merge_dims),
+     METH_FASTCALL | METH_KEYWORDS,
+     "merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
+     "slowest) into one dim at the place of the first. Adjacent static dims in order are one "
+     "reshape here; other cases are dimtorch.ops.shape.merge_dims."},
+    {nullptr}};
+
+}  // namespace
+
+bool export_ops_shape(PyObject* module) { return add_functions(module, kFunctions); }
+
+}  // namespace dimtorch

@@ -1,0 +1,87 @@
+// Fast path of the sort family (definitions: python/dimtorch/ops/sort.py): top_k over a static dim
+// (one topk). Every other case goes to the Python definition (python_fallback.h).
+#include "core/args.h"
+#include "core/backend.h"
+#include "core/dim.h"
+#include "core/exports.h"
+#include "ops/fast_path_util.h"
+#include "core/functions.h"
+#include "core/mask.h"
+#include "core/python_fallback.h"
+#include "core/tensor.h"
+
+#include <algorithm>
+
+namespace dimtorch {
+
+namespace {
+
+using namespace fast_path;
+
+// ---- top_k ------------------------------------------------------------------------------------
+
+DIMTORCH_PYTHON_FALLBACK(top_k_fallback, "top_k")
+
+/// top_k(x, *, axis, k): the fast path ranks one dim without lengths (nothing to mask) with an
+/// int k within its size, for int and float dtypes: one topk; k_dim is a new static Dim.
+PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "axis", "k"};
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 3, v, "dimtorch.top_k()")) {
+    PyErr_Clear();
+    return top_k_fallback(args, nargs, kwnames);
+  }
+  Py_ssize_t k;
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) || dim_has_lengths(as_dim(v[1])) ||
+      !exact_int(v[2], &k))
+    return top_k_fallback(args, nargs, kwnames);
+  TensorObject* x = as_tensor(v[0]);
+  PyObject* axis = v[1];
+  int a = dims_index(x->dims, axis);
+  if (a < 0 || k < 1 || k > x->sizes[a]) return top_k_fallback(args, nargs, kwnames);
+  PyObject* dtype = backend::raw_dtype_name(x->raw);
+  if (!dtype) return nullptr;
+  if (!backend::is_floating_dtype_name(dtype) && !backend::is_integer_dtype_name(dtype))
+    return top_k_fallback(args, nargs, kwnames);
+  static PyObject* labels[16] = {};  // "top1".."top15", made once each
+  Ref label = k < 16 && labels[k] ? Ref::borrow(labels[k]) : Ref(PyUnicode_FromFormat("top%zd", k));
+  if (!label) return nullptr;
+  if (k < 16 && !labels[k]) labels[k] = Py_NewRef(label.get());
+  Ref k_dim(new_static_dim(k, label.get()));
+  Ref a_obj(PyLong_FromLong(a));
+  if (!k_dim || !a_obj) return nullptr;
+  PyObject* call[3] = {x->raw, v[2], a_obj.get()};
+  Ref result(PyObject_Vectorcall(backend::T.topk, call, 3, nullptr));
+  if (!result) return nullptr;
+  PyObject* pair = result.get();  // torch.return_types.topk: a tuple (values, indices)
+  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+    PyErr_SetString(PyExc_RuntimeError, "dimtorch.top_k(): topk did not return (values, indices)");
+    return nullptr;
+  }
+  Ref dims(dims_replaced(x->dims, a, k_dim.get()));
+  if (!dims) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  std::copy(x->sizes, x->sizes + tensor_ndim(x), sizes);
+  sizes[a] = k;
+  PyObject* feature = x->feature_dim != axis ? x->feature_dim : nullptr;
+  Ref values(tensor_make(Py_NewRef(PyTuple_GET_ITEM(pair, 0)), dims.get(), sizes, x->sparse_dim, feature));
+  if (!values) return nullptr;
+  Ref indices(tensor_make(Py_NewRef(PyTuple_GET_ITEM(pair, 1)), dims.get(), sizes, axis, nullptr));
+  if (!indices) return nullptr;
+  return PyTuple_Pack(3, values.get(), indices.get(), k_dim.get());
+}
+
+#define FASTCALL_KW(fn) DIMTORCH_OP(fn), METH_FASTCALL | METH_KEYWORDS
+
+PyMethodDef kFunctions[] = {
+    {"top_k", FASTCALL_KW(f_top_k),
+     "top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."},
+    {nullptr}};
+
+#undef FASTCALL_KW
+
+}  // namespace
+
+bool export_ops_sort(PyObject* module) { return add_functions(module, kFunctions); }
+
+}  // namespace dimtorch

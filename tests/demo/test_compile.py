@@ -1,0 +1,78 @@
+"""The demo's Conformer + CTC training step under torch.compile with the inductor backend (CPU): equal
+to eager (loss, gradients, batch norm's running statistics), in one graph for batches of other lengths
+and padded sizes; and demo/train.py --compile trains. The slowest tests of the suite (code generation
+of the whole model, ~1-2 min each on 2 cores)."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from demo import train  # noqa: E402
+from demo.compiling import apply_compile_settings  # noqa: E402
+from demo.data import SequenceDataset, collate  # noqa: E402
+from demo.distributed import HostLengths, LossModule  # noqa: E402
+from demo.dimtorch_model import DimtorchConformerCTC  # noqa: E402
+
+from compile_helpers import assert_same  # noqa: E402
+
+
+def _batches():
+    preset = train.PRESETS["tiny"]
+    ds = SequenceDataset(preset["task"], "train", num_seqs=12)
+    # Three batches of other sizes (sequences and padded frames) and lengths.
+    return [collate([ds[i] for i in idx]) for idx in ([0, 1, 2], [3, 4], [5, 6, 7, 8])]
+
+
+def _step(module, batch):
+    """Loss, parameter gradients and buffers after one forward + backward."""
+    for p in module.parameters():
+        p.grad = None
+    lengths = HostLengths(batch.feature_lengths, batch.target_lengths)
+    loss = module(batch.features, batch.targets, lengths, int(batch.target_lengths.sum()), batch.features.shape[0])[0]
+    loss.backward()
+    return (loss.detach(), [p.grad.clone() for p in module.parameters()],
+            [b.clone() for b in module.buffers()])
+
+
+def test_training_step_with_inductor_equals_eager_in_one_graph():
+    # No dropout: the same numbers on both sides without matching random streams.
+    cfg = dataclasses.replace(train.PRESETS["tiny"]["model"], dropout=0.0, att_dropout=0.0)
+    torch.manual_seed(0)
+    eager = LossModule(DimtorchConformerCTC(cfg))
+    twin = copy.deepcopy(eager)
+    compiled = torch.compile(twin, fullgraph=True, dynamic=True, backend="inductor")
+    restore = apply_compile_settings()
+    try:
+        graphs = []
+        for i, batch in enumerate(_batches()):
+            want, got = _step(eager, batch), _step(compiled, batch)
+            for part, what in zip(range(3), ("loss", "gradients", "buffers")):
+                assert_same(got[part], want[part], what=f"{what}, batch {i}")
+            graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+        # The first batch compiles (the backend may be called twice when Dynamo restarts its analysis
+        # to specialize the static feature size); the batches of other sizes after it reuse the graph.
+        assert graphs[1:] == graphs[:1] * (len(graphs) - 1), graphs
+    finally:
+        restore()
+        torch._dynamo.reset()
+
+
+def test_demo_trains_compiled(tmp_path):
+    restore = apply_compile_settings()  # what train.main applies for the process, undone after
+    summary = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "4", "--compile"])
+    try:
+        assert summary["step"] == 4
+        # One dynamic graph per range of batch sizes in which torch picks the same CPU convolution backend
+        # (its depthwise conv guards on 16 <= sequences <= 4096): the tiny run's first batch holds more
+        # than 16 sequences, later ones fewer, so two steps compile; every other batch reuses a graph.
+        assert summary["compile"]["steps_that_compiled"] <= 2, summary["compile"]
+        assert summary["compile"]["graphs"] <= 3, summary["compile"]
+        assert torch.isfinite(torch.tensor(summary["final_train_loss"]))
+    finally:
+        restore()
+        torch._dynamo.reset()

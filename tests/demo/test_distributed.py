@@ -1,0 +1,200 @@
+"""Data-parallel training of the demo (demo/train.py, demo/distributed.py), on CPU with gloo: 2 ranks step
+as one process on the combined batch (DDP and FSDP2, both models), torchrun runs write and resume
+(another number of ranks, sharded checkpoints), and a rank that dies ends the job with a message and
+an intact checkpoint."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from demo import train  # noqa: E402
+from demo.checkpoint import load_checkpoint  # noqa: E402
+from demo.data import SequenceDataset, StepLoader, collate  # noqa: E402
+from demo.distributed import LossModule, World, parallelize  # noqa: E402
+from demo.reference_model import ModelConfig  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+
+WORLD = 2
+SEQS, FRAMES = 13, 50  # 7 bucket batches: the last of 4 steps gives rank 1 a stand-in
+COMBOS = [("dimtorch", False), ("torch", False), ("dimtorch", True), ("torch", True)]  # (impl, fsdp)
+
+
+def _setup(impl):
+    preset = train.PRESETS["tiny"]
+    cfg = ModelConfig(**{**preset["model"].to_dict(), "subsample_channels": preset["model"].subsample_channels,
+                         "dropout": 0.0, "att_dropout": 0.0})
+    torch.manual_seed(0)
+    # float64: batch norm cancels the depthwise conv's bias, whose gradient is then rounding noise, which
+    # AdamW's normalization turns into +-lr steps; in float64 that noise is far below AdamW's eps.
+    model = train.build_model(impl, cfg).double()
+    ds = SequenceDataset(preset["task"], "train", SEQS)
+    return model, ds
+
+
+def _double(batch):
+    return type(batch)(batch.features.double(), *batch[1:])
+
+
+def _run_ranks(rank, port, out_dir):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    try:
+        world = World(rank, WORLD, rank, "gloo")
+        results = {}
+        for impl, fsdp in COMBOS:
+            model, ds = _setup(impl)
+            module = parallelize(model, impl, world, fsdp)
+            params = list(module.parameters())
+            opt = torch.optim.AdamW(params, lr=1e-2)
+            losses, stand_ins = [], 0
+            for step in StepLoader(ds, max_frames=FRAMES, seed=1, rank=rank, world_size=WORLD).steps(0):
+                weight = 1.0 if step.has_data else 0.0
+                stand_ins += not step.has_data
+                part = train.train_step(module, opt, params, _double(step.batch), step.labels, step.seqs, 1e-2,
+                                        WORLD * weight)
+                total = part * weight
+                dist.all_reduce(total)
+                losses.append(total)
+            full = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in params]
+            results[(impl, fsdp)] = {"losses": torch.stack(losses), "params": [p.detach().clone() for p in full],
+                                     "buffers": [b.clone() for b in model.buffers()], "stand_ins": stand_ins}
+        torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _one_process(impl):
+    """One process on each step's combined batch (rank 0's sequences, then rank 1's)."""
+    model, ds = _setup(impl)
+    module = LossModule(model)
+    params = list(module.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-2)
+    ranks = [StepLoader(ds, max_frames=FRAMES, seed=1, rank=r, world_size=WORLD) for r in range(WORLD)]
+    losses = []
+    for shares in zip(*(loader.shares(0) for loader in ranks)):
+        everyone = [i for mine, _, _ in shares for i in mine]
+        batch = _double(collate([ds[i] for i in everyone]))
+        labels = sum(ds.target_lengths[i] for i in everyone)
+        losses.append(train.train_step(module, opt, params, batch, labels, len(everyone), 1e-2, 1.0))
+    return torch.stack(losses), list(params), list(model.buffers())
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_ranks_step_as_one_process_on_the_combined_batch(tmp_path):
+    """DDP and FSDP2, both models, 4 AdamW steps (the last with a stand-in on rank 1): the step's loss
+    (the mean over all labels of both ranks' batches) and the parameters and batch-norm statistics
+    after it equal one process on the combined batches, 1e-5."""
+    mp.spawn(_run_ranks, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
+    for impl in ("dimtorch", "torch"):
+        losses, params, buffers = _one_process(impl)
+        assert len(losses) == 4
+        for fsdp in (False, True):
+            got = ranks[0][(impl, fsdp)]
+            assert ranks[1][(impl, fsdp)]["stand_ins"] == 1 and got["stand_ins"] == 0
+            torch.testing.assert_close(got["losses"], losses.detach(), rtol=1e-5, atol=0)
+            for r in ranks:
+                for a, b in zip(r[(impl, fsdp)]["params"], params):
+                    torch.testing.assert_close(a, b.detach(), rtol=1e-5, atol=1e-8)
+                for a, b in zip(r[(impl, fsdp)]["buffers"], buffers):
+                    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
+
+
+def _torchrun(nproc, *args, timeout=240):
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_port",
+           str(_free_port()), str(ROOT / "demo" / "train.py"), "--task", "synthetic", "--config", "tiny", "--no-progress", *args]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run
+
+
+def test_torchrun_ddp_writes_and_resumes_with_another_number_of_ranks(tmp_path):
+    out = tmp_path / "ddp"
+    _torchrun(2, "--steps", "3", "--out", str(out))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["step"] == 3 and summary["world_size"] == 2 and summary["parallel"] == "ddp"
+    assert (out / "training.png").read_bytes()[:4] == b"\x89PNG" and not list(out.glob("*.tmp*"))
+    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")  # weights_only=True inside
+    assert state["world_size"] == 2 and len(state["rng_cpu_ranks"]) == 2
+    # one process goes on where two stopped: the epoch position counts bucket batches
+    resumed = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(out), "--steps", "5", "--resume"])
+    assert resumed["step"] == 5 and resumed["world_size"] == 1
+    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")
+    assert state["batch_in_epoch"] == 3 * 2 + 2 or state["epoch"] > 0
+
+
+def test_torchrun_fsdp_sharded_checkpoint_resumes_with_another_number_of_ranks(tmp_path):
+    out = tmp_path / "fsdp"
+    run = _torchrun(2, "--fsdp", "--steps", "2", "--out", str(out))
+    assert "ranks=2 (FSDP, gloo)" in run.stdout
+    first = load_checkpoint(out / "checkpoint.pt", "dimtorch")["sharded"]
+    assert (out / first / ".metadata").is_file()
+    run = _torchrun(1, "--fsdp", "--steps", "3", "--out", str(out), "--resume")
+    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")
+    assert state["step"] == 3 and state["world_size"] == 1
+    assert [p.name for p in out.glob("sharded-step-*")] == [state["sharded"]]  # the old shards are gone
+    with pytest.raises(SystemExit, match="was written with --fsdp"):
+        train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(out), "--steps", "4", "--resume"])
+
+
+def _children(pid):
+    kids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    kids.append(int(p.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return kids
+
+
+def _rank_of(pid):
+    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return next(int(e.split(b"=", 1)[1]) for e in env if e.startswith(b"RANK="))
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the ranks' processes in /proc")
+def test_a_rank_dying_ends_the_job_with_a_message_and_an_intact_checkpoint(tmp_path):
+    out = tmp_path / "dying"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port", str(_free_port()),
+           str(ROOT / "demo" / "train.py"), "--task", "synthetic", "--config", "tiny", "--no-progress", "--steps", "100000",
+           "--eval-every", "1", "--out", str(out)]
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "checkpoint.pt").exists() or load_checkpoint(out / "checkpoint.pt", "dimtorch")["step"] < 2:
+            assert job.poll() is None and time.monotonic() < deadline, "no checkpoint of step 2 in time"
+            time.sleep(0.2)
+        victim = next(pid for pid in _children(job.pid) if _rank_of(pid) == 1)
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        output, _ = job.communicate(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0
+    assert took < 30, f"the job took {took:.1f} s to end after a rank died"
+    assert "Signal 9 (SIGKILL) received by PID" in output  # torchrun's report names the dead rank
+    assert "The last good checkpoint" in output and "is intact; continue with --resume" in output  # rank 0
+    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")
+    assert state["step"] >= 2 and not list(out.glob("*.tmp"))

@@ -1,0 +1,41 @@
+"""Comparison of a C++ fast path with its Python definition (tests/ops/test_array_fast_paths.py and the
+families' own test files): the same structure, dims, markers and raw values (NaN where NaN)."""
+from __future__ import annotations
+
+import torch
+
+import dimtorch as dt
+
+
+def same_dim(fast, slow) -> bool:
+    """The same Dim, or two new dims of one name and size or lengths (each call makes its own)."""
+    if fast is slow:
+        return True
+    if fast is None or slow is None or (fast.size, fast.name) != (slow.size, slow.name):
+        return False
+    if fast.dyn_size is None or slow.dyn_size is None:
+        return fast.dyn_size is slow.dyn_size
+    return fast.dyn_size.dims == slow.dyn_size.dims and torch.equal(fast.dyn_size.raw, slow.dyn_size.raw)
+
+
+def assert_same(fast, slow):
+    """Same structure; Tensors with the same dims, markers and raw values (NaN where NaN)."""
+    if isinstance(fast, (tuple, list)):
+        assert type(fast) is type(slow) and len(fast) == len(slow)
+        for f, s in zip(fast, slow):
+            assert_same(f, s)
+    elif isinstance(fast, dt.Tensor):
+        assert len(fast.dims) == len(slow.dims) and all(map(same_dim, fast.dims, slow.dims)), (fast, slow)
+        assert same_dim(fast.sparse_dim, slow.sparse_dim) and same_dim(fast.feature_dim, slow.feature_dim)
+        assert fast.raw.dtype == slow.raw.dtype
+        torch.testing.assert_close(fast.raw, slow.raw, rtol=0, atol=0, equal_nan=True)
+    elif isinstance(fast, dt.Dim):
+        assert same_dim(fast, slow)
+    else:
+        assert fast == slow
+
+
+def both(fast_fn, slow_fn, *args, **kwargs):
+    out_fast, out_slow = fast_fn(*args, **kwargs), slow_fn(*args, **kwargs)
+    assert_same(out_fast, out_slow)
+    return out_fast

@@ -1,0 +1,532 @@
+"""The C++ fast paths of slice, shift_right, split, stack, top_k, reverse_sequence, pack_padded,
+scatter, scatter_count (and of gather, pad, reshape, masked_select for their new argument forms) against their Python definitions (the full ops, tested against positional torch in their own
+test files): the same dims, markers, values and gradients on padded batches, the cases they must
+hand to the Python definition (which owns the errors), and their index caches keyed by layout."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+import dimtorch as dt
+from dimtorch.ops import (
+    packing as _packing, scatter as _scatter, slicing as _slicing, sort as _sort, stack as _stack,
+)
+
+from fast_path_checks import assert_same, both, same_dim  # noqa: F401
+from helpers import PAD_LARGE, PAD_NAN, make_padded_batch
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("start", [0, 1, 2, 7])
+def test_slice_dynamic(pad, start):
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    out, out_dim = both(dt.slice, _slicing.slice, x, axis=b.time, start=start)
+    assert out_dim.dyn_size.raw.tolist() == [max(0, n - start) for n in b.lengths]
+    assert out.feature_dim is b.feature
+
+
+@pytest.mark.parametrize("start,end", [(0, None), (1, None), (-3, None), (1, 3), (0, -1), (-2, -1), (4, 4),
+                                       (3, 1)])
+def test_slice_static(start, end):
+    b = make_padded_batch((5, 3), feature=4)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    out, out_dim = both(dt.slice, _slicing.slice, x, axis=b.feature, start=start, end=end)
+    assert out.feature_dim is None and out_dim.size == len(range(4)[start:end])
+
+
+def test_slice_cases_for_the_python_definition():
+    b = make_padded_batch((5, 3))
+    both(dt.slice, _slicing.slice, b.x, axis=b.time, start=1, end=-1)
+    both(dt.slice, _slicing.slice, b.x, axis=b.feature, start=0, end=4, step=2)
+    with pytest.raises(ValueError, match=r"dimtorch.slice\(\): slice 5:None is out of range"):
+        dt.slice(b.x, axis=b.feature, start=5)
+    with pytest.raises(ValueError, match=r"dimtorch.slice\(\): start=-1 on the dynamic dim"):
+        dt.slice(b.x, axis=b.time, start=-1)
+    with pytest.raises(TypeError, match=r"dimtorch.slice\(\): start, end and step must be ints"):
+        dt.slice(b.x, axis=b.time, start=1.0)
+    other = dt.Dim(3, name="other")
+    with pytest.raises(ValueError, match=r"dimtorch.slice\(\)"):
+        dt.slice(b.x, axis=other, start=1)
+
+
+def test_slice_backward():
+    b = make_padded_batch((5, 3, 1), pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    x = dt.Tensor(raw, b.x.dims)
+    out, _ = dt.slice(x, axis=b.time, start=1)
+    (out.raw * torch.arange(out.raw.numel()).view(out.raw.shape)).sum().backward()
+    expected = torch.zeros_like(raw)
+    expected[:, 1:] = torch.arange(out.raw.numel(), dtype=raw.dtype).view(out.raw.shape)
+    torch.testing.assert_close(raw.grad, expected)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("amount,value", [(1, 0.0), (2, -1), (9, 3.5)])
+def test_shift_right(pad, amount, value):
+    b = make_padded_batch((5, 3, 0), pad_value=pad)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    for axis in (b.time, b.feature, b.batch):
+        both(dt.shift_right, _slicing.shift_right, x, axis=axis, amount=amount, pad_value=value)
+    out = dt.shift_right(x, axis=b.time, amount=amount, pad_value=value)
+    k = min(amount, x.raw.shape[1])
+    torch.testing.assert_close(out.raw[:, k:], x.raw[:, :x.raw.shape[1] - k], equal_nan=True)
+    assert bool((out.raw[:, :k] == value).all())
+
+
+def test_shift_right_cases_for_the_python_definition():
+    b = make_padded_batch((5, 3))
+    assert dt.shift_right(b.x, axis=b.time, amount=0) is b.x
+    with pytest.raises(ValueError, match=r"dimtorch.shift_right\(\): amount must be an int >= 0"):
+        dt.shift_right(b.x, axis=b.time, amount=True)
+    with pytest.raises(ValueError, match=r"dimtorch.shift_right\(\)"):
+        dt.shift_right(b.x, axis=dt.Dim(2, name="other"))
+
+
+def test_shift_right_backward():
+    b = make_padded_batch((4, 2), pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    out = dt.shift_right(dt.Tensor(raw, b.x.dims), axis=b.time)
+    out.raw.sum().backward()
+    expected = torch.ones_like(raw)
+    expected[:, -1] = 0
+    torch.testing.assert_close(raw.grad, expected)
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_split_static(as_list):
+    b = make_padded_batch((4, 2), feature=6)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    parts = [dt.Dim(2, name="a"), dt.Dim(4, name="b")]
+    out = both(dt.split, _stack.split, x, axis=b.feature, out_dims=parts if as_list else tuple(parts))
+    assert [p.dims[2] for p in out] == parts and all(p.feature_dim is None for p in out)
+    one = dt.Dim(6, name="all")
+    both(dt.split, _stack.split, x, axis=b.feature, out_dims=one)
+
+
+def test_split_cases_for_the_python_definition():
+    b = make_padded_batch((4, 2), feature=6)
+    both(dt.split, _stack.split, b.x, axis=b.time, out_dims=(dt.Dim(1, name="first"), b.time - 1))
+    with pytest.raises(ValueError, match=r"dimtorch.split\(\): the sizes of out_dims .* add up to 5, not to the size 6"):
+        dt.split(b.x, axis=b.feature, out_dims=(dt.Dim(2, name="a"), dt.Dim(3, name="b")))
+    a, f = dt.Dim(2, name="a"), dt.Dim(2, name="f")
+    with pytest.raises(ValueError, match=r"dimtorch.split\(\): out dim 'a'\(2\) is already a dim of x"):
+        dt.split(dt.Tensor(torch.zeros(2, 2), (a, f)), axis=f, out_dims=(a,))
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_stack(as_list):
+    b = make_padded_batch((4, 2))
+    vocab = dt.Dim(5, name="vocab")
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature, sparse_dim=vocab)
+    y = dt.Tensor(b.x.raw * 2, b.x.dims, sparse_dim=vocab)
+    z = dt.Tensor(b.x.raw * 3, b.x.dims)
+    tensors = [x, y] if as_list else (x, y)
+    out, _ = both(dt.stack, _stack.stack, tensors)
+    assert out.sparse_dim is vocab and out.feature_dim is b.feature
+    out, _ = both(dt.stack, _stack.stack, (x, y, z))
+    assert out.sparse_dim is None
+    given = dt.Dim(2, name="pair")
+    out, out_dim = dt.stack((x, z), out_dim=given)
+    assert out_dim is given and out.dims == (given,) + b.x.dims
+
+
+def test_stack_cases_for_the_python_definition():
+    b = make_padded_batch((4, 2))
+    xt = b.x.copy_transpose((b.feature, b.time, b.batch))
+    both(dt.stack, _stack.stack, (b.x, xt))
+    with pytest.raises(TypeError, match=r"dimtorch.stack\(\): tensors\[1\] has dtype float64"):
+        dt.stack((b.x, dt.Tensor(b.x.raw.double(), b.x.dims)))
+    with pytest.raises(ValueError, match=r"dimtorch.stack\(\): out_dim .* does not fit 2 tensors"):
+        dt.stack((b.x, b.x), out_dim=dt.Dim(3, name="three"))
+    with pytest.raises(ValueError, match=r"dimtorch.stack\(\): no tensors"):
+        dt.stack(())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_top_k(dtype):
+    b = make_padded_batch((4, 2), feature=6, pad_value=0.0)
+    x = dt.Tensor((b.x.raw * 10).to(dtype), b.x.dims, feature_dim=b.feature)
+    values, indices, k_dim = both(dt.top_k, _sort.top_k, x, axis=b.feature, k=3)
+    assert indices.sparse_dim is b.feature and values.feature_dim is None and k_dim.name == "top3"
+    both(dt.top_k, _sort.top_k, x, axis=b.feature, k=6)
+
+
+def test_top_k_cases_for_the_python_definition():
+    b = make_padded_batch((4, 2), feature=6)
+    both(dt.top_k, _sort.top_k, b.x, axis=b.time, k=2)  # dynamic: masked, k_dim with lengths
+    both(dt.top_k, _sort.top_k, b.x, axis=(b.time, b.feature), k=2)
+    with pytest.raises(ValueError, match=r"dimtorch.top_k\(\): k=7 is larger than the 6 entries"):
+        dt.top_k(b.x, axis=b.feature, k=7)
+    with pytest.raises(ValueError, match=r"dimtorch.top_k\(\): k must be an int >= 1"):
+        dt.top_k(b.x, axis=b.feature, k=0)
+    with pytest.raises(TypeError, match=r"dimtorch.top_k\(\)"):
+        dt.top_k(dt.Tensor(b.x.raw > 0, b.x.dims), axis=b.feature, k=1)
+
+
+def test_top_k_backward():
+    b = make_padded_batch((4, 2), feature=6, pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    values, _, _ = dt.top_k(dt.Tensor(raw, b.x.dims), axis=b.feature, k=2)
+    values.raw.sum().backward()
+    expected = torch.zeros_like(raw).scatter(2, raw.detach().topk(2, 2).indices, 1.0)
+    torch.testing.assert_close(raw.grad, expected)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_reverse_sequence(pad):
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    both(dt.reverse_sequence, _slicing.reverse_sequence, b.x, axis=b.time)
+    both(dt.reverse_sequence, _slicing.reverse_sequence, b.x, axis=b.feature)  # static: flip
+    # Other layouts of the same dim get their own cached index.
+    for order in [(b.time, b.batch, b.feature), (b.feature, b.time, b.batch)]:
+        xt = b.x.copy_transpose(order)
+        out = both(dt.reverse_sequence, _slicing.reverse_sequence, xt, axis=b.time)
+        assert_same(out.copy_transpose(b.x.dims), dt.reverse_sequence(b.x, axis=b.time))
+    # Another size of the other dims (a cache hit on the first layout would give the wrong shape).
+    wide = dt.Tensor(torch.randn(4, b.x.raw.shape[1], 7), (b.batch, b.time, dt.Dim(7, name="wide")))
+    both(dt.reverse_sequence, _slicing.reverse_sequence, wide, axis=b.time)
+
+
+def test_reverse_sequence_per_sequence_and_backward():
+    b = make_padded_batch((5, 3, 1), pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    out = dt.reverse_sequence(dt.Tensor(raw, b.x.dims), axis=b.time)
+    for i, n in enumerate(b.lengths):
+        torch.testing.assert_close(out.raw[i, :n], raw[i, :n].flip(0))
+    weights = torch.randn(out.raw.shape)
+    (out.raw * weights).sum().backward()
+    for i, n in enumerate(b.lengths):
+        torch.testing.assert_close(raw.grad[i, :n], weights[i, :n].flip(0))
+
+
+def test_reverse_sequence_lengths_over_a_missing_dim():
+    b = make_padded_batch((5, 3))
+    no_batch = dt.Tensor(b.x.raw[0], (b.time, b.feature))
+    with pytest.raises(ValueError, match=r"dimtorch.reverse_sequence\(\): the lengths of .*time.* vary over"):
+        dt.reverse_sequence(no_batch, axis=b.time)
+
+
+@pytest.mark.parametrize("static_batch", [False, True])
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_pack_padded(static_batch, pad):
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad)
+    batch = dt.Dim(4, name="batch") if static_batch else b.batch
+    if static_batch:
+        time = dt.Dim(dt.Tensor(torch.tensor(b.lengths), (batch,)), name="time")
+        x = dt.Tensor(b.x.raw, (batch, time, b.feature), feature_dim=b.feature)
+    else:
+        time, x = b.time, dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    out, pack_dim = both(dt.pack_padded, _packing.pack_padded, x, dims=(batch, time))
+    assert pack_dim.size == sum(b.lengths) and out.feature_dim is b.feature
+    expected = torch.cat([b.x.raw[i, :n] for i, n in enumerate(b.lengths)])
+    torch.testing.assert_close(out.raw, expected)
+    again, _ = dt.pack_padded(x, dims=(batch, time), out_dim=pack_dim)  # cached index, given out dim
+    torch.testing.assert_close(again.raw, expected)
+    assert again.dims[0] is pack_dim
+
+
+def test_pack_padded_cache_follows_sizes():
+    # The same time dim with a second static dim of another size: its own index.
+    b = make_padded_batch((3, 2))
+    heads2 = dt.Dim(2, name="heads")
+    heads3 = dt.Dim(3, name="heads")
+    for heads in (heads2, heads3, heads2):
+        x = dt.Tensor(torch.randn(2, heads.size, 3), (b.batch, heads, b.time))
+        both(dt.pack_padded, _packing.pack_padded, x, dims=(b.batch, heads, b.time))
+
+
+def test_pack_padded_cases_for_the_python_definition():
+    b = make_padded_batch((5, 3, 1), extra_time=2)  # frames beyond the max length: Python narrows
+    both(dt.pack_padded, _packing.pack_padded, b.x, dims=(b.batch, b.time))
+    xt = b.x.copy_transpose((b.time, b.batch, b.feature))
+    both(dt.pack_padded, _packing.pack_padded, xt, dims=(b.batch, b.time))
+    with pytest.raises(ValueError, match=r"dimtorch.pack_padded\(\): out_dim .* does not fit the 9 valid frames"):
+        dt.pack_padded(b.x, dims=(b.batch, b.time), out_dim=dt.Dim(8, name="pack"))
+    # time's lengths vary over batch, which is not packed: each sequence packs on its own (Python)
+    out, pack = both(dt.pack_padded, _packing.pack_padded, b.x, dims=(b.time,))
+    assert out.dims == (b.batch, pack, b.feature) and pack.dyn_size.raw.tolist() == [5, 3, 1]
+
+
+def test_pack_padded_backward():
+    b = make_padded_batch((4, 2), pad_value=0.0)
+    raw = b.x.raw.clone().requires_grad_(True)
+    out, _ = dt.pack_padded(dt.Tensor(raw, b.x.dims), dims=(b.batch, b.time))
+    out.raw.sum().backward()
+    torch.testing.assert_close(raw.grad, b.mask[:, :, None].expand_as(raw).to(raw.dtype))
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_scatter(pad):
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    vocab = dt.Dim(6, name="vocab")
+    g = torch.Generator().manual_seed(1)
+    labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=g)
+    labels[:, -1] = 10**6  # garbage in the padding: never used
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    indices = dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab)
+    out = both(dt.scatter, _scatter.scatter, x, indices=indices, indices_dim=b.time)
+    assert out.dims == (b.batch, vocab, b.feature) and out.feature_dim is b.feature
+    for i, n in enumerate(b.lengths):
+        expected = torch.zeros(6, 4).index_add_(0, labels[i, :n], b.x.raw[i, :n])
+        torch.testing.assert_close(out.raw[i], expected)
+    # Static indices dim, and indices over fewer dims than x (broadcast over batch and time).
+    both(dt.scatter, _scatter.scatter, x, indices=dt.Tensor(torch.tensor([5, 0, 5, 1]), (b.feature,),
+                                                                  sparse_dim=vocab), indices_dim=b.feature)
+    # Given out_dim, int32 indices (the Python definition converts them).
+    plain = dt.Tensor(labels.clamp(max=5), (b.batch, b.time))
+    both(dt.scatter, _scatter.scatter, x, indices=plain, indices_dim=b.time, out_dim=vocab)
+    both(dt.scatter, _scatter.scatter, x, indices=dt.Tensor(labels.clamp(max=5).int(), (b.batch, b.time),
+                                                            sparse_dim=vocab), indices_dim=b.time)
+
+
+def test_scatter_count():
+    """scatter_count's fast path (scatter's common call on cached int32 ones) against its definition: padding
+    frames (garbage labels there) never counted, time not last, out_dim given, the ones cache reused and
+    kept apart per shape, and the calls it hands over (fill_value, int32 indices, a second dynamic dim)."""
+    b = make_padded_batch((5, 3, 1, 0), extra_time=1)
+    vocab = dt.Dim(6, name="vocab")
+    labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=torch.Generator().manual_seed(2))
+    labels[:, -1] = 10**6  # garbage in the padding: never counted
+    indices = dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab)
+    out = both(dt.scatter_count, _scatter.scatter_count, indices=indices, indices_dim=b.time)
+    assert out.dims == (b.batch, vocab) and out.raw.dtype == torch.int32 and out.sparse_dim is None
+    for i, n in enumerate(b.lengths):
+        assert out.raw[i].tolist() == torch.bincount(labels[i, :n], minlength=6).tolist()
+    assert_same(dt.scatter_count(indices=indices, indices_dim=b.time), out)  # from the cache
+    transposed = dt.Tensor(labels.t().contiguous(), (b.time, b.batch), sparse_dim=vocab)
+    both(dt.scatter_count, _scatter.scatter_count, indices=transposed, indices_dim=b.time)
+    plain = dt.Tensor(labels.clamp(max=5), (b.batch, b.time))
+    both(dt.scatter_count, _scatter.scatter_count, indices=plain, indices_dim=b.time, out_dim=vocab)
+    both(dt.scatter_count, _scatter.scatter_count, indices=indices, indices_dim=b.time, fill_value=0)
+    both(dt.scatter_count, _scatter.scatter_count, indices=indices, indices_dim=b.time, fill_value=-1)
+    both(dt.scatter_count, _scatter.scatter_count, indices=dt.Tensor(labels.int(), indices.dims, sparse_dim=vocab),
+         indices_dim=b.time)
+    static = dt.Tensor(torch.tensor([5, 0, 5, 1]), (b.feature,), sparse_dim=vocab)
+    assert both(dt.scatter_count, _scatter.scatter_count, indices=static, indices_dim=b.feature).raw.tolist() == \
+        [1, 1, 0, 0, 0, 2]
+    beam = dt.Dim(dt.Tensor(torch.tensor([2, 1, 1, 2]), (b.batch,)), name="beam")
+    over_beam = dt.Tensor(torch.zeros(4, 2, labels.shape[1], dtype=torch.int64), (b.batch, beam, b.time),
+                          sparse_dim=vocab)
+    both(dt.scatter_count, _scatter.scatter_count, indices=over_beam, indices_dim=b.time)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_scatter_modes_go_to_the_python_definition(pad):
+    """mode, fill_value and use_mask are the Python definition's: the fast path hands every call that
+    names them over (mode="sum" too), and the results are the definition's."""
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    vocab = dt.Dim(6, name="vocab")
+    labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=torch.Generator().manual_seed(3))
+    indices = dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab)
+    plain = both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time)
+    assert_same(both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode="sum"), plain)
+    assert_same(both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, use_mask=True), plain)
+    for mode in ("max", "min", "mean", "logsumexp", "logmeanexp", "argmax"):
+        both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode=mode)
+        both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode=mode, fill_value=-3)
+    both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, fill_value=1.5)
+
+
+def test_scatter_cases_for_the_python_definition():
+    b = make_padded_batch((5, 3))
+    vocab = dt.Dim(6, name="vocab")
+    labels = torch.zeros(2, 5, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"dimtorch.scatter\(\): indices have no sparse_dim and no out_dim"):
+        dt.scatter(b.x, indices=dt.Tensor(labels, (b.batch, b.time)), indices_dim=b.time)
+    with pytest.raises(ValueError, match=r"dimtorch.scatter\(\): the sparse_dim of indices is"):
+        dt.scatter(b.x, indices=dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab), indices_dim=b.time,
+                   out_dim=dt.Dim(6, name="other"))
+    with pytest.raises(TypeError, match=r"dimtorch.scatter\(\): indices must be of an integer dtype"):
+        dt.scatter(b.x, indices=dt.Tensor(labels.float(), (b.batch, b.time), sparse_dim=vocab), indices_dim=b.time)
+    with pytest.raises(ValueError, match=r"dimtorch.scatter\(\): out_dim .*feature.* is already a dim of x"):
+        dt.scatter(b.x, indices=dt.Tensor(labels, (b.batch, b.time), sparse_dim=b.feature), indices_dim=b.time)
+
+
+def test_scatter_backward():
+    b = make_padded_batch((4, 2), pad_value=0.0)
+    vocab = dt.Dim(3, name="vocab")
+    labels = torch.tensor([[0, 2, 2, 1], [1, 1, 0, 0]])
+    raw = b.x.raw.clone().requires_grad_(True)
+    out = dt.scatter(dt.Tensor(raw, b.x.dims), indices=dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab),
+                     indices_dim=b.time)
+    weights = torch.randn(out.raw.shape)
+    (out.raw * weights).sum().backward()
+    expected = torch.gather(weights, 1, labels[:, :, None].expand(2, 4, 4)) * b.mask[:, :, None]
+    torch.testing.assert_close(raw.grad, expected)
+
+
+def test_odd_arguments_raise_python_errors_not_crashes():
+    # Every fast path parses its arguments itself: odd values anywhere must end as a result or a
+    # Python exception that names the call (from the fast path or the Python definition; Python's
+    # own for a missing argument), never a crash or a leak.
+    b = make_padded_batch((3, 2, 0), feature=4)
+    vocab = dt.Dim(5, name="vocab")
+    labels = dt.Tensor(torch.zeros(3, 3, dtype=torch.int64), (b.batch, b.time), sparse_dim=vocab)
+    odd = [None, 0, -1, 1, 2**70, True, 1.5, "time", (), [], (b.time,), [b.batch, b.time], (b.time, b.time),
+           (b.batch, 3), b.batch, b.time, b.feature, vocab, b.x, labels, b.x.raw, dt.Tensor(torch.zeros(()), ()),
+           [b.x, b.x], (b.x, labels), (b.x, None), [b.x] * 30]
+    calls = [
+        (dt.slice, ("axis", "start", "end", "step", "size", "out_dim")),
+        (dt.shift_right, ("axis", "amount", "pad_value")),
+        (dt.split, ("axis", "out_dims")),
+        (dt.stack, ("out_dim",)),
+        (dt.top_k, ("axis", "k")),
+        (dt.reverse_sequence, ("axis", "handle_dynamic_dims")),
+        (dt.gather, ("indices", "axis", "clip_to_valid")),
+        (dt.pad, ("axes", "padding", "value", "mode")),
+        (dt.reshape, ("in_dims", "out_dims")),
+        (dt.masked_select, ("mask", "dims", "out_dim")),
+        (dt.masked_scatter, ("backup", "mask", "dims", "in_dim")),
+        (dt.pack_padded, ("dims", "out_dim")),
+        (dt.scatter, ("indices", "indices_dim", "out_dim", "mode", "fill_value", "use_mask")),
+    ]
+    g = torch.Generator().manual_seed(0)
+    for fn, names in calls:
+        for _ in range(300):
+            pick = torch.randint(len(odd), (len(names) + 1,), generator=g).tolist()
+            kwargs = {n: odd[i] for n, i in zip(names, pick[1:]) if torch.rand((), generator=g) < 0.8}
+            try:
+                fn(odd[pick[0]], **kwargs)
+            except (TypeError, ValueError, RuntimeError, IndexError, OverflowError) as e:
+                assert "dimtorch." in str(e) or "required keyword-only argument" in str(e), (fn, kwargs, e)
+
+
+def test_dims_arguments_of_the_wrong_type_name_the_call():
+    b = make_padded_batch((3, 2))
+    vocab = dt.Dim(5, name="vocab")
+    labels = dt.Tensor(torch.zeros(2, 3, dtype=torch.int64), (b.batch, b.time), sparse_dim=vocab)
+    cases = [
+        (lambda: dt.merge_dims(b.x, dims=3),
+         r"dimtorch.merge_dims\(\): dims must be a Dim or a sequence of Dims, got int"),
+        (lambda: dt.pad(b.x, axes=1.5, padding=(1, 1)), r"dimtorch.pad\(\): axes must be .* got float"),
+        (lambda: dt.split_dims(b.x, axis=b.feature, dims=(2, 2)),
+         r"dimtorch.split_dims\(\): dims\[0\] must be a Dim, got int"),
+        (lambda: dt.pack_padded(b.x, dims=("batch", "time")),
+         r"dimtorch.pack_padded\(\): dims\[0\] must be a Dim, got str"),
+        (lambda: dt.scatter(b.x, indices=labels, indices_dim=None),
+         r"dimtorch.scatter\(\): indices_dim .* got NoneType"),
+        (lambda: dt.top_k(b.x, axis=2, k=1), r"dimtorch.top_k\(\): axis must be a Dim or a sequence of Dims, got int"),
+        (lambda: dt.split(b.x, axis=b.feature, out_dims=4), r"dimtorch.split\(\): out_dims .* got int"),
+        (lambda: dt.dropout(b.x, 0.5, axis=[b.batch, 0]), r"dimtorch.dropout\(\): axis\[1\] must be a Dim, got int"),
+        (lambda: dt.stack(3), r"dimtorch.stack\(\): tensors must be a sequence of Tensors, got 3"),
+        (lambda: dt.shift_right(b.x, axis=b.time, pad_value="0"),
+         r"dimtorch.shift_right\(\): pad_value must be a Python number"),
+        (lambda: dt.shift_left(b.x, axis=b.time, pad_value=None),
+         r"dimtorch.shift_left\(\): pad_value must be a Python number"),
+    ]
+    for call, message in cases:
+        with pytest.raises(TypeError, match=message):
+            call()
+
+
+def test_gather_batched_indices():
+    """gather's fast path for batched indices (one torch.gather in x's layout) against the definition, and
+    the indices it hands over: two new dims, int32, a batch dim of another size, axis among the indices'
+    dims, out of range (torch's error, named, from both)."""
+    from dimtorch.ops import gather as _gather
+    b = make_padded_batch((4, 2, 0), feature=3, pad_value=PAD_NAN)
+    heads, beam, beam2 = dt.Dim(2, name="heads"), dt.Dim(3, name="beam"), dt.Dim(2, name="beam2")
+    x = dt.Tensor(torch.randn(3, b.x.raw.shape[1], 2, 3), (b.batch, b.time, heads, b.feature), feature_dim=b.feature)
+    back = torch.tensor([[1, 0, 1], [0, 0, 1], [1, 1, 0]])
+    out = both(dt.gather, _gather.gather, x, indices=dt.Tensor(back, (b.batch, beam), sparse_dim=heads), axis=heads)
+    assert out.dims == (b.batch, b.time, beam, b.feature) and out.feature_dim is b.feature
+    torch.testing.assert_close(out.raw, torch.gather(x.raw, 2, back[:, None, :, None].expand(3, x.raw.shape[1], 3, 3)),
+                               equal_nan=True)
+    raw = x.raw.clone().requires_grad_(True)
+    dt.gather(dt.Tensor(raw, x.dims), indices=dt.Tensor(back, (b.batch, beam), sparse_dim=heads), axis=heads).raw.sum(
+        ).backward()
+    assert raw.grad[0, :, 1].eq(2).all() and raw.grad[0, :, 0].eq(1).all()
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(back[..., None].expand(3, 3, 2).contiguous(),
+                                                         (b.batch, beam, beam2), sparse_dim=heads), axis=heads)
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(back.int(), (b.batch, beam), sparse_dim=heads), axis=heads)
+    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\)"):
+        dt.gather(x, indices=dt.Tensor(back[:2], (b.batch, beam), sparse_dim=heads), axis=heads)
+    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): indices have axis"):
+        dt.gather(x, indices=dt.Tensor(back[:, :2], (b.batch, heads), sparse_dim=heads), axis=heads)
+    with pytest.raises(RuntimeError, match=r"dimtorch\.gather\(\): index 6 is out of bounds"):
+        dt.gather(x, indices=dt.Tensor(back + 5, (b.batch, beam), sparse_dim=heads), axis=heads)
+    with pytest.raises(RuntimeError, match=r"index 6 is out of bounds"):
+        _gather.gather(x, indices=dt.Tensor(back + 5, (b.batch, beam), sparse_dim=heads), axis=heads)
+
+
+def test_gather_batched_indices_definition_traces_without_copying_x():
+    """The definition (what torch.compile and make_fx trace) has the fast path's form for batched
+    indices: the indices viewed and expanded, one gather, x neither permuted nor copied."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    batch, time, heads, feat = dt.Dim(3, name="batch"), dt.Dim(5, name="time"), dt.Dim(2, name="heads"), dt.Dim(4, name="f")
+    beam = dt.Dim(3, name="beam")
+
+    def step(xr, back):
+        x = dt.Tensor(xr, (batch, time, heads, feat))
+        return dt.gather(x, indices=dt.Tensor(back, (batch, beam), sparse_dim=heads), axis=heads).raw
+
+    xr, back = torch.randn(3, 5, 2, 4), torch.randint(0, 2, (3, 3))
+    graph = make_fx(step, tracing_mode="symbolic")(xr, back)
+    ops = [n.target for n in graph.graph.nodes if n.op == "call_function"]
+    assert ops == [torch.ops.aten.view.default, torch.ops.aten.expand.default, torch.ops.aten.gather.default], ops
+    torch.testing.assert_close(graph(xr, back), step(xr, back))
+
+
+def test_gather_int_index():
+    from dimtorch.ops import gather as _gather
+    b = make_padded_batch((3, 2), feature=4, pad_value=PAD_NAN)
+    vocab = dt.Dim(5, name="vocab")
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature, sparse_dim=vocab)
+    for axis in (b.batch, b.time, b.feature):
+        for i in range(x.raw.shape[x.dims.index(axis)]):
+            out = both(dt.gather, _gather.gather, x, indices=i, axis=axis)
+            assert axis not in out.dims and out.sparse_dim is vocab
+    with pytest.raises(IndexError, match=r"dimtorch.gather\(\): index 4 is out of range for axis 'feature'\(4\)"):
+        dt.gather(x, indices=4, axis=b.feature)
+    with pytest.raises(IndexError, match=r"dimtorch.gather\(\): index -1 is out of range"):
+        dt.gather(x, indices=-1, axis=b.feature)
+    with pytest.raises(TypeError, match=r"dimtorch.gather\(\): indices must be a dimtorch.Tensor or an int, got bool"):
+        dt.gather(x, indices=True, axis=b.feature)
+    raw = b.x.raw.nan_to_num().requires_grad_(True)
+    dt.gather(dt.Tensor(raw, b.x.dims), indices=2, axis=b.feature).raw.sum().backward()
+    expected = torch.zeros_like(raw)
+    expected[:, :, 2] = 1
+    torch.testing.assert_close(raw.grad, expected)
+
+
+@given(perm=st.permutations([0, 1, 2, 3]), lengths=st.lists(st.integers(0, 5), min_size=1, max_size=3),
+       extra=st.integers(0, 2), start=st.integers(0, 3), k=st.integers(1, 3), pad=st.sampled_from([PAD_NAN, PAD_LARGE]))
+def test_fast_paths_match_python_in_any_layout(perm, lengths, extra, start, k, pad):
+    """x over (batch, time, feature, heads) in any order, new dims every example (ids of dead dims
+    get reused): every fast path gives what its Python definition gives."""
+    from dimtorch.ops import gather as _gather
+    b = make_padded_batch(tuple(lengths), feature=3, pad_value=pad, extra_time=extra)
+    heads = dt.Dim(2, name="heads")
+    raw4 = torch.stack([b.x.raw, -b.x.raw], dim=-1)
+    dims = (b.batch, b.time, b.feature, heads)
+    x = dt.Tensor(raw4, dims).copy_transpose(tuple(dims[i] for i in perm))
+    y = dt.Tensor(raw4 * 2, dims).copy_transpose(tuple(dims[i] for i in perm))
+    both(dt.slice, _slicing.slice, x, axis=b.time, start=start)
+    both(dt.slice, _slicing.slice, x, axis=b.feature, start=start % 3, end=3)
+    both(dt.shift_right, _slicing.shift_right, x, axis=b.time, amount=k, pad_value=0.5)
+    both(dt.reverse_sequence, _slicing.reverse_sequence, x, axis=b.time)
+    both(dt.split, _stack.split, x, axis=b.feature, out_dims=(dt.Dim(1, name="f1"), dt.Dim(2, name="f2")))
+    both(dt.stack, _stack.stack, (x, y))
+    both(dt.top_k, _sort.top_k, x, axis=b.feature, k=k)
+    both(dt.gather, _gather.gather, x, indices=k % 2, axis=heads)
+    beam = dt.Dim(3, name="beam")  # batched indices (beam back-pointers over batch): one torch.gather
+    back = torch.arange(raw4.shape[0] * 3).view(raw4.shape[0], 3) % 2
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(back, (b.batch, beam), sparse_dim=heads), axis=heads)
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(back.t().contiguous(), (beam, b.batch), sparse_dim=heads),
+         axis=heads)
+    per_frame = torch.arange(raw4.shape[0] * raw4.shape[1] * 3).view(raw4.shape[0], raw4.shape[1], 3) % 3
+    both(dt.gather, _gather.gather, x, indices=dt.Tensor(per_frame, (b.batch, b.time, beam), sparse_dim=b.feature),
+         axis=b.feature)
+    both(dt.pack_padded, _packing.pack_padded, x, dims=(b.batch, b.time))  # fast only where they lead x
+    vocab = dt.Dim(4, name="vocab")
+    labels = dt.Tensor(torch.arange(raw4.shape[0] * raw4.shape[1]).view(raw4.shape[:2]) % 4, (b.batch, b.time),
+                       sparse_dim=vocab)
+    both(dt.scatter, _scatter.scatter, x, indices=labels, indices_dim=b.time)
+    # New argument forms: the fast paths hand them to the definitions.
+    both(dt.reverse_sequence, _slicing.reverse_sequence, x, axis=b.time, handle_dynamic_dims=False)
+    both(dt.gather, _gather.gather, x, indices=k + 1, axis=b.time, clip_to_valid=True)
+    both(dt.scatter, _scatter.scatter, x, indices=labels, indices_dim=b.time, mode="max", fill_value=0.5)
+    both(dt.slice, _slicing.slice, x, axis=b.time, start=dt.Tensor(torch.full((len(lengths),), start), (b.batch,)),
+         size=dt.Dim(2, name="w"))

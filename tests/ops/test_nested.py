@@ -1,0 +1,67 @@
+"""Tests of python/dimtorch/ops/nested.py: gather_nested (beam reordering, a per-hypothesis dim whose lengths
+are gathered), where_nested, mask_nested (RETURNN frontend's rules), against indexing by hand; errors."""
+from collections import namedtuple
+
+import pytest
+import torch
+
+import dimtorch as dt
+
+State = namedtuple("State", "h count")
+
+
+def _beam_state():
+    batch, beam, f = dt.Dim(None, name="batch"), dt.Dim(3, name="beam"), dt.Dim(2, name="f")
+    hist = dt.Dim(dt.Tensor(torch.tensor([[1, 2, 3], [4, 0, 2]]), (batch, beam)), name="hist")
+    h = dt.Tensor(torch.arange(12.0).view(2, 3, 2), (batch, beam, f))
+    k = dt.Tensor(torch.arange(2 * 3 * 4.0).view(2, 3, 4), (batch, beam, hist))
+    static = dt.Tensor(torch.ones(2), (f,))
+    return batch, beam, f, hist, {"state": State(h, 7), "k": k, "static": static, "dims": (hist, f), "none": None}
+
+
+def test_gather_nested_reorders_beams_and_their_dims():
+    batch, beam, f, hist, s = _beam_state()
+    backrefs = torch.tensor([[2, 2, 0], [1, 0, 1]])
+    new_beam = dt.Dim(3, name="beam_new")  # as top_k makes it: hypotheses of this step, pointing to the last's
+    indices = dt.Tensor(backrefs, (batch, new_beam), sparse_dim=beam)
+    dim_map = {}
+    out = dt.gather_nested(s, indices=indices, dim_map=dim_map)
+    new_hist = dim_map[hist]
+    assert new_hist.dyn_size.raw.tolist() == [[3, 3, 1], [0, 4, 0]] and out["dims"] == (new_hist, f)
+    h = out["state"].h
+    assert out["state"].count == 7 and h.dims == (batch, new_beam, f) and out["none"] is None
+    assert torch.equal(h.raw, torch.stack([s["state"].h.raw[b, backrefs[b]] for b in range(2)]))
+    assert out["k"].dims == (batch, new_beam, new_hist)
+    assert torch.equal(out["k"].raw, torch.stack([s["k"].raw[b, backrefs[b]] for b in range(2)]))
+    assert out["static"] is s["static"]
+
+
+def test_where_nested_and_mask_nested():
+    batch, beam, f, hist, s = _beam_state()
+    cond = dt.Tensor(torch.tensor([[True, False, True], [False, False, True]]), (batch, beam))
+    other = {"state": State(dt.Tensor(-s["state"].h.raw, s["state"].h.dims), 7), "k": s["k"], "static": s["static"],
+             "dims": (hist, f), "none": None}
+    out = dt.where_nested(s, other, condition=cond)
+    h = out["state"].h.raw_aligned((batch, beam, f))
+    assert torch.equal(h, torch.where(cond.raw[..., None], s["state"].h.raw, -s["state"].h.raw))
+    assert out["static"].dims[-1] is f and out["dims"] == (hist, f)
+    m = dt.mask_nested(s, mask=cond, mask_value=0.0, allow_dim_extension=False)
+    assert torch.equal(m["state"].h.raw_aligned((batch, beam, f)), torch.where(cond.raw[..., None], s["state"].h.raw, 0.0))
+    assert m["static"] is s["static"]  # no mask dims: left as it is
+    m2 = dt.mask_nested(s, mask=cond, mask_value=other)
+    assert torch.equal(m2["state"].h.raw_aligned((batch, beam, f)), h)
+    ext = dt.mask_nested(s["static"], mask=cond, mask_value=5.0)  # dim extension: static over (batch, beam, f)
+    assert set(ext.dims) == {batch, beam, f}
+
+
+def test_nested_errors():
+    batch, beam, f, hist, s = _beam_state()
+    with pytest.raises(ValueError, match=r"dimtorch\.gather_nested\(\): indices need a sparse_dim"):
+        dt.gather_nested(s, indices=dt.Tensor(torch.zeros(2, 3, dtype=torch.int64), (batch, beam)))
+    cond = dt.Tensor(torch.ones(2, 3, dtype=torch.bool), (batch, beam))
+    with pytest.raises(ValueError, match=r"dimtorch\.where_nested\(\): the two structures differ"):
+        dt.where_nested((s["k"],), (s["k"], s["k"]), condition=cond)
+    with pytest.raises(ValueError, match=r"dimtorch\.where_nested\(\): merging two different dims"):
+        dt.where_nested((hist,), (f,), condition=cond)
+    with pytest.raises(ValueError, match=r"dimtorch\.mask_nested\(\): a Tensor over \('batch'.*some but not all"):
+        dt.mask_nested(dt.Tensor(torch.zeros(2, 2), (batch, f)), mask=cond, mask_value=0.0, allow_dim_extension=False)
