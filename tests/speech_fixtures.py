@@ -1,13 +1,14 @@
-"""Shared fixtures of the speech tests (tests/demo/test_speech_*.py): one tiny corpus per test session in a
-temporary cache folder, and one torch thread. The test modules skip themselves where espeak-ng's wheel or
-soxr is missing; nothing here imports either, so the other demo tests never skip for them."""
+"""Shared fixtures of the speech tests (tests/demo/test_speech_*.py; a helper module at tests/, as the
+others): one tiny corpus per test session in a temporary cache folder, and one torch thread. The test
+modules skip themselves where espeak-ng's wheel or soxr is missing; nothing here imports either, so the
+other demo tests never skip for them."""
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from demo.speech.synthesis import SpeechConfig  # noqa: E402
