@@ -16,6 +16,7 @@ namespace {
 
 struct PropertyObject {
   PyObject_HEAD
+  PyTypeObject* owner;   // Tensor or Dim: the getter and setter read its fields
   getter get;            // the C getter (eager)
   setter set;            // the C setter (eager), or NULL: read-only
   PyObject* name;        // str
@@ -25,13 +26,23 @@ struct PropertyObject {
 
 PyTypeObject PropertyType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
+/// Whether `obj` is of the property's type (its C functions read that type's fields); else a TypeError.
+bool owner_check(PropertyObject* p, PyObject* obj) {
+  if (Py_IS_TYPE(obj, p->owner)) return true;
+  PyErr_Format(PyExc_TypeError, "%s.%U: expected a %s, got %.80s", p->owner->tp_name, p->name, p->owner->tp_name,
+               Py_TYPE(obj)->tp_name);
+  return false;
+}
+
 PyObject* property_get(PyObject* self, PyObject* obj, PyObject*) {
   if (!obj || obj == Py_None) return Py_NewRef(self);
-  return reinterpret_cast<PropertyObject*>(self)->get(obj, nullptr);
+  PropertyObject* p = reinterpret_cast<PropertyObject*>(self);
+  return owner_check(p, obj) ? p->get(obj, nullptr) : nullptr;
 }
 
 int property_set(PyObject* self, PyObject* obj, PyObject* value) {
   PropertyObject* p = reinterpret_cast<PropertyObject*>(self);
+  if (!owner_check(p, obj)) return -1;
   if (p->set) return p->set(obj, value, nullptr);
   PyErr_Format(PyExc_AttributeError, "dimtorch: attribute '%U' is read-only", p->name);
   return -1;
@@ -98,6 +109,7 @@ bool make_traceable_properties(PyTypeObject* type, const char* const* names) {
     }
     PropertyObject* p = PyObject_New(PropertyObject, &PropertyType);
     if (!p) return false;
+    p->owner = type;
     p->get = reinterpret_cast<PyGetSetDescrObject*>(descr)->d_getset->get;
     p->set = reinterpret_cast<PyGetSetDescrObject*>(descr)->d_getset->set;
     p->name = PyUnicode_FromString(*n);

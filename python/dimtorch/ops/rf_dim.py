@@ -23,9 +23,16 @@ from .._C import Dim, Tensor, ceildiv
 from .._core import dim_cache as _dim_cache
 from .._core.args import dim_str
 from .._core.global_dims import DimTypes
+from ._support import flag
 
 _BIND = "dimtorch.Dim.dyn_size_ext = ..."
 _RF_OPTIONS = ("kind", "description", "capacity", "vocab", "bounded_by", "match_priority", "auto_generated")
+
+
+def _check_self(self, caller: str) -> None:
+    """The methods here are plain functions in the type dict: called unbound, `self` may be anything."""
+    if type(self) is not Dim:
+        raise TypeError(f"{caller}: expected a dimtorch.Dim, got {type(self).__name__}")
 
 
 def _attrs(dim: Dim) -> dict:
@@ -147,6 +154,7 @@ def _set_dyn_size_ext(self, value) -> None:
 def reset_raw(self, *, only_self: bool = False, include_parents: bool = False) -> None:
     """Unbinds the lengths (or the batch dim's size), keeping what declares them (a template with
     the lengths' dims and dtype), as RETURNN's reset_raw; the dims derived from this one follow."""
+    _check_self(self, "dimtorch.Dim.reset_raw()")
     if self.size is not None or self.derivation is not None:
         return
     if self._bound_size is not None:
@@ -163,16 +171,19 @@ def reset_raw(self, *, only_self: bool = False, include_parents: bool = False) -
 
 def reset_eager(self) -> None:
     """reset_raw(): what RETURNN calls between eager steps."""
+    _check_self(self, "dimtorch.Dim.reset_eager()")
     reset_raw(self)
 
 
 def reset_batch_and_raw(self) -> None:
     """reset_raw() (dimtorch has no batch info to reset)."""
+    _check_self(self, "dimtorch.Dim.reset_batch_and_raw()")
     reset_raw(self)
 
 
 def transform_tensors(self, func) -> None:
     """Applies func (in place) to a copy of the bound lengths and binds the result."""
+    _check_self(self, "dimtorch.Dim.transform_tensors()")
     lengths = _get_dyn_size_ext(self)
     if lengths is None:
         return
@@ -186,6 +197,7 @@ def transform_tensors(self, func) -> None:
 def get_dim_value(self) -> int:
     """The size an axis over this dim has: the static size, the declared capacity, the max of the
     lengths, or the size bound to a batch dim (host ints: no device read)."""
+    _check_self(self, "dimtorch.Dim.get_dim_value()")
     if self.size is not None:
         return self.size
     capacity = _attr(self, "capacity")
@@ -201,6 +213,7 @@ def get_dim_value(self) -> int:
 def get_dim_value_tensor(self):
     """get_dim_value() as RETURNN gives it: an int for a static dim (or a declared capacity), else a
     0-dim Tensor on the host (the batch dim's bound size itself, or the max of the lengths)."""
+    _check_self(self, "dimtorch.Dim.get_dim_value_tensor()")
     if self.size is not None:
         return self.size
     capacity = _attr(self, "capacity")
@@ -217,21 +230,25 @@ def get_dim_value_tensor(self):
 
 def get_dyn_size_ext_for_device(self, device) -> Tensor:
     """The lengths (or bound size) on `device` (copied once and cached)."""
+    _check_self(self, "dimtorch.Dim.get_dyn_size_ext_for_device()")
     return self.get_size_tensor(device=device)
 
 
 def is_batch_dim(self) -> bool:
     """Whether the dim is of kind Dim.Types.Batch (batch_dim is)."""
+    _check_self(self, "dimtorch.Dim.is_batch_dim()")
     return _attr(self, "kind") is DimTypes.Batch
 
 
 def is_spatial_dim(self) -> bool:
     """Whether the dim is of kind Dim.Types.Spatial."""
+    _check_self(self, "dimtorch.Dim.is_spatial_dim()")
     return _attr(self, "kind") is DimTypes.Spatial
 
 
 def is_feature_dim(self) -> bool:
     """Whether the dim is of kind Dim.Types.Feature."""
+    _check_self(self, "dimtorch.Dim.is_feature_dim()")
     return _attr(self, "kind") is DimTypes.Feature
 
 
@@ -266,6 +283,10 @@ def copy(self, same_as_self: bool = True, description=None, kind=None, match_pri
     """The dim itself (dimtorch's dims are equal only to themselves, so a copy "same as self" is
     self), or, with same_as_self=False or a match_priority (RETURNN's way to have the same dim
     twice, e.g. a square matrix), a new Dim with the same size or lengths."""
+    _check_self(self, "dimtorch.Dim.copy()")
+    same_as_self = flag(same_as_self, "dimtorch.Dim.copy()", "same_as_self")
+    if description is not None and not isinstance(description, str):
+        raise TypeError(f"dimtorch.Dim.copy(): description must be a str or None, got {type(description).__name__}")
     if same_as_self and match_priority is None and description is None and kind is None:
         return self
     if not same_as_self and description is None:
@@ -294,6 +315,7 @@ def copy(self, same_as_self: bool = True, description=None, kind=None, match_pri
 def copy_from(self, other: Dim) -> None:
     """Makes this dim hold `other`'s size: its lengths bound (a snapshot: binding `other` later does
     not follow), its declared lengths, or the same static size (which must already be this dim's)."""
+    _check_self(self, "dimtorch.Dim.copy_from()")
     caller = "dimtorch.Dim.copy_from()"
     if not isinstance(other, Dim):
         raise TypeError(f"{caller}: expected a Dim, got {type(other).__name__}")
@@ -316,6 +338,7 @@ def declare_same_as(self, other: Dim) -> None:
     or lengths (copy_from) and remembers `other` (dim.same_as). The two stay different Dims for the
     ops (a tensor over one does not align with a tensor over the other: dimtorch.replace_dim moves
     it)."""
+    _check_self(self, "dimtorch.Dim.declare_same_as()")
     if not isinstance(other, Dim):
         raise TypeError(f"dimtorch.Dim.declare_same_as(): expected a Dim, got {type(other).__name__}")
     if other is self:
@@ -370,6 +393,7 @@ def _factors(self):
 def div_left(self, other) -> Dim:
     """The dim D with other * D == self: the right factor of a product of dims, else self // k (k: an
     int or a static dim's size, which must divide a static size)."""
+    _check_self(self, "dimtorch.Dim.div_left()")
     caller = "dimtorch.Dim.div_left()"
     left, right = _factors(self)
     if isinstance(other, Dim) and left is other and right is not None:
@@ -379,6 +403,7 @@ def div_left(self, other) -> Dim:
 
 def div_right(self, other) -> Dim:
     """The dim D with D * other == self: the left factor of a product of dims, else self // k."""
+    _check_self(self, "dimtorch.Dim.div_right()")
     caller = "dimtorch.Dim.div_right()"
     left, right = _factors(self)
     if isinstance(other, Dim) and right is other and left is not None:
@@ -396,11 +421,13 @@ def _div(self, k: int, caller: str) -> Dim:
 
 def ceildiv_right(self, other) -> Dim:
     """ceildiv(self, k) (k: an int or a static dim's size)."""
+    _check_self(self, "dimtorch.Dim.ceildiv_right()")
     return ceildiv(self, _factor(other, "dimtorch.Dim.ceildiv_right()"))
 
 
 def ceildiv_left(self, other) -> Dim:
     """ceildiv(self, k), as ceildiv_right: dimtorch's dim math does not tell the two apart."""
+    _check_self(self, "dimtorch.Dim.ceildiv_left()")
     return ceildiv(self, _factor(other, "dimtorch.Dim.ceildiv_left()"))
 
 

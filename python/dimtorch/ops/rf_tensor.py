@@ -14,10 +14,17 @@ from .._C import Dim, Tensor
 from .._core import run_ctx as _run_ctx
 from .._core.args import dim_str, dims_arg, dims_str, namesakes_note
 from .._core.global_dims import DimTypes
+from ._support import flag
 
 
 class VerifyOutShapeException(ValueError):
     """Tensor.verify_out_shape(): the dims are not the expected ones (RETURNN's name)."""
+
+
+def _check_self(self, caller: str) -> None:
+    """The methods here are plain functions in the type dict: called unbound, `self` may be anything."""
+    if type(self) is not Tensor:
+        raise TypeError(f"{caller}: expected a dimtorch.Tensor, got {type(self).__name__}")
 
 
 # ---- properties ------------------------------------------------------------------------------
@@ -74,6 +81,8 @@ PROPERTIES = {
 def get_axis_from_description(self, axis, allow_int=True) -> int:
     """The axis of `axis`: a Dim of the tensor, or an int (negative from the end)."""
     caller = "dimtorch.Tensor.get_axis_from_description()"
+    _check_self(self, caller)
+    allow_int = flag(allow_int, caller, "allow_int")
     if isinstance(axis, Dim):
         return self.get_axis(axis)
     if isinstance(axis, int) and not isinstance(axis, bool):
@@ -89,11 +98,13 @@ def get_axis_from_description(self, axis, allow_int=True) -> int:
 
 def get_dim_tag(self, axis: int) -> Dim:
     """The dim at `axis`."""
+    _check_self(self, "dimtorch.Tensor.get_dim_tag()")
     return self.dims[get_axis_from_description(self, axis)]
 
 
 def get_dyn_size_tags(self) -> list:
     """The dims of the tensor that have lengths."""
+    _check_self(self, "dimtorch.Tensor.get_dyn_size_tags()")
     return [d for d in self.dims if d.is_dynamic()]
 
 
@@ -117,6 +128,8 @@ def copy_compatible_to_dims_raw(self, dims, *, add_dims: bool = True, unbroadcas
     """The raw with its axes in the order of `dims` (which hold all of self's dims), a size-1 axis
     for each dim of `dims` the tensor lacks (its size with unbroadcast=True)."""
     caller = "dimtorch.Tensor.copy_compatible_to_dims_raw()"
+    _check_self(self, caller)
+    add_dims, unbroadcast = flag(add_dims, caller, "add_dims"), flag(unbroadcast, caller, "unbroadcast")
     dims = dims_arg(dims, caller, "dims")
     missing = [d for d in dims if d not in self.dims]
     if missing and not add_dims:
@@ -132,6 +145,8 @@ def copy_compatible_to_dims(self, dims, *, add_dims: bool = True, unbroadcast: b
     added as a broadcast view (expand, no copy) at its size: dimtorch has no size-1 broadcast dims,
     so `unbroadcast` is what it does either way."""
     caller = "dimtorch.Tensor.copy_compatible_to_dims()"
+    _check_self(self, caller)
+    add_dims, unbroadcast = flag(add_dims, caller, "add_dims"), flag(unbroadcast, caller, "unbroadcast")
     dims = dims_arg(dims, caller, "dims")
     missing = [d for d in dims if d not in self.dims]
     if missing and not add_dims:
@@ -149,9 +164,11 @@ def copy_compatible_to(self, data: Tensor, add_dims: bool = True, unbroadcast: b
     """The tensor over `data`'s dims (copy_compatible_to_dims(data.dims)), checking sparse_dim and
     dtype against data's unless told not to."""
     caller = "dimtorch.Tensor.copy_compatible_to()"
+    _check_self(self, caller)
     if not isinstance(data, Tensor):
         raise TypeError(f"{caller}: data must be a dimtorch.Tensor, got {type(data).__name__}")
-    if except_feature or except_axis is not None:
+    check_sparse, check_dtype = flag(check_sparse, caller, "check_sparse"), flag(check_dtype, caller, "check_dtype")
+    if flag(except_feature, caller, "except_feature") or except_axis is not None:
         raise NotImplementedError(f"{caller}: except_feature and except_axis are not supported")
     if check_sparse and data.sparse_dim is not self.sparse_dim:
         raise ValueError(f"{caller}: sparse_dim {self.sparse_dim!r} differs from data's {data.sparse_dim!r}")
@@ -164,11 +181,14 @@ def verify_out_shape(self, out_shape, allow_missing_implicit_dims: bool = False)
     """Raises VerifyOutShapeException unless the tensor's dims are exactly `out_shape` (a set or
     sequence of Dims; order does not matter)."""
     caller = "dimtorch.Tensor.verify_out_shape()"
+    _check_self(self, caller)
+    if not isinstance(out_shape, (set, frozenset, list, tuple)):
+        raise TypeError(f"{caller}: out_shape must be a set or sequence of Dims, got {type(out_shape).__name__}")
     expected = dims_arg(list(out_shape), caller, "out_shape")
     have = self.dims
     extra = [d for d in have if d not in expected]
     missing = [d for d in expected if d not in have]
-    if allow_missing_implicit_dims:
+    if flag(allow_missing_implicit_dims, caller, "allow_missing_implicit_dims"):
         missing = []
     if extra or missing:
         among = (have, expected)
@@ -184,6 +204,7 @@ def mark_as_loss(self, name: str, *, scale: float = 1.0, as_error: bool = False,
                  use_flatten_frames: bool = True, custom_inv_norm_factor=None) -> None:
     """Hands the tensor to the run context as the loss `name` (see dimtorch.rf.get_run_ctx())."""
     caller = "dimtorch.Tensor.mark_as_loss()"
+    _check_self(self, caller)
     if not isinstance(name, str):
         raise TypeError(f"{caller}: name must be a str, got {type(name).__name__}")
     _run_ctx.current(caller).mark_as_loss(
@@ -194,6 +215,7 @@ def mark_as_loss(self, name: str, *, scale: float = 1.0, as_error: bool = False,
 def mark_as_output(self, name: str, *, shape=None) -> None:
     """Hands the tensor to the run context as the output `name`, its dims in the order of `shape`."""
     caller = "dimtorch.Tensor.mark_as_output()"
+    _check_self(self, caller)
     if not isinstance(name, str):
         raise TypeError(f"{caller}: name must be a str, got {type(name).__name__}")
     _run_ctx.current(caller).mark_as_output(self, name, shape=shape)
@@ -201,11 +223,13 @@ def mark_as_output(self, name: str, *, shape=None) -> None:
 
 def mark_as_default_output(self, *, shape=None) -> None:
     """Hands the tensor to the run context as its default output."""
+    _check_self(self, "dimtorch.Tensor.mark_as_default_output()")
     _run_ctx.current("dimtorch.Tensor.mark_as_default_output()").mark_as_default_output(self, shape=shape)
 
 
 def reset(self) -> None:
     """raw_tensor = None: the Tensor becomes a template (RETURNN's reset)."""
+    _check_self(self, "dimtorch.Tensor.reset()")
     self.raw_tensor = None
 
 

@@ -26,9 +26,15 @@ def __init__(self, *args, **kwargs):
 
     While tracing, a dynamic dim's lengths are graph values: the raw's size of it is not checked
     against their max (the eager constructor does that on the host)."""
-    if (args and isinstance(args[0], str)) or (not args and kwargs and "raw" not in kwargs):
-        return _init_rf(self, *args, **kwargs)
-    return _init(self, *args, **kwargs)
+    form = _init_rf if (args and isinstance(args[0], str)) or (not args and kwargs and "raw" not in kwargs) else _init
+    try:
+        form(self, *args, **kwargs)
+    except TypeError as e:  # Python's own argument errors name the form: name the call instead
+        message = str(e)
+        prefix = form.__name__ + "()"
+        if not message.startswith(prefix):
+            raise
+        raise TypeError(_CTOR + message[len(prefix):]) from None
 
 
 def _init(self, raw, dims, *, sparse_dim=None, feature_dim=None, name=None):
@@ -209,6 +215,8 @@ def copy_template(self, name=None, dtype=None) -> Tensor:
     """A template (dims, dtype and markers; no raw) like self; `name` and `dtype` replace its own
     (a dtype that is not an integer one drops the sparse_dim)."""
     caller = "dimtorch.Tensor.copy_template()"
+    if type(self) is not Tensor:  # (a plain function in the type dict: called unbound, self may be anything)
+        raise TypeError(f"{caller}: expected a dimtorch.Tensor, got {type(self).__name__}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"{caller}: name must be a str or None, got {type(name).__name__}")
     if dtype is not None and not isinstance(dtype, str):
