@@ -872,11 +872,15 @@ bool holds_int(PyObject* arg) {
 PyObject* m_copy_transpose(PyObject* self, PyObject* arg) {
   static const char* caller = "dimtorch.Tensor.copy_transpose()";
   if (!check_complete(self)) return nullptr;
-  if (method_traced(self, arg) || holds_int(arg)) return method_definition("Tensor.copy_transpose", self, arg);
+  if (method_traced(self, arg)) return method_definition("Tensor.copy_transpose", self, arg);
   TensorObject* t = as_tensor(self);
   if (!raw_or_error(t)) return nullptr;
   Ref target(dims_arg_to_tuple(arg, caller, "dims"));
-  if (!target) return nullptr;
+  if (!target) {
+    if (!holds_int(arg)) return nullptr;
+    PyErr_Clear();  // RETURNN's axes by position: the definition's
+    return method_definition("Tensor.copy_transpose", self, arg);
+  }
   Py_ssize_t n = PyTuple_GET_SIZE(target.get());
   if (n != tensor_ndim(t)) {
     PyErr_Format(PyExc_ValueError, "%s: dims must be a permutation of the tensor's dims (%s), got (%s)",
