@@ -790,7 +790,7 @@ PyObject* m_copy(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
 PyObject* m_copy_noargs(PyObject* self, PyObject*) { return m_copy(self, nullptr, 0, nullptr); }
 
 PyObject* m_reduce(PyObject* self, PyObject*) {
-  if (!check_complete(self)) return nullptr;
+  if (!is_template(self) && !check_complete(self)) return nullptr;
   return call_definition("Tensor.__reduce__", &self, 1, nullptr);
 }
 

@@ -386,3 +386,16 @@ def _tensor_program(T):
 def test_tensor_api_gives_what_returnn_gives():
     rf_out, dt_out = run_both(_tensor_program)
     assert dt_out == rf_out
+
+
+def test_templates_and_global_dims_pickle():
+    import io
+    f = Dim(3, name="f")
+    t = Tensor("t", [batch_dim, f], dtype="int32", sparse_dim=f)
+    buf = io.BytesIO()
+    torch.save({"t": t, "b": batch_dim}, buf)
+    for u in (pickle.loads(pickle.dumps({"t": t, "b": batch_dim})),
+              torch.load(io.BytesIO(buf.getvalue()), weights_only=True)):
+        u, b = u["t"], u["b"]
+        assert b is batch_dim and u.dims[0] is batch_dim and u.raw_tensor is None and u.dtype == "int32"
+        assert u.name == "t" and u.sparse_dim is u.dims[1] and u.dims[1].size == 3
