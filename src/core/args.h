@@ -41,6 +41,11 @@ inline PyObject* const* interned_names(const char* const* names, int n) {
 /// o when it is a live dimtorch.Tensor, else NULL with a TypeError naming the call and `what`.
 inline PyObject* need_tensor(PyObject* o, const char* what, const char* caller) {
   if (is_tensor(o) && as_tensor(o)->raw) return o;
+  if (is_template(o)) {
+    PyErr_Format(PyExc_TypeError, "%s: %s is a template without a raw (dims: %s); assign its raw_tensor first",
+                 caller, what, describe_dims(as_tensor(o)->dims, nullptr).c_str());
+    return nullptr;
+  }
   PyErr_Format(PyExc_TypeError, "%s: %s must be a dimtorch.Tensor, got %.80s", caller, what,
                Py_TYPE(o)->tp_name);
   return nullptr;

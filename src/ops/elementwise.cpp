@@ -79,6 +79,7 @@ PyObject* raw_binary(Bin k, PyObject* a, PyObject* b) {
 }
 
 PyObject* bad_operand(PyObject* o, const char* caller) {
+  if (is_template(o)) return need_tensor(o, "an operand", caller);  // (a template: says so)
   if (backend::is_raw(o))
     PyErr_Format(PyExc_TypeError,
                  "%s: operand is a raw torch.Tensor of shape %S; wrap it with its dims: "
@@ -94,7 +95,7 @@ PyObject* bad_operand(PyObject* o, const char* caller) {
 
 /// Error for an argument that must be a Tensor (a Python scalar is no help there).
 PyObject* not_a_tensor(PyObject* o, const char* caller) {
-  if (backend::is_raw(o)) return bad_operand(o, caller);
+  if (backend::is_raw(o) || is_template(o)) return bad_operand(o, caller);
   PyErr_Format(PyExc_TypeError, "%s: expected a dimtorch.Tensor, got %.100s", caller,
                Py_TYPE(o)->tp_name);
   return nullptr;

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _C
-from .._core import in_graph as _in_graph, tracing as _tracing
+from .._core import dim_cache as _dim_cache, in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.args import axis_of, check_tensor, dim_str, dims_str
 from ._support import names_errors
@@ -18,6 +18,7 @@ _LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/core/mask.h)
 # Gather indices of dynamic concats: canonical out dim (dim_0 + dim_1 + ...) -> {layout: device raw}.
 # Weak keys: an entry goes with its dim, and the raws hold no dim.
 _INDEX_CACHE: "weakref.WeakKeyDictionary[Dim, dict]" = weakref.WeakKeyDictionary()
+_dim_cache.on_forget(lambda dim: _INDEX_CACHE.pop(dim, None))  # new lengths bound to the dim
 
 
 def _length_raw(dim: Dim, bdims: tuple) -> torch.Tensor:

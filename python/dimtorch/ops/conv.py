@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Union
 
 import torch.nn.functional as F
 
-from .._core import in_graph as _in_graph, tracing as _tracing
+from .._core import dim_cache as _dim_cache, in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .conv_args import (check_padding, conv_padding, given_out_spatial_dims, out_spatial_dim, per_dim, permuted,
                          plan_perm, same_pads, short_pads, spatial_dims, transposed_extra, transposed_out_dim)
@@ -126,6 +126,19 @@ class _Plan:
 
 _CONV_PLANS: dict = {}
 _TRANSPOSED_PLANS: dict = {}
+
+
+def _forget(dim: Dim) -> None:
+    """Drops the layouts made for tensors over `dim` (they narrow to its max length and mask by its
+    lengths: new lengths bound to it)."""
+    for plans in (_CONV_PLANS, _TRANSPOSED_PLANS):
+        for plan in list(plans.values()):
+            lay = plan.layout
+            if lay is not None and (dim in lay.dims or dim in lay.out_dims):
+                plan.layout = None
+
+
+_dim_cache.on_forget(_forget)
 
 
 def _cached_plan(plans: dict, caller: str, x, filter, args: tuple, in_spatial_dims, build) -> _Plan:

@@ -12,6 +12,7 @@ from .._core import in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .conv_args import (conv_padding, given_out_spatial_dims, is_dynamic, out_spatial_dim, per_dim, permuted,
                          plan_perm, same_pads, short_pads, spatial_dims)
+from .._core import dim_cache as _dim_cache
 from .._core.dim_cache import drop_oldest
 from .._core.args import check_tensor
 
@@ -84,6 +85,16 @@ def _store(key, plan: _Plan, dims: Sequence[Dim]) -> None:
     if len(_PLANS) >= _MAX_PLANS:
         drop_oldest(_PLANS)
     _PLANS[key] = plan
+
+
+def _forget(dim: Dim) -> None:
+    """Drops the plans made with `dim` (they narrow to its max length: new lengths bound to it)."""
+    for key, plan in list(_PLANS.items()):
+        if any(r() is dim for r in plan.refs):
+            _PLANS.pop(key, None)
+
+
+_dim_cache.on_forget(_forget)
 
 
 def torch_out_size(size: int, k: int, s: int, pad: int, ceil_mode: bool) -> int:
