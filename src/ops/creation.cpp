@@ -16,6 +16,10 @@ enum class Fill { kZeros, kOnes, kFull };
 PyObject* g_kw_dtype_device = nullptr;  // ("dtype", "device")
 PyObject* g_kw_dtype = nullptr;
 PyObject* g_kw_device = nullptr;
+/* The device new tensors go to when a call gives none (NULL: torch's default), set by
+   dimtorch._core.default_device (RETURNN frontend's rf.set_default_device), which keeps the Python
+   definitions' copy of it. */
+PyObject* g_default_device = nullptr;
 
 PyObject* create(Fill kind, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                  const char* caller) {
@@ -75,7 +79,7 @@ PyObject* create(Fill kind, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   // dtype None: torch's default dtype (float32 unless changed), as torch.zeros does.
   PyObject* dtype = v[1] && v[1] != Py_None ? backend::dtype_from(v[1], caller) : nullptr;
   if (!dtype && PyErr_Occurred()) return nullptr;
-  PyObject* device = v[2] && v[2] != Py_None ? v[2] : nullptr;
+  PyObject* device = v[2] && v[2] != Py_None ? v[2] : g_default_device;
   /* zeros/ones take the sizes as separate ints, which torch parses ~0.5 us faster than one tuple
      (full takes the tuple only). */
   PyObject* call[kMaxDims + 3];
@@ -112,9 +116,18 @@ PyObject* f_full(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   return create(Fill::kFull, args, nargs, kwnames, "dimtorch.full()");
 }
 
+/// _set_default_device(device or None): see g_default_device.
+PyObject* f_set_default_device(PyObject*, PyObject* device) {
+  Py_XSETREF(g_default_device, device == Py_None ? nullptr : Py_NewRef(device));
+  Py_RETURN_NONE;
+}
+
 #define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
+    {"_set_default_device", DIMTORCH_OP(f_set_default_device), METH_O,
+     "_set_default_device(device): where zeros/ones/full put a new tensor when the call gives no device "
+     "(None: torch's default); set through dimtorch._core.default_device."},
     {"zeros", FASTCALL(f_zeros),
      "zeros(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): zeros over "
      "`dims` (max sizes of dynamic dims); dtype None is torch's default dtype."},
