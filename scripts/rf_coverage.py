@@ -124,8 +124,8 @@ TABLE = {
                         for n in ("build_from_dict", "build_dict")],
     "cond": [_rf("cond", "a Tensor pred is read from the device (the branch depends on data)")],
     "const": [
-        _rf("full"), _rf("fill", "dt.full"), _rf("constant", "dt.full(dims, fill_value); an int value gives int64 (rf: "
-                                                            "int32)"),
+        _rf("full"), _rf("fill", "dt.full"), _rf("constant", "full with the value first; an int value gives int64 "
+                                                            "(rf: int32)"),
         _rf("zeros"), _rf("ones"), _rf("zeros_like"), _rf("ones_like"),
     ],
     "container": [

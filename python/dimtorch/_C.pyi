@@ -154,6 +154,9 @@ def compare(a: _Operand, b: _Operand, kind: Any, /, *, allow_broadcast_all_sourc
 def concat(*sources: Any, allow_broadcast: bool = ..., out_dim: Optional[Dim] = ..., handle_dynamic_dims: Optional[bool] = ...) -> Any:
     """concat((x, dim_x), (y, dim_y), ..., out_dim=None) -> (tensor, out_dim): see dimtorch.ops.concat.concat; static concat dims of tensors in the same layout are one torch.cat here."""
 
+def constant(fill_value: Any, *, dims: _Dims, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
+    """constant(fill_value, *, dims, dtype=None, device=None, sparse_dim=None, feature_dim=None): full with RETURNN frontend's order (fill_value first, dims by keyword)."""
+
 def cos(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 

@@ -1,5 +1,7 @@
 // Creation from dims: zeros, ones, full. The shape comes from the dims (static sizes, max lengths)
 // and the result needs no checks, so the whole call is one torch call plus the Tensor.
+#include <utility>
+
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"
@@ -21,15 +23,23 @@ PyObject* g_kw_device = nullptr;
    definitions' copy of it. */
 PyObject* g_default_device = nullptr;
 
+/// constant(fill_value, *, dims, ...) is full with RETURNN frontend's order: fill_value first.
 PyObject* create(Fill kind, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-                 const char* caller) {
+                 const char* caller, bool value_first = false) {
   static const char* const names[] = {"dims", "dtype", "device", "sparse_dim", "feature_dim"};
   static const char* const full_names[] = {"dims", "fill_value", "dtype", "device", "sparse_dim",
                                            "feature_dim"};
+  static const char* const constant_names[] = {"fill_value", "dims", "dtype", "device", "sparse_dim",
+                                               "feature_dim"};
   PyObject* v[6] = {};
   PyObject* fill = nullptr;
   if (kind == Fill::kFull) {
-    if (!parse_args(args, nargs, kwnames, full_names, 6, 2, 2, v, caller)) return nullptr;
+    if (value_first) {
+      if (!parse_args(args, nargs, kwnames, constant_names, 6, 1, 2, v, caller)) return nullptr;
+      std::swap(v[0], v[1]);
+    } else if (!parse_args(args, nargs, kwnames, full_names, 6, 2, 2, v, caller)) {
+      return nullptr;
+    }
     fill = v[1];
     for (int i = 1; i < 5; ++i) v[i] = v[i + 1];
   } else if (!parse_args(args, nargs, kwnames, names, 5, 1, 1, v, caller)) {
@@ -115,6 +125,9 @@ PyObject* f_ones(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
 PyObject* f_full(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return create(Fill::kFull, args, nargs, kwnames, "dimtorch.full()");
 }
+PyObject* f_constant(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return create(Fill::kFull, args, nargs, kwnames, "dimtorch.constant()", true);
+}
 
 /// _set_default_device(device or None): see g_default_device.
 PyObject* f_set_default_device(PyObject*, PyObject* device) {
@@ -135,6 +148,9 @@ PyMethodDef kFunctions[] = {
                                "feature_dim=None): ones over `dims`."},
     {"full", FASTCALL(f_full),
      "full(dims, fill_value, *, dtype=None, device=None, sparse_dim=None, feature_dim=None)."},
+    {"constant", FASTCALL(f_constant),
+     "constant(fill_value, *, dims, dtype=None, device=None, sparse_dim=None, feature_dim=None): full with "
+     "RETURNN frontend's order (fill_value first, dims by keyword)."},
     {nullptr}};
 #undef FASTCALL
 

@@ -228,3 +228,21 @@ def test_dropout_follows_the_train_flag(monkeypatch):
     assert set(y.raw.unique().tolist()) <= {0.0, 2.0} and bool((y.raw == y.raw[:1]).all())  # one mask over feat
     with pytest.raises(ValueError, match=r"dimtorch\.rf\.dropout\(\): axis=True"):
         dtrf.dropout(x, 0.5, axis=True)
+
+
+def test_calc_conv_out_lengths_agree_with_returnn_frontend(rf):
+    """calc_conv_out_length / calc_transposed_conv_out_length on ints, as rf computes them, for the paddings
+    and strides of RETURNN's models; on a Dim, the dim dimtorch.conv makes."""
+    for n in (0, 1, 2, 5, 7, 16):
+        for k, s, pad in ((3, 1, "same"), (3, 2, "same"), (3, 1, "valid"), (5, 3, "valid"), (4, 2, "same")):
+            assert dtrf.calc_conv_out_length(n, filter_size=k, stride=s, padding=pad) == \
+                rf.calc_conv_out_length(n, filter_size=k, stride=s, padding=pad), (n, k, s, pad)
+        for k, s, pad in ((3, 2, "valid"), (4, 2, "same"), (2, 2, "valid")):
+            if n == 0:
+                continue
+            assert dtrf.calc_transposed_conv_out_length(n, filter_size=k, stride=s, padding=pad) == \
+                rf.calc_transposed_conv_out_length(n, filter_size=k, stride=s, padding=pad), (n, k, s, pad)
+    time = dt.Dim(dt.Tensor(torch.tensor([5, 2]), (dt.Dim(None, name="b"),)), name="t")
+    out = dtrf.calc_conv_out_length(time, filter_size=3, stride=2, padding="same")
+    assert out is dt.make_conv_out_spatial_dims([time], filter_size=3, padding="same", strides=2)[0]
+    assert out.dyn_size.raw.tolist() == [3, 1]

@@ -57,6 +57,13 @@ def full(dims, fill_value, *, dtype=None, device=None, sparse_dim=None, feature_
                    feature_dim, "dimtorch.full()")
 
 
+@names_errors("dimtorch.constant()")
+def constant(fill_value, *, dims, dtype=None, device=None, sparse_dim=None, feature_dim=None) -> Tensor:
+    """full(dims, fill_value, ...) with RETURNN frontend's order: the value first, dims by keyword."""
+    return _create(lambda shape, **kw: torch.full(shape, fill_value, **kw), dims, dtype, device, sparse_dim,
+                   feature_dim, "dimtorch.constant()")
+
+
 DimsArg = Union[Dim, Sequence[Dim]]
 
 

@@ -11,6 +11,7 @@ import dimtorch as _dt
 from dimtorch import Dim, Tensor
 
 from ._run_ctx_flags import is_train_flag_enabled
+from .dropout import dropout as _rf_dropout  # the train flag RETURNN's attention drops out by is rf.dropout's
 
 __all__ = [
     "conv", "transposed_conv", "pool", "max_pool", "max_pool1d", "pool1d", "pool2d", "pool3d",
@@ -58,8 +59,10 @@ def max_pool1d(source: Tensor, *, pool_size: int, padding: str = "valid", dilati
                strides: Optional[int] = None, in_spatial_dim: Dim, out_spatial_dim: Optional[Dim] = None
                ) -> Tuple[Tensor, Dim]:
     """pool1d(mode="max")."""
-    return pool1d(source, mode="max", pool_size=pool_size, padding=padding, dilation_rate=dilation_rate,
-                  strides=strides, in_spatial_dim=in_spatial_dim, out_spatial_dim=out_spatial_dim)
+    out, (out_dim,) = _dt.pool(source, mode="max", pool_size=pool_size, padding=padding, dilation_rate=dilation_rate,
+                               strides=strides, in_spatial_dims=(in_spatial_dim,),
+                               out_spatial_dims=None if out_spatial_dim is None else (out_spatial_dim,))
+    return out, out_dim
 
 
 def _pool_nd(n: int):
@@ -126,8 +129,10 @@ def dot_attention(query: Tensor, keys: Tensor, values: Tensor, *, key_dim: Dim, 
                   scale: Optional[float] = None) -> Tensor:
     """dimtorch.dot_attention with its dropout in training only (the run context's train flag, as
     rf.dropout reads it)."""
-    from .dropout import dropout  # the train flag is rf.dropout's (RETURNN's attention drops out by it)
-    training = bool(att_dropout) and bool(is_train_flag_enabled(dropout))
-    return _dt.dot_attention(query, keys, values, key_dim=key_dim, axis=axis, att_dropout=att_dropout,
-                             att_dropout_broadcast=att_dropout_broadcast,
-                             causal_query_spatial_dim=causal_query_spatial_dim, scale=scale, training=training)
+    training = bool(att_dropout) and bool(is_train_flag_enabled(_rf_dropout))
+    return _dot_attention(query, keys, values, key_dim=key_dim, axis=axis, att_dropout=att_dropout,
+                          att_dropout_broadcast=att_dropout_broadcast, causal_query_spatial_dim=causal_query_spatial_dim,
+                          scale=scale, training=training)
+
+
+_dot_attention = _dt.dot_attention

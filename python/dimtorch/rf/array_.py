@@ -70,12 +70,17 @@ def copy(tensor: Tensor) -> Tensor:
 
 def concat_features(*sources: Tensor, allow_broadcast=False) -> Tensor:
     """concat along each source's feature_dim; the result's feature_dim is the concatenated dim."""
-    for i, s in enumerate(sources):
-        if not isinstance(s, Tensor) or s.feature_dim is None:
-            raise ValueError(f"dimtorch.rf.concat_features(): source {i} has no feature_dim")
-    pairs = [(s, s.feature_dim) for s in sources]
-    out, dim = _dt.concat(*pairs, allow_broadcast=True) if allow_broadcast else _dt.concat(*pairs)
-    return Tensor(out.raw, out.dims, sparse_dim=out.sparse_dim, feature_dim=dim)
+    pairs = []
+    for s in sources:
+        feature = getattr(s, "feature_dim", None)
+        if feature is None:
+            raise ValueError(f"dimtorch.rf.concat_features(): every source needs a feature_dim, got {s!r}")
+        pairs.append((s, feature))
+    out, dim = _concat(*pairs, allow_broadcast=True) if allow_broadcast else _concat(*pairs)
+    return Tensor(out.raw, out.dims, feature_dim=dim)
+
+
+_concat = _dt.concat
 
 
 # dimtorch.scatter with a mode: partials (C) of the op, no Python frame

@@ -29,7 +29,10 @@ def gradient(y: Tensor, x: Tensor) -> Tensor:
 
 def stop_gradient(source: Tensor) -> Tensor:
     """source with its raw detached."""
-    return Tensor(source.raw.detach(), source.dims, sparse_dim=source.sparse_dim, feature_dim=source.feature_dim)
+    sparse_dim, feature_dim = source.sparse_dim, source.feature_dim
+    if sparse_dim is None and feature_dim is None:
+        return Tensor(source.raw.detach(), source.dims)
+    return Tensor(source.raw.detach(), source.dims, sparse_dim=sparse_dim, feature_dim=feature_dim)
 
 
 def stop_gradient_scope():

@@ -3,7 +3,6 @@ Python's operator function (a + b goes straight to Tensor's C number slot); a fe
 dimtorch are thin functions."""
 from __future__ import annotations
 
-import functools as _functools
 import operator as _operator
 from typing import Union
 
@@ -80,9 +79,23 @@ lerp = _dt.lerp
 cumsum = _dt.cumsum
 
 
-# compare/combine with allow_broadcast_all_sources=True: a partial (C) of the op, no Python frame
-compare_bc = _functools.partial(_dt.compare, allow_broadcast_all_sources=True)
-combine_bc = _functools.partial(_dt.combine, allow_broadcast_all_sources=True)
+
+
+def compare_bc(a: Tensor, kind: str, b: Tensor, *, dim_order=None) -> Tensor:
+    """compare with allow_broadcast_all_sources=True."""
+    if dim_order is None:
+        return _compare(a, kind, b, allow_broadcast_all_sources=True)
+    return _compare(a, kind, b, allow_broadcast_all_sources=True, dim_order=dim_order)
+
+
+def combine_bc(a: Tensor, kind: str, b: Tensor, *, dim_order=None) -> Tensor:
+    """combine with allow_broadcast_all_sources=True."""
+    if dim_order is None:
+        return _combine(a, kind, b, allow_broadcast_all_sources=True)
+    return _combine(a, kind, b, allow_broadcast_all_sources=True, dim_order=dim_order)
+
+
+_compare, _combine = _dt.compare, _dt.combine
 
 
 def ceil_divide(a: Tensor, b: Tensor) -> Tensor:
@@ -116,7 +129,12 @@ def opt_logical_and(a: Union[Tensor, bool], b: Union[Tensor, bool]) -> Union[Ten
 def clip_by_value(x: Tensor, clip_value_min=None, clip_value_max=None, *,
                   allow_broadcast_all_sources: bool = False) -> Tensor:
     """dimtorch.clip(x, min, max)."""
-    return _dt.clip(x, clip_value_min, clip_value_max, allow_broadcast_all_sources=allow_broadcast_all_sources)
+    if allow_broadcast_all_sources:
+        return _clip(x, clip_value_min, clip_value_max, allow_broadcast_all_sources=True)
+    return _clip(x, clip_value_min, clip_value_max)
+
+
+_clip = _dt.clip
 
 
 def identity(x: Tensor) -> Tensor:
@@ -126,4 +144,7 @@ def identity(x: Tensor) -> Tensor:
 
 def relu_square(x: Tensor) -> Tensor:
     """relu(x) ** 2."""
-    return _dt.square(_dt.relu(x))
+    return _square(_relu(x))
+
+
+_square, _relu = _dt.square, _dt.relu

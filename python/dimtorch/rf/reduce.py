@@ -37,7 +37,7 @@ def reduce(source: Tensor, *, mode: str, axis: Union[Dim, Sequence[Dim]], use_ma
     if distributed:
         raise NotImplementedError("dimtorch.rf.reduce(): distributed=True is not supported")
     try:
-        fn = _BY_MODE[mode.lower() if isinstance(mode, str) else mode]
+        fn = _BY_MODE[mode]
     except (KeyError, TypeError):
         raise ValueError(f"dimtorch.rf.reduce(): unknown mode {mode!r} (known: {', '.join(_BY_MODE)})") from None
     return fn(source, axis, use_mask)
