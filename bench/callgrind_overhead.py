@@ -76,7 +76,8 @@ def run_child(args) -> None:
     for row in ROWS:
         if not regex.search(row.name):
             continue
-        fns = {side: getattr(row, side)(getattr(sides, side)) for side in SIDES}
+        fns = {side: getattr(row, side)(sides.dimtorch if side == "torch" and row.reference == "dimtorch"
+                                        else getattr(sides, side)) for side in SIDES}
         for fn in fns.values():
             for _ in range(20):
                 fn()
