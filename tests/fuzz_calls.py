@@ -46,11 +46,13 @@ def _signature(fn):
         m = re.match(r"\w+\((.*?)\)", fn.__doc__ or "")
         if not m:  # the elementwise functions: fn(x)
             return ["x"], ["x"]
-        pos, kw, star = [], [], False
+        pos, kw, star, only = [], [], False, []
         for part in m.group(1).split(","):
             name = part.strip().split("=")[0].strip()
-            if name == "*":
+            if name == "*" or name.startswith("*"):
                 star = True
+            elif name == "/":
+                only, kw = list(kw), []  # the names so far are positional-only
             elif re.fullmatch(r"\w+", name):
                 kw.append(name)
                 if not star:

@@ -52,10 +52,11 @@ inline PyObject* need_tensor(PyObject* o, const char* what, const char* caller) 
 }
 
 /// Fills out[0..n) from positional args and keywords matched against `names`. The first `n_pos`
-/// names may be positional; the first `n_required` are required. NULL entries are missing.
+/// names may be positional; the first `n_required` are required; the first `n_posonly` are
+/// positional-only (a keyword of their name is an error). NULL entries are missing.
 inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames,
                        const char* const* names, int n, int n_pos, int n_required,
-                       PyObject** out, const char* caller) {
+                       PyObject** out, const char* caller, int n_posonly = 0) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs > n_pos) {
     PyErr_Format(PyExc_TypeError, "%s takes at most %d positional arguments (%zd given)", caller,
@@ -73,6 +74,11 @@ inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnam
     if (!interned || i == n) {
       i = 0;
       while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) ++i;
+    }
+    if (i < n_posonly) {
+      PyErr_Format(PyExc_TypeError, "%s got a positional-only argument passed as keyword argument: %R",
+                   caller, key);
+      return false;
     }
     if (i == n) {
       const char* k = PyUnicode_AsUTF8(key);

@@ -21,7 +21,8 @@ PyObject* g_definitions = nullptr;  // dict: name -> callable
 const char* const kRequired[] = {
     "pad", "concat", "gather", "merge_dims", "slice", "shift_right", "reverse_sequence", "split",
     "stack", "top_k", "pack_padded", "scatter", "scatter_count", "lerp", "dropout",
-    "ctc_durations_from_path", "repeat", "ctc_greedy_decode",
+    "ctc_durations_from_path", "repeat", "ctc_greedy_decode", "matmul", "dot", "combine", "compare",
+    "maximum", "minimum",
     "reshape", "masked_select", "masked_scatter", "to_host",
     "_reverse_index", "_valid_index", "_gather_index",
     "Dim.__init__", "Dim._rf_new", "Dim._mul_dims", "Tensor.copy", "Dim.get_mask", "Dim.get_size_tensor", "Dim.get_max_size", "Dim.__reduce__",
