@@ -24,3 +24,13 @@ from .attention import (  # noqa: F401
     RelPosCausalSelfAttention, RelPosSelfAttention, RotaryPosCausalSelfAttention, RotaryPosSelfAttention,
     SelfAttention, SelfAttentionBase,
 )
+from .build_from_dict import build_dict, build_from_dict  # noqa: F401
+from . import encoder, decoder  # noqa: F401
+from .encoder import base as _enc_base, conformer as _enc_conformer, conformer_v2 as _enc_v2  # noqa: F401
+from .encoder import e_branchformer as _enc_eb, transformer as _enc_tr  # noqa: F401
+from .decoder import transformer as _dec_tr  # noqa: F401
+from . import hooks  # noqa: F401
+from .hooks import RemovableHandle, setup_post_hook_on_method  # noqa: F401
+from .parametrize import is_parametrized, register_parametrization, remove_parametrization  # noqa: F401
+from .parametrizations import WeightDropout, WeightNoise, weight_dropout, weight_noise  # noqa: F401
+from .checkpoint import load_returnn_checkpoint, save_returnn_checkpoint  # noqa: F401

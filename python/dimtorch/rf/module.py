@@ -83,18 +83,19 @@ class Module(_nn_module.Module):
         if "_parameters" not in d:
             raise AttributeError(f"{type(self).__name__}.{name} = ...: cannot assign a Parameter before Module.__init__()")
         raw = p.raw
+        if not p.auxiliary and not isinstance(raw, torch.nn.Parameter):
+            raise TypeError(f"{type(self).__name__}.{name} = ...: the raw of a (not auxiliary) rf.Parameter must be "
+                            f"a torch.nn.Parameter, got {type(raw).__name__}")
+        if "." in name or not name:
+            raise KeyError(f"{type(self).__name__}.{name} = ...: a parameter name must be non-empty and without '.'")
         for key in ("_parameters", "_buffers", "_modules"):
             d[key].pop(name, None)
         d.pop(name, None)
-        if p.auxiliary:
-            self.register_buffer(name, raw)
-            key = "_buffers"
-        else:
-            if not isinstance(raw, torch.nn.Parameter):
-                raise TypeError(f"{type(self).__name__}.{name} = ...: the raw of a (not auxiliary) rf.Parameter must be "
-                                f"a torch.nn.Parameter, got {type(raw).__name__}")
-            self.register_parameter(name, raw)
-            key = "_parameters"
+        d["_non_persistent_buffers_set"].discard(name)
+        # (written into torch's dicts directly: the class may hold a member descriptor of this name, which
+        # register_parameter would take for an existing attribute)
+        key = "_buffers" if p.auxiliary else "_parameters"
+        d[key][name] = raw
         self._dt_record(name, tuple(p.dims))
         if not _tracing.tracing():
             d["_dt_views"][name] = (key, raw, p)
@@ -208,6 +209,17 @@ class Module(_nn_module.Module):
                 yield from torch.nn.Module.named_modules(child, memo, child_prefix, remove_duplicate)
             else:
                 yield child_prefix, child
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False):
+        """For a module of rf's style (its own __call__): RETURNN's hook, `hook(module, args, kwargs, result)`
+        after each call (rf.hooks; a non-None return replaces the result). For a forward-style module:
+        torch's register_forward_hook."""
+        if type(self).__call__ is torch.nn.Module.__call__:
+            return super().register_forward_hook(hook, prepend=prepend, with_kwargs=with_kwargs,
+                                                 always_call=always_call)
+        from .hooks import setup_post_hook_on_method
+        return setup_post_hook_on_method(self, "__call__", hook, prepend=prepend)
 
     def has_parameters(self) -> bool:
         return any(True for _ in self.parameters())
