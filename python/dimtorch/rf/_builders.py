@@ -59,3 +59,23 @@ def dropout(module, x: Tensor, p: float) -> Tensor:
     if not p or not module.training:
         return x
     return _C.dropout(x, p, training=True)
+
+
+def finite_padding_inside(layers) -> None:
+    """The layers of an encoder whose input padding is zeroed once: their own zeroing of x's padding (a
+    `zero_padding` switch of a layer and of its self-attention) is turned off (every layer maps finite
+    padding to finite padding)."""
+    for layer in layers:
+        if isinstance(getattr(layer, "zero_padding", None), bool):
+            layer.zero_padding = False
+        att = getattr(layer, "self_att", None)
+        if isinstance(getattr(att, "zero_padding", None), bool):
+            att.zero_padding = False
+
+
+def zero_padding(module, x: Tensor, spatial_dim: Dim) -> Tensor:
+    """x with its padding frames along spatial_dim zeroed when module.zero_padding (NaN there would reach
+    the weight gradients of per-frame layers as 0 * NaN)."""
+    if module.zero_padding and spatial_dim.dyn_size is not None:
+        return x.copy_masked(0.0, (spatial_dim,))
+    return x

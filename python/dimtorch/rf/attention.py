@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from .. import _C
 from .._C import Dim, Tensor
 from .._core.args import dim_str, dims_str
-from ..nn.attention import FrameMaskCache, _merge_heads, _rope_base, _split_heads, _zero_padding, rel_shift
+from ..nn.attention import FrameMaskCache, _merge_heads, _rope_base, _split_heads, rel_shift
 from ..ops.positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
 from ._dims import single_step_dim
 from . import init as _init
@@ -102,18 +102,23 @@ class SelfAttentionBase(Module):
         self.att_dropout = att_dropout
         self.att_dropout_broadcast = bool(att_dropout_broadcast)
         self._frame_mask_cache = FrameMaskCache()
+        # x's padding frames are zeroed before the projection (one where), so that NaN there reaches neither
+        # the attention nor the projection's weight gradient; a container that keeps its padding finite
+        # (the encoders here) turns this off for its layers.
+        self.zero_padding = True
 
     # -- raw helpers ---------------------------------------------------------------------------------
     def _valid(self, axis: Optional[Dim], lead: tuple, x: Tensor) -> Optional[torch.Tensor]:
         return self._frame_mask_cache.get(axis, lead, x.raw.device, x) if axis is not None else None
 
     def _qkv_raws(self, x: Tensor, lead: tuple, axis: Optional[Dim], valid: Optional[torch.Tensor]):
-        """q, k, v raws (*lead, H, T, d) (T = 1 for a step), padding frames zeroed."""
+        """q, k, v raws (*lead, H, T, d) (T = 1 for a step); x's padding frames zeroed first (zero_padding)."""
+        if valid is not None and self.zero_padding:
+            x = x.copy_masked(0.0, (axis,))
         qkv = self.qkv(x)
         raw = _aligned(qkv, lead + ((axis,) if axis is not None else ()) + (self.qkv_dim_total,))
         if axis is None:
             raw = raw.unsqueeze(-2)
-        raw = _zero_padding(raw, valid)
         dk, dv = self.key_dim_per_head.size, self.value_dim_per_head.size
         return _split_heads(raw, self.num_heads.size, (dk, dk, dv))
 
@@ -378,6 +383,9 @@ class LearnedRelativePositionalEncoding(Module):
         if _is_step(query_spatial_dim):
             d = torch.arange(kv, device=dev) - (kv - 1)
             return Tensor(self.rows(d), (key_value_spatial_dim, self.feat_dim))
+        if query_spatial_dim is key_value_spatial_dim:
+            raise ValueError("dimtorch.rf.LearnedRelativePositionalEncoding.full_matrix(): a Tensor cannot hold one dim "
+                             "twice: give the keys another dim than the queries")
         q = query_spatial_dim.get_max_size()
         d = torch.arange(kv, device=dev)[None, :] - (torch.arange(q, device=dev)[:, None] + (query_offset or 0))
         return Tensor(self.rows(d), (query_spatial_dim, key_value_spatial_dim, self.feat_dim))
@@ -536,9 +544,9 @@ class CrossAttention(Module):
         """The keys and values of the encoder: State(k=, v=, kv_axis=axis), k and v over (encoder's batch dims,
         num_heads, axis, per-head dim)."""
         lead = _lead(self, encoder, self.encoder_dim, axis, what="encoder")
+        if axis.dyn_size is not None:  # NaN padding would reach the kv weight's gradient (0 * NaN)
+            encoder = encoder.copy_masked(0.0, (axis,))
         kv = _aligned(self.kv(encoder), lead + (axis, self.kv_dim_total))
-        valid = self._frame_mask_cache.get(axis, lead, kv.device, kv)
-        kv = _zero_padding(kv, valid)
         k, v = _split_heads(kv, self.num_heads.size, (self.key_dim_per_head.size, self.value_dim_per_head.size))
         return State(k=Tensor(k, lead + (self.num_heads, axis, self.key_dim_per_head)),
                      v=Tensor(v, lead + (self.num_heads, axis, self.value_dim_per_head)), kv_axis=axis)

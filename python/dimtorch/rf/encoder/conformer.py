@@ -24,7 +24,8 @@ from ..._core.args import dim_str, dims_str
 from ...ops.conv import pool as _pool
 from ...ops.conv_args import make_conv_out_spatial_dims
 from ...ops.shape import expand_dim, replace_dim
-from .._builders import NotSpecified, dropout as _dropout, make_norm, not_specified, swish
+from .._builders import NotSpecified, dropout as _dropout, finite_padding_inside, make_norm, not_specified, swish
+from .._builders import zero_padding as _zero_padding
 from ..attention import RelPosSelfAttention
 from ..build_from_dict import build_from_dict
 from ..container import ModuleList, Sequential
@@ -218,8 +219,10 @@ class ConformerEncoderLayer(Module):
             raise TypeError(f"dimtorch.rf.ConformerEncoderLayer(): unexpected self_att {self_att!r}")
         self.self_att_layer_norm = make_norm(norm, out_dim)
         self.final_layer_norm = make_norm(norm, out_dim)
+        self.zero_padding = True  # (see _builders.zero_padding; the encoders turn it off)
 
     def __call__(self, inp: Tensor, *, spatial_dim: Dim) -> Tensor:
+        inp = _zero_padding(self, inp, spatial_dim)
         p = self.dropout
         x = 0.5 * _dropout(self, self.ffn1(self.ffn1_layer_norm(inp)), p) + inp
         x = _dropout(self, self.self_att(self.self_att_layer_norm(x), axis=spatial_dim), p) + x
@@ -288,6 +291,7 @@ class ConformerEncoder(ISeqDownsamplingEncoder):
                                                         conv_norm=conv_norm, num_heads=num_heads,
                                                         att_dropout=att_dropout), encoder_layer_opts, caller)
         self.layers = sequential(_copy.deepcopy(layer) for _ in range(num_layers))
+        finite_padding_inside(self.layers)
 
     def __call__(self, source: Tensor, *, in_spatial_dim: Dim,
                  collected_outputs: Optional[Dict[str, Tensor]] = None) -> Tuple[Tensor, Dim]:

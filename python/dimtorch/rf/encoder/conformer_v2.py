@@ -6,7 +6,7 @@ import copy as _copy
 from typing import Any, Dict, Optional, Tuple
 
 from ..._C import Dim, Tensor
-from .._builders import NotSpecified, dropout as _dropout
+from .._builders import NotSpecified, dropout as _dropout, finite_padding_inside
 from ..build_from_dict import build_from_dict
 from ..container import Sequential
 from ..linear import Linear
@@ -65,6 +65,7 @@ class ConformerEncoderV2(ISeqFramewiseEncoder):
                                                         att_dropout=att_dropout), encoder_layer_opts,
                                     "dimtorch.rf.ConformerEncoderV2()")
         self.layers = sequential(_copy.deepcopy(layer) for _ in range(num_layers))
+        finite_padding_inside(self.layers)
 
     def __call__(self, x: Tensor, *, spatial_dim: Dim, collected_outputs: Optional[Dict[str, Tensor]] = None) -> Tensor:
         if spatial_dim.dyn_size is not None:

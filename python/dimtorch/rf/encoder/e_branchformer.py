@@ -10,6 +10,7 @@ import torch
 from ... import _C
 from ..._C import Dim, Tensor
 from .._builders import NotSpecified, dropout as _dropout, make_activation, make_norm, not_specified
+from .._builders import zero_padding as _zero_padding
 from ..attention import RelPosSelfAttention
 from ..build_from_dict import build_from_dict
 from ..conv import Conv1d
@@ -67,8 +68,10 @@ class EBranchformerLayer(Module):
         self.cgmlp_layer_norm = make_norm(norm, out_dim)
         self.merge = Merge(in_dim1=out_dim, in_dim2=out_dim, out_dim=out_dim, merge_conv_kernel=merge_conv_kernel)
         self.final_layer_norm = make_norm(norm, out_dim)
+        self.zero_padding = True
 
     def __call__(self, inp: Tensor, *, spatial_dim: Dim) -> Tensor:
+        inp = _zero_padding(self, inp, spatial_dim)
         p = self.dropout
         x = 0.5 * _dropout(self, self.ffn1(self.ffn1_layer_norm(inp)), p) + inp
         att = _dropout(self, self.self_att(self.self_att_layer_norm(x), axis=spatial_dim), p)

@@ -10,7 +10,8 @@ from typing import Any, Callable, Dict, Optional, Sequence, Union
 import torch
 
 from ..._C import Dim, Tensor
-from .._builders import NotSpecified, dropout as _dropout, make_norm, not_specified
+from .._builders import NotSpecified, dropout as _dropout, finite_padding_inside, make_norm, not_specified
+from .._builders import zero_padding as _zero_padding
 from ..attention import SelfAttention
 from ..build_from_dict import build_from_dict
 from ..container import Sequential
@@ -58,11 +59,13 @@ class TransformerEncoderLayer(Module):
         else:
             raise TypeError(f"dimtorch.rf.TransformerEncoderLayer(): unexpected self_att {self_att!r}")
         self.self_att_layer_norm = make_norm(norm, out_dim)
+        self.zero_padding = True
 
     def default_initial_state(self, *, batch_dims: Sequence[Dim]) -> State:
         return State(self_att=self.self_att.default_initial_state(batch_dims=batch_dims))
 
     def __call__(self, inp: Tensor, *, spatial_dim: Dim) -> Tensor:
+        inp = _zero_padding(self, inp, spatial_dim)
         h = self.self_att(self.self_att_layer_norm(inp), axis=spatial_dim)
         if isinstance(h, tuple):
             h = h[0]
@@ -122,6 +125,7 @@ class TransformerEncoder(Module):
             else:
                 layer = build_from_dict(layer, **{k: v for k, v in opts.items() if k not in layer})
         self.layers = sequential(_copy.deepcopy(layer) for _ in range(num_layers))
+        finite_padding_inside(self.layers)
         self.final_layer_norm = make_norm(norm, model_dim)
 
     def __call__(self, source: Tensor, *, spatial_dim: Dim,
