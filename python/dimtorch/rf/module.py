@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 import torch
 
-from .._C import Dim
+from .._C import Dim, Tensor
 from .._core import tracing as _tracing
 from .._core.dtypes import to_torch_dtype
 from .._core.tracing import dynamo_tracing
@@ -137,20 +137,25 @@ class Module(_nn_module.Module):
 
     def __deepcopy__(self, memo):
         new = super().__deepcopy__(memo)
-        if _parameter._copy_behavior == "share":
-            for (m_new, m_old) in zip(new.modules(), self.modules()):
-                for key in ("_parameters", "_buffers"):
-                    for name, raw in m_old.__dict__[key].items():
-                        m_new.__dict__[key][name] = raw
-            return new
-        for m in new.modules():
-            d = m.__dict__
+        share = _parameter._copy_behavior == "share"
+        for m_old, m_new in zip(self.modules(), new.modules()):
+            d_old, d_new = m_old.__dict__, m_new.__dict__
             for key in ("_parameters", "_buffers"):
-                for name, raw in d[key].items():
-                    init = raw.__dict__.get("_rf_initial") if raw is not None else None
-                    dims = d.get("_dt_dims", {}).get(name)
-                    if init is not None and callable(init) and dims is not None and not hasattr(init, "raw"):
+                for name, old in d_old[key].items():
+                    raw = d_new[key].get(name)
+                    if old is None or raw is None:
+                        continue
+                    if share:  # set_parameter_copy_behavior_ctx("share"): the copy uses the same parameters
+                        d_new[key][name] = old
+                        continue
+                    for attr in _RF_ATTRS:  # (torch's Parameter.__deepcopy__ drops the instance dict)
+                        if attr in old.__dict__ and attr not in raw.__dict__:
+                            raw.__dict__[attr] = old.__dict__[attr]
+                    init = raw.__dict__.get("_rf_initial")
+                    dims = d_new.get("_dt_dims", {}).get(name)
+                    if init is not None and callable(init) and not isinstance(init, Tensor) and dims is not None:
                         Parameter._view(raw, dims).initial = init  # a fresh draw, as RETURNN's copy_init
+            d_new.get("_dt_views", {}).clear()
         return new
 
     # -- RETURNN's Module API ------------------------------------------------------------------------
