@@ -16,6 +16,12 @@ def rf():
     return rf_module()
 
 
+@pytest.fixture(autouse=True)
+def no_run_ctx_left():
+    yield
+    drf.reset_run_ctx()
+
+
 def _dims(rf_dim_cls, sizes):
     return [rf_dim_cls(s, name=n) for n, s in sizes], [dt.Dim(s, name=n) for n, s in sizes]
 

@@ -16,6 +16,12 @@ def rf():
     return rf_module()
 
 
+@pytest.fixture(autouse=True)
+def no_run_ctx_left():
+    yield
+    drf.reset_run_ctx()
+
+
 def _out(data, rdim, ddim, *, time=True):
     def dims(side):
         if side == "theirs":

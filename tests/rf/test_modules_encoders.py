@@ -21,6 +21,12 @@ def rf():
     return rf_module()
 
 
+@pytest.fixture(autouse=True)
+def no_run_ctx_left():
+    yield
+    drf.reset_run_ctx()
+
+
 def _d(rf_dim, name, size):
     return rf_dim(size, name=name), dt.Dim(size, name=name)
 

@@ -281,15 +281,12 @@ class RunCtx:
 
 
 def _default_dim_order(tensor: Tensor) -> tuple:
-    """The batch dim (dimtorch.rf.tensor's batch_dim) first, then dims with lengths, then the rest."""
-    try:
-        from .tensor import batch_dim
-    except ImportError:
-        batch_dim = None
+    """The batch dim first, then dims with lengths, then the rest (each in the Tensor's order)."""
+    from ._dims import is_batch_dim
     dims = list(tensor.dims)
-    first = [d for d in dims if d is batch_dim]
-    dynamic = [d for d in dims if d is not batch_dim and d.dyn_size is not None]
-    rest = [d for d in dims if d is not batch_dim and d.dyn_size is None]
+    first = [d for d in dims if is_batch_dim(d)]
+    dynamic = [d for d in dims if not is_batch_dim(d) and d.dyn_size is not None]
+    rest = [d for d in dims if not is_batch_dim(d) and d.dyn_size is None]
     return tuple(first + dynamic + rest)
 
 
@@ -341,7 +338,15 @@ class Loss:
             norm = self.custom_inv_norm_factor
             return _C.reduce_sum(norm, axis=norm.dims) if norm.dims else norm
         from ..ops.shape_counts import num_elements_of_shape
-        return num_elements_of_shape(self.loss.dims) if self.loss.dims else 1
+        if not self.loss.dims:
+            return 1
+        if all(d.dyn_size is None for d in self.loss.dims):
+            return self.loss.raw.numel()  # (dims whose size comes from data: the raw's)
+        try:
+            return num_elements_of_shape(self.loss.dims)
+        except ValueError:  # e.g. a dim from data that no lengths are over: count the valid elements on the device
+            ones = Tensor(torch.ones_like(self.loss.raw, dtype=torch.int64), self.loss.dims)
+            return _C.reduce_sum(ones, axis=self.loss.dims)
 
     def get_scaled_reduced_loss(self) -> Tensor:
         """scale * (get_mean_loss() if use_normalized_loss else get_summed_loss()): what total_loss sums."""

@@ -146,11 +146,8 @@ def _raw_dict(batch: Dict[str, Any], dims_of: Dict[str, tuple]) -> Dict[str, Any
 
 
 def _is_batch(d: Dim) -> bool:
-    f = getattr(d, "is_batch_dim", None)
-    if f is not None:
-        return bool(f())
-    from ._dims import batch_dim
-    return d is batch_dim or d.name == "batch"
+    from ._dims import is_batch_dim
+    return is_batch_dim(d)
 
 
 def _dynamic_axis(name: str, dims_of: Dict[str, tuple]) -> int:
