@@ -196,18 +196,13 @@ def _bind_stand_in(specs: Dict[str, dict], batch: Dict[str, Any], device):
         if name not in raw:
             continue
         x = raw[name]
-        for i, d in enumerate(spec["dims"]):
-            if d in new or d.size is not None:
-                continue
-            if _is_batch(d):
-                new[d] = Dim(int(x.shape[i]), name=d.name)
-        for i, d in enumerate(spec["dims"]):
-            if d in new or d.size is not None:
+        for i, d in enumerate(spec["dims"]):  # (a batch dim stays: its size comes from the data)
+            if d in new or d.size is not None or _is_batch(d):
                 continue
             lengths = raw.get(f"{name}:size{i}")
             if lengths is None:
                 raise KeyError(f"dimtorch.rf.runner: the batch lacks the lengths of {name!r} axis {i} ({d!r})")
-            batch_dims = tuple(new[e] for e in spec["dims"] if e in new and _is_batch(e))
+            batch_dims = tuple(e for e in spec["dims"] if _is_batch(e))
             lengths = lengths if isinstance(lengths, torch.Tensor) else torch.as_tensor(lengths)
             new[d] = Dim(Tensor(lengths.to("cpu", torch.int64), batch_dims), name=d.name)
         dims = tuple(new.get(d, d) for d in spec["dims"])
