@@ -232,3 +232,21 @@ def test_returnn_checkpoint_roundtrip(tmp_path):
     bad["lin.weight"] = bad["lin.weight"].t()
     with pytest.raises(drf.checkpoint.CheckpointError, match="lin.weight"):
         drf.load_returnn_checkpoint({"model": bad}, ours)
+
+
+def test_rf_checkpoint_functions(tmp_path):
+    """RETURNN frontend's rf.checkpoint: .npz by parameter name, and a torch checkpoint read as numpy."""
+    from dimtorch.rf import checkpoint
+    _, i, o = _dims()
+    net = _Net(i, o)
+    values = {k: v.detach().numpy() for k, v in net.state_dict().items()}
+    checkpoint.save_params(values, tmp_path / "p.npz", step=3, epoch=2)
+    loaded = checkpoint.load_params(tmp_path / "p.npz")
+    assert sorted(loaded) == sorted(values)
+    assert checkpoint.check_params_complete(net, loaded) == ["scale", "lin.weight", "lin.bias", "count"]
+    del loaded["scale"]
+    with pytest.raises(ValueError, match="lacks"):
+        checkpoint.check_params_complete(net, loaded)
+    assert "scale" not in checkpoint.check_params_complete(net, loaded, allow_missing=True)
+    drf.save_returnn_checkpoint(tmp_path / "m.pt", net)
+    assert sorted(checkpoint.load_torch_checkpoint(tmp_path / "m.pt")) == sorted(values)

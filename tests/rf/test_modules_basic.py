@@ -214,3 +214,72 @@ def test_zoneout_lstm(rf):
     drf.init_forward_step_run_ctx()
     assert not ours.training
     drf.reset_run_ctx()
+
+
+def test_lstm_against_torch_lstm():
+    """rf's LSTM parameters in torch.nn.LSTM (ff_weight = weight_ih, rec_weight = weight_hh, bias = bias_ih, 0 =
+    bias_hh): each sequence alone through torch gives our frames and final state; NaN padding reaches nothing."""
+    batch, feat, out = dt.Dim(None, name="b"), dt.Dim(4, name="f"), dt.Dim(3, name="o")
+    lengths = [5, 2, 1]
+    time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="t")
+    raw = torch.randn(3, 5, 4)
+    for b, n in enumerate(lengths):
+        raw[b, n:] = float("nan")
+    x = dt.Tensor(raw.requires_grad_(), (batch, time, feat))
+    lstm = drf.LSTM(feat, out)
+    with torch.no_grad():
+        lstm.bias.raw.normal_()
+    y, state = lstm(x, state=None, spatial_dim=time)
+    ref = torch.nn.LSTM(4, 3, batch_first=True)
+    with torch.no_grad():
+        ref.weight_ih_l0.copy_(lstm.ff_weight.raw)
+        ref.weight_hh_l0.copy_(lstm.rec_weight.raw)
+        ref.bias_ih_l0.copy_(lstm.bias.raw)
+        ref.bias_hh_l0.zero_()
+    yr = y.raw_aligned((batch, time, out))
+    for b, n in enumerate(lengths):
+        y_ref, (h_ref, c_ref) = ref(raw.detach()[b:b + 1, :n])
+        torch.testing.assert_close(yr[b, :n], y_ref[0], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(state.h.raw_aligned((batch, out))[b], h_ref[0, 0], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(state.c.raw_aligned((batch, out))[b], c_ref[0, 0], atol=1e-5, rtol=1e-4)
+    valid = torch.arange(5)[None, :] < torch.tensor(lengths)[:, None]
+    torch.where(valid[..., None], yr, 0.0).sum().backward()
+    assert torch.isfinite(x.raw.grad).all() and all(torch.isfinite(p.grad).all() for p in lstm.parameters())
+
+
+def test_conv1d_against_torch_per_sequence():
+    batch, feat, out = dt.Dim(None, name="b"), dt.Dim(4, name="f"), dt.Dim(6, name="o")
+    lengths = [7, 3]
+    time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="t")
+    raw = torch.randn(2, 7, 4)
+    raw[1, 3:] = float("nan")
+    conv = drf.Conv1d(feat, out, 4, padding="same", groups=2)
+    y, out_time = conv(dt.Tensor(raw, (batch, time, feat)), in_spatial_dim=time)
+    yr = y.raw_aligned((batch, out_time, out))
+    for b, n in enumerate(lengths):
+        seq = raw[b:b + 1, :n].transpose(1, 2)  # (1, f, n); "same" for an even kernel: 1 frame left, 2 right
+        ref = F.conv1d(F.pad(seq, (1, 2)), conv.filter.raw, conv.bias.raw, groups=2)
+        torch.testing.assert_close(yr[b, :n], ref[0].t().detach(), atol=1e-5, rtol=1e-4)
+
+
+def test_batch_norm_against_manual_statistics():
+    """Training on the masked path: mean and biased variance over valid frames (a positional computation), the
+    running statistics moved by momentum; eval uses them."""
+    batch, feat = dt.Dim(None, name="b"), dt.Dim(3, name="f")
+    lengths = [4, 2]
+    time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="t")
+    raw = torch.randn(2, 4, 3)
+    raw[1, 2:] = 1e30
+    bn = drf.BatchNorm(feat)
+    drf.init_train_step_run_ctx(train_flag=True)
+    y = bn(dt.Tensor(raw, (batch, time, feat)))
+    frames = torch.cat([raw[0, :4], raw[1, :2]])
+    mean, var = frames.mean(0), frames.var(0, unbiased=False)
+    ref = (raw - mean) / torch.sqrt(var + 1e-3)
+    torch.testing.assert_close(y.raw_aligned((batch, time, feat))[0], ref[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(bn.running_mean.raw, 0.1 * mean)
+    torch.testing.assert_close(bn.running_variance.raw, 0.9 + 0.1 * var)
+    drf.init_forward_step_run_ctx()
+    y = bn(dt.Tensor(raw, (batch, time, feat)))
+    ref = (raw - bn.running_mean.raw) / torch.sqrt(bn.running_variance.raw + 1e-3)
+    torch.testing.assert_close(y.raw_aligned((batch, time, feat))[0], ref[0])
