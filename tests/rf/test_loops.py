@@ -166,3 +166,35 @@ def test_state_is_a_pytree():
     assert st["c"] == 3 and type(pytree.tree_map(lambda v: v, st)) is drf.State
     with pytest.raises(AttributeError):
         st.missing
+
+
+def test_state_filled_in_another_order():
+    """A body may fill its new state in another key order than the initial one (the demo does): rf compares loop
+    structures by sorted keys (dm-tree), so must dimtorch.rf's loops (rf.State and plain dicts)."""
+    batch, feat = dt.Dim(None, name="batch"), dt.Dim(2, name="feat")
+    time = dt.Dim(dt.Tensor(torch.tensor([3, 1]), (batch,)), name="time")
+    x = dt.Tensor(torch.ones(2, 3, 2), (batch, time, feat))
+    zero = dt.Tensor(torch.zeros(2, 2), (batch, feat))
+
+    def body(x_, s):
+        new = drf.State()
+        new.b = s.b + x_
+        new.a = s.a + 2.0 * x_
+        plain = {"q": s.inner["q"] + 1.0, "p": s.inner["p"]}
+        new.inner = plain
+        return x_, new
+
+    _, final, _ = drf.scan(spatial_dim=time, xs=x, body=body, ys=zero,
+                           initial=drf.State(a=zero, b=zero, inner={"p": zero, "q": zero}))
+    assert final.a.raw_aligned((batch, feat)).tolist() == [[6.0, 6.0], [2.0, 2.0]]
+    assert final.inner["q"].raw_aligned((batch, feat)).tolist() == [[3.0, 3.0], [1.0, 1.0]]
+    out = drf.while_loop(lambda s: s["i"] < 3, lambda s: {"v": s["v"] + 1.0, "i": s["i"] + 1},
+                         {"i": dt.Tensor(torch.tensor(0), ()), "v": dt.Tensor(torch.tensor(0.0), ())})
+    assert float(out["v"].raw) == 3.0
+
+
+def test_tensor_array_stack_takes_the_templates_markers():
+    batch, feat = dt.Dim(None, name="batch"), dt.Dim(2, name="feat")
+    ta = drf.TensorArray(dt.Tensor(torch.zeros(3, 2), (batch, feat), feature_dim=feat))
+    ta = ta.push_back(dt.Tensor(torch.ones(3, 2), (batch, feat)))  # (an op that dropped the marker)
+    assert ta.stack(axis=dt.Dim(1, name="one")).feature_dim is feat

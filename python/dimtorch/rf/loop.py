@@ -23,8 +23,10 @@ __all__ = ["while_loop", "scan"]
 
 def while_loop(cond: Callable[[Any], Union[bool, Tensor]], body: Callable[[Any], Any], initial: Any) -> Any:
     """`while cond(s): s = body(s)`, from `initial`; returns the final s. A Tensor cond is read from the
-    device once per iteration."""
-    return _loop.while_loop(cond, body, initial)
+    device once per iteration. (Dict states may come back with their keys in another order.)"""
+    def ordered_body(s):
+        return _like(body(s), s)
+    return _loop.while_loop(cond, ordered_body, initial)
 
 
 def _is_leaf(x) -> bool:
@@ -53,6 +55,7 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
 
     def collecting_body(x, s):
         y, new_s = body(x, s)
+        new_s = _like(new_s, s)
         leaves, y_spec = pytree.tree_flatten(y, is_leaf=_is_leaf)
         if y_spec != spec:
             raise ValueError(f"{caller}: body's outputs have another structure than the ys templates: {y_spec} vs "
@@ -78,6 +81,23 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
     if not return_tensor_arrays:
         arrays = [a.stack(axis=out_dim) if a is not None else None for a in arrays]
     return pytree.tree_unflatten(arrays, spec), final, out_dim
+
+
+def _like(new, old):
+    """new with the dicts' keys in old's order (RETURNN compares loop states as dm-tree does, by sorted keys:
+    a body may fill a new dict state in another order)."""
+    if type(new) is dict and type(old) is dict and new.keys() == old.keys() and list(new) != list(old):
+        return {k: _like(new[k], old[k]) for k in old}
+    if isinstance(new, dict) and isinstance(old, dict) and new.keys() == old.keys():
+        for k in new:
+            v = _like(new[k], old[k])
+            if v is not new[k]:
+                new[k] = v
+        return new
+    if type(new) in (tuple, list) and type(old) is type(new) and len(new) == len(old):
+        items = [_like(a, b) for a, b in zip(new, old)]
+        return new if all(a is b for a, b in zip(items, new)) else type(new)(items)
+    return new
 
 
 def _bind_lengths(dim: Dim, source: Dim, caller: str) -> None:

@@ -1,7 +1,8 @@
 """rf.State (RETURNN frontend's): the state of a recurrent module, a dict with attribute access.
 
 A State (and every subclass, e.g. LstmState, CausalSelfAttentionState) is a torch pytree node (its
-values the children, its keys the context), so dimtorch's loops (rf.scan, rf.while_loop) mask and carry
+values the children, its keys the context, in sorted order as dm-tree has them: a body may fill a new
+state in any order), so dimtorch's loops (rf.scan, rf.while_loop) mask and carry
 it leaf by leaf, and torch.compile sees through it. As in RETURNN, `type(state)(pairs)` rebuilds one from
 an iterable of (key, value) pairs (what dm-tree's map_structure does), so subclasses take `*args` first.
 """
@@ -17,8 +18,17 @@ from .._C import Tensor
 __all__ = ["State"]
 
 
+def _keys(state: "State") -> list:
+    """The keys in sorted order (dm-tree's order, which RETURNN's loops compare structures by): two states
+    with the same entries are the same structure whatever order they were filled in."""
+    try:
+        return sorted(state.keys())
+    except TypeError:  # keys that do not sort: their order
+        return list(state.keys())
+
+
 def _flatten(state: "State"):
-    keys = list(state.keys())
+    keys = _keys(state)
     return [state[k] for k in keys], keys
 
 
@@ -29,7 +39,8 @@ def _unflatten_for(cls):
 
 
 def _flatten_with_keys(state: "State"):
-    return [(pytree.MappingKey(k), state[k]) for k in state.keys()], list(state.keys())
+    keys = _keys(state)
+    return [(pytree.MappingKey(k), state[k]) for k in keys], keys
 
 
 class State(dict):

@@ -89,8 +89,11 @@ class TensorArray:
             else:
                 raws.append(t.raw)
         raw = torch.stack(raws) if raws else first.raw.new_empty((0,) + tuple(first.raw.shape))
-        feature = first.feature_dim if first.feature_dim in dims else None
-        return Tensor(raw, (axis,) + tuple(dims), sparse_dim=first.sparse_dim, feature_dim=feature)
+        # the markers: the template's (as rf's stack of its template), else the first item's
+        template = self.tensor_template
+        feature = next((f for f in (template.feature_dim, first.feature_dim) if f is not None and f in dims), None)
+        sparse = template.sparse_dim if template.sparse_dim is not None else first.sparse_dim
+        return Tensor(raw, (axis,) + tuple(dims), sparse_dim=sparse, feature_dim=feature)
 
     def __repr__(self):
         return f"TensorArray(template dims=({dims_str(self.tensor_template.dims)}), {len(self._items)} items)"
