@@ -157,8 +157,8 @@ def test_state_is_a_pytree():
     h, c = dt.Tensor(torch.zeros(2), (dt.Dim(2, name="a"),)), dt.Tensor(torch.ones(2), (dt.Dim(2, name="b"),))
     s = drf.LstmState(h=h, c=c)
     leaves, spec = pytree.tree_flatten(s, is_leaf=lambda v: isinstance(v, dt.Tensor))
-    assert len(leaves) == 2 and leaves[0] is h and leaves[1] is c
-    s2 = pytree.tree_unflatten([c, h], spec)
+    assert len(leaves) == 2 and leaves[0] is c and leaves[1] is h  # sorted keys (dm-tree's order)
+    s2 = pytree.tree_unflatten([h, c], spec)
     assert type(s2) is drf.LstmState and s2.h is c and s2.c is h
     st = drf.State(a=1, b=drf.State(x=s))
     assert st.b.x.h is h
