@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 from types import BuiltinFunctionType, FunctionType
 from typing import Any, Callable, Dict, Type, Union
 
@@ -33,7 +34,7 @@ def build_dict(cls: Union[Type, Callable[..., Any]], **kwargs) -> Dict[str, Any]
     """{"class": the name of cls, **kwargs}, for build_from_dict."""
     if not isinstance(cls, (type, FunctionType, BuiltinFunctionType)):
         raise TypeError(f"dimtorch.rf.build_dict(): expected a class or function, got {cls!r}")
-    from .. import rf
+    rf = sys.modules[__package__]  # (the package is imported before any of its modules)
     if getattr(rf, cls.__name__, None) is cls:
         return {"class": f"rf.{cls.__name__}", **kwargs}
     return {"class": f"{cls.__module__}.{cls.__qualname__}", **kwargs}
