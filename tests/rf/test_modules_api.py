@@ -250,3 +250,18 @@ def test_rf_checkpoint_functions(tmp_path):
     assert "scale" not in checkpoint.check_params_complete(net, loaded, allow_missing=True)
     drf.save_returnn_checkpoint(tmp_path / "m.pt", net)
     assert sorted(checkpoint.load_torch_checkpoint(tmp_path / "m.pt")) == sorted(values)
+
+
+def test_compiles_to_one_graph():
+    """torch.compile(fullgraph=True) of rf modules: while a graph is traced, parameters read as plain Tensors."""
+    batch, i = dt.Dim(None, name="batch"), dt.Dim(4, name="in")
+    time = dt.Dim(dt.Tensor(torch.tensor([3, 2]), (batch,)), name="time")
+    lin, norm = drf.Linear(i, i), drf.LayerNorm(i)
+    att = drf.SelfAttention(i, i, key_dim_total=i, value_dim_total=i, num_heads=2, att_dropout=0.0)
+
+    def step(x):
+        return norm(att(lin(x), axis=time)).raw
+
+    x = dt.Tensor(torch.randn(2, 3, 4), (batch, time, i))
+    torch.testing.assert_close(torch.compile(step, fullgraph=True)(x), step(x), atol=1e-5, rtol=1e-4)
+    assert isinstance(lin.weight, drf.Parameter)  # eagerly again the Parameter

@@ -29,7 +29,6 @@ import torch
 from .._C import Dim, Tensor
 from .._core import tracing as _tracing
 from .._core.dtypes import to_torch_dtype
-from .._core.tracing import dynamo_tracing
 from ..nn import module as _nn_module
 from . import parameter as _parameter
 from . import run_ctx as _run_ctx
@@ -101,11 +100,15 @@ class Module(_nn_module.Module):
             d["_dt_views"][name] = (key, raw, p)
 
     def _dt_member(self, name):
-        """A named parameter or buffer reads as an rf.Parameter (its cached view), else torch's lookup."""
+        """A named parameter or buffer reads as an rf.Parameter (its cached view), else torch's lookup. While
+        a graph is traced (torch.compile, make_fx, torch.export) it reads as a plain Tensor, as in dt.nn (the
+        graph makes Tensors, not Parameter objects; rf's attributes are not needed inside a traced step)."""
+        if _tracing.tracing():
+            return super()._dt_member(name)
         d = self.__dict__
         views = d.get("_dt_views")
         if views is not None:
-            v = views.get(name) if not dynamo_tracing() else None
+            v = views.get(name)
             if v is not None and d[v[0]].get(name) is v[1]:
                 return v[2]
             dims = d["_dt_dims"].get(name)
@@ -115,8 +118,7 @@ class Module(_nn_module.Module):
                 if raw is None or _nn_module._is_sharded(raw):
                     return raw
                 p = Parameter._view(raw, dims)
-                if not _tracing.tracing():
-                    views[name] = (key, raw, p)
+                views[name] = (key, raw, p)
                 return p
         return torch.nn.Module.__getattr__(self, name)
 
