@@ -105,7 +105,7 @@ inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnam
 /// TypeError naming the call: its truth would read device data. -1 with error set.
 inline int flag_arg(PyObject* v, int absent, const char* caller, const char* name) {
   if (!v) return absent;
-  if (Py_TYPE(v) == &TensorType || backend::is_raw(v)) {
+  if (is_tensor_type(v) || backend::is_raw(v)) {
     PyErr_Format(PyExc_TypeError, "%s: %s must be a bool, got a %.80s", caller, name, Py_TYPE(v)->tp_name);
     return -1;
   }

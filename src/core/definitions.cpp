@@ -118,7 +118,7 @@ PyObject* call_method_definition(const char* name, PyObject* self, PyObject* con
 bool any_traced(PyObject* const* args, Py_ssize_t n) {
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* a = args[i];
-    if (Py_IS_TYPE(a, &TensorType)) {
+    if (is_tensor_type(a)) {
       if (is_traced_tensor(a)) return true;
     } else if (PyTuple_CheckExact(a) || PyList_CheckExact(a)) {
       PyObject** items = PySequence_Fast_ITEMS(a);

@@ -28,7 +28,7 @@ PyTypeObject PropertyType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 /// Whether `obj` is of the property's type (its C functions read that type's fields); else a TypeError.
 bool owner_check(PropertyObject* p, PyObject* obj) {
-  if (Py_IS_TYPE(obj, p->owner)) return true;
+  if (PyObject_TypeCheck(obj, p->owner)) return true;  // (exact type first; rf.Parameter is a Tensor subclass)
   PyErr_Format(PyExc_TypeError, "%s.%U: expected a %s, got %.80s", p->owner->tp_name, p->name, p->owner->tp_name,
                Py_TYPE(obj)->tp_name);
   return false;

@@ -407,7 +407,7 @@ void tensor_dealloc(PyObject* self) {
   Py_CLEAR(t->name);
   Py_CLEAR(t->template_dtype);
   if (t->sizes != t->inline_sizes) PyMem_Free(t->sizes);
-  --g_live_tensors;
+  if (Py_IS_TYPE(self, &TensorType)) --g_live_tensors;  // (a subclass's instances are not counted: tensor_alloc is Tensor's own)
   PyObject_GC_Del(self);
 }
 
@@ -974,8 +974,29 @@ PyObject* m_get_axis(PyObject* self, PyObject* arg) {
   return PyLong_FromLong(i);
 }
 
+/// Tensor.__init_subclass__: a subclass may add behaviour but no fields (`__slots__ = ()`): its
+/// instances must have Tensor's layout, which the core reads (and whose item count a Tensor made
+/// by object.__new__ changes when it is completed, which would move an instance dict).
+PyObject* m_init_subclass(PyObject* cls, PyObject* args, PyObject* kwargs) {
+  if ((args && PyTuple_GET_SIZE(args)) || (kwargs && PyDict_GET_SIZE(kwargs))) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch.Tensor.__init_subclass__() takes no arguments");
+    return nullptr;
+  }
+  PyTypeObject* t = reinterpret_cast<PyTypeObject*>(cls);
+  if (t->tp_dictoffset != 0 || t->tp_basicsize != TensorType.tp_basicsize ||
+      t->tp_itemsize != TensorType.tp_itemsize) {
+    PyErr_Format(PyExc_TypeError,
+                 "dimtorch.Tensor subclass %.100s must add no fields: declare __slots__ = () (keep "
+                 "per-object data elsewhere, e.g. on the raw)", t->tp_name);
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef tensor_methods[] = {
-    {"copy", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_copy)),
+    {"__init_subclass__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_init_subclass)),
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, nullptr},
+        {"copy", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_copy)),
      METH_FASTCALL | METH_KEYWORDS,
      "copy(name=None): a new Tensor sharing the raw and metadata (a template's copy is a template); "
      "`name` replaces the name."},
@@ -1044,7 +1065,9 @@ bool export_tensor(PyObject* module) {
   TensorType.tp_name = "dimtorch.Tensor";
   TensorType.tp_basicsize = offsetof(TensorObject, inline_sizes);
   TensorType.tp_itemsize = sizeof(Py_ssize_t);
-  TensorType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  /* BASETYPE: Python subclasses with `__slots__ = ()` (no fields of their own), e.g. dimtorch.rf's
+     Parameter, which is a Tensor as in RETURNN frontend; is_tensor() takes them. */
+  TensorType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE;
   TensorType.tp_doc =
       "Tensor(raw, dims, *, sparse_dim=None, feature_dim=None, name=None)\n\nA torch.Tensor with "
       "one Dim per raw axis. Construction checks the raw shape against the dims.";

@@ -38,13 +38,20 @@ enum TensorFlag : unsigned char {
 };
 
 extern PyTypeObject TensorType;
+/// Whether o is a Tensor or an instance of a Python subclass of it (e.g. dimtorch.rf.Parameter: a
+/// Tensor whose raw is a module's torch Parameter). A subclass has Tensor's layout and adds no
+/// fields (`__slots__ = ()`), so every path reads it as a Tensor; the exact type is one compare,
+/// other objects pay a flag test (static types such as float never walk an MRO).
+inline bool is_tensor_type(PyObject* o) {
+  return Py_IS_TYPE(o, &TensorType) ||
+         ((Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyType_IsSubtype(Py_TYPE(o), &TensorType));
+}
 inline bool is_tensor(PyObject* o) {
-  return Py_IS_TYPE(o, &TensorType) &&
-         (reinterpret_cast<const TensorObject*>(o)->flags & kComplete);
+  return is_tensor_type(o) && (reinterpret_cast<const TensorObject*>(o)->flags & kComplete);
 }
 /// A complete Tensor whose raw is not plain (see kPlain).
 inline bool is_traced_tensor(PyObject* o) {
-  return Py_IS_TYPE(o, &TensorType) &&
+  return is_tensor_type(o) &&
          (reinterpret_cast<const TensorObject*>(o)->flags & (kComplete | kPlain)) == kComplete;
 }
 inline TensorObject* as_tensor(PyObject* o) { return reinterpret_cast<TensorObject*>(o); }

@@ -252,7 +252,7 @@ namespace {
    type dict: Tensor.__add__(a, b), or Tensor.__radd__(b, a) when the Tensor is on the right. */
 PyObject* slot_definition(const char* name, const char* rname, PyObject* a, PyObject* b) {
   PyObject* args[2] = {a, b};
-  if (Py_IS_TYPE(a, &TensorType)) return call_definition(name, args, 2, nullptr);
+  if (is_tensor_type(a)) return call_definition(name, args, 2, nullptr);
   PyObject* reflected[2] = {b, a};
   return call_definition(rname, reflected, 2, nullptr);
 }

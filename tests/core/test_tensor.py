@@ -263,6 +263,18 @@ def test_weakref(bd):
     assert r() is None
 
 
-def test_tensor_is_not_subclassable():
-    with pytest.raises(TypeError):
+def test_tensor_subclass_adds_no_fields():
+    """A subclass (dimtorch.rf.Parameter is one) must declare __slots__ = (): its instances have
+    Tensor's layout; one with an instance dict or slots is refused."""
+    with pytest.raises(TypeError, match="__slots__ = \\(\\)"):
         type("Sub", (dt.Tensor,), {})
+    with pytest.raises(TypeError):
+        type("Sub", (dt.Tensor,), {"__slots__": ("x",)})
+    sub = type("Sub", (dt.Tensor,), {"__slots__": ()})
+    t = sub.__new__(sub)
+    dt.Tensor.__init__(t, torch.arange(3.0), (dt.Dim(3, name="a"),))
+    assert isinstance(t, dt.Tensor) and type(t) is sub
+    a = t.dims[0]
+    y = t * 2.0 + t  # the fast paths take it as a Tensor
+    assert type(y) is dt.Tensor and y.raw.tolist() == [0.0, 3.0, 6.0]
+    assert dt.reduce_sum(t, axis=a).raw.item() == 3.0

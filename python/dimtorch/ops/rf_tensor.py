@@ -23,7 +23,7 @@ class VerifyOutShapeException(ValueError):
 
 def _check_self(self, caller: str) -> None:
     """The methods here are plain functions in the type dict: called unbound, `self` may be anything."""
-    if type(self) is not Tensor:
+    if not isinstance(self, Tensor):  # (rf.Parameter is a Tensor subclass)
         raise TypeError(f"{caller}: expected a dimtorch.Tensor, got {type(self).__name__}")
 
 

@@ -215,7 +215,7 @@ def copy_template(self, name=None, dtype=None) -> Tensor:
     """A template (dims, dtype and markers; no raw) like self; `name` and `dtype` replace its own
     (a dtype that is not an integer one drops the sparse_dim)."""
     caller = "dimtorch.Tensor.copy_template()"
-    if type(self) is not Tensor:  # (a plain function in the type dict: called unbound, self may be anything)
+    if not isinstance(self, Tensor):  # (a plain function in the type dict: called unbound, self may be anything)
         raise TypeError(f"{caller}: expected a dimtorch.Tensor, got {type(self).__name__}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"{caller}: name must be a str or None, got {type(name).__name__}")

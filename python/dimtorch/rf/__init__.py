@@ -7,49 +7,47 @@ capture) wherever the op takes RETURNN frontend's signature; where the conventio
 argument order, a return shape, the run context's train flag) a thin function calls the op. The
 names and differences: docs/rf_coverage.md and docs/porting_from_returnn.md.
 
-The modules of rf's Tensor and Dim API, modules, parameters, run context and loops are imported where
-they exist (see _optional.py); the functions RETURNN keeps in some of them come from _functional.py
-unless those modules give their own."""
-from ._optional import import_optional as _import_optional, star_import_optional as _star_import_optional
+The functions RETURNN keeps in the modules of its layers and loops (conv, pool, moments, dot_attention,
+...) are defined once in _functional.py and re-exported by those modules."""
 
 # RETURNN frontend's order of star imports (a later module's name wins, as there)
-_star_import_optional(__name__, "module", globals())
-_star_import_optional(__name__, "state", globals())
+from .module import *  # noqa: E402,F401,F403
+from .state import *  # noqa: E402,F401,F403
 from .amp import *  # noqa: E402,F401,F403
 from .array_ import *  # noqa: E402,F401,F403
 from .assert_ import *  # noqa: E402,F401,F403
 from ._functional import *  # noqa: E402,F401,F403  (conv, pool, moments, attention, loops: fallbacks)
-_star_import_optional(__name__, "attention", globals())
+from .attention import *  # noqa: E402,F401,F403
 from .backend import *  # noqa: E402,F401,F403
-_star_import_optional(__name__, "cond", globals())
+from .cond import *  # noqa: E402,F401,F403
 from .const import *  # noqa: E402,F401,F403
-_star_import_optional(__name__, "container", globals())
+from .container import *  # noqa: E402,F401,F403
 from .control_flow_ctx import *  # noqa: E402,F401,F403
-_star_import_optional(__name__, "conv", globals())
+from .conv import *  # noqa: E402,F401,F403
 from .device import *  # noqa: E402,F401,F403
 from .dims import *  # noqa: E402,F401,F403
 from .dropout import *  # noqa: E402,F401,F403
 from .dtype import *  # noqa: E402,F401,F403
 from .gradient import *  # noqa: E402,F401,F403
 from .label_smoothing import *  # noqa: E402,F401,F403
-_star_import_optional(__name__, "linear", globals())
-_star_import_optional(__name__, "loop", globals())
+from .linear import *  # noqa: E402,F401,F403
+from .loop import *  # noqa: E402,F401,F403
 from .loss import *  # noqa: E402,F401,F403
 from .math_ import *  # noqa: E402,F401,F403
 from .matmul import *  # noqa: E402,F401,F403
-_star_import_optional(__name__, "normalization", globals())
-_star_import_optional(__name__, "parameter", globals())
-_star_import_optional(__name__, "parametrizations", globals())
-_star_import_optional(__name__, "parametrize", globals())
+from .normalization import *  # noqa: E402,F401,F403
+from .parameter import *  # noqa: E402,F401,F403
+from .parametrizations import *  # noqa: E402,F401,F403
+from .parametrize import *  # noqa: E402,F401,F403
 from .rand import *  # noqa: E402,F401,F403
-_star_import_optional(__name__, "rec", globals())
+from .rec import *  # noqa: E402,F401,F403
 from .reduce import *  # noqa: E402,F401,F403
-_star_import_optional(__name__, "run_ctx", globals())
+from .run_ctx import *  # noqa: E402,F401,F403
 from .signal import *  # noqa: E402,F401,F403
-_star_import_optional(__name__, "tensor_array", globals())
+from .tensor_array import *  # noqa: E402,F401,F403
 from .types import *  # noqa: E402,F401,F403
 
 from . import audio, nested  # noqa: E402,F401
-for _name in ("hooks", "init", "encoder", "decoder", "tensor"):
-    _import_optional(__name__, _name)  # sub-packages: dimtorch.rf.<name> where they exist
-del _name
+from . import hooks, init, encoder, decoder, tensor  # noqa: E402,F401
+from .build_from_dict import build_dict, build_from_dict  # noqa: E402,F401
+from .checkpoint import load_returnn_checkpoint, save_returnn_checkpoint  # noqa: E402,F401

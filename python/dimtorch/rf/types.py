@@ -1,4 +1,4 @@
-"""rf.types: Tensor and Dim (dimtorch.rf.tensor's where it exists, else dimtorch's own), RETURNN frontend's
+"""rf.types: Tensor and Dim (dimtorch.rf.tensor's), RETURNN frontend's
 typing names, and the raw tensor type (torch.Tensor)."""
 from __future__ import annotations
 
@@ -6,13 +6,7 @@ from typing import Any, Protocol, Type, Union
 
 import torch
 
-from ._optional import import_optional
-
-_tensor = import_optional("dimtorch.rf", "tensor")
-if _tensor is not None:
-    Tensor, Dim = _tensor.Tensor, _tensor.Dim
-else:
-    from .. import Dim, Tensor  # noqa: F401
+from .tensor import Dim, Tensor
 
 __all__ = ["RawTensorTypes", "ItemKeyType", "Tensor", "Dim", "get_raw_tensor_type", "GetModelFunc", "StepFunc"]
 
