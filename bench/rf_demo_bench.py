@@ -42,6 +42,7 @@ features of the same batch shapes: an indication of where dimtorch's own API sta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.util
 import json
@@ -281,6 +282,42 @@ def _demo_path(args) -> str:
     return path
 
 
+@contextlib.contextmanager
+def _returnn_remaining_dims_skips_none():
+    """RETURNN's Tensor.remaining_dims raising for None in its argument (the demo's forward_step passes a sparse
+    input's feature_dim, None): skipped for the duration, RETURNN patched (never the demo file)."""
+    from returnn.tensor import Tensor
+
+    orig = Tensor.remaining_dims
+
+    def remaining_dims(self, remove=None):
+        if remove is not None and isinstance(remove, (list, tuple)):
+            remove = [d for d in remove if d is not None]
+        return orig(self, remove)
+
+    Tensor.remaining_dims = remaining_dims
+    try:
+        yield
+    finally:
+        Tensor.remaining_dims = orig
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield
+
+
+def _hypotheses(hyps, log_probs, out_spatial_dim, beam_dim, seconds) -> dict:
+    """Per sequence and beam entry: the labels (valid frames), lengths and log probs, as lists, batch first."""
+    batch = [d for d in log_probs.dims if d is not beam_dim][0]
+    order = [batch, beam_dim]
+    lengths = out_spatial_dim.dyn_size_ext.copy_transpose(order).raw_tensor.tolist()
+    raw = hyps.copy_transpose(order + [out_spatial_dim]).raw_tensor.tolist()
+    labels = [[row[:n] for row, n in zip(rows, ns)] for rows, ns in zip(raw, lengths)]
+    return {"beam": beam_dim.dimension, "hyps": labels, "lengths": lengths, "seconds": seconds,
+            "log_probs": log_probs.copy_transpose(order).raw_tensor.tolist()}
+
+
 def cmd_check(args) -> dict:
     """6b: the same weights give the same loss; training steps run; the beam search gives hypotheses."""
     import torch
@@ -309,17 +346,29 @@ def cmd_check(args) -> dict:
     losses = [float(ours.train_step(make_batch(rng, args.batch), step)) for step in range(args.steps)]
     print(f"dimtorch.rf: {args.steps} training steps in eager mode, losses {[round(x, 3) for x in losses]}")
     report["train_losses"] = losses
-    beam_side = RfSide("dimtorch", path, config=args.config, vocab=16, seed=args.seed)
+    # the beam search, with what RETURNN itself needs to run it (vocabulary 16, longer inputs; RETURNN's
+    # Tensor.remaining_dims skipping None, patched here for RETURNN only), at the same weights on both
+    ret_beam = RfSide("returnn", path, config=args.config, vocab=16, seed=args.seed)
+    our_beam = RfSide("dimtorch", path, config=args.config, vocab=16, seed=args.seed)
+    our_beam.pt_model.load_state_dict(ret_beam.pt_model.state_dict())
     b = make_batch(numpy.random.RandomState(7), 8, out_base=16, min_len=12, max_len=30)
-    t0 = time.perf_counter()
-    hyps, log_probs, out_spatial_dim, beam_dim = beam_side.beam_search(b)
-    lengths = out_spatial_dim.dyn_size_ext.raw_tensor
-    print(f"dimtorch.rf beam search: {time.perf_counter() - t0:.2f} s, beam {beam_dim.dimension}, hypotheses of "
-          f"batch entry 0: {hyps.copy_transpose([d for d in hyps.dims if d is not out_spatial_dim] + [out_spatial_dim]).raw_tensor[0].tolist()}, "
-          f"lengths {lengths.tolist()}")
-    report["beam"] = {"beam": beam_dim.dimension, "lengths": lengths.tolist(),
-                      "log_probs": log_probs.raw_tensor.tolist()}
-    report["equal"] = ok
+    found = {}
+    for side in (ret_beam, our_beam):
+        with _returnn_remaining_dims_skips_none() if side.impl == "returnn" else _nothing():
+            t0 = time.perf_counter()
+            hyps, log_probs, out_spatial_dim, beam_dim = side.beam_search(b)
+            seconds = time.perf_counter() - t0
+        found[side.impl] = _hypotheses(hyps, log_probs, out_spatial_dim, beam_dim, seconds)
+    ours_, ref_ = found["dimtorch"], found["returnn"]
+    same = (ours_["hyps"] == ref_["hyps"] and ours_["lengths"] == ref_["lengths"] and
+            numpy.allclose(ours_["log_probs"], ref_["log_probs"], atol=1e-4, rtol=1e-4))
+    print(f"beam search (beam {ours_['beam']}, batch 8, vocabulary 16), the same weights on both: dimtorch.rf "
+          f"{ours_['seconds']:.2f} s, RETURNN {ref_['seconds']:.2f} s; hypotheses, lengths and log probs "
+          f"{'equal' if same else 'DIFFERENT'}; best per sequence (dimtorch.rf): "
+          f"{[h[0][:n[0]] for h, n in zip(ours_['hyps'], ours_['lengths'])]}, log probs "
+          f"{[round(p[0], 3) for p in ours_['log_probs']]}")
+    report["beam"] = {"dimtorch_rf": ours_, "returnn": ref_, "equal": same}
+    report["equal"] = ok and same
     return report
 
 
