@@ -284,8 +284,12 @@ def both(name: str):
 
 
 def unbind(*progs: Optional[types.ModuleType]) -> None:
-    """Leave no batch bound on the global batch dims (the next test binds its own)."""
+    """Leave no batch bound on the global batch dims (the next test binds its own) and no run context
+    holding the step's outputs and losses (with them the program's dims)."""
     for p in progs:
         if p is not None:
             p.extern_data.reset_content()
             p.batch_dim.reset_eager()
+            reset = getattr(p.rf, "reset_run_ctx", None)
+            if reset is not None:
+                reset()

@@ -5,6 +5,7 @@ Each program's declared dims are bound to two batches in turn (other sizes and l
 binds them per step. Skipped without `returnn` (pip install .[bench])."""
 import pytest
 
+import dimtorch.rf  # noqa: F401  (imported before the tests: its module-level dims are no test's leak)
 from rf_programs import both, compare_outputs, make_batch, run_forward, unbind
 
 

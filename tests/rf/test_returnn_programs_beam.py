@@ -3,6 +3,7 @@ RETURNN frontend and, with only its import lines edited, on dimtorch.rf (tests/r
 hypotheses, their scores and lengths must agree (top_k over [beam, vocab] with nested indices, gather by
 backrefs without axis=, a loop ended by a host read, TensorArray stacked onto a dim with lengths over
 batch and beam). Skipped without `returnn` (pip install .[bench])."""
+import dimtorch.rf  # noqa: F401  (imported before the tests: its module-level dims are no test's leak)
 from rf_programs import both, compare_outputs, make_batch, run_forward, unbind
 
 

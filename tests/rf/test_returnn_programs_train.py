@@ -6,6 +6,7 @@ and batches. The attention decoder is a small model in the style of RETURNN's de
 Skipped without `returnn` (pip install .[bench])."""
 import pytest
 
+import dimtorch.rf  # noqa: F401  (imported before the tests: its module-level dims are no test's leak)
 from rf_programs import both, compare_train, make_batch, run_train, unbind
 
 
