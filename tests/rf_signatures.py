@@ -50,11 +50,17 @@ def signature_of(obj) -> Optional[inspect.Signature]:
         return None
 
 
+_ALIASES = {"swish": "silu"}  # one function under both of rf's names
+
+
 def _same_default(a, b) -> bool:
     if a is b:
         return True
+    if hasattr(a, "dimension") and hasattr(b, "dimension") and hasattr(a, "name") and hasattr(b, "name"):
+        return (a.name, a.dimension) == (b.name, b.dimension)  # a default Dim: rf's and ours are other objects
     if callable(a) and callable(b):  # e.g. gating's gate_func=sigmoid: rf's function vs dimtorch's op
-        return getattr(a, "__name__", "").lstrip("_") == getattr(b, "__name__", "").lstrip("_")
+        names = [getattr(f, "__name__", "").lstrip("_") for f in (a, b)]
+        return _ALIASES.get(names[0], names[0]) == _ALIASES.get(names[1], names[1])
     try:
         return bool(a == b) and type(a) in (type(b), int, float) and type(b) in (type(a), int, float)
     except Exception:  # noqa: BLE001 (a comparison that raises is no match)

@@ -33,6 +33,8 @@ def _coverage():
 COV = _coverage()
 ENTRIES = [(module, name, status) for module, entries in COV.TABLE.items() for name, status, _, _ in entries
            if status in (COV.S, COV.ALT)]
+for _module in sorted({m for m, _, _ in ENTRIES}):  # their module-level default Dims exist before the leak check
+    importlib.import_module(f"dimtorch.rf.{_module}")
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -63,6 +65,12 @@ def _skip_if_elsewhere(module: str, name: str):
         pytest.skip("dimtorch.rf.tensor (rf's Tensor and Dim API) is not in this checkout")
 
 
+# classes whose signatures are not compared here: dimtorch's C types (their constructor forms, rf's and
+# dimtorch's, are tested in tests/rf/test_tensor_api.py and test_dim_api.py) and a handle that code
+# receives from a hook's registration and never constructs
+_NOT_COMPARED = {("types", "Tensor"), ("types", "Dim"), ("hooks", "RemovableHandle")}
+
+
 @pytest.mark.parametrize("module,name,status", ENTRIES, ids=[f"{m}.{n}" for m, n, _ in ENTRIES])
 def test_same_and_alt_names_exist_with_rf_signature(module, name, status):
     ours = _ours(module, name)
@@ -74,6 +82,8 @@ def test_same_and_alt_names_exist_with_rf_signature(module, name, status):
     theirs = getattr(rf_module, name)
     if inspect.isclass(theirs):
         _skip_if_elsewhere(module, name)
+    if (module, name) in _NOT_COMPARED:
+        pytest.skip(f"rf.{module}.{name}: its constructor is not what code calls (see _NOT_COMPARED)")
     rf_sig, our_sig = signature_of(theirs), signature_of(ours)
     if rf_sig is None:
         pytest.skip(f"rf.{module}.{name} has no signature")

@@ -23,7 +23,7 @@ import torch
 from ... import _C
 from ..._C import Dim, Tensor
 from ...ops.positional import sinusoidal_positional_encoding as _sinusoidal
-from .._builders import NotSpecified, dropout as _dropout, make_activation, make_norm, not_specified, swish
+from .._builders import NotSpecified, dropout as _dropout, identity, make_activation, make_norm, not_specified, swish
 from .._dims import single_step_dim
 from ..attention import CausalSelfAttention, CrossAttention
 from ..build_from_dict import build_from_dict
@@ -76,7 +76,7 @@ class FeedForwardGated(Module):
 
     def __init__(self, out_dim: Dim, *, ff_dim: Optional[Union[Dim, int]] = NotSpecified, dropout: float = 0.1,
                  activation: Union[Callable[[Tensor], Tensor], Dict[str, Any], Module] = swish,
-                 gate_activation: Union[Callable[[Tensor], Tensor], Dict[str, Any], Module] = NotSpecified,
+                 gate_activation: Union[Callable[[Tensor], Tensor], Dict[str, Any], Module] = identity,
                  with_bias: bool = False):
         super().__init__()
         if isinstance(ff_dim, int):
@@ -89,7 +89,8 @@ class FeedForwardGated(Module):
         self.out_dim, self.dropout = out_dim, dropout
         self.dropout_broadcast = False
         self.activation = swish if not_specified(activation) else make_activation(activation)
-        self.gate_activation = None if not_specified(gate_activation) else make_activation(gate_activation)
+        self.gate_activation = (None if gate_activation is identity or not_specified(gate_activation)  # (no call)
+                                else make_activation(gate_activation))
         self.linear_ff = Linear(out_dim, 2 * ff_dim, with_bias=with_bias)
         self.linear_out = Linear(ff_dim, out_dim, with_bias=with_bias)
 

@@ -9,7 +9,7 @@ import torch
 
 from ... import _C
 from ..._C import Dim, Tensor
-from .._builders import NotSpecified, dropout as _dropout, make_activation, make_norm, not_specified
+from .._builders import NotSpecified, dropout as _dropout, identity, make_activation, make_norm, not_specified
 from .._builders import zero_padding as _zero_padding
 from ..attention import RelPosSelfAttention
 from ..build_from_dict import build_from_dict
@@ -89,7 +89,7 @@ class FeedForwardConvGated(Module):
 
     def __init__(self, out_dim: Dim, *, ff_dim=NotSpecified, kernel_size: int = 31, dropout: float = 0.1,
                  activation: Union[Callable[[Tensor], Tensor], Dict[str, Any], Module] = _C.gelu,
-                 gate_activation=NotSpecified, with_bias: bool = True, norm=LayerNorm):
+                 gate_activation=identity, with_bias: bool = True, norm=LayerNorm):
         super().__init__()
         ff = out_dim * 3 if not_specified(ff_dim) else ff_dim
         if isinstance(ff, int):
@@ -97,7 +97,8 @@ class FeedForwardConvGated(Module):
         self.out_dim, self.ff_dim, self.dropout = out_dim, ff, dropout
         self.dropout_broadcast = False
         self.activation = _C.gelu if not_specified(activation) else make_activation(activation)
-        self.gate_activation = None if not_specified(gate_activation) else make_activation(gate_activation)
+        self.gate_activation = (None if gate_activation is identity or not_specified(gate_activation)  # (no call)
+                                else make_activation(gate_activation))
         self.linear_ff = Linear(out_dim, 2 * ff, with_bias=with_bias)
         self.norm = make_norm(norm, ff)
         self.conv = Conv1d(ff, ff, filter_size=kernel_size, groups=ff.size, padding="same", with_bias=with_bias)
