@@ -26,7 +26,7 @@ const char* const kRequired[] = {
     "reshape", "masked_select", "masked_scatter", "to_host",
     "_reverse_index", "_valid_index", "_gather_index",
     "Dim.__init__", "Dim._rf_new", "Dim._mul_dims", "Tensor.copy", "Dim.get_mask", "Dim.get_size_tensor", "Dim.get_max_size", "Dim.__reduce__",
-    "Tensor.__init__", "Tensor.__reduce__", "Tensor.raw_aligned", "Tensor.copy_transpose",
+    "Tensor.__init__", "Tensor.__reduce__", "Tensor._assign_raw_fallback", "Tensor.raw_aligned", "Tensor.copy_transpose",
     "Tensor.copy_masked", "Tensor.__neg__", "Tensor.__abs__", "Tensor.__invert__",
     "Tensor.__add__", "Tensor.__radd__", "Tensor.__sub__", "Tensor.__rsub__", "Tensor.__mul__",
     "Tensor.__rmul__", "Tensor.__truediv__", "Tensor.__rtruediv__", "Tensor.__floordiv__",

@@ -23,7 +23,7 @@ def test_slice_dynamic(pad, start):
     b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
     x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
     out, out_dim = both(dt.slice, _slicing.slice, x, axis=b.time, start=start)
-    assert out_dim.dyn_size.raw.tolist() == [max(0, n - start) for n in b.lengths]
+    assert out_dim.lengths.raw.tolist() == [max(0, n - start) for n in b.lengths]
     assert out.feature_dim is b.feature
 
 
@@ -246,7 +246,7 @@ def test_pack_padded_cases_for_the_python_definition():
         dt.pack_padded(b.x, dims=(b.batch, b.time), out_dim=dt.Dim(8, name="pack"))
     # time's lengths vary over batch, which is not packed: each sequence packs on its own (Python)
     out, pack = both(dt.pack_padded, _packing.pack_padded, b.x, dims=(b.time,))
-    assert out.dims == (b.batch, pack, b.feature) and pack.dyn_size.raw.tolist() == [5, 3, 1]
+    assert out.dims == (b.batch, pack, b.feature) and pack.lengths.raw.tolist() == [5, 3, 1]
 
 
 def test_pack_padded_backward():

@@ -36,7 +36,7 @@ def _same(a, b, pool_ids) -> bool:
             return True
         # Padding may differ: zeroed where the tensor has the dims a dim's lengths are over (a tensor
         # over time alone, as ones(time) makes, has padding frames no mask of it can name).
-        masked = [d for d in a.dims if d.is_dynamic() and all(x in a.dims for x in d.dyn_size.dims)]
+        masked = [d for d in a.dims if d.is_dynamic() and all(x in a.dims for x in d.lengths.dims)]
         va, vb = a.copy_masked(0, dims=masked).raw, b.copy_masked(0, dims=masked).raw
         return torch.equal(va, vb) if va.dtype == torch.bool else torch.equal(va.nan_to_num(), vb.nan_to_num())
     if isinstance(a, dt.Dim) and isinstance(b, dt.Dim):

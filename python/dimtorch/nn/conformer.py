@@ -173,7 +173,7 @@ class ConformerEncoderLayer(Module):
     def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
         if type(x) is Tensor and spatial_dim in x.dims:  # (else the submodules' checks name the problem)
             x = narrow_to_longest(x, spatial_dim)
-            if self.zero_padding and spatial_dim.dyn_size is not None:
+            if self.zero_padding and spatial_dim.lengths is not None:
                 x = x.copy_masked(0.0)
         x = 0.5 * self._drop(self.ffn1(self.ffn1_layer_norm(x))) + x
         x = self._drop(self.self_att(self.self_att_layer_norm(x), axis=spatial_dim)) + x
@@ -223,7 +223,7 @@ class ConformerEncoder(Module):
             x, spatial_dim = self.input_layer(x, in_spatial_dim=in_spatial_dim)
         else:
             spatial_dim = in_spatial_dim
-        if not isinstance(self.input_layer, ConformerConvSubsample) and spatial_dim.dyn_size is not None:
+        if not isinstance(self.input_layer, ConformerConvSubsample) and spatial_dim.lengths is not None:
             x = x.copy_masked(0.0)
         x = self.input_projection(x)
         if self.training and self.dropout:
