@@ -123,7 +123,13 @@ class ConformerConvBlock(Module):
         glu_axis = h.dims.index(self.glu_dim)
         h = Tensor(F.glu(h.raw, dim=glu_axis), h.dims[:glu_axis] + (self.in_dim,) + h.dims[glu_axis + 1:],
                    feature_dim=self.in_dim)
+        dims = h.dims
         h, _ = self.depthwise_conv(h, in_spatial_dim=spatial_dim)  # 'same', stride 1: spatial_dim again
+        # dt.conv gives (..., in_dim, time): back to the input's order (a view), so that the norm, the
+        # Linear and the residual add run on (..., time, in_dim) memory as in hand-written code (~1% of
+        # a small training step, measured).
+        if h.dims != dims:
+            h = h.copy_transpose(dims)
         h = _C.silu(self.norm(h))
         return self.positionwise_conv2(h)
 
