@@ -8,10 +8,9 @@ import torch.nn.functional as F
 
 from .. import _C
 from .._C import Dim, Tensor
-from .._C import dropout as _dropout
+from .._C import dropout as _dropout, merge_dims  # the public op (its C++ fast path)
 from .._core.args import dim_str, dims_str
 from ..ops.conv_args import out_spatial_dim
-from ..ops.shape import merge_dims
 from .attention import RelPosSelfAttention
 from .builders import make_ff, make_norm, make_self_att
 from .conv import Conv1d, Conv2d
