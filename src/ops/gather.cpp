@@ -20,6 +20,7 @@ namespace {
 using namespace fast_path;
 
 DIMTORCH_PYTHON_FALLBACK(gather_fallback, "gather")
+DIMTORCH_DEFINITION_ONLY(f_one_hot, "one_hot")
 
 /// x at the int `index` of its dim at axis a, that dim removed: one select (a view).
 PyObject* gather_int(TensorObject* x, int a, PyObject* index) {
@@ -140,6 +141,8 @@ PyMethodDef kFunctions[] = {
      "gather(x, *, indices, axis, clip_to_valid=False): see dimtorch.ops.gather.gather; an embedding lookup (x over "
      "(axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new "
      "dim, the others x's) one torch.gather in x's layout."},
+    {"one_hot", DIMTORCH_OP(f_one_hot), METH_FASTCALL | METH_KEYWORDS,
+     "one_hot(indices) -> Tensor: see dimtorch.ops.gather.one_hot (no fast path: the definition, called with its errors named (dim= gets a hint) at no cost per call)."},
     {nullptr}};
 
 }  // namespace

@@ -17,6 +17,7 @@ namespace dimtorch {
 namespace {
 
 DIMTORCH_PYTHON_FALLBACK(merge_dims_fallback, "merge_dims")
+DIMTORCH_DEFINITION_ONLY(f_squeeze, "squeeze")
 
 /* The merged dim of static `dims` (a tuple), cached on the first dim (dim_merged): merging the
    same dims again gives the same dim, as RETURNN's prod(dims) does, and costs no new Dim per call. */
@@ -125,6 +126,8 @@ PyMethodDef kFunctions[] = {
      "merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
      "slowest) into one dim at the place of the first. Adjacent static dims in order are one "
      "reshape here; other cases are dimtorch.ops.shape.merge_dims."},
+    {"squeeze", DIMTORCH_OP(f_squeeze), METH_FASTCALL | METH_KEYWORDS,
+     "squeeze(x, *, axis) -> Tensor: see dimtorch.ops.shape.squeeze (no fast path: the definition, called with its errors named (dim= gets a hint) at no cost per call)."},
     {nullptr}};
 
 }  // namespace

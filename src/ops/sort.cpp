@@ -21,6 +21,7 @@ using namespace fast_path;
 // ---- top_k ------------------------------------------------------------------------------------
 
 DIMTORCH_PYTHON_FALLBACK(top_k_fallback, "top_k")
+DIMTORCH_DEFINITION_ONLY(f_cumsum, "cumsum")
 
 /// top_k(x, *, axis, k): the fast path ranks one dim without lengths (nothing to mask) with an
 /// int k within its size, for int and float dtypes: one topk; k_dim is a new static Dim.
@@ -76,6 +77,8 @@ PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 PyMethodDef kFunctions[] = {
     {"top_k", FASTCALL_KW(f_top_k),
      "top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."},
+    {"cumsum", FASTCALL_KW(f_cumsum),
+     "cumsum(x, *, axis) -> Tensor: see dimtorch.ops.sort.cumsum (no fast path: the definition, called with its errors named (dim= gets a hint) at no cost per call)."},
     {nullptr}};
 
 #undef FASTCALL_KW

@@ -530,3 +530,25 @@ def test_fast_paths_match_python_in_any_layout(perm, lengths, extra, start, k, p
     both(dt.scatter, _scatter.scatter, x, indices=labels, indices_dim=b.time, mode="max", fill_value=0.5)
     both(dt.slice, _slicing.slice, x, axis=b.time, start=dt.Tensor(torch.full((len(lengths),), start), (b.batch,)),
          size=dt.Dim(2, name="w"))
+
+
+def test_cumsum_squeeze_one_hot_are_their_definitions_called_from_c():
+    """cumsum, squeeze and one_hot have no fast path: their _C functions call the definitions (so that
+    their errors are named from C) and give the same results, errors and gradients."""
+    from dimtorch.ops import gather as _gather, shape as _shape
+    b = make_padded_batch((4, 2, 0), pad_value=PAD_NAN, extra_time=1)
+    both(dt.cumsum, _sort.cumsum, b.x, axis=b.time)
+    one = dt.Dim(1, name="one")
+    x1 = dt.Tensor(b.x.raw.unsqueeze(1), (b.x.dims[0], one) + b.x.dims[1:])
+    both(dt.squeeze, _shape.squeeze, x1, axis=one)
+    vocab = dt.Dim(5, name="vocab")
+    labels = dt.Tensor(torch.tensor([[1, 4, 0], [2, 2, 3]]), (b.batch, dt.Dim(3, name="t")), sparse_dim=vocab)
+    both(dt.one_hot, _gather.one_hot, labels)
+    for fast, slow, args in [(dt.squeeze, _shape.squeeze, dict(x=b.x, axis=b.time)),
+                             (dt.one_hot, _gather.one_hot, dict(indices=b.x)),
+                             (dt.cumsum, _sort.cumsum, dict(x=b.x, axis=one))]:
+        with pytest.raises(ValueError) as e_fast:
+            fast(**args)
+        with pytest.raises(ValueError) as e_slow:
+            slow(**args)
+        assert str(e_fast.value) == str(e_slow.value)
