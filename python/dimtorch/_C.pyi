@@ -164,7 +164,7 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     """ctc_greedy_decode(logits, *, in_spatial_dim, blank_index, out_spatial_dim=None, target_dim=None, wb_target_dim=None) -> (tensor, dim): see dimtorch.ops.decoding.ctc_greedy_decode."""
 
 def cumsum(x: Tensor, *, axis: Dim) -> Tensor:
-    """cumsum(x, *, axis) -> Tensor: see dimtorch.ops.sort.cumsum (no fast path: the definition, called with its errors named (dim= gets a hint) at no cost per call)."""
+    """cumsum(x, *, axis) -> Tensor: see dimtorch.ops.sort.cumsum; one cumsum here (and one where with the cached mask for a dynamic axis)."""
 
 def dot(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
     """dot(a, b, reduce, use_mask=False): same as matmul."""
@@ -248,7 +248,7 @@ def neg(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
 def one_hot(indices: Tensor) -> Tensor:
-    """one_hot(indices) -> Tensor: see dimtorch.ops.gather.one_hot (no fast path: the definition, called with its errors named (dim= gets a hint) at no cost per call)."""
+    """one_hot(indices) -> Tensor: see dimtorch.ops.gather.one_hot; int64 indices are one F.one_hot here."""
 
 def ones(dims: _Dims, *, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """ones(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): ones over `dims`."""
@@ -350,7 +350,7 @@ def squared_difference(a: _Operand, b: _Operand, *, allow_broadcast_all_sources:
     """squared_difference(a, b): (a - b) ** 2 elementwise, aligned by dims (rf.squared_difference)."""
 
 def squeeze(x: Tensor, *, axis: Dim) -> Tensor:
-    """squeeze(x, *, axis) -> Tensor: see dimtorch.ops.shape.squeeze (no fast path: the definition, called with its errors named (dim= gets a hint) at no cost per call)."""
+    """squeeze(x, *, axis) -> Tensor: see dimtorch.ops.shape.squeeze; one select(axis, 0) view here."""
 
 def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = ...) -> Any:
     """stack(tensors, *, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.stack.stack."""

@@ -66,6 +66,7 @@ struct Table {
   PyObject* gather = nullptr;
   PyObject* new_zeros = nullptr;   // TensorBase.new_zeros
   PyObject* embedding = nullptr;   // torch.nn.functional.embedding
+  PyObject* one_hot = nullptr;     // torch.nn.functional.one_hot
   PyObject* dropout = nullptr;     // torch.nn.functional.dropout
   PyObject* new_empty = nullptr;   // TensorBase.new_empty
   PyObject* bernoulli_ = nullptr;  // TensorBase.bernoulli_

@@ -1,5 +1,5 @@
-// Fast path of the sort family (definitions: python/dimtorch/ops/sort.py): top_k over a static dim
-// (one topk). Every other case goes to the Python definition (python_fallback.h).
+// Fast paths of the sort family (definitions: python/dimtorch/ops/sort.py): top_k over a static dim
+// (one topk), cumsum (one cumsum). Every other case goes to the Python definition (python_fallback.h).
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"
@@ -21,7 +21,6 @@ using namespace fast_path;
 // ---- top_k ------------------------------------------------------------------------------------
 
 DIMTORCH_PYTHON_FALLBACK(top_k_fallback, "top_k")
-DIMTORCH_DEFINITION_ONLY(f_cumsum, "cumsum")
 
 /// top_k(x, *, axis, k): the fast path ranks one dim without lengths (nothing to mask) with an
 /// int k within its size, for int and float dtypes: one topk; k_dim is a new static Dim.
@@ -72,13 +71,48 @@ PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   return PyTuple_Pack(3, values.get(), indices.get(), k_dim.get());
 }
 
+// ---- cumsum -----------------------------------------------------------------------------------
+
+DIMTORCH_PYTHON_FALLBACK(cumsum_fallback, "cumsum")
+
+/// cumsum(x, *, axis): one cumsum over the raw axis; a dynamic axis as long as its longest sequence
+/// gets its padding zeroed first (one where with the mask cached on the dim), as the definition does.
+PyObject* f_cumsum(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "axis"};
+  PyObject* v[2];
+  if (!parse_args(args, nargs, kwnames, names, 2, 1, 2, v, "dimtorch.cumsum()")) {
+    PyErr_Clear();
+    return cumsum_fallback(args, nargs, kwnames);
+  }
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1])) return cumsum_fallback(args, nargs, kwnames);
+  TensorObject* x = as_tensor(v[0]);
+  int a = dims_index(x->dims, v[1]);
+  if (a < 0) return cumsum_fallback(args, nargs, kwnames);
+  Ref raw = Ref::borrow(x->raw);
+  if (dim_has_lengths(as_dim(v[1]))) {
+    Py_ssize_t longest = dim_max_size(as_dim(v[1]));
+    if (longest == -2) return nullptr;
+    if (longest != x->sizes[a]) return cumsum_fallback(args, nargs, kwnames);  // (frames beyond it: dropped there)
+    raw = Ref(masked_raw(x, &a, 1, backend::T.zero, nullptr, "dimtorch.cumsum()"));
+    if (!raw) {  // lengths over dims x lacks: the definition says so
+      PyErr_Clear();
+      return cumsum_fallback(args, nargs, kwnames);
+    }
+  }
+  Ref axis_arg(PyLong_FromLong(a));
+  if (!axis_arg) return nullptr;
+  PyObject* out = backend::call2(backend::T.cumsum, raw.get(), axis_arg.get());
+  if (!out) return nullptr;
+  return tensor_make(out, x->dims, x->sizes, x->sparse_dim, x->feature_dim);
+}
+
 #define FASTCALL_KW(fn) DIMTORCH_OP(fn), METH_FASTCALL | METH_KEYWORDS
 
 PyMethodDef kFunctions[] = {
     {"top_k", FASTCALL_KW(f_top_k),
      "top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."},
     {"cumsum", FASTCALL_KW(f_cumsum),
-     "cumsum(x, *, axis) -> Tensor: see dimtorch.ops.sort.cumsum (no fast path: the definition, called with its errors named (dim= gets a hint) at no cost per call)."},
+     "cumsum(x, *, axis) -> Tensor: see dimtorch.ops.sort.cumsum; one cumsum here (and one where with the cached mask for a dynamic axis)."},
     {nullptr}};
 
 #undef FASTCALL_KW

@@ -532,18 +532,34 @@ def test_fast_paths_match_python_in_any_layout(perm, lengths, extra, start, k, p
          size=dt.Dim(2, name="w"))
 
 
-def test_cumsum_squeeze_one_hot_are_their_definitions_called_from_c():
-    """cumsum, squeeze and one_hot have no fast path: their _C functions call the definitions (so that
-    their errors are named from C) and give the same results, errors and gradients."""
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("extra_time", [0, 1])
+def test_cumsum_squeeze_one_hot_fast_paths(pad, extra_time):
+    """cumsum (one cumsum, a dynamic axis masked first), squeeze (one select view) and one_hot (int64: one
+    F.one_hot) against their definitions: dims, markers, values on valid frames, gradients, and the cases
+    they hand over (frames beyond the longest sequence, int32 indices, bad input: the same errors)."""
     from dimtorch.ops import gather as _gather, shape as _shape
-    b = make_padded_batch((4, 2, 0), pad_value=PAD_NAN, extra_time=1)
-    both(dt.cumsum, _sort.cumsum, b.x, axis=b.time)
+    b = make_padded_batch((4, 2, 0), pad_value=pad, extra_time=extra_time)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    for axis in (b.time, b.feature, b.batch):
+        both(dt.cumsum, _sort.cumsum, x, axis=axis)
+    grads = []
+    for fn in (dt.cumsum, _sort.cumsum):
+        raw = b.x.raw.clone().requires_grad_(True)
+        y = fn(dt.Tensor(raw, b.x.dims), axis=b.time)
+        torch.where(b.time.get_mask(device=raw.device).raw_aligned(y.dims), y.raw, 0.0).sum().backward()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
     one = dt.Dim(1, name="one")
-    x1 = dt.Tensor(b.x.raw.unsqueeze(1), (b.x.dims[0], one) + b.x.dims[1:])
-    both(dt.squeeze, _shape.squeeze, x1, axis=one)
+    x1 = dt.Tensor(b.x.raw.unsqueeze(1), (b.x.dims[0], one) + b.x.dims[1:], feature_dim=one)
+    y = both(dt.squeeze, _shape.squeeze, x1, axis=one)
+    assert y.feature_dim is None and y.raw._base is not None
     vocab = dt.Dim(5, name="vocab")
-    labels = dt.Tensor(torch.tensor([[1, 4, 0], [2, 2, 3]]), (b.batch, dt.Dim(3, name="t")), sparse_dim=vocab)
-    both(dt.one_hot, _gather.one_hot, labels)
+    t3 = dt.Dim(3, name="t")
+    for dtype in (torch.int64, torch.int32):
+        labels = dt.Tensor(torch.tensor([[1, 4, 0], [2, 2, 3]], dtype=dtype), (b.batch, t3), sparse_dim=vocab)
+        y = both(dt.one_hot, _gather.one_hot, labels)
+        assert y.feature_dim is vocab and y.sparse_dim is None
     for fast, slow, args in [(dt.squeeze, _shape.squeeze, dict(x=b.x, axis=b.time)),
                              (dt.one_hot, _gather.one_hot, dict(indices=b.x)),
                              (dt.cumsum, _sort.cumsum, dict(x=b.x, axis=one))]:
