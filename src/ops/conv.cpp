@@ -38,19 +38,28 @@ PyObject* zero_padding(TensorObject* x) {
   return raw;
 }
 
-/// conv(x, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size,
-/// strides=1, dilation=1, padding="valid", groups=1, bias=None) -> (tensor, out_spatial_dims).
+/// conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size,
+/// padding="valid", strides=None, dilation_rate=None, groups=None, bias=None, use_mask=None,
+/// dilation=None) -> (tensor, out_spatial_dims). None is 1 for strides, dilation and groups;
+/// dilation_rate is dilation (RETURNN frontend's name); use_mask changes nothing (see the definition).
 PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "filter", "in_dim", "out_dim", "in_spatial_dims", "filter_size",
-                                      "out_spatial_dims", "strides", "dilation", "padding", "groups", "bias"};
+                                      "out_spatial_dims", "strides", "dilation", "padding", "groups", "bias",
+                                      "use_mask", "dilation_rate"};
   const char* caller = "dimtorch.conv()";
-  PyObject* v[12];
-  if (!parse_args(args, nargs, kwnames, names, 12, 2, 6, v, caller)) {
+  PyObject* v[14];
+  if (!parse_args(args, nargs, kwnames, names, 14, 2, 6, v, caller, 1)) {
     PyErr_Clear();
     return conv_fallback(args, nargs, kwnames);
   }
 #define FALLBACK() return conv_fallback(args, nargs, kwnames)
-  PyObject *in_dim = v[2], *out_dim = v[3], *bias = v[11] == Py_None ? nullptr : v[11];
+  for (int i : {7, 8, 10, 11, 13})  // None: the default
+    if (v[i] == Py_None) v[i] = nullptr;
+  if (v[13]) {  // dilation_rate: dilation's other name (both given: the definition's error)
+    if (v[8]) FALLBACK();
+    v[8] = v[13];
+  }
+  PyObject *in_dim = v[2], *out_dim = v[3], *bias = v[11];
   if (!is_tensor(v[0]) || !is_tensor(v[1]) || !is_dim(in_dim) || !is_dim(out_dim) || (v[6] && v[6] != Py_None))
     FALLBACK();
   TensorObject* x = as_tensor(v[0]);
@@ -196,8 +205,9 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
 
 PyMethodDef kFunctions[] = {
     {"conv", DIMTORCH_OP(f_conv), METH_FASTCALL | METH_KEYWORDS,
-     "conv(x, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size, strides=1, "
-     "dilation=1, padding='valid', groups=1, bias=None) -> (tensor, out_spatial_dims): see "
+     "conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size, padding='valid', "
+     "strides=None, dilation_rate=None, groups=None, bias=None, use_mask=None, dilation=None) -> (tensor, "
+     "out_spatial_dims): see "
      "dimtorch.ops.conv.conv; the common call is one torch conv here (and one where with the cached mask "
      "for dynamic spatial dims)."},
     {"transposed_conv", DIMTORCH_OP(f_transposed_conv), METH_FASTCALL | METH_KEYWORDS,

@@ -19,12 +19,12 @@ namespace {
 DIMTORCH_PYTHON_FALLBACK(merge_dims_fallback, "merge_dims")
 DIMTORCH_PYTHON_FALLBACK(squeeze_fallback, "squeeze")
 
-/// squeeze(x, *, axis): axis a dim of x of raw size 1: the raw's select(a, 0) (a view, as
+/// squeeze(x, /, axis): axis a dim of x of raw size 1: the raw's select(a, 0) (a view, as
 /// squeeze(a)); markers kept as keep_markers does.
 PyObject* f_squeeze(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "axis"};
   PyObject* v[2];
-  if (!parse_args(args, nargs, kwnames, names, 2, 1, 2, v, "dimtorch.squeeze()")) {
+  if (!parse_args(args, nargs, kwnames, names, 2, 2, 2, v, "dimtorch.squeeze()", 1)) {
     PyErr_Clear();
     return squeeze_fallback(args, nargs, kwnames);
   }
@@ -78,7 +78,7 @@ PyObject* f_merged_dim(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "dims", "out_dim"};
   PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, "dimtorch.merge_dims()") ||
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, "dimtorch.merge_dims()", 1) ||
       !is_tensor(v[0]) || !as_tensor(v[0])->raw || !PyTuple_Check(v[1])) {
     PyErr_Clear();
     return merge_dims_fallback(args, nargs, kwnames);
@@ -151,11 +151,11 @@ PyMethodDef kFunctions[] = {
      METH_FASTCALL, "_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."},
     {"merge_dims", DIMTORCH_OP(f_merge_dims),
      METH_FASTCALL | METH_KEYWORDS,
-     "merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
+     "merge_dims(x, /, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
      "slowest) into one dim at the place of the first. Adjacent static dims in order are one "
      "reshape here; other cases are dimtorch.ops.shape.merge_dims."},
     {"squeeze", DIMTORCH_OP(f_squeeze), METH_FASTCALL | METH_KEYWORDS,
-     "squeeze(x, *, axis) -> Tensor: see dimtorch.ops.shape.squeeze; one select(axis, 0) view here."},
+     "squeeze(x, /, axis) -> Tensor: see dimtorch.ops.shape.squeeze; one select(axis, 0) view here."},
     {nullptr}};
 
 }  // namespace

@@ -560,11 +560,16 @@ def test_cumsum_squeeze_one_hot_fast_paths(pad, extra_time):
         labels = dt.Tensor(torch.tensor([[1, 4, 0], [2, 2, 3]], dtype=dtype), (b.batch, t3), sparse_dim=vocab)
         y = both(dt.one_hot, _gather.one_hot, labels)
         assert y.feature_dim is vocab and y.sparse_dim is None
-    for fast, slow, args in [(dt.squeeze, _shape.squeeze, dict(x=b.x, axis=b.time)),
-                             (dt.one_hot, _gather.one_hot, dict(indices=b.x)),
-                             (dt.cumsum, _sort.cumsum, dict(x=b.x, axis=one))]:
-        with pytest.raises(ValueError) as e_fast:
-            fast(**args)
-        with pytest.raises(ValueError) as e_slow:
-            slow(**args)
-        assert str(e_fast.value) == str(e_slow.value)
+    both(dt.cumsum, _sort.cumsum, x, spatial_dim=b.time)  # (RETURNN frontend's name)
+    both(dt.squeeze, _shape.squeeze, x1, one)
+    for fast, slow, args, kwargs in [(dt.squeeze, _shape.squeeze, (b.x,), dict(axis=b.time)),
+                                     (dt.one_hot, _gather.one_hot, (b.x,), {}),
+                                     (dt.cumsum, _sort.cumsum, (b.x,), dict(axis=one)),
+                                     (dt.cumsum, _sort.cumsum, (b.x,), dict(axis=b.time, spatial_dim=b.feature)),
+                                     (dt.cumsum, _sort.cumsum, (), dict(x=b.x, axis=b.time))]:
+        with pytest.raises((ValueError, TypeError)) as e_fast:
+            fast(*args, **kwargs)
+        with pytest.raises((ValueError, TypeError)) as e_slow:
+            slow(*args, **kwargs)
+        assert type(e_fast.value) is type(e_slow.value)
+        assert str(e_fast.value).endswith(str(e_slow.value)), (e_fast.value, e_slow.value)

@@ -189,3 +189,25 @@ def test_transposed_conv_and_pool_are_their_definitions_called_from_c():
         with pytest.raises(ValueError) as e_slow:
             slow(x, mode="max", pool_size=2, in_spatial_dims=[out])
         assert str(e_fast.value) == str(e_slow.value)
+
+
+def test_conv_rf_arguments_take_the_fast_path():
+    """RETURNN frontend's forms (None for strides/groups/dilation, dilation_rate, use_mask) are common calls
+    too; x is positional-only on both paths."""
+    x, batch, time, chan = _batch([5, 3], 4, extra=1, pad=PAD_NAN, order=(0, 1, 2))
+    out, kd = dt.Dim(4, name="out"), dt.Dim(3, name="k")
+    w = dt.Tensor(torch.randn(4, 4, 3), (out, chan, kd))
+    for kw in (dict(strides=None, groups=None, dilation=None, bias=None), dict(dilation_rate=2, use_mask=True),
+               dict(filter=w, use_mask=False)):
+        f = () if "filter" in kw else (w,)
+        call = dict(in_dim=chan, out_dim=out, in_spatial_dims=[time], filter_size=[kd], padding="same", **kw)
+        assert _definition_calls(lambda: dt.conv(x, *f, **call)) == 0, kw
+        both(dt.conv, _conv.conv, x, *f, **call)
+    for bad in (dict(x=x, filter=w), dict(filter=w, dilation=1, dilation_rate=2)):
+        args = () if "x" in bad else (x,)
+        kw = dict(in_dim=chan, out_dim=out, in_spatial_dims=[time], filter_size=[kd], **bad)
+        with pytest.raises(TypeError) as fast:
+            dt.conv(*args, **kw)
+        with pytest.raises(TypeError) as slow:
+            _conv.conv(*args, **kw)
+        assert str(fast.value).endswith(str(slow.value))
