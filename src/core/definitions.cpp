@@ -24,6 +24,7 @@ const char* const kRequired[] = {
     "ctc_durations_from_path", "repeat", "ctc_greedy_decode", "matmul", "dot", "combine", "compare",
     "maximum", "minimum",
     "reshape", "masked_select", "masked_scatter", "to_host",
+    "conv", "transposed_conv", "cumsum", "squeeze", "one_hot",
     "_reverse_index", "_valid_index", "_gather_index",
     "Dim.__init__", "Dim._rf_new", "Dim._mul_dims", "Tensor.copy", "Dim.get_mask", "Dim.get_size_tensor", "Dim.get_max_size", "Dim.__reduce__",
     "Tensor.__init__", "Tensor.__reduce__", "Tensor._assign_raw_fallback", "Tensor.raw_aligned", "Tensor.copy_transpose",
