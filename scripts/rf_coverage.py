@@ -51,7 +51,7 @@ TABLE = {
         _rf("convert_to_tensor", "name=, shape= taken; keep_scalar_on_cpu keeps a scalar off the default device"),
         _rf("constant", "convert_to_tensor (the package's rf.constant is rf.const's)", path="array_."),
         _rf("copy", "Tensor.copy()"),
-        _rf("cast"), _rf("merge_dims"), _rf("split_dims"), _rf("reshape"), _rf("split", "a tuple, as rf"),
+        _rf("cast"), _rf("merge_dims", "the feature marker follows a merge of the feature dim, as rf (dt.merge_dims drops it)"), _rf("split_dims"), _rf("reshape"), _rf("split", "a tuple, as rf"),
         _rf("expand_dim"), _rf("expand_dims", "one view, the new dims first in the given order"), _rf("squeeze"),
         _rf("window", "a view (unfold); int stride (a Tensor stride and a dynamic window_dim: not yet); \"valid\" on a "
                       "sequence shorter than the window: 0 frames (see Differences)"),
@@ -69,7 +69,8 @@ TABLE = {
         _rf("masked_scatter"), _rf("sequence_mask", "like= (a TensorLayout): not taken"),
         _rf("pack_padded", "enforce_sorted=True: not implemented (as in rf)"),
         _rf("pad_packed", "dt.unpack_padded"),
-        _rf("gather", "axis= defaults to the indices' sparse_dim; indices without a sparse_dim gather along axis"),
+        _rf("gather", "axis= defaults to the indices' sparse_dim; indices without a sparse_dim gather along axis; "
+              "indices over axis itself index it anew (a beam backtrack)"),
         _rf("scatter"),
         _rf("scatter_mean"), _rf("scatter_argmax", "dt.scatter(mode=\"argmax\"), invalid_idx as its fill_value"),
         _rf("scatter_logsumexp"), _rf("scatter_logmeanexp"),
@@ -78,7 +79,7 @@ TABLE = {
                      "out_dim is read on the host)"),
         _rf("shift_right"), _rf("shift_left"), _rf("reverse_sequence"), _rf("where"),
         _rf("sort", "(values, indices, out_dim): axis replaced by a new dim of its size or lengths; always stable"),
-        _rf("search_sorted"), _rf("sparse_to_dense"), _rf("one_hot"),
+        _rf("search_sorted"), _rf("sparse_to_dense", "an int label too (axis= then required)"), _rf("one_hot"),
         _rf("top_k_mask", "int k (a Tensor k: not yet); padding never selected"),
         _rf("top_p_mask", "padding never selected"),
         _rf("repeat", "its out dim's lengths are read from the device"), _rf("limit_repeats"),

@@ -1,0 +1,133 @@
+"""rf functions in the forms RETURNN code calls them and dimtorch's own API did not take (the rfns gaps of
+issue 21's acceptance run): run on RETURNN frontend and dimtorch.rf (tests/rf_parity.py, skipped without
+returnn), and checked against a positional torch computation on batches whose padding holds NaN.
+
+- sparse_to_dense with an int label (RETURNN's raw scalar), as eager beam searches mask ended hypotheses;
+- merge_dims keeps the feature marker (out_dim becomes the feature dim when a merged dim was);
+- gather with indices over the gathered axis itself (a beam backtrack's range_over_dim(beam), back-pointers
+  over the beam they point into): the output keeps the axis, now indexed by the indices."""
+import pytest
+import torch
+
+import dimtorch as dt
+import dimtorch.rf as dtrf
+from rf_parity import LENGTHS, Program, compare, make_data, setup_rf
+
+
+@pytest.fixture(scope="module")
+def rf():
+    pytest.importorskip("returnn")
+    module, problem = setup_rf()
+    if module is None:
+        pytest.skip(f"RETURNN frontend is not usable here: {problem}")
+    return module
+
+
+def run_on_both(program: Program, rf) -> list:
+    from returnn.tensor import Dim as RfDim
+    rf_d, rf_x = make_data(rf, RfDim, RfDim(3, name="batch"))
+    dt_d, dt_x = make_data(dt, dt.Dim, dt.Dim(None, name="batch"))
+    with torch.no_grad():
+        rf_result = program.runner("rf")(rf, rf_d, rf_x)
+        dt_result = program.runner("dt")(dtrf, dt_d, dt_x)
+    return compare(program, rf_result, dt_result, rf_d, dt_d)
+
+
+def _merge_feature(F, d, x):
+    y, out = F.merge_dims(x.q4, dims=[d.heads, d.head_dim])
+    return y, out
+
+
+def _gather_over_axis(F, d, x):
+    # positions along time computed over (batch, time) itself: each frame reads frame (t + 1) mod length
+    pos = F.range_over_dim(d.time)
+    lengths = F.copy_to_device(d.time.get_size_tensor())
+    nxt = F.combine_bc(pos + 1, "mod", F.maximum(lengths, 1))
+    nxt = F.cast(nxt, "int64")
+    return F.gather(x.x, indices=nxt, axis=d.time)
+
+
+PROGRAMS = [
+    Program("sparse_to_dense_int_label", out=(("vocab",),),
+            both=lambda F, d, x: F.sparse_to_dense(2, axis=d.vocab, label_value=0.0, other_value=-1e30)),
+    Program("merge_dims_heads", both=_merge_feature, out=(("batch", "time", "*"),)),
+    Program("gather_indices_over_the_axis", both=_gather_over_axis, out=(("batch", "time", "feature"),)),
+]
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+def test_program_agrees_with_returnn_frontend(rf, program):
+    problems = run_on_both(program, rf)
+    assert not problems, "; ".join(problems)
+
+
+def test_merge_dims_feature_marker_as_returnn_frontend(rf):
+    """The feature marker follows a merge of the feature dim (on both), and stays when it is not merged."""
+    from returnn.tensor import Dim as RfDim
+    for F, dim_type, batch in ((rf, RfDim, RfDim(3, name="batch")), (dtrf, dt.Dim, dt.Dim(None, name="batch"))):
+        d, x = make_data(dt if F is dtrf else F, dim_type, batch)
+        q = x.q4.copy()
+        q.feature_dim = d.head_dim
+        merged, out = F.merge_dims(q, dims=[d.heads, d.head_dim])
+        assert merged.feature_dim is out
+        kept, _ = F.merge_dims(q, dims=[d.batch, d.time])
+        assert kept.feature_dim is d.head_dim
+
+
+def _nan_padded(lengths, feat=3):
+    b, t = len(lengths), max(lengths)
+    raw = torch.randn(b, t, feat, dtype=torch.float64, requires_grad=False)
+    for i, n in enumerate(lengths):
+        raw[i, n:] = float("nan")
+    return raw
+
+
+def test_gather_indices_over_the_axis_against_torch():
+    """out[b, t, f] = x[b, idx[b, t], f] on valid frames, forward and backward, padding NaN; each sequence
+    alone gives its rows of the batch."""
+    torch.manual_seed(0)
+    batch = dt.Dim(None, name="batch")
+    time = dt.Dim(dt.Tensor(torch.tensor(LENGTHS), (batch,)), name="time")
+    feat = dt.Dim(3, name="feat")
+    raw = _nan_padded(LENGTHS).requires_grad_()
+    idx = torch.stack([torch.randint(0, n, (max(LENGTHS),)) for n in LENGTHS])  # in range, padding included
+    x = dt.Tensor(raw, (batch, time, feat), feature_dim=feat)
+    out = dtrf.gather(x, indices=dt.Tensor(idx, (batch, time), sparse_dim=time))
+    assert out.dims == (batch, time, feat) and out.feature_dim is feat
+    want = torch.gather(raw, 1, idx[:, :, None].expand(-1, -1, 3))
+    valid = torch.arange(max(LENGTHS))[None, :] < torch.tensor(LENGTHS)[:, None]
+    torch.testing.assert_close(out.raw[valid], want[valid])
+    assert not out.raw[valid].isnan().any()
+    g = torch.randn_like(want)
+    (grad,) = torch.autograd.grad((out.raw[valid] * g[valid]).sum(), raw)
+    (want_grad,) = torch.autograd.grad((want[valid] * g[valid]).sum(), raw)
+    torch.testing.assert_close(grad, want_grad, equal_nan=True)
+    for i, n in enumerate(LENGTHS):
+        one = dt.Dim(None, name="one")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (one,)), name="t1")
+        alone = dtrf.gather(dt.Tensor(raw[i:i + 1, :n].detach(), (one, t1, feat)),
+                            indices=dt.Tensor(idx[i:i + 1, :n], (one, t1), sparse_dim=t1))
+        torch.testing.assert_close(alone.raw[0], out.raw[i, :n].detach())
+
+
+def test_gather_beam_backtrack():
+    """The backtrack form: gather(target, indices=range_over_dim(beam)) is target itself, and back-pointers
+    over (batch, beam) gathered by positions over the same beam dim follow them."""
+    batch, beam = dt.Dim(None, name="batch"), dt.Dim(3, name="beam")
+    target = dt.Tensor(torch.tensor([[4, 5, 6], [7, 8, 9]]), (batch, beam))
+    same = dtrf.gather(target, indices=dtrf.range_over_dim(beam))
+    assert same.dims == (batch, beam) and torch.equal(same.raw, target.raw)
+    backrefs = dt.Tensor(torch.tensor([[2, 0, 0], [1, 1, 2]]), (batch, beam), sparse_dim=beam)
+    pos = dt.Tensor(torch.tensor([[1, 2, 0], [0, 2, 1]]), (batch, beam), sparse_dim=beam)
+    got = dtrf.gather(backrefs, indices=pos)
+    assert got.dims == (batch, beam) and got.sparse_dim is beam
+    assert got.raw.tolist() == torch.gather(backrefs.raw, 1, pos.raw).tolist()
+
+
+def test_sparse_to_dense_int_label_against_torch():
+    vocab = dt.Dim(5, name="vocab")
+    out = dtrf.sparse_to_dense(3, axis=vocab, label_value=0.0, other_value=-1e30)
+    assert out.dims == (vocab,)
+    assert out.raw.tolist() == torch.where(torch.arange(5) == 3, 0.0, -1e30).tolist()
+    with pytest.raises(TypeError, match=r"dimtorch\.sparse_to_dense\(\): an int label needs axis"):
+        dtrf.sparse_to_dense(3, label_value=1, other_value=0)
