@@ -131,3 +131,30 @@ def test_sparse_to_dense_int_label_against_torch():
     assert out.raw.tolist() == torch.where(torch.arange(5) == 3, 0.0, -1e30).tolist()
     with pytest.raises(TypeError, match=r"dimtorch\.sparse_to_dense\(\): an int label needs axis"):
         dtrf.sparse_to_dense(3, label_value=1, other_value=0)
+
+
+def test_backend_scaled_dot_product_attention_against_torch():
+    """dimtorch.rf._backend.Backend (RETURNN's test files import it at module level): its attention is
+    torch's scaled_dot_product_attention with the padded keys masked (keys' padding NaN), causal too."""
+    from dimtorch.rf._backend import Backend
+    assert Backend.name == "torch" and Backend.executing_eagerly()
+    torch.manual_seed(0)
+    batch, feat, vfeat = dt.Dim(None, name="batch"), dt.Dim(4, name="f"), dt.Dim(3, name="v")
+    time = dt.Dim(dt.Tensor(torch.tensor(LENGTHS), (batch,)), name="time")
+    kv = dt.Dim(dt.Tensor(torch.tensor(LENGTHS), (batch,)), name="kv")
+    q = torch.randn(3, max(LENGTHS), 4, dtype=torch.float64)
+    k, v = _nan_padded(LENGTHS, 4), _nan_padded(LENGTHS, 3)
+    valid = torch.arange(max(LENGTHS))[None, :] < torch.tensor(LENGTHS)[:, None]
+    for causal in (False, True):
+        out = Backend.scaled_dot_product_attention(
+            dt.Tensor(q, (batch, time, feat)), dt.Tensor(k, (batch, kv, feat)), dt.Tensor(v, (batch, kv, vfeat)),
+            att_dropout_broadcast=False, v_feat_dim=vfeat, qk_feat_dim=feat, kv_spatial_dim=kv,
+            query_spatial_dim=time, is_causal=causal)
+        assert out.dims == (batch, time, vfeat)
+        mask = valid[:, None, :]
+        if causal:
+            mask = mask & torch.ones(max(LENGTHS), max(LENGTHS), dtype=torch.bool).tril()
+        want = torch.nn.functional.scaled_dot_product_attention(q, k.nan_to_num(), v.nan_to_num(), attn_mask=mask)
+        torch.testing.assert_close(out.raw[valid], want[valid])
+    with pytest.raises(NotImplementedError, match="RelPosSelfAttention"):
+        Backend.rel_pos_self_attention(None, None, None, None)
