@@ -163,11 +163,11 @@ TABLE = {
         _rf("get_default_dim_size_device", "\"cpu\": lengths always live on the host"),
     ],
     "dims": [
-        _rf("range_over_dim", "dtype None: int64 (rf: int32)"),
+        _rf("range_over_dim", "dtype None: int64 (rf: int32); a float dtype has no sparse_dim, as rf"),
         _rf("range_over_dim_strided", "stride an int (a device Tensor stride: not taken, dims' lengths are host values)"),
         _rf("range_over_merged_dims", "the first dim may be dynamic (T * k, the dim merge_dims makes)"),
         _rf("linspace_over_dim", "per sequence over a dynamic dim, as rf"),
-        _rf("replace_dim", "a new dim named as in_dim (rf: \"new-dim\")"),
+        _rf("replace_dim", "a new dim named as in_dim (rf: \"new-dim\"); an unknown out_dim (Dim(None)) takes in_dim's lengths, as rf"),
         _rf("replace_dim_v2", "frames beyond each sequence's old length are 0 (rf: the raw padding)"),
         _rf("set_sparse_dim", "a new Tensor over the same raw"),
         _rf("dim_match_priority_when_needed", "dims are identities: a distinct dim of the same size (or lengths) "

@@ -4,6 +4,8 @@ returnn), and checked against a positional torch computation on batches whose pa
 
 - sparse_to_dense with an int label (RETURNN's raw scalar), as eager beam searches mask ended hypotheses;
 - merge_dims keeps the feature marker (out_dim becomes the feature dim when a merged dim was);
+- replace_dim(out_dim=Dim(None)): the unknown out_dim takes in_dim's lengths (ops over it mask them);
+- range_over_dim(dtype="float32") has no sparse_dim;
 - gather with indices over the gathered axis itself (a beam backtrack's range_over_dim(beam), back-pointers
   over the beam they point into): the output keeps the axis, now indexed by the indices."""
 import pytest
@@ -47,7 +49,22 @@ def _gather_over_axis(F, d, x):
     return F.gather(x.x, indices=nxt, axis=d.time)
 
 
+def _replace_dim_unknown(F, d, x):
+    kv = F.Dim(None, name="kv")
+    k, out = F.replace_dim(x.x, in_dim=d.time, out_dim=kv)
+    assert out is kv
+    return F.reduce_sum(k, axis=kv), kv  # masked by kv's lengths: in_dim's
+
+
+def _range_float(F, d, x):
+    r = F.range_over_dim(d.time, dtype="float32")
+    assert r.sparse_dim is None and F.range_over_dim(d.time).sparse_dim is d.time
+    return r
+
+
 PROGRAMS = [
+    Program("replace_dim_to_an_unknown_dim", both=_replace_dim_unknown, out=(("batch", "feature"),)),
+    Program("range_over_dim_float_has_no_sparse_dim", both=_range_float, out=(("time",),)),
     Program("sparse_to_dense_int_label", out=(("vocab",),),
             both=lambda F, d, x: F.sparse_to_dense(2, axis=d.vocab, label_value=0.0, other_value=-1e30)),
     Program("merge_dims_heads", both=_merge_feature, out=(("batch", "time", "*"),)),
