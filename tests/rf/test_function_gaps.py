@@ -62,7 +62,15 @@ def _range_float(F, d, x):
     return r
 
 
+def _pack_unknown(F, d, x):
+    packed = F.Dim(None, name="packed")
+    y, out = F.pack_padded(x.x, dims=[d.batch, d.time], out_dim=packed)
+    assert out is packed
+    return y, packed
+
+
 PROGRAMS = [
+    Program("pack_padded_into_a_declared_dim", both=_pack_unknown, out=(("*", "feature"),)),
     Program("replace_dim_to_an_unknown_dim", both=_replace_dim_unknown, out=(("batch", "feature"),)),
     Program("range_over_dim_float_has_no_sparse_dim", both=_range_float, out=(("time",),)),
     Program("sparse_to_dense_int_label", out=(("vocab",),),
@@ -175,3 +183,24 @@ def test_backend_scaled_dot_product_attention_against_torch():
         torch.testing.assert_close(out.raw[valid], want[valid])
     with pytest.raises(NotImplementedError, match="RelPosSelfAttention"):
         Backend.rel_pos_self_attention(None, None, None, None)
+
+
+def test_pack_padded_per_row_into_a_declared_dim():
+    """pack_padded(out_dim=Dim(None)) per row (lengths over (batch, hyps)): the declared dim gets the
+    packed counts per batch entry as lengths; values are each row's valid frames in order (NaN padding)."""
+    batch, hyps = dt.Dim(None, name="batch"), dt.Dim(2, name="hyps")
+    lengths = torch.tensor([[2, 3], [0, 1], [3, 3]])
+    spatial = dt.Dim(dt.Tensor(lengths, (batch, hyps)), name="spatial")
+    raw = torch.arange(3 * 2 * 3, dtype=torch.float32).reshape(3, 2, 3)
+    for b in range(3):
+        for h in range(2):
+            raw[b, h, lengths[b, h]:] = float("nan")
+    packed = dt.Dim(None, name="packed")
+    y, out = dtrf.pack_padded(dt.Tensor(raw, (batch, hyps, spatial)), dims=[hyps, spatial], out_dim=packed)
+    assert out is packed and packed.dyn_size is not None
+    assert packed.dyn_size.raw.tolist() == lengths.sum(1).tolist()
+    for b in range(3):
+        want = torch.cat([raw[b, h, :lengths[b, h]] for h in range(2)])
+        n = int(lengths[b].sum())
+        assert torch.equal(y.raw[b, :n], want)
+    packed.dyn_size_ext = None  # unbinds (the dims of this test die with it)
