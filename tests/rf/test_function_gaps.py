@@ -204,3 +204,19 @@ def test_pack_padded_per_row_into_a_declared_dim():
         n = int(lengths[b].sum())
         assert torch.equal(y.raw[b, :n], want)
     packed.dyn_size_ext = None  # unbinds (the dims of this test die with it)
+
+
+def test_expand_dim_over_the_bound_batch_dim():
+    """rf.expand_dim(x, dim=batch_dim) with RETURNN's global batch_dim bound to this batch's size: x repeated
+    over it (a view); unbound, an error that names the call."""
+    from dimtorch.rf.tensor import Tensor as RfTensor, batch_dim
+    feat = dt.Dim(2, name="feat")
+    x = dt.Tensor(torch.tensor([1.0, 2.0]), (feat,))
+    with pytest.raises(ValueError, match=r"dimtorch\.expand_dim\(\): dim 'batch'.* must be static"):
+        dtrf.expand_dim(x, dim=batch_dim)
+    batch_dim.dyn_size_ext = RfTensor("batch", [], dtype="int32", raw_tensor=torch.tensor(3, dtype=torch.int32))
+    try:
+        y = dtrf.expand_dim(x, dim=batch_dim)
+        assert y.dims == (batch_dim, feat) and torch.equal(y.raw, x.raw.expand(3, 2))
+    finally:
+        batch_dim.dyn_size_ext = None
