@@ -220,3 +220,21 @@ def test_expand_dim_over_the_bound_batch_dim():
         assert y.dims == (batch_dim, feat) and torch.equal(y.raw, x.raw.expand(3, 2))
     finally:
         batch_dim.dyn_size_ext = None
+
+
+def test_slice_into_a_single_sequence_dim():
+    """RETURNN's per-sequence check: one sequence gathered out of the batch, its time replaced by a dim
+    whose lengths are that sequence's length (0-dim), then sliced to the length with out_dim= that dim.
+    The slice's own dim is static (the end is a host value); a static dim and a dim whose every length
+    is that size have the same sizes (the message said 'has sizes 16, but the slice has 16')."""
+    b, f = dt.Dim(None, name="b"), dt.Dim(3, name="f")
+    time = dt.Dim(dt.Tensor(torch.tensor([4, 2]), (b,)), name="time")
+    raw = _nan_padded((4, 2)).float()
+    x0 = dtrf.gather(dt.Tensor(raw, (b, time, f)), axis=b, indices=1)
+    seq_len = dtrf.gather(time.dyn_size, axis=b, indices=1)
+    one = dt.Dim(seq_len, name="time_b1")
+    x0, _ = dtrf.replace_dim(x0, in_dim=time, out_dim=one)
+    y, d = dtrf.slice(x0, axis=one, start=0, end=seq_len, out_dim=one)
+    assert d is one and y.dims == (one, f) and torch.equal(y.raw, raw[1, :2])
+    with pytest.raises(ValueError, match=r"dimtorch\.slice\(\): out_dim 'time_b1'\[\] has sizes 2, but the slice has 1"):
+        dtrf.slice(x0, axis=one, start=1, end=seq_len, out_dim=one)
