@@ -272,7 +272,8 @@ TABLE = {
         ("remove_parametrization", S, "dt.nn.remove_parametrization", ""),
         ("is_parametrized", S, "dt.nn.is_parametrized", ""),
     ],
-    "piecewise_linear": [("PiecewiseLinear", NA, None, "schedules: torch's LR schedulers")],
+    "piecewise_linear": [_rf("PiecewiseLinear", "elementwise on a Tensor (torch.searchsorted); for LR schedules "
+                                                "torch's schedulers remain the usual way")],
     "rand": [
         _rf("set_random_seed", "torch.manual_seed"), _rf("get_random_state", "torch's generator states"),
         _rf("set_random_state", "torch's generator states"),

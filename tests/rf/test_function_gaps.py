@@ -238,3 +238,24 @@ def test_slice_into_a_single_sequence_dim():
     assert d is one and y.dims == (one, f) and torch.equal(y.raw, raw[1, :2])
     with pytest.raises(ValueError, match=r"dimtorch\.slice\(\): out_dim 'time_b1'\[\] has sizes 2, but the slice has 1"):
         dtrf.slice(x0, axis=one, start=1, end=seq_len, out_dim=one)
+
+
+def test_piecewise_linear_agrees_with_returnn_frontend_and_numpy(rf):
+    """rf.PiecewiseLinear on both, and numpy.interp (which clamps at the ends as rf does), inputs between,
+    on and outside the points; a Tensor value gives a result over its dims too."""
+    import numpy
+    points = {1: 2.0, 3: 4.0, 5: 1.0}
+    xs = torch.tensor([0.0, 1.0, 1.5, 2.0, 3.0, 3.5, 4.0, 5.0, 6.0, -3.0])
+    want = torch.tensor(numpy.interp(xs.numpy(), list(points), list(points.values())), dtype=torch.float32)
+    n = dt.Dim(len(xs), name="n")
+    ours = dtrf.PiecewiseLinear(points)(dt.Tensor(xs, (n,)))
+    from returnn.tensor import Dim as RfDim
+    rn = RfDim(len(xs), name="n")
+    theirs = rf.PiecewiseLinear(points)(rf.convert_to_tensor(xs, dims=[rn]))
+    torch.testing.assert_close(ours.raw, want)
+    torch.testing.assert_close(ours.raw, theirs.raw_tensor)
+    v = dt.Dim(2, name="v")
+    vec = dtrf.PiecewiseLinear({0: dt.Tensor(torch.tensor([0.0, 10.0]), (v,)), 2: 1.0})(dt.Tensor(xs, (n,)))
+    assert vec.dims == (n, v)
+    torch.testing.assert_close(vec.raw[:, 1], torch.tensor(numpy.interp(xs.numpy(), [0, 2], [10.0, 1.0]),
+                                                           dtype=torch.float32))
