@@ -259,3 +259,37 @@ def test_piecewise_linear_agrees_with_returnn_frontend_and_numpy(rf):
     assert vec.dims == (n, v)
     torch.testing.assert_close(vec.raw[:, 1], torch.tensor(numpy.interp(xs.numpy(), [0, 2], [10.0, 1.0]),
                                                            dtype=torch.float32))
+
+
+def test_causal_self_attention_full_sequence_after_a_history_with_lengths():
+    """CausalSelfAttention over a chunk after a state whose history has lengths per sequence gives, on valid
+    frames, what the whole sequence gives at once (each sequence's chunk right after its own history);
+    padding NaN in both halves."""
+    torch.manual_seed(0)
+    batch, feat = dt.Dim(None, name="batch"), dt.Dim(6, name="feat")
+    l1, l2 = (3, 1, 0), (2, 4, 3)
+    t1 = dt.Dim(dt.Tensor(torch.tensor(l1), (batch,)), name="t1")
+    t2 = dt.Dim(dt.Tensor(torch.tensor(l2), (batch,)), name="t2")
+    whole = [torch.randn(a + b, 6) for a, b in zip(l1, l2)]
+    t = dt.Dim(dt.Tensor(torch.tensor([a + b for a, b in zip(l1, l2)]), (batch,)), name="t")
+
+    def padded(seqs, n):
+        raw = torch.full((3, n, 6), float("nan"))
+        for i, s in enumerate(seqs):
+            raw[i, :len(s)] = s
+        return raw
+
+    model = dtrf.CausalSelfAttention(feat, dt.Dim(4, name="proj"), key_dim_total=dt.Dim(4, name="k"),
+                                    value_dim_total=dt.Dim(6, name="v"), num_heads=2, att_dropout=0.0)
+    x = dt.Tensor(padded(whole, max(a + b for a, b in zip(l1, l2))), (batch, t, feat))
+    full, _ = model(x, axis=t)
+    x1 = dt.Tensor(padded([w[:a] for w, a in zip(whole, l1)], max(l1)), (batch, t1, feat))
+    x2 = dt.Tensor(padded([w[a:] for w, a in zip(whole, l1)], max(l2)), (batch, t2, feat))
+    y1, state = model(x1, axis=t1)
+    y2, state2 = model(x2, axis=t2, state=state)
+    out_dim = full.dims[-1]
+    for i, (a, b) in enumerate(zip(l1, l2)):
+        want = full.raw_aligned((batch, t, out_dim))[i, :a + b]
+        got = torch.cat((y1.raw_aligned((batch, t1, out_dim))[i, :a], y2.raw_aligned((batch, t2, out_dim))[i, :b]))
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert state2.accum_axis.dyn_size.raw.tolist() == [a + b for a, b in zip(l1, l2)]
