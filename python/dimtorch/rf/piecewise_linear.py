@@ -6,9 +6,10 @@ from typing import Dict, Union
 
 import torch
 
-from dimtorch import Tensor
+from dimtorch import Dim, Tensor
 
 from .module import Module
+from .parameter import Parameter
 
 __all__ = ["PiecewiseLinear"]
 
@@ -33,6 +34,13 @@ class PiecewiseLinear(Module):
                 raise ValueError(f"dimtorch.rf.PiecewiseLinear(): the Tensor values must share their dims, got "
                                  f"{self._value_dims} and {v.dims}")
         self._ys = ys
+        # RETURNN's state names (auxiliary parameters _keys and _values over points_dim), so that
+        # checkpoints and parameter names carry over; the call reads the points from them
+        self.points_dim = Dim(len(items), name="pcw_schd_pieces")
+        self._keys = Parameter(Tensor(torch.tensor(self._xs, dtype=torch.get_default_dtype()), (self.points_dim,)),
+                               auxiliary=True)
+        self._values = Parameter(Tensor(self._ys_raw(torch.get_default_dtype(), None),
+                                        (self.points_dim,) + self._value_dims), auxiliary=True)
 
     def _ys_raw(self, dtype: torch.dtype, device) -> torch.Tensor:
         shape = [d.size if d.size is not None else d.get_dim_value() for d in self._value_dims]
@@ -44,8 +52,8 @@ class PiecewiseLinear(Module):
         raw = x.raw
         dtype = raw.dtype if raw.is_floating_point() else torch.get_default_dtype()
         raw = raw.to(dtype)
-        xs = torch.tensor(self._xs, dtype=dtype, device=raw.device)
-        ys = self._ys_raw(dtype, raw.device)
+        xs = self._keys.raw.to(dtype=dtype, device=raw.device)
+        ys = self._values.raw.to(dtype=dtype, device=raw.device)
         n = len(self._xs)
         if n == 1:
             out = ys[0].expand(tuple(raw.shape) + tuple(ys.shape[1:]))
