@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .._core import tracing as _tracing
 from .._C import Dim, Tensor
 from .conv_args import out_spatial_dim as out_spatial_dim_of
 from .._core.args import axis_of, check_tensor, dim_str, dims_str
@@ -23,15 +24,19 @@ def _positive_int(caller: str, what: str, value) -> int:
 
 def _window(frame_length: int, fft_length: int, align_left: bool, enforce_even: bool, dtype, device) -> torch.Tensor:
     """The Hann window of frame_length (less one when odd and enforce_even) placed in fft_length
-    samples: at the left, or centred (zeros around it)."""
+    samples: at the left, or centred (zeros around it). Cached, but made in the graph while tracing (a
+    cached raw is no tensor of the trace)."""
+    traced = _tracing.tracing()
     key = (frame_length, fft_length, align_left, enforce_even, dtype, device)
-    w = _WINDOWS.get(key)
+    w = None if traced else _WINDOWS.get(key)
     if w is None:
         length = frame_length - frame_length % 2 if enforce_even else frame_length
         w = torch.hann_window(length, dtype=dtype, device=device)
         if length < fft_length:
             left = 0 if align_left else (fft_length - length) // 2
             w = F.pad(w, (left, fft_length - length - left))
+        if traced:
+            return w
         if len(_WINDOWS) > 64:
             _WINDOWS.clear()
         _WINDOWS[key] = w
@@ -83,10 +88,13 @@ def stft(x: Tensor, *, in_spatial_dim: Dim, frame_step: int, frame_length: int, 
     raw = x.raw if axis == len(x.dims) - 1 else x.raw.movedim(axis, -1)
     batch_shape = tuple(raw.shape[:-1])
     raw = raw.reshape(math.prod(batch_shape), raw.shape[-1])
-    longest = in_spatial_dim.get_max_size()
+    # While tracing there are no host lengths: the raw axis is kept (frames beyond the longest sequence are
+    # padding, as for dt.conv in graph) and the frames are what the raw gives.
+    traced = _tracing.tracing()
+    longest = None if traced else in_spatial_dim.get_max_size()
     if longest is not None and raw.shape[-1] > longest:
         raw = raw[:, :longest]
-    n_out = out_spatial_dim.get_max_size()
+    n_out = None if traced else out_spatial_dim.get_max_size()
     if window_span < fft:  # windows of frame_length: the samples up to fft_length past the last window are 0
         raw = F.pad(raw, (0, fft - window_span))
     orig_dtype = raw.dtype

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .._core import tracing as _tracing
+from .._core import sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.dtypes import dtype_name
 from .._core.args import dim_str, dims_arg, dims_str, namesakes_note
@@ -22,7 +22,8 @@ def __init__(self, raw, dims, *, sparse_dim=None, feature_dim=None, name=None):
     """Tensor(raw, dims, *, sparse_dim=None, feature_dim=None, name=None): checks raw against dims.
 
     While tracing, a dynamic dim's lengths are graph values: the raw's size of it is not checked
-    against their max (the eager constructor does that on the host)."""
+    against their max (the eager constructor does that on the host), and the first raw over a dim
+    without a static size gives its size in the trace (dimtorch._core.sizes)."""
     if not isinstance(raw, torch.Tensor):
         raise TypeError(f"{_CTOR}: raw must be a torch.Tensor, got {type(raw).__name__}")
     dims = dims_arg(dims, _CTOR, "dims")
@@ -49,6 +50,8 @@ def __init__(self, raw, dims, *, sparse_dim=None, feature_dim=None, name=None):
                          f"{feature_dim!r}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"{_CTOR}: name must be a str or None, got {type(name).__name__}")
+    if _tracing.tracing():
+        _sizes.bind_tensor_dims(raw, dims)
     # Markers first: the core's setters take them only until raw and dims complete the Tensor.
     self.sparse_dim = sparse_dim
     self.feature_dim = feature_dim
