@@ -23,7 +23,7 @@ const char* const kRequired[] = {
     "stack", "top_k", "pack_padded", "scatter", "scatter_count", "lerp", "dropout",
     "ctc_durations_from_path", "repeat", "ctc_greedy_decode",
     "reshape", "masked_select", "masked_scatter", "to_host", "zeros", "ones", "full", "_dim_cached_raw",
-    "Dim._traced_size", "Dim._set_traced_size",
+    "Dim._traced_size", "Dim._set_traced_size", "Dim._padded_size",
     "_reverse_index", "_valid_index", "_gather_index",
     "Dim.__init__", "Dim.get_mask", "Dim.get_size_tensor", "Dim.get_max_size", "Dim.__reduce__",
     "Tensor.__init__", "Tensor.__reduce__", "Tensor.raw_aligned", "Tensor.copy_transpose",

@@ -563,8 +563,10 @@ int set_math_cache(PyObject* self, PyObject* value, void*) {
 
 /* The padded size bound to the dim while Dynamo traces (dimtorch._core.sizes): Dynamo keeps a store to
    this attribute as the object's state in the trace, and replays the store after the graph through
-   this setter, which drops it, so that no Dim keeps a traced size. Eagerly always None. */
-PyObject* get_padded_size(PyObject*, void*) { Py_RETURN_NONE; }
+   this setter, which drops it, so that no Dim keeps a traced size. Read (by Dynamo only: a torch scan's
+   body under make_fx/export is traced by Dynamo), it is the size bound in the make_fx/export trace
+   around, else None. */
+PyObject* get_padded_size(PyObject* self, void*) { return call_definition("Dim._padded_size", &self, 1, nullptr); }
 int set_padded_size(PyObject*, PyObject*, void*) { return 0; }
 
 PyObject* get_message_id(PyObject* self, void*) {

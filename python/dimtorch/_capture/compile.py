@@ -42,6 +42,7 @@ def _core_definitions() -> dict:
         # Dim(SymInt) while make_fx/export trace: its size is the trace's (dimtorch._core.sizes)
         "Dim._traced_size": _sizes.traced_size,
         "Dim._set_traced_size": _sizes.set_traced_size,
+        "Dim._padded_size": _sizes.outer_bound,
         # a traced dim's mask and lengths, built in the graph (the core's cache holds no traced raw)
         "_dim_cached_raw": _in_graph.dim_cached_raw,
         # index builders the fast paths cache per dim

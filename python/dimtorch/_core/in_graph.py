@@ -96,4 +96,5 @@ def scan_frames(step, init, frames: Sequence[Optional[torch.Tensor]], *, dim: in
         carries = new if isinstance(new, tuple) else (new,)
         return new, (out.clone() if any(out is c for c in carries) else out)  # (outs may not alias the carry)
 
-    return scan(body, init, [f for f in frames if f is not None], dim=dim, reverse=reverse)
+    with _sizes.scan_body_sizes():
+        return scan(body, init, [f for f in frames if f is not None], dim=dim, reverse=reverse)

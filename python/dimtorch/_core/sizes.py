@@ -24,6 +24,7 @@ on the trace's fake mode, which dies with the trace. `Dim(SymInt)` keeps its siz
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import torch
@@ -54,6 +55,31 @@ def bound(dim: Dim):
     if _tracing.dynamo_tracing():
         return dim._padded_size
     return _table().get(dim)
+
+
+_body_tables: list = []  # the tables of make_fx/export traces around the torch scan being traced (innermost last)
+
+
+def outer_bound(dim: Dim):
+    """Dim._padded_size as the core gives it: the size bound in the make_fx/export trace around a torch scan
+    whose body Dynamo traces, else None. Read only by Dynamo (eagerly nothing reads it): there the dims
+    bound in the trace around are bound in the body too, and the body stores nothing on them (Dynamo
+    refuses a scan body that mutates an object from outside it)."""
+    return _body_tables[-1].get(dim) if _body_tables else None
+
+
+@contextlib.contextmanager
+def scan_body_sizes():
+    """Around a torch scan (dimtorch._core.in_graph.scan_frames): under make_fx/export, Dynamo traces its
+    body, and sees this trace's sizes through Dim._padded_size (outer_bound)."""
+    pushed = not _tracing.dynamo_tracing()
+    if pushed:
+        _body_tables.append(_table())
+    try:
+        yield
+    finally:
+        if pushed:
+            _body_tables.pop()
 
 
 def bind(dim: Dim, size) -> None:
