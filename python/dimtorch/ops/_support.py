@@ -9,7 +9,7 @@ from .._C import Dim, Tensor
 from .._core.args import dim_str, has_namesake, namesakes_note
 from .._core.errors import torch_keyword_hint
 from .._core import sizes as _sizes
-from .._core.tracing import mask_raw, tracing
+from .._core.tracing import dynamo_tracing, mask_raw, tracing
 
 MAX_DIMS = 24  # kMaxDims of src/core/common.h
 
@@ -78,7 +78,7 @@ def describe_dims(dims, sizes=None, among=()) -> str:
         name = d.name if d.name is not None else "<unnamed>"
         if sizes is not None:
             part = f"{name}:{sizes[i]}"
-        elif d.size is not None:
+        elif d.size is not None and not dynamo_tracing():  # (Dynamo cannot format a traced size)
             part = f"{name}({d.size})"
         else:
             part = str(name)
