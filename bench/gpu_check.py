@@ -35,8 +35,9 @@ SUMMARY_KEYS = ("median_step_seconds", "compile", "steps_this_run", "train_secon
 
 def stages(args) -> list:
     """(name, argv, seconds allowed): the demo and the AED model, eager then compiled; then check_syncs."""
-    train = [sys.executable, str(ROOT / "demo" / "train.py"), "--config", args.config, "--steps", str(args.steps),
-             "--device", args.device, "--no-progress", "--overwrite", "--eval-every", "100000"]
+    train = [sys.executable, str(ROOT / "demo" / "train.py"), "--task", args.task, "--config", args.config,
+             "--steps", str(args.steps), "--device", args.device, "--no-progress", "--overwrite",
+             "--eval-every", "100000"]
     compiled = ["--compile", "--compile-mode", args.compile_mode, "--compile-backend", args.compile_backend]
     out = []
     for model, extra in (("demo", []), ("aed", ["--decoder", "aed"])):
@@ -82,6 +83,8 @@ def ratios(results: dict) -> dict:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--task", choices=("synthetic", "speech"), default="synthetic",
+                   help="demo/train.py's --task (speech needs espeak-ng's voices: the demo's optional dependencies)")
     p.add_argument("--dry-run", action="store_true", help="tiny config and 3 steps per run: checks the script")
     p.add_argument("--config", default=None, help="demo/train.py's --config (default: small; tiny with --dry-run)")
     p.add_argument("--steps", type=int, default=None, help="training steps per run (default 30; 3 with --dry-run)")
@@ -105,7 +108,8 @@ def main(argv=None) -> int:
               "script)", file=sys.stderr)
         return 2
     header = {"device": args.device + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""),
-              "torch": torch.__version__, "python": platform.python_version(), "config": args.config,
+              "torch": torch.__version__, "python": platform.python_version(), "task": args.task,
+              "config": args.config,
               "steps": args.steps, "compile_mode": args.compile_mode,
               "compile_backend": args.compile_backend, "dry_run": args.dry_run,
               "load": os.getloadavg() if hasattr(os, "getloadavg") else None}

@@ -65,7 +65,7 @@ def test_training_step_with_inductor_equals_eager_in_one_graph():
 
 def test_demo_trains_compiled(tmp_path):
     restore = apply_compile_settings()  # what train.main applies for the process, undone after
-    summary = train.main(["--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "4", "--compile"])
+    summary = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "4", "--compile"])
     try:
         assert summary["step"] == 4
         # One dynamic graph per range of batch sizes in which torch picks the same CPU convolution backend
@@ -85,7 +85,8 @@ def test_demo_trains_compiled_with_the_attention_decoder(tmp_path):
     decoder's greedy evaluation stays eager) and trains (issue 23, deliverable 3)."""
     restore = apply_compile_settings()
     try:
-        summary = train.main(["--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "2",
+        summary = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(tmp_path),
+                              "--steps", "2",
                               "--eval-every", "2", "--compile", "--decoder", "aed"])
         assert summary["step"] == 2 and summary["decoder"] == "aed"
         assert summary["compile"]["steps_that_compiled"] <= 2, summary["compile"]

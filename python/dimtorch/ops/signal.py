@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from .._core import tracing as _tracing
 from .._C import Dim, Tensor
+from .._core import tracing as _tracing
 from .conv_args import out_spatial_dim as out_spatial_dim_of
 from .._core.args import axis_of, check_tensor, dim_str, dims_str
 from ._support import names_errors
