@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Union
 import torch
 import torch.nn.functional as F
 
-from .._core import in_graph as _in_graph, sizes as _sizes, tracing as _tracing
+from .._core import in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .conv_op import convolution
 from .conv_args import (check_padding, conv_padding, given_out_spatial_dims, out_spatial_dim, per_dim, permuted,
@@ -295,13 +295,11 @@ def _narrow_out(out_shape, lay: _Layout, plan: _Plan, in_graph: bool = False) ->
     for i, (d, crop) in enumerate(zip(lay.out_spatial, plan.crops)):
         have = out_shape[2 + i]
         if in_graph and d.dyn_size is not None:
-            if lay.fit_pad is not None:
-                # Every sequence shorter than one window (a raw size of 0 or 1, which the trace specializes):
-                # eagerly the result is narrowed to the longest sequence's frames, here to the out dim's size
-                # in the trace (for "same", the input's raw size), as the ops after it expect.
-                size = max(0, _sizes.padded_size(d, "dimtorch.conv()"))
-                if have != size:
-                    steps.append((2 + i, 0, size))
+            n = len(lay.out_spatial)
+            if lay.fit_pad is not None and lay.fit_pad[2 * (n - 1 - i) + 1] > 0:
+                # The axis was shorter than one window (a raw size the trace specializes): no sequence has a
+                # frame of output, so the fitted window's frame goes, as eagerly (narrowed to the max length).
+                steps.append((2 + i, 0, 0))
             elif crop:
                 steps.append((2 + i, crop, have - crop))
             continue
