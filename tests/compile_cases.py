@@ -158,7 +158,7 @@ def _edit(e):
 
 
 def _gather_nested(e):
-    idx = dt.Tensor(e.t.dyn_size.raw - 1, (e.b,), sparse_dim=e.t)  # each sequence's last frame
+    idx = dt.Tensor(e.t.lengths.raw - 1, (e.b,), sparse_dim=e.t)  # each sequence's last frame
     return list(dt.gather_nested((e.x,), indices=idx))
 
 
@@ -175,7 +175,7 @@ def _window(e):
 
 def _scatter_dyn(e):
     """scatter frames of time into a new dynamic dim (half as long)."""
-    out_t = dt.Dim(dt.Tensor(e.t.dyn_size.raw // 2 + 1, dims=(e.b,)), name="half")
+    out_t = dt.Dim(dt.Tensor(e.t.lengths.raw // 2 + 1, dims=(e.b,)), name="half")
     idx = dt.Tensor(torch.arange(e.x.raw.shape[1]).expand(e.x.raw.shape[0], -1) // 2, (e.b, e.t), sparse_dim=out_t)
     return [dt.scatter(e.x, indices=idx, indices_dim=e.t)]
 
@@ -234,7 +234,7 @@ CASES = {
     "pack_padded": lambda e: [dt.pack_padded(e.x, dims=(e.b, e.t))[0]],
     "scatter": _scatter_static,
     "dropout": lambda e: [dt.dropout(e.x, 0.5, training=True)],
-    "ceildiv": lambda e: [dt.ceildiv(e.t, 2).dyn_size],
+    "ceildiv": lambda e: [dt.ceildiv(e.t, 2).lengths],
     "reshape": lambda e: [dt.reshape(e.x, (e.f,), (e.h, e.d2))],
     "masked_select": _masked_select,
     "masked_scatter": _masked_scatter,
@@ -323,9 +323,9 @@ CASES = {
     "smooth_one_hot": lambda e: [dt.smooth_one_hot(e.y, label_prob=0.9)],
     "last_frame_position_of_dim": lambda e: [dt.last_frame_position_of_dim(e.t)],
     "make_conv_out_spatial_dims": lambda e: [dt.make_conv_out_spatial_dims([e.t], filter_size=3, padding="valid",
-                                                                           strides=2)[0].dyn_size],
+                                                                           strides=2)[0].lengths],
     "make_transposed_conv_out_spatial_dims": lambda e: [dt.make_transposed_conv_out_spatial_dims(
-        [e.t], filter_size=3, padding="valid", strides=2)[0].dyn_size],
+        [e.t], filter_size=3, padding="valid", strides=2)[0].lengths],
     "mask_nested": lambda e: list(dt.mask_nested((e.x,), mask=e.x > 0.0, mask_value=0.0)),
     "masked_scatter_nested": _nested_scatter,
     "masked_select_nested": _nested_select,
@@ -390,7 +390,7 @@ def _relpos_rows(e):
     kv = dt.range_over_dim(e.t)
     q = dt.range_over_dim(e.t - 1)
     return [dt.cast(kv, "float32"), dt.cast(q, "float32"), e.x + dt.sinusoidal_positional_encoding(
-        spatial_dim=e.t, feat_dim=e.f, offset=dt.Tensor(e.t.dyn_size.raw * 0 + 2, (e.b,)))]
+        spatial_dim=e.t, feat_dim=e.f, offset=dt.Tensor(e.t.lengths.raw * 0 + 2, (e.b,)))]
 
 
 # Variants and the issue's scenarios beyond the table (dims of a new tensor that no input gives in eager).

@@ -123,7 +123,7 @@ def canonical(outs, detach: bool = False) -> list:
                 r = torch.view_as_real(r)[..., 0]
             if r.dtype == torch.bool:
                 r = r.to(torch.float32)
-            masked = [d for d in o.dims if d.dyn_size is not None and all(b in o.dims for b in d.dyn_size.dims)]
+            masked = [d for d in o.dims if d.lengths is not None and all(b in o.dims for b in d.lengths.dims)]
             if masked:
                 r = dt.Tensor(r, o.dims).copy_masked(0.0 if r.dtype.is_floating_point else 0, dims=masked).raw
             flat.append(r.detach() if detach else r)

@@ -130,7 +130,7 @@ def _from_lengths_beside(dim: Dim, beside):
     for e in beside:
         if e is dim:
             continue
-        lengths = e.dyn_size
+        lengths = e.lengths
         if lengths is not None:
             for i, b in enumerate(lengths.dims):
                 if b is dim:
@@ -140,7 +140,7 @@ def _from_lengths_beside(dim: Dim, beside):
 
 def _unbacked_max(dim: Dim):
     """Rule 4: the max of dim's lengths, read in the graph: an unbacked SymInt (a data-dependent size)."""
-    raw = dim.dyn_size.raw
+    raw = dim.lengths.raw
     n = raw.max().item() if raw.numel() else 0
     torch._check(n >= 0)
     return n
@@ -175,7 +175,7 @@ def padded_size(dim: Dim, caller: str, beside=(), what: str = "dim"):
         n = _derived(dim, caller)
         if n is None:
             n = _from_lengths_beside(dim, beside)
-        if n is None and dim.dyn_size is not None:
+        if n is None and dim.lengths is not None:
             n = _unbacked_max(dim)
         if n is None:
             raise _no_size(dim, caller, what)

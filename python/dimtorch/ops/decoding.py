@@ -91,7 +91,7 @@ def _greedy_in_graph(labels, keep, counts, batch: tuple, out_spatial_dim, sparse
     padded size the input's frames (a static bound: no size read from data, no device sync)."""
     if out_spatial_dim is None:
         out_spatial_dim = Dim(Tensor(counts, batch), name="ctc_decoded")
-    elif not isinstance(out_spatial_dim, Dim) or out_spatial_dim.dyn_size is None:
+    elif not isinstance(out_spatial_dim, Dim) or out_spatial_dim.lengths is None:
         raise ValueError(f"dimtorch.ctc_greedy_decode(): out_spatial_dim must be a dynamic Dim with the decoded "
                          f"lengths, got {out_spatial_dim!r}")
     n = labels.shape[-1]

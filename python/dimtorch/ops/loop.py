@@ -283,7 +283,7 @@ def _scan_in_graph(spatial_dim: Dim, initial, xs, ys, body, outputs: "_Outputs",
     lengths (in the graph), state Tensors kept per sequence by where(frame < length, new, old). In the
     graph, state leaves must keep their dims (a Tensor may not grow) and other leaves their values."""
     n = _sizes.padded_size(spatial_dim, caller, what="spatial_dim")
-    lengths = spatial_dim.dyn_size
+    lengths = spatial_dim.lengths
     state_leaves, state_spec = _flatten(initial)
     state_at = [i for i, leaf in enumerate(state_leaves) if isinstance(leaf, Tensor)]
     x_leaves, x_spec = _flatten(xs) if xs is not None else ([], None)

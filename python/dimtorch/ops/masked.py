@@ -193,7 +193,7 @@ def _check_counts(sel: _Selection, dim: Dim, lengths: Optional[torch.Tensor], ca
 
 def _given_size(out_dim: Dim, sel: _Selection, caller: str) -> int:
     """The raw size of a given out_dim of masked_select, after checking it fits the selection."""
-    if _tracing.tracing() and out_dim.dyn_size is not None:  # (the traced form: counts as lengths)
+    if _tracing.tracing() and out_dim.lengths is not None:  # (the traced form: counts as lengths)
         return _sizes.padded_size(out_dim, caller)
     if not sel.other and out_dim.size is None:
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} must be static when dims are all of mask's dims "

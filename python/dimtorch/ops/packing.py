@@ -359,7 +359,7 @@ def _row_order(layout: tuple, row_sizes: list, sizes: list, device):
 def _pack_rows_in_graph(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[Dim], caller: str):
     """pack_padded per row while tracing (see its docstring)."""
     for b in rows:
-        if b.dyn_size is not None:
+        if b.lengths is not None:
             raise ValueError(f"{caller}: the lengths of dims vary over {dim_str(b)}, which has lengths of its own")
     rest = tuple(d for d in x.dims if d not in dims and d not in rows)  # Dim equality is identity
     rest_sizes = [x.raw.shape[x.dims.index(d)] for d in rest]
@@ -381,7 +381,7 @@ def _pack_rows_in_graph(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[D
 
 def _unpack_rows_in_graph(x: Tensor, dims: tuple, rows: tuple, in_dim: Dim, caller: str) -> Tensor:
     """unpack_padded per row while tracing (see its docstring)."""
-    if in_dim.dyn_size is None or set(map(id, in_dim.dyn_size.dims)) != set(map(id, rows)):
+    if in_dim.lengths is None or set(map(id, in_dim.lengths.dims)) != set(map(id, rows)):
         raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} must have the valid-frame counts per row of "
                          f"({dims_str(rows)}) as lengths")
     sizes = [_dim_sizes.padded_size(d, caller, rows + dims) for d in dims]
