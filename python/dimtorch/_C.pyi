@@ -110,7 +110,7 @@ def _clear_caches(*args: Any, **kwargs: Any) -> Any:
     """_clear_caches() -> None"""
 
 def _dim_cached_raw(*args: Any, **kwargs: Any) -> Any:
-    """_dim_cached_raw(kind, dim, pos, ndim, size, device): cached mask (kind 0), clamped lengths (kind 1) or lengths (kind 2) raw of a dynamic dim; see src/mask.h."""
+    """_dim_cached_raw(kind, dim, pos, ndim, size, device): cached mask (kind 0), clamped lengths (kind 1) or lengths (kind 2) raw of a dynamic dim; see src/core/mask.h."""
 
 def _live_counts(*args: Any, **kwargs: Any) -> Any:
     """_live_counts() -> tuple"""
@@ -122,7 +122,7 @@ def _set_definitions(*args: Any, **kwargs: Any) -> Any:
     """Registers the Python definitions the core calls (dimtorch._op_table does, at import)."""
 
 def _set_type_attr(*args: Any, **kwargs: Any) -> Any:
-    """Puts a Python definition into Tensor's or Dim's type dict (dimtorch._compile does)."""
+    """Puts a Python definition into Tensor's or Dim's type dict (dimtorch._capture.compile does)."""
 
 def abs(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -149,22 +149,22 @@ def compare(a: _Operand, b: _Operand, kind: Any, *, allow_broadcast_all_sources:
     """compare(a, b, kind, *, allow_broadcast_all_sources=False): bool Tensor. kind: equal, not_equal, less, less_equal, greater, greater_equal (or ==, !=, <, <=, >, >=)."""
 
 def concat(*sources: Any, out_dim: Optional[Dim] = ...) -> Any:
-    """concat((x, dim_x), (y, dim_y), ..., out_dim=None) -> (tensor, out_dim): see dimtorch._concat.concat; static concat dims of tensors in the same layout are one torch.cat here."""
+    """concat((x, dim_x), (y, dim_y), ..., out_dim=None) -> (tensor, out_dim): see dimtorch.ops.concat.concat; static concat dims of tensors in the same layout are one torch.cat here."""
 
 def cos(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
 def ctc_durations_from_path(*, path: Tensor, path_spatial_dim: Dim, blank_index: int, targets_spatial_dim: Optional[Dim] = ..., out_spatial_dim: Optional[Dim] = ..., check_dims: bool = ..., stop_on_failed_check: bool = ...) -> tuple[Tensor, Dim]:
-    """ctc_durations_from_path(*, path, path_spatial_dim, blank_index, targets_spatial_dim=None, out_spatial_dim=None, check_dims=True, stop_on_failed_check=True) -> (tensor, dim): see dimtorch._ctc_align.ctc_durations_from_path."""
+    """ctc_durations_from_path(*, path, path_spatial_dim, blank_index, targets_spatial_dim=None, out_spatial_dim=None, check_dims=True, stop_on_failed_check=True) -> (tensor, dim): see dimtorch.ops.ctc_align.ctc_durations_from_path."""
 
 def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, out_spatial_dim: Optional[Dim] = ..., target_dim: Optional[Dim] = ..., wb_target_dim: Optional[Dim] = ...) -> tuple[Tensor, Dim]:
-    """ctc_greedy_decode(logits, *, in_spatial_dim, blank_index, out_spatial_dim=None, target_dim=None, wb_target_dim=None) -> (tensor, dim): see dimtorch._decoding.ctc_greedy_decode."""
+    """ctc_greedy_decode(logits, *, in_spatial_dim, blank_index, out_spatial_dim=None, target_dim=None, wb_target_dim=None) -> (tensor, dim): see dimtorch.ops.decoding.ctc_greedy_decode."""
 
 def dot(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
     """dot(a, b, reduce, use_mask=False): same as matmul."""
 
 def dropout(x: Tensor, p: float, axis: _Dims = ..., training: bool = ...) -> Tensor:
-    """dropout(x, p, axis=None, training=True): zeroes elements with probability p and scales the rest by 1/(1-p); with `axis`, one draw per position over those dims, shared by the rest. p=0 or training=False returns x. See dimtorch._dropout.dropout."""
+    """dropout(x, p, axis=None, training=True): zeroes elements with probability p and scales the rest by 1/(1-p); with `axis`, one draw per position over those dims, shared by the rest. p=0 or training=False returns x. See dimtorch.ops.dropout.dropout."""
 
 def exp(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -176,7 +176,7 @@ def full(dims: _Dims, fill_value: Any, *, dtype: Any = ..., device: Any = ..., s
     """full(dims, fill_value, *, dtype=None, device=None, sparse_dim=None, feature_dim=None)."""
 
 def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: bool = ...) -> Tensor:
-    """gather(x, *, indices, axis, clip_to_valid=False): see dimtorch._gather.gather; an embedding lookup (x over (axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new dim, the others x's) one torch.gather in x's layout."""
+    """gather(x, *, indices, axis, clip_to_valid=False): see dimtorch.ops.gather.gather; an embedding lookup (x over (axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new dim, the others x's) one torch.gather in x's layout."""
 
 def gelu(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -218,10 +218,10 @@ def logical_or(a: _Operand, b: _Operand, *, allow_broadcast_all_sources: Any = .
     """logical_or(a, b)"""
 
 def masked_scatter(source: Tensor, backup: Optional[Tensor] = ..., *, mask: Tensor, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
-    """masked_scatter(source, backup=None, *, mask, dims, in_dim) -> tensor: see dimtorch._masked.masked_scatter; without backup, in the common layout, one gather and one where here."""
+    """masked_scatter(source, backup=None, *, mask, dims, in_dim) -> tensor: see dimtorch.ops.masked.masked_scatter; without backup, in the common layout, one gather and one where here."""
 
 def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim: Optional[Dim] = ...) -> Any:
-    """masked_select(tensor, *, mask, dims, out_dim=None) -> (tensor, out_dim): see dimtorch._masked.masked_select; all of the mask's dims leading the tensor in its order are one boolean index here."""
+    """masked_select(tensor, *, mask, dims, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.masked.masked_select; all of the mask's dims leading the tensor in its order are one boolean index here."""
 
 def matmul(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
     """matmul(a, b, reduce, use_mask=False): contracts the dim(s) `reduce`; dims in both and not reduced are batch dims. Result dims: common, then a's rest, then b's rest. use_mask zeroes the padding of dynamic reduced dims first."""
@@ -230,7 +230,7 @@ def maximum(a: _Operand, b: _Operand, *, allow_broadcast_all_sources: Any = ...)
     """maximum(a, b): elementwise maximum, aligned by dims."""
 
 def merge_dims(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = ...) -> Any:
-    """merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies slowest) into one dim at the place of the first. Adjacent static dims in order are one reshape here; other cases are dimtorch._shape_ops.merge_dims."""
+    """merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies slowest) into one dim at the place of the first. Adjacent static dims in order are one reshape here; other cases are dimtorch.ops.shape.merge_dims."""
 
 def minimum(a: _Operand, b: _Operand, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
     """minimum(a, b): elementwise minimum, aligned by dims."""
@@ -245,10 +245,10 @@ def ones(dims: _Dims, *, dtype: Any = ..., device: Any = ..., sparse_dim: Any = 
     """ones(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): ones over `dims`."""
 
 def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = ...) -> Any:
-    """pack_padded(x, *, dims, out_dim=None) -> (tensor, pack_dim): see dimtorch._packing.pack_padded."""
+    """pack_padded(x, *, dims, out_dim=None) -> (tensor, pack_dim): see dimtorch.ops.packing.pack_padded."""
 
 def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding: Any, value: Any = ..., mode: str = ...) -> Any:
-    """pad(x, *, axes, padding, value=0, mode='constant') -> (tensor, out_dims): see dimtorch._pad.pad; constant padding of one dim is one constant_pad_nd here (and one where with the cached mask for a dynamic dim)."""
+    """pad(x, *, axes, padding, value=0, mode='constant') -> (tensor, out_dims): see dimtorch.ops.pad.pad; constant padding of one dim is one constant_pad_nd here (and one where with the cached mask for a dynamic dim)."""
 
 def reduce_all(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_all(x, axis, use_mask=True): bool all; padding True."""
@@ -281,13 +281,13 @@ def relu(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
 def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_dim: Optional[Dim] = ..., max_len_factor: Optional[float] = ...) -> tuple[Tensor, Dim]:
-    """repeat(values, *, in_spatial_dim, repeats, out_spatial_dim=None, max_len_factor=None) -> (tensor, dim): see dimtorch._repeat.repeat."""
+    """repeat(values, *, in_spatial_dim, repeats, out_spatial_dim=None, max_len_factor=None) -> (tensor, dim): see dimtorch.ops.repeat.repeat."""
 
 def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> Tensor:
-    """reshape(source, in_dims, out_dims): see dimtorch._reshape.reshape; static in_dims adjacent in order into static out_dims are one reshape here."""
+    """reshape(source, in_dims, out_dims): see dimtorch.ops.reshape.reshape; static in_dims adjacent in order into static out_dims are one reshape here."""
 
 def reverse_sequence(x: Tensor, *, axis: Dim, handle_dynamic_dims: bool = ...) -> Tensor:
-    """reverse_sequence(x, *, axis, handle_dynamic_dims=True) -> tensor: see dimtorch._slicing.reverse_sequence."""
+    """reverse_sequence(x, *, axis, handle_dynamic_dims=True) -> tensor: see dimtorch.ops.slicing.reverse_sequence."""
 
 def rms_norm(x: Tensor, axis: _Dims, *, weight: Any = ..., eps: Any = ...) -> Tensor:
     """rms_norm(x, axis, weight=None, eps=1e-6): F.rms_norm over the dim(s) `axis`."""
@@ -299,13 +299,13 @@ def rsqrt(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
 def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], mode: str = ..., fill_value: Any = ..., out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., use_mask: Optional[bool] = ...) -> Tensor:
-    """scatter(x, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: see dimtorch._scatter.scatter."""
+    """scatter(x, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: see dimtorch.ops.scatter.scatter."""
 
 def scatter_count(*, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., fill_value: Optional[int] = ...) -> Tensor:
-    """scatter_count(*, indices, indices_dim, out_dim=None, fill_value=None) -> tensor: see dimtorch._scatter.scatter_count."""
+    """scatter_count(*, indices, indices_dim, out_dim=None, fill_value=None) -> tensor: see dimtorch.ops.scatter.scatter_count."""
 
 def shift_right(x: Tensor, *, axis: Dim, amount: int = ..., pad_value: Any = ...) -> Tensor:
-    """shift_right(x, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch._slicing.shift_right."""
+    """shift_right(x, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch.ops.slicing.shift_right."""
 
 def sigmoid(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -317,7 +317,7 @@ def sin(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
 def slice(x: Tensor, *, axis: Dim, start: Any = ..., end: Any = ..., step: int = ..., size: Any = ..., out_dim: Optional[Dim] = ...) -> Any:
-    """slice(x, *, axis, start=0, end=None, step=1, size=None, out_dim=None) -> (tensor, out_dim): see dimtorch._slicing.slice."""
+    """slice(x, *, axis, start=0, end=None, step=1, size=None, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.slicing.slice."""
 
 def softmax(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """softmax(x, axis, use_mask=True): softmax over the dim `axis`; padding gets probability 0."""
@@ -326,7 +326,7 @@ def softplus(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
 def split(x: Tensor, *, axis: Dim, out_dims: Sequence[Dim]) -> list:
-    """split(x, *, axis, out_dims) -> list of tensors: see dimtorch._stack.split."""
+    """split(x, *, axis, out_dims) -> list of tensors: see dimtorch.ops.stack.split."""
 
 def sqrt(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -338,13 +338,13 @@ def squared_difference(a: _Operand, b: _Operand, *, allow_broadcast_all_sources:
     """squared_difference(a, b): (a - b) ** 2 elementwise, aligned by dims (rf.squared_difference)."""
 
 def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = ...) -> Any:
-    """stack(tensors, *, out_dim=None) -> (tensor, out_dim): see dimtorch._stack.stack."""
+    """stack(tensors, *, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.stack.stack."""
 
 def tanh(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
 def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]) -> Any:
-    """top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch._sort.top_k."""
+    """top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."""
 
 def where(condition: Any, true_value: Any, false_value: Any, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
     """where(condition, true_value, false_value, *, allow_broadcast_all_sources=False): values may be Tensors or Python scalars."""
