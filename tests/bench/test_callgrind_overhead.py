@@ -1,7 +1,6 @@
 """bench/callgrind_overhead.py: its reading of callgrind's output (self cost per object, names defined by ob=
 or cob= lines, a call's inclusive cost not counted as the caller's), and, where valgrind and a C compiler are
 installed, one real run on a row."""
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -9,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "callgrind_overhead.py"
+from repo_scripts import ROOT, load_script
+
+SCRIPT = ROOT / "bench" / "callgrind_overhead.py"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("callgrind_overhead", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/callgrind_overhead.py")
 
 
 DUMP = """# callgrind format

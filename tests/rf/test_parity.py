@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import dimtorch as dt
-from rf_parity import LENGTHS, Program, make_data, run_both, setup_rf
+from rf_parity import LENGTHS, Program, make_data, run_both
 
 BTF = ("batch", "time", "feature")
 
@@ -356,15 +356,6 @@ PROGRAMS = [
     Program("ctc_no_label_loop_blank_durations", both=_blank_durations, out=(("batch", "*"),),
             requires=("ctc_no_label_loop_blank_durations_from_path",)),
 ]
-
-
-@pytest.fixture(scope="module")
-def rf():
-    pytest.importorskip("returnn")
-    module, problem = setup_rf()
-    if module is None:
-        pytest.skip(f"RETURNN frontend is not usable here: {problem}")
-    return module
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)

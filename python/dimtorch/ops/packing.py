@@ -55,6 +55,20 @@ def _size_without_lengths(d: Dim, dims: tuple, x: Optional[Tensor], caller: str)
     return found[0]
 
 
+def _host_valid(dims: tuple, sizes: list) -> torch.Tensor:
+    """bool raw over `dims` (of these sizes) on the host: True where a frame is valid in every dynamic dim."""
+    valid = torch.ones(sizes, dtype=torch.bool)
+    for i, d in enumerate(dims):
+        if d.dyn_size is None:
+            continue
+        lengths = d.dyn_size
+        lens = Tensor(lengths.raw.to(torch.int64), lengths.dims).raw_aligned(dims)
+        shape = [1] * len(dims)
+        shape[i] = sizes[i]
+        valid = valid & (torch.arange(sizes[i]).view(shape) < lens)
+    return valid
+
+
 def _valid_index(dims: tuple, sizes: list, device) -> torch.Tensor:
     """int64 positions on `device`, in the row-major order of `dims`, of the frames valid in every
     dynamic dim among dims; computed from host lengths once per dims and sizes, then cached weakly on
@@ -66,16 +80,7 @@ def _valid_index(dims: tuple, sizes: list, device) -> torch.Tensor:
         index = _dim_cache.lookup(owner, key)
         if index is not None:
             return index
-    valid = torch.ones(sizes, dtype=torch.bool)
-    for i, d in enumerate(dims):
-        if d.dyn_size is None:
-            continue
-        lengths = d.dyn_size
-        lens = Tensor(lengths.raw.to(torch.int64), lengths.dims).raw_aligned(dims)
-        shape = [1] * len(dims)
-        shape[i] = sizes[i]
-        valid = valid & (torch.arange(sizes[i]).view(shape) < lens)
-    index = valid.reshape(-1).nonzero().squeeze(1)
+    index = _host_valid(dims, sizes).reshape(-1).nonzero().squeeze(1)
     if index.device != device:
         index = index.to(device, non_blocking=True)
     return index if owner is None else _dim_cache.store(owner, key, index)
@@ -273,16 +278,7 @@ def _row_index(dims: tuple, rows: tuple, sizes: list, row_sizes: list, device):
     hit = _dim_cache.lookup(owner, key)
     if hit is not None:
         return hit
-    layout = rows + dims
-    valid = torch.ones(row_sizes + sizes, dtype=torch.bool)
-    for i, d in enumerate(layout):
-        if d.dyn_size is None:
-            continue
-        lengths = d.dyn_size
-        lens = Tensor(lengths.raw.to(torch.int64), lengths.dims).raw_aligned(layout)
-        shape = [1] * len(layout)
-        shape[i] = valid.shape[i]
-        valid = valid & (torch.arange(valid.shape[i]).view(shape) < lens)
+    valid = _host_valid(rows + dims, row_sizes + sizes)
     n_rows, n_flat = math.prod(row_sizes), math.prod(sizes)
     valid = valid.reshape(n_rows, n_flat)
     counts = valid.sum(-1)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Optional, Tuple, Union
 
 import torch
@@ -117,12 +116,7 @@ def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
         positions = offset.raw if isinstance(offset, Tensor) else torch.tensor(offset, device=dev)
         dims = offset.dims if isinstance(offset, Tensor) else ()
         return _encode(positions, dims, feat_dim, half, base, out_dtype)
-    if not isinstance(spatial_dim, Dim):
-        raise TypeError(f"{caller}: spatial_dim must be a Dim or None, got {type(spatial_dim).__name__}")
-    n = spatial_dim.get_max_size()
-    if n is None:
-        raise ValueError(f"{caller}: spatial_dim {dim_str(spatial_dim)} takes its size from data; "
-                         f"it needs a size or lengths")
+    n = _max_size(spatial_dim, "spatial_dim", caller, "a Dim or None")
     if isinstance(offset, Tensor):
         if spatial_dim in offset.dims or feat_dim in offset.dims:
             raise ValueError(f"{caller}: offset (dims: {dims_str(offset.dims)}) must not have spatial_dim "
@@ -132,6 +126,16 @@ def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
     raw = sinusoidal_raw(n, 2 * half, offset or 0, base, dtype=out_dtype, device=dev)
     _remember((id(spatial_dim), id(feat_dim), offset, base, dtype, device), spatial_dim, feat_dim, raw)
     return Tensor(raw, (spatial_dim, feat_dim), feature_dim=feat_dim)
+
+
+def _max_size(dim, name: str, caller: str, allowed: str) -> int:
+    """The raw size of the Dim `dim` (static, or its longest sequence); errors name the call and the argument."""
+    if not isinstance(dim, Dim):
+        raise TypeError(f"{caller}: {name} must be {allowed}, got {type(dim).__name__}")
+    n = dim.get_max_size()
+    if n is None:
+        raise ValueError(f"{caller}: {name} {dim_str(dim)} takes its size from data; it needs a size or lengths")
+    return n
 
 
 # The last calls' results by argument ids, checked by weak refs (no Dim is held): a model asks for the
@@ -150,14 +154,7 @@ def _fast_lookup(key):
 
 def _remember(key, a: Dim, b: Dim, value) -> None:
     """Keeps value for key while the dims a and b live (their weak refs drop the entry)."""
-    def forget(ref, key=key):
-        entry = _FAST.get(key)
-        if entry is not None and (entry[0] is ref or entry[1] is ref):
-            del _FAST[key]
-
-    if len(_FAST) >= 64:
-        _FAST.clear()
-    _FAST[key] = (weakref.ref(a, forget), weakref.ref(b, forget), value)
+    _dim_cache.store_while_both_live(_FAST, key, a, b, value)
 
 
 def sinusoidal_raw(n: int, feat: int, start: int = 0, base: Union[int, float] = 1e4, *, dtype=torch.float32,
@@ -217,12 +214,7 @@ def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_
         return Tensor(raw, (out_dim, feat_dim), feature_dim=feat_dim), out_dim
     half = _half_of(feat_dim, caller, 2)
     out_dtype, dev = _float_dtype(dtype, caller), _device(device)
-    if not isinstance(key_value_spatial_dim, Dim):
-        raise TypeError(f"{caller}: key_value_spatial_dim must be a Dim, got {type(key_value_spatial_dim).__name__}")
-    kv = key_value_spatial_dim.get_max_size()
-    if kv is None:
-        raise ValueError(f"{caller}: key_value_spatial_dim {dim_str(key_value_spatial_dim)} takes its size "
-                         f"from data; it needs a size or lengths")
+    kv = _max_size(key_value_spatial_dim, "key_value_spatial_dim", caller, "a Dim")
     if type(query_offset) is not int:
         raise TypeError(f"{caller}: query_offset must be an int, got {type(query_offset).__name__}")
     if query_spatial_dim is None:
@@ -235,12 +227,7 @@ def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_
         raw = _sin_cos(distances, freqs).to(out_dtype)
         return (Tensor(raw, last.dims + (key_value_spatial_dim, feat_dim), feature_dim=feat_dim),
                 key_value_spatial_dim)
-    if not isinstance(query_spatial_dim, Dim):
-        raise TypeError(f"{caller}: query_spatial_dim must be a Dim or None, got {type(query_spatial_dim).__name__}")
-    q = query_spatial_dim.get_max_size()
-    if q is None:
-        raise ValueError(f"{caller}: query_spatial_dim {dim_str(query_spatial_dim)} takes its size from data; "
-                         f"it needs a size or lengths")
+    q = _max_size(query_spatial_dim, "query_spatial_dim", caller, "a Dim or None")
     if q < 1:
         raise ValueError(f"{caller}: query_spatial_dim {dim_str(query_spatial_dim)} has no frames")
     key = ("relpos_dim", id(key_value_spatial_dim), q, kv)
