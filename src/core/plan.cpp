@@ -297,10 +297,7 @@ void plan_cache_clear() {
   for (auto& slot : g_cache) {
     Plan* p = slot;
     slot = nullptr;
-    if (p) {
-      p->slot = -1;
-      plan_release(p);
-    }
+    uncache_plan(p);
   }
 }
 

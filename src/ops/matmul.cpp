@@ -484,10 +484,7 @@ void matmul_cache_clear() {
   for (auto& slot : g_cache) {
     MatmulPlan* p = slot;
     slot = nullptr;
-    if (p) {
-      p->slot = -1;
-      plan_release(p);
-    }
+    uncache_plan(p);
   }
 }
 

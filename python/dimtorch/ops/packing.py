@@ -294,14 +294,20 @@ def _row_index(dims: tuple, rows: tuple, sizes: list, row_sizes: list, device):
     return _dim_cache.store(owner, key, entry)
 
 
-def _pack_rows(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[Dim], caller: str):
-    """pack_padded of `dims` per row of `rows` (see pack_padded)."""
+def _row_layout(x: Tensor, dims: tuple, rows: tuple, sized_by: Optional[Tensor], caller: str):
+    """Packing `dims` per row of `rows` (pack and unpack): (sizes of dims, by _sizes(dims, sized_by), sizes of
+    the rows, _row_index's entry); rows must not have lengths of their own."""
     for b in rows:
         if b.dyn_size is not None:
             raise ValueError(f"{caller}: the lengths of dims vary over {dim_str(b)}, which has lengths of its own")
-    sizes = _sizes(dims, x, caller)
+    sizes = _sizes(dims, sized_by, caller)
     row_sizes = [_row_size(b, dims, x) for b in rows]
-    gather_index, _, counts = _row_index(dims, rows, sizes, row_sizes, x.raw.device)
+    return sizes, row_sizes, _row_index(dims, rows, sizes, row_sizes, x.raw.device)
+
+
+def _pack_rows(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[Dim], caller: str):
+    """pack_padded of `dims` per row of `rows` (see pack_padded)."""
+    sizes, row_sizes, (gather_index, _, counts) = _row_layout(x, dims, rows, x, caller)
     if out_dim is not None and not isinstance(out_dim, Dim):
         raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
     pack = Dim(Tensor(counts, rows), name="pack") if out_dim is None else out_dim
@@ -345,12 +351,7 @@ def _check_row_dim(dim: Dim, counts: torch.Tensor, rows: tuple, caller: str) -> 
 
 def _unpack_rows(x: Tensor, dims: tuple, rows: tuple, in_dim: Dim, caller: str) -> Tensor:
     """unpack_padded of frames packed per row of `rows` (see _pack_rows)."""
-    for b in rows:
-        if b.dyn_size is not None:
-            raise ValueError(f"{caller}: the lengths of dims vary over {dim_str(b)}, which has lengths of its own")
-    sizes = _sizes(dims, None, caller)
-    row_sizes = [_row_size(b, dims, x) for b in rows]
-    _, scatter_index, counts = _row_index(dims, rows, sizes, row_sizes, x.raw.device)
+    sizes, row_sizes, (_, scatter_index, counts) = _row_layout(x, dims, rows, None, caller)
     _check_row_dim(in_dim, counts, rows, caller)
     n_max = in_dim.get_max_size()
     a = x.dims.index(in_dim)
