@@ -59,6 +59,7 @@ def test_parts_of_objects():
 @pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("cc") is None
                     or not Path("/usr/include/valgrind/callgrind.h").exists(),
                     reason="needs valgrind (with its headers) and a C compiler")
+@pytest.mark.slow  # builds a C helper, runs a row under valgrind
 def test_a_real_count(tmp_path):
     run = subprocess.run([sys.executable, str(SCRIPT), "--filter", "^merge_dims$", "--calls", "20"],
                          capture_output=True, text=True, timeout=600)

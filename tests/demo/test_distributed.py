@@ -25,7 +25,8 @@ from demo.reference_model import ModelConfig  # noqa: E402
 
 from repo_scripts import free_port  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available"),
+              pytest.mark.slow]  # process groups and torchrun jobs
 
 WORLD = 2
 SEQS, FRAMES = 13, 50  # 7 bucket batches: the last of 4 steps gives rank 1 a stand-in

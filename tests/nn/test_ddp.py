@@ -3,6 +3,7 @@ dt.nn.SyncBatchNorm); parameters and running statistics are identical across ran
 process training on the combined batch."""
 import os
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -64,6 +65,7 @@ def _worker(rank, port, result_dir):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # a process group of 2
 def test_ddp_two_processes_match_one_process_on_the_combined_batch(tmp_path):
     mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]

@@ -93,6 +93,7 @@ def _worker(rank, port, result_dir):
 
 
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+@pytest.mark.slow  # a process group of 2
 def test_fsdp_two_processes_match_one_process_on_the_combined_batch(tmp_path):
     mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]

@@ -358,7 +358,16 @@ PROGRAMS = [
 ]
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+# RETURNN runs these with its native ops, which it compiles with a C++ compiler once per environment (1-2 min
+# each): the slow group; the two of one op in one worker, so that it compiles once (pytest-xdist's --dist
+# loadgroup), the other op's compile in parallel.
+NATIVE_OPS = {"ctc_best_path": "returnn_viterbi", "ctc_best_path_no_label_loop": "returnn_viterbi",
+              "edit_distance": "returnn_edit_distance"}
+
+
+@pytest.mark.parametrize("program", [
+    pytest.param(p, marks=[pytest.mark.slow, pytest.mark.xdist_group(NATIVE_OPS[p.name])]) if p.name in NATIVE_OPS
+    else p for p in PROGRAMS], ids=lambda p: p.name)
 def test_program_agrees_with_returnn_frontend(rf, program):
     missing = program.missing()
     if missing:
