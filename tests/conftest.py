@@ -46,9 +46,17 @@ settings.register_profile("thorough", max_examples=2000, deadline=None,
 settings.load_profile(__import__("os").environ.get("DIMTORCH_HYPOTHESIS_PROFILE", "dimtorch"))
 
 
+@pytest.hookimpl(trylast=True)  # after xdist's own, which names each item's group in its node id
 def pytest_collection_modifyitems(config, items):
-    """The slow tests first, in their order (every xdist worker collects the same order)."""
+    """The slow tests first, in their order (every xdist worker collects the same order). Under
+    `--dist loadgroup` a test of an xdist_group whose node id does not name it would run in any worker:
+    the run stops instead (pytest 9.2 loses the grouping: pytest-dev/pytest-xdist#1386)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    if getattr(config.option, "loadgroup", False):
+        lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+        if lost:
+            raise pytest.UsageError(f"--dist loadgroup: pytest-xdist did not group {lost[0]} (and {len(lost) - 1} "
+                                    f"more); use a pytest that it supports (pyproject.toml's test extra)")
 
 
 def pytest_collection_finish(session):
