@@ -76,7 +76,9 @@ def run_child(args) -> None:
     for row in ROWS:
         if not regex.search(row.name):
             continue
-        fns = {side: getattr(row, side)(getattr(sides, side)) for side in SIDES}
+        fns = {side: getattr(row, side)(sides.dimtorch if side == "torch" and row.reference == "dimtorch"
+                                        else getattr(sides, side))
+               for side in SIDES if getattr(row, side) is not None}  # (rows without a PyTorch counterpart: dimtorch only)
         for fn in fns.values():
             for _ in range(20):
                 fn()
@@ -165,7 +167,8 @@ def table(per: dict, args) -> str:
         t, d = sides.get("torch", {}), sides.get("dimtorch", {})
         tt, dd = sum(t.values()), sum(d.values())
         extra = [d.get(p, 0) - t.get(p, 0) for p in PARTS]
-        lines.append(f"| {row} | {tt:,.0f} | {dd:,.0f} | {dd / tt:.2f} | {dd - tt:+,.0f} | "
+        ratio = f"{dd / tt:.2f}" if tt else "n/a"
+        lines.append(f"| {row} | {tt:,.0f} | {dd:,.0f} | {ratio} | {dd - tt:+,.0f} | "
                      + " | ".join(f"{e:+,.0f}" for e in extra) + " |")
     return "\n".join(lines)
 

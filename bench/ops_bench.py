@@ -134,6 +134,10 @@ def main(argv=None) -> int:
         sections.append((shapes, results, means))
         document += ["", f"## {shapes.name}: {shapes.description}", "", report.markdown_table(results), "",
                      report.geomean_line(means)]
+        rf_table = report.rf_namespace_table(results)
+        if rf_table:
+            document += ["", f"### {shapes.name}: dimtorch.rf against the dimtorch call it binds to", "", rf_table, "",
+                         report.rf_namespace_line(means)]
     failures = [line for _, results, _ in sections for line in report.problems(results)]
     if failures:
         document += ["", "## Problems (implementations that failed or disagree)", ""] + failures

@@ -11,6 +11,7 @@ import os
 import pickle
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -40,8 +41,8 @@ def save_checkpoint(path, state: dict) -> None:
         raise
 
 
-def load_checkpoint(path, impl: str) -> dict:
-    """The state saved by save_checkpoint, checked for format, version and implementation; raises
+def load_checkpoint(path, impl: Optional[str]) -> dict:
+    """The state saved by save_checkpoint, checked for format, version and implementation (None: any); raises
     CheckpointError (with the path and what is wrong) otherwise. Never modifies the file."""
     path = Path(path)
     where = f"checkpoint {str(path)!r}"
@@ -63,7 +64,7 @@ def load_checkpoint(path, impl: str) -> dict:
                               f"untouched")
     if state.get("version") != VERSION:
         raise CheckpointError(f"{where} has version {state.get('version')!r}, this code reads version {VERSION}")
-    if state.get("impl") != impl:
+    if impl is not None and state.get("impl") != impl:
         raise CheckpointError(f"{where} was written by --impl {state.get('impl')}, not --impl {impl}; "
                               f"resume with --impl {state.get('impl')}")
     weights = ("sharded",) if "sharded" in state else ("model", "optimizer")

@@ -268,8 +268,11 @@ class StepLoader:
         self.dataset, self.rank, self.world_size = dataset, rank, world_size
         self.sampler = BucketBatchSampler(dataset.input_lengths, max_frames=max_frames, max_seqs=max_seqs,
                                           shuffle=shuffle, seed=seed)
-        feature_dim = dataset.cfg.feature_dim
-        self._empty = collate([(torch.zeros(0, feature_dim), torch.zeros(0, dtype=torch.int64))])
+        # A dataset may bring its own batching (the speech corpus: audio (B, S)) and empty item.
+        self._collate = getattr(dataset, "collate", collate)
+        empty = dataset.empty_item() if hasattr(dataset, "empty_item") else \
+            (torch.zeros(0, dataset.cfg.feature_dim), torch.zeros(0, dtype=torch.int64))
+        self._empty = self._collate([empty])
 
     def shares(self, epoch: int, start_batch: int = 0) -> Iterator[tuple]:
         """(indices of this rank's sequences, indices of the whole step's, batches taken) per step of
@@ -284,7 +287,7 @@ class StepLoader:
         """This rank's Steps of `epoch` from bucket batch `start_batch` on."""
         ds = self.dataset
         for mine, everyone, taken in self.shares(epoch, start_batch):
-            batch = collate([ds[i] for i in mine]) if mine else self._empty
+            batch = self._collate([ds[i] for i in mine]) if mine else self._empty
             yield Step(batch, bool(mine), sum(ds.target_lengths[i] for i in everyone), len(everyone),
                        sum(ds.input_lengths[i] for i in everyone), taken)
 

@@ -14,6 +14,7 @@ import torch
 
 import dimtorch as dt
 from demo.aed_decode import GreedyHypotheses
+from demo.reference_frontend import FrontendConfig
 from demo.reference_model import DecoderConfig, ModelConfig
 
 
@@ -22,9 +23,13 @@ class DimtorchConformerCTC(dt.nn.Module):
     DecoderConfig also dt.nn.TransformerDecoder over num_labels + 1 classes (EOS = BOS last) and the
     joint loss ctc_scale * CTC + aed_scale * label-smoothed CE (as the reference)."""
 
-    def __init__(self, cfg: ModelConfig = ModelConfig(), decoder: Optional[DecoderConfig] = None):
+    def __init__(self, cfg: ModelConfig = ModelConfig(), decoder: Optional[DecoderConfig] = None,
+                 frontend: Optional[FrontendConfig] = None):
         super().__init__()
-        self.cfg, self.dec_cfg = cfg, decoder
+        self.cfg, self.dec_cfg, self.frontend_cfg = cfg, decoder, frontend
+        if frontend is not None and frontend.num_mel != cfg.in_dim:
+            raise ValueError(f"DimtorchConformerCTC: frontend num_mel {frontend.num_mel} != model in_dim {cfg.in_dim}")
+        self._mask_step = -1 if frontend is None else frontend.mask_steps[0]
         self.in_dim = dt.Dim(cfg.in_dim, name="feature")
         self.model_dim = dt.Dim(cfg.model_dim, name="model")
         self.vocab_dim = dt.Dim(cfg.num_labels + 1, name="vocab")
@@ -48,11 +53,41 @@ class DimtorchConformerCTC(dt.nn.Module):
     def eos_index(self) -> int:
         return self.cfg.num_labels
 
-    def encode(self, features: torch.Tensor, feature_lengths: torch.Tensor):
-        """(encoder output over (batch, out_time, model), batch, out_time)."""
+    def set_train_step(self, step: int) -> None:
+        """The global training step (SpecAugment's schedule). Kept as the step its stage began at, so that a
+        compiled step sees a new value only when the stage changes."""
+        if self.frontend_cfg is not None:
+            self._mask_step = max((s for s in self.frontend_cfg.mask_steps if s <= step), default=-1)
+
+    def features(self, audio: torch.Tensor, samples: torch.Tensor):
+        """Log-mel features of audio (B, S) with `samples` (B,) per sequence: (features over (batch, frames,
+        feature), batch, frames); frames per sequence by dim math; SpecAugment in training."""
+        c = self.frontend_cfg
+        if c is None:
+            raise ValueError("DimtorchConformerCTC.features(): this model has no front end (made without a "
+                             "FrontendConfig: it takes feature frames)")
         batch = dt.Dim(None, name="batch")
-        time = dt.Dim(dt.Tensor(feature_lengths, dims=(batch,)), name="time")
-        x = dt.Tensor(features, dims=(batch, time, self.in_dim), feature_dim=self.in_dim)
+        sample_dim = dt.Dim(dt.Tensor(samples, dims=(batch,)), name="samples")
+        x = dt.Tensor(audio, dims=(batch, sample_dim))
+        feats, frames = dt.audio.log_mel_filterbank_from_raw(
+            x, in_spatial_dim=sample_dim, out_dim=self.in_dim, sampling_rate=c.sample_rate,
+            window_len=c.window / c.sample_rate, step_len=c.step / c.sample_rate, n_fft=c.n_fft)
+        feats = (feats - c.feature_mean) * (1.0 / c.feature_std)
+        if self.training:
+            feats = dt.audio.specaugment(feats, spatial_dim=frames, feature_dim=self.in_dim, step=self._mask_step,
+                                         steps=c.mask_steps, max_consecutive_spatial_dims=c.max_time_mask,
+                                         max_consecutive_feature_dims=c.max_feature_mask, training=True)
+        return feats, batch, frames
+
+    def encode(self, features: torch.Tensor, feature_lengths: torch.Tensor):
+        """(encoder output over (batch, out_time, model), batch, out_time). features: frames (B, T, F), or with a
+        front end audio (B, S) with feature_lengths in samples."""
+        if self.frontend_cfg is not None:
+            x, batch, time = self.features(features, feature_lengths)
+        else:
+            batch = dt.Dim(None, name="batch")
+            time = dt.Dim(dt.Tensor(feature_lengths, dims=(batch,)), name="time")
+            x = dt.Tensor(features, dims=(batch, time, self.in_dim), feature_dim=self.in_dim)
         h, out_time = self.encoder(x, in_spatial_dim=time)
         return h, batch, out_time
 

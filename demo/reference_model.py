@@ -60,6 +60,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from demo.reference_decoder import IGNORE_INDEX, FeedForward, TransformerDecoder, aed_targets, greedy_decode
+from demo.reference_frontend import FrontendConfig, LogMelFrontend
 
 
 @dataclass(frozen=True)
@@ -349,9 +350,14 @@ class ConformerCTC(nn.Module):
     trained jointly: loss = ctc_scale * CTC + aed_scale * label-smoothed CE, the CE summed over each
     sequence's labels and its EOS and divided by their number (sum of target_lengths + 1)."""
 
-    def __init__(self, cfg: ModelConfig = ModelConfig(), decoder: Optional[DecoderConfig] = None):
+    def __init__(self, cfg: ModelConfig = ModelConfig(), decoder: Optional[DecoderConfig] = None,
+                 frontend: Optional[FrontendConfig] = None):
         super().__init__()
-        self.cfg, self.dec_cfg = cfg, decoder
+        self.cfg, self.dec_cfg, self.frontend_cfg = cfg, decoder, frontend
+        if frontend is not None:  # waveforms in: log-mel features + SpecAugment (no parameters)
+            if frontend.num_mel != cfg.in_dim:
+                raise ValueError(f"ConformerCTC: frontend num_mel {frontend.num_mel} != model in_dim {cfg.in_dim}")
+            self.frontend = LogMelFrontend(frontend)
         self.encoder = ConformerEncoder(cfg)
         self.output = nn.Linear(cfg.model_dim, cfg.num_labels + 1)
         if decoder is not None:
@@ -367,9 +373,21 @@ class ConformerCTC(nn.Module):
     def eos_index(self) -> int:
         return self.cfg.num_labels
 
+    def set_train_step(self, step: int) -> None:
+        """The global training step (SpecAugment's schedule); no effect without a front end."""
+        if self.frontend_cfg is not None:
+            self.frontend.stage = self.frontend_cfg.stage(step)
+
+    def encode(self, features: torch.Tensor, feature_lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(B, T', D), lengths' on the host; features are feature frames (B, T, F), or with a front end
+        audio (B, S) with feature_lengths in samples."""
+        if self.frontend_cfg is not None:
+            features, feature_lengths = self.frontend(features, feature_lengths)
+        return self.encoder(features, feature_lengths)
+
     def forward(self, features: torch.Tensor, feature_lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """-> logits (B, T', V+1), out lengths (B,) int64 on the host."""
-        h, lengths = self.encoder(features, feature_lengths)
+        h, lengths = self.encode(features, feature_lengths)
         return self.output(h), lengths
 
     def loss(self, features, feature_lengths, targets, target_lengths, *, total_labels: Optional[int] = None,
@@ -379,7 +397,7 @@ class ConformerCTC(nn.Module):
         demo data) adds 0 instead of inf. `total_labels`/`total_seqs` (default: this batch's target labels
         and sequences) are what the sums are divided by: with data parallelism, those of the whole step
         over all ranks, so that the ranks' losses add up to the step's loss."""
-        h, out_lengths = self.encoder(features, feature_lengths)
+        h, out_lengths = self.encode(features, feature_lengths)
         logits = self.output(h)
         log_probs = F.log_softmax(logits.float(), dim=-1).transpose(0, 1)  # (T', B, V+1)
         if torch.compiler.is_compiling():
@@ -410,7 +428,7 @@ class ConformerCTC(nn.Module):
         if self.dec_cfg is None:
             raise ValueError("ConformerCTC.aed_greedy_decode(): this model has no attention decoder (made without "
                              "a DecoderConfig; train.py --decoder aed makes one)")
-        h, out_lengths = self.encoder(features, feature_lengths)
+        h, out_lengths = self.encode(features, feature_lengths)
         return greedy_decode(self.decoder, h, out_lengths, self.eos_index, max_len_factor)
 
 

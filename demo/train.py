@@ -1,8 +1,10 @@
-"""The demo's training loop: Conformer + CTC (optionally + attention decoder) on the in-process task,
-with progress, evaluation, plot, JSON summary and resumable checkpoints; one process, or data parallel
-(DDP or FSDP2) under torchrun.
+"""The demo's training loop: Conformer + CTC (optionally + attention decoder) on speech synthesized by
+espeak-ng (waveforms to characters; `--task speech`, the default) or on the in-process sequence task
+(`--task synthetic`), with progress, evaluation (dev WER and CER on held-out voices), plot, JSON summary and
+resumable checkpoints; one process, or data parallel (DDP or FSDP2) under torchrun.
 
     python demo/train.py                      # ~3 minutes on CPU, dimtorch model, writes runs/main/
+    python demo/train.py --task synthetic     # the in-process sequence task (tests, bench/train_bench.py)
     python demo/train.py --steps 2000 --out runs/a --device cuda
     python demo/train.py --resume --out runs/a --steps 3000   # continues runs/a up to step 3000
     python demo/train.py --decoder aed --out runs/aed         # joint CTC + attention decoder
@@ -13,7 +15,8 @@ with progress, evaluation, plot, JSON summary and resumable checkpoints; one pro
 `--impl dimtorch` trains demo/dimtorch_model.py (named dims; needs dimtorch.nn.ConformerEncoder),
 `--impl torch` the reference (demo/reference_model.py). Either model, made by `build_model`, offers
 `loss(features, feature_lengths, targets, target_lengths, *, total_labels=None, total_seqs=None)
--> (loss, logits (B, T', V+1), out_lengths)` on raw tensors (lengths int64 on the host) and
+-> (loss, logits (B, T', V+1), out_lengths)` on raw tensors (lengths int64 on the host; for speech the
+features are audio (B, S) and the lengths samples: the log-mel front end is inside the model) and
 `blank_index`; with `--decoder aed` (a DecoderConfig) the loss is the joint CTC/attention loss and
 `aed_greedy_decode(features, feature_lengths)` gives the attention decoder's greedy labels.
 
@@ -46,6 +49,7 @@ from demo.checkpoint import CheckpointError, load_checkpoint, load_model_state, 
 from demo.compiling import apply_compile_settings
 from demo.ctc_decode import greedy_decode, label_errors
 from demo.data import Batch, SequenceDataset, StepLoader, TaskConfig
+from demo.reference_frontend import FrontendConfig
 from demo.distributed import (HostLengths, ShardedCheckpointError, World, all_reduce_sum, barrier, close_world,
                               gather_objects, init_world, load_sharded, parallelize, remove_old_shards, save_sharded)
 from demo.reference_model import ConformerCTC, DecoderConfig, ModelConfig
@@ -71,11 +75,47 @@ PRESETS = {
 }
 
 
-def build_model(impl: str, cfg: ModelConfig, decoder: Optional[DecoderConfig] = None) -> torch.nn.Module:
+# The speech task (the main job): 80 log-mel features from 16 kHz audio inside the model, 28 characters (a-z,
+# space, apostrophe) + blank. batch_frames counts audio samples here (16 s of audio per batch).
+SPEECH_PRESETS = {
+    "small": dict(
+        model=ModelConfig(in_dim=80, num_labels=28),
+        frontend=FrontendConfig(),
+        decoder=DecoderConfig(),
+        batch_frames=16 * 16000, lr=2e-3, warmup=100, eval_every=100,
+    ),
+    "tiny": dict(
+        model=ModelConfig(in_dim=16, num_labels=28, model_dim=16, num_layers=1, num_heads=2, ff_dim=32,
+                          conv_kernel_size=3, subsample_channels=(2, 2)),
+        frontend=FrontendConfig(num_mel=16, max_feature_mask=2),
+        decoder=DecoderConfig(num_layers=1, ff_dim=32),
+        batch_frames=8 * 16000, lr=3e-3, warmup=2, eval_every=2,
+    ),
+}
+
+
+def speech_task_config(config: str):
+    """The speech corpus of a preset (imported here: only the speech task loads espeak-ng's wrapper)."""
+    from demo.speech.synthesis import SpeechConfig
+    if config == "tiny":
+        return SpeechConfig(train_utterances=48, dev_utterances=8, max_edge_silence_s=0.1)
+    return SpeechConfig()
+
+
+def preset_of(task: str, config: str) -> dict:
+    """PRESETS[config] for the synthetic task, SPEECH_PRESETS[config] with its corpus for speech."""
+    if task == "synthetic":
+        return dict(PRESETS[config], frontend=None)
+    return dict(SPEECH_PRESETS[config], task=speech_task_config(config))
+
+
+def build_model(impl: str, cfg: ModelConfig, decoder: Optional[DecoderConfig] = None,
+                frontend: Optional[FrontendConfig] = None) -> torch.nn.Module:
     """The model of `impl`: the reference, or demo/dimtorch_model.py's `DimtorchConformerCTC(cfg)` (the
-    interface in this module's docstring; dims made at its door from the host lengths)."""
+    interface in this module's docstring; dims made at its door from the host lengths). With a FrontendConfig
+    the model takes audio (log-mel features and SpecAugment inside)."""
     if impl == "torch":
-        return ConformerCTC(cfg, decoder)
+        return ConformerCTC(cfg, decoder, frontend)
     if impl == "dimtorch":
         import dimtorch as dt
         if not hasattr(dt.nn, "ConformerEncoder"):
@@ -84,9 +124,9 @@ def build_model(impl: str, cfg: ModelConfig, decoder: Optional[DecoderConfig] = 
         from demo.dimtorch_model import DimtorchConformerCTC
         # The reference's initialization (same seed, same draws), so both impls start from the same
         # weights, and the random state after it, so later draws (dropout) start from the same state.
-        reference = ConformerCTC(cfg, decoder).state_dict()
+        reference = ConformerCTC(cfg, decoder, frontend).state_dict()
         rng = torch.get_rng_state()
-        model = DimtorchConformerCTC(cfg, decoder)
+        model = DimtorchConformerCTC(cfg, decoder, frontend)
         model.load_reference_state_dict(reference)
         torch.set_rng_state(rng)
         return model
@@ -105,11 +145,16 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def _preset_defaults(key: str) -> str:
-    return "default: the config's, " + ", ".join(f"{name} {preset[key]}" for name, preset in sorted(PRESETS.items()))
+    return "default: the config's, " + ", ".join(
+        [f"speech {name} {preset[key]}" for name, preset in sorted(SPEECH_PRESETS.items())]
+        + [f"synthetic {name} {preset[key]}" for name, preset in sorted(PRESETS.items())])
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=USAGE, formatter_class=_HelpFormatter)
+    p.add_argument("--task", choices=("speech", "synthetic"), default="speech",
+                   help="speech: espeak-ng utterances, waveforms to characters, dev WER on held-out voices; "
+                        "synthetic: the in-process sequence task (demo/data.py)")
     p.add_argument("--impl", choices=("torch", "dimtorch"), default="dimtorch",
                    help="dimtorch: the model with named dims; torch: the hand-written PyTorch reference")
     p.add_argument("--config", choices=sorted(PRESETS), default="small", help="model and task sizes (tiny: tests)")
@@ -126,7 +171,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="initialization, data order and dropout")
     p.add_argument("--lr", type=float, default=None, help=f"peak learning rate ({_preset_defaults('lr')})")
     p.add_argument("--batch-frames", type=int, default=None,
-                   help=f"max padded input frames per batch, per rank ({_preset_defaults('batch_frames')})")
+                   help=f"max padded input frames per batch, per rank; audio samples for speech "
+                        f"({_preset_defaults('batch_frames')})")
     p.add_argument("--eval-every", type=int, default=None,
                    help=f"steps between evaluations on dev ({_preset_defaults('eval_every')})")
     p.add_argument("--threads", type=int, default=None,
@@ -144,6 +190,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--pad-to-multiple", type=int, default=1,
                    help="pad each batch's time axes (input frames, target labels) to a multiple of this: fewer "
                         "distinct shapes, e.g. for static graphs (1: no padding)")
+    p.add_argument("--decode-examples", type=int, default=3,
+                   help="speech: print this many dev reference/hypothesis pairs at the end")
+    p.add_argument("--beam-size", type=int, default=8,
+                   help="speech: beam of the final dev evaluation's CTC prefix beam search (1: greedy only)")
     p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a progress bar")
     args = p.parse_args(argv)
     if args.pad_to_multiple < 1:
@@ -158,7 +208,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.fsdp and args.decoder == "aed":
         p.error("--fsdp with --decoder aed: the attention decoder's greedy evaluation runs a data-dependent number "
                 "of decoder steps per rank, which FSDP's per-call all-gathers cannot follow; use DDP (no --fsdp)")
-    preset = PRESETS[args.config]
+    preset = SPEECH_PRESETS[args.config] if args.task == "speech" else PRESETS[args.config]
     for k in ("lr", "batch_frames", "eval_every"):
         if getattr(args, k) is None:
             setattr(args, k, preset[k])
@@ -203,15 +253,25 @@ class Progress:
 
 
 @torch.no_grad()
-def evaluate(forward, model, loader: StepLoader, device, world: World) -> dict:
+def evaluate(forward, model, loader: StepLoader, device, world: World, to_text=None, beam: int = 1,
+             examples: Optional[list] = None) -> dict:
     """Dev loss per label and label error rate (greedy CTC decoding); with the attention decoder also
     `aed_ler`, its greedy label error rate (at most 2 labels per encoder frame, stops at EOS).
     `forward(batch) -> (loss, logits, out_lengths)`. Each rank evaluates its share of the dev batches
-    (stand-ins included, for FSDP's collectives) and the sums are added over the ranks."""
+    (stand-ins included, for FSDP's collectives) and the sums are added over the ranks.
+
+    With `to_text` (labels -> str: the speech task) also the word and character error rates `wer`, `cer`
+    (`aed_wer`, `aed_cer` with the decoder), and with beam > 1 those of the CTC prefix beam search: over dims
+    (demo/speech/beam_dims.py; `wer_prefix_beam`, `cer_prefix_beam`) and constrained to the task's lexicon
+    (demo/speech/beam.py; `wer_beam`, `cer_beam`); `examples` (a list) receives (reference, hypothesis) pairs
+    of this rank (the lexicon beam search's, else greedy CTC's)."""
+    from demo.speech.wer import char_errors, word_errors
     was_training = model.training
     model.eval()
     with_aed = model.dec_cfg is not None
-    sums = [0.0, 0.0, 0.0, 0.0]  # loss * labels, CTC errors, attention decoder errors, labels
+    # loss * labels, CTC errors, attention decoder errors, labels; then per decoder (greedy CTC, attention,
+    # lexicon beam, beam over dims) word errors, character errors; then words, characters
+    sums = [0.0] * 14
     for step in loader.steps(0):
         batch = step.batch
         b = batch.to(device)
@@ -223,14 +283,46 @@ def evaluate(forward, model, loader: StepLoader, device, world: World) -> dict:
         sums[0] += float(loss) * max(1, int(batch.target_lengths.sum()))
         sums[1] += errors
         sums[3] += labels
+        aed_hyps = model.aed_greedy_decode(b.features, b.feature_lengths) if with_aed else None
         if with_aed:
-            sums[2] += label_errors(batch.targets, batch.target_lengths,
-                                    model.aed_greedy_decode(b.features, b.feature_lengths))[0]
-    loss_sum, errors, aed_errors, labels = all_reduce_sum(torch.tensor(sums, dtype=torch.float64), world).tolist()
+            sums[2] += label_errors(batch.targets, batch.target_lengths, aed_hyps)[0]
+        if to_text is None:
+            continue
+        refs = [to_text(batch.targets[i, :n].tolist()) for i, n in enumerate(batch.target_lengths.tolist())]
+        beam_hyps = dims_hyps = None
+        if beam > 1:
+            from demo.speech.beam_dims import ctc_prefix_beam_search_dims
+            dims_hyps = ctc_prefix_beam_search_dims(logits, out_lengths, model.blank_index, beam)
+            from demo.speech.beam import Lexicon, ctc_prefix_beam_search
+            from demo.speech.phrases import ALPHABET, VOCABULARY
+            beam_hyps = ctc_prefix_beam_search(logits, out_lengths, model.blank_index, beam, alphabet=ALPHABET,
+                                               lexicon=Lexicon(VOCABULARY))
+        for k, decoded in enumerate((hyps, aed_hyps, beam_hyps, dims_hyps)):
+            if decoded is None:
+                continue
+            for ref, hyp in zip(refs, decoded):
+                text = to_text(hyp)
+                sums[4 + 2 * k] += word_errors(ref, text)[0]
+                sums[5 + 2 * k] += char_errors(ref, text)[0]
+        for ref in refs:
+            sums[12] += len(ref.split())
+            sums[13] += len(" ".join(ref.split()))
+        if examples is not None:
+            examples.extend(zip(refs, [to_text(h) for h in (beam_hyps or hyps)]))
+    sums = all_reduce_sum(torch.tensor(sums, dtype=torch.float64), world).tolist()
+    loss_sum, errors, aed_errors, labels = sums[:4]
+    words, chars = max(1.0, sums[12]), max(1.0, sums[13])
     model.train(was_training)
     out = {"loss": loss_sum / max(1, labels), "ler": errors / max(1, labels)}
     if with_aed:
         out["aed_ler"] = aed_errors / max(1, labels)
+    if to_text is not None:
+        out["wer"], out["cer"] = sums[4] / words, sums[5] / chars
+        if with_aed:
+            out["aed_wer"], out["aed_cer"] = sums[6] / words, sums[7] / chars
+        if beam > 1:
+            out["wer_beam"], out["cer_beam"] = sums[8] / words, sums[9] / chars
+            out["wer_prefix_beam"], out["cer_prefix_beam"] = sums[10] / words, sums[11] / chars
     return out
 
 
@@ -294,6 +386,19 @@ class CompileClock:
         return compiled
 
 
+def dev_info(ev: dict) -> dict:
+    """The progress bar's dev fields of an evaluation: WER and CER for speech, else the label error rate."""
+    if "wer" in ev:
+        info = {"dev WER": f"{100 * ev['wer']:.1f}%", "dev CER": f"{100 * ev['cer']:.1f}%"}
+        if "aed_wer" in ev:
+            info["dev AED WER"] = f"{100 * ev['aed_wer']:.1f}%"
+        return info
+    info = {"dev LER": f"{100 * ev['ler']:.1f}%"}
+    if "aed_ler" in ev:
+        info["dev AED LER"] = f"{100 * ev['aed_ler']:.1f}%"
+    return info
+
+
 def lr_at(step: int, base_lr: float, warmup: int) -> float:
     """Linear warm-up over `warmup` steps, then constant."""
     return base_lr * min(1.0, (step + 1) / max(1, warmup))
@@ -315,18 +420,32 @@ def write_plot(path: Path, history: dict, title: str) -> None:
             ax1.plot(steps, smooth, color="C0", label=f"train (mean of {k})")
     dev = history["dev"]
     with_aed = any("aed_ler" in d for d in dev)
+    speech = any("wer" in d for d in dev)
     if dev:
         ax1.plot([d["step"] for d in dev], [d["loss"] for d in dev], "o-", color="C1", label="dev")
+    if speech:  # word and character error rates of the held-out voices
+        ax2.plot([d["step"] for d in dev], [100 * d["wer"] for d in dev], "o-", color="C2", label="WER, greedy CTC")
+        ax2.plot([d["step"] for d in dev], [100 * d["cer"] for d in dev], "^--", color="C2", alpha=0.7,
+                 label="CER, greedy CTC")
+        aed = [d for d in dev if "aed_wer" in d]
+        if aed:
+            ax2.plot([d["step"] for d in aed], [100 * d["aed_wer"] for d in aed], "s-", color="C3",
+                     label="WER, greedy attention decoder")
+        ax2.legend()
+    elif dev:
         ax2.plot([d["step"] for d in dev], [100 * d["ler"] for d in dev], "o-", color="C2", label="greedy CTC")
-    if with_aed:
+    if with_aed and not speech:
         aed = [d for d in dev if "aed_ler" in d]
         ax2.plot([d["step"] for d in aed], [100 * d["aed_ler"] for d in aed], "s-", color="C3",
                  label="greedy attention decoder")
         ax2.legend()
     ax1.set(xlabel="step", ylabel="joint CTC + CE loss" if with_aed else "CTC loss per label", title="loss")
     ax1.legend()
-    ax2.set(xlabel="step", ylabel="label error rate (%)",
-            title="dev label error rate" + ("" if with_aed else " (greedy CTC)"))
+    if speech:
+        ax2.set(xlabel="step", ylabel="error rate (%)", title="dev word and character error rates (held-out voices)")
+    else:
+        ax2.set(xlabel="step", ylabel="label error rate (%)",
+                title="dev label error rate" + ("" if with_aed else " (greedy CTC)"))
     ax2.set_ylim(bottom=0)
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
@@ -354,6 +473,10 @@ def _lost_contact(e: RuntimeError) -> bool:
 
 def check_resumable(state: dict, args, model_cfg, task_cfg, dec_dict, ckpt_path: Path) -> None:
     """SystemExit naming every difference when the checkpoint is for another configuration or mode."""
+    saved_task = state.get("task", "synthetic")  # absent in checkpoints from before --task: synthetic
+    if saved_task != args.task:
+        raise SystemExit(f"train.py --resume: checkpoint {str(ckpt_path)!r} is for --task {saved_task}, not --task "
+                         f"{args.task}; pass --task {saved_task}. It was left untouched.")
     saved_dec = state.get("decoder_config")  # absent in checkpoints from before --decoder: none
     if (state["model_config"] != model_cfg.to_dict() or state["task_config"] != task_cfg.to_dict()
             or saved_dec != dec_dict):
@@ -424,8 +547,8 @@ def run(args, world: World) -> dict:
     main_rank = world.is_main
     out = Path(args.out)
     ckpt_path = out / CHECKPOINT
-    preset = PRESETS[args.config]
-    task_cfg, model_cfg = preset["task"], preset["model"]
+    preset = preset_of(args.task, args.config)
+    task_cfg, model_cfg, frontend = preset["task"], preset["model"], preset["frontend"]
     dec_cfg = preset["decoder"] if args.decoder == "aed" else None
     dec_dict = dec_cfg.to_dict() if dec_cfg is not None else None
 
@@ -444,8 +567,11 @@ def run(args, world: World) -> dict:
         for stale in out.glob(CHECKPOINT + ".*.tmp"):  # left by a save that was killed
             stale.unlink()
 
+    def log0(msg: str) -> None:
+        print(msg, flush=True)
+
     torch.manual_seed(args.seed)
-    model = build_model(args.impl, model_cfg, dec_cfg)
+    model = build_model(args.impl, model_cfg, dec_cfg, frontend)
     if world.rank > 0:
         # Rank 0 goes on with the random state after initialization (as one process); the others draw
         # their dropout from their own seeds.
@@ -495,8 +621,19 @@ def run(args, world: World) -> dict:
                 raise SystemExit(f"train.py --resume: the optimizer state in {str(ckpt_path)!r} does not fit "
                                  f"({type(e).__name__}: {str(e).splitlines()[0]}); it was left untouched") from None
 
-    train_set = SequenceDataset(task_cfg, "train", preset["train_seqs"])
-    dev_set = SequenceDataset(task_cfg, "dev", preset["dev_seqs"])
+    if args.task == "speech":
+        from demo.speech.corpus import SpeechDataset
+        from demo.speech.phrases import labels_to_text
+        # Rank 0 synthesizes what the cache lacks first; the others then read it.
+        if main_rank:
+            SpeechDataset(task_cfg, "train", log=log0), SpeechDataset(task_cfg, "dev", log=log0)
+        barrier(world)
+        train_set, dev_set = SpeechDataset(task_cfg, "train"), SpeechDataset(task_cfg, "dev")
+        to_text, frame_samples = labels_to_text, frontend.step
+    else:
+        train_set = SequenceDataset(task_cfg, "train", preset["train_seqs"])
+        dev_set = SequenceDataset(task_cfg, "dev", preset["dev_seqs"])
+        to_text, frame_samples = None, 1
     train_loader = StepLoader(train_set, max_frames=args.batch_frames, shuffle=True, seed=args.seed,
                               rank=world.rank, world_size=world.world_size)
     dev_loader = StepLoader(dev_set, max_frames=4 * args.batch_frames, shuffle=False, rank=world.rank,
@@ -516,7 +653,8 @@ def run(args, world: World) -> dict:
         saved[0] = (step, len(history["dev"]))
         cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None  # dropout on the GPU
         rngs, cuda_rngs = zip(*gather_objects((torch.get_rng_state(), cuda_rng), world))
-        meta = {"impl": args.impl, "step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch,
+        meta = {"impl": args.impl, "task": args.task, "frontend_config": frontend.to_dict() if frontend else None,
+                "step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch,
                 "world_size": world.world_size, "model_config": model_cfg.to_dict(), "decoder_config": dec_dict,
                 "task_config": task_cfg.to_dict(), "history": history, "rng_cpu": rngs[0], "rng_cpu_ranks": list(rngs),
                 "args": vars(args)}
@@ -537,12 +675,14 @@ def run(args, world: World) -> dict:
     progress = Progress(args.steps, budget_s, enabled=main_rank and not args.no_progress)
     log = progress.write if main_rank else (lambda msg: None)
     mode = f" ranks={world.world_size} ({'FSDP' if args.fsdp else 'DDP'}, {world.backend})" if world.distributed else ""
-    log(f"demo: impl={args.impl} config={args.config} decoder={args.decoder} device={device}{mode} "
+    log(f"demo: task={args.task} impl={args.impl} config={args.config} decoder={args.decoder} device={device}{mode} "
         f"params={n_params} threads={torch.get_num_threads()} start step={step}")
     if not history["dev"] and (args.steps is None or args.steps > step):
-        history["dev"].append({"step": step, **evaluate(eval_forward, model, dev_loader, device, world)})
+        history["dev"].append({"step": step, "seconds": 0.0,
+                               **evaluate(eval_forward, model, dev_loader, device, world, to_text)})
     module.train()
     start_step, t_start = step, time.monotonic()
+    t_offset = history["dev"][-1].get("seconds", 0.0) if history["dev"] else 0.0  # training time before this run
     step_times, frames_done, seqs_done, ema = [], 0, 0, None
     info = {}
     done = args.steps is not None and step >= args.steps
@@ -550,6 +690,7 @@ def run(args, world: World) -> dict:
         for s in train_loader.steps(epoch, batch_in_epoch):
             t0 = time.perf_counter()
             clock.start()
+            model.set_train_step(step)  # SpecAugment's schedule (speech)
             weight = 1.0 if s.has_data else 0.0
             part = train_step(module, optimizer, params, pad_to_multiple(s.batch, args.pad_to_multiple).to(device),
                               s.labels, s.seqs, lr_at(step, args.lr, preset["warmup"]), world.world_size * weight)
@@ -570,25 +711,22 @@ def run(args, world: World) -> dict:
             history["train"].append([step, loss_value])
             ema = loss_value if ema is None else 0.9 * ema + 0.1 * loss_value
             info = {"loss": f"{ema:.3f}", "steps/s": f"{(step - start_step) / elapsed:.2f}",
-                    "frames/s": f"{frames_done / elapsed:.0f}"}
+                    "frames/s": f"{frames_done / frame_samples / elapsed:.0f}"}
             if args.compile:  # step time without compiling, and the compile time apart
                 info["step"] = f"{1000 * statistics.median(step_times):.0f}ms" if step_times else "-"
                 info["compile"] = f"{clock.seconds:.0f}s/{clock.graphs} graphs"
             if history["dev"]:
-                info["dev LER"] = f"{100 * history['dev'][-1]['ler']:.1f}%"
-                if "aed_ler" in history["dev"][-1]:
-                    info["dev AED LER"] = f"{100 * history['dev'][-1]['aed_ler']:.1f}%"
+                info.update(dev_info(history["dev"][-1]))
+            info["audio"] = f"{frames_done / 16000 / elapsed:.0f}x realtime" if to_text is not None else None
+            if info["audio"] is None:
+                del info["audio"]
             done = (args.steps is not None and step >= args.steps) or over_time
             if step % args.eval_every == 0 or done:
-                ev = evaluate(eval_forward, model, dev_loader, device, world)
-                history["dev"].append({"step": step, **ev})
-                info["dev LER"] = f"{100 * ev['ler']:.1f}%"
-                aed = ""
-                if "aed_ler" in ev:
-                    info["dev AED LER"] = aed = f"{100 * ev['aed_ler']:.1f}%"
-                    aed = f"  dev AED LER {aed}"
+                ev = evaluate(eval_forward, model, dev_loader, device, world, to_text)
+                history["dev"].append({"step": step, "seconds": round(t_offset + elapsed, 2), **ev})
+                info.update(dev_info(ev))
                 log(f"step {step}: train loss {ema:.3f}  dev loss {ev['loss']:.3f}  "
-                    f"dev LER {100 * ev['ler']:.1f}%{aed}")
+                    + "  ".join(f"{k} {v}" for k, v in dev_info(ev).items()))
                 save()
             if main_rank:
                 progress.update(step, elapsed, info, start_step)
@@ -599,10 +737,16 @@ def run(args, world: World) -> dict:
     progress.close()
     train_s = time.monotonic() - t_start
     if step > start_step and (not history["dev"] or history["dev"][-1]["step"] != step):
-        history["dev"].append({"step": step, **evaluate(eval_forward, model, dev_loader, device, world)})
+        history["dev"].append({"step": step, "seconds": round(t_offset + train_s, 2),
+                               **evaluate(eval_forward, model, dev_loader, device, world, to_text)})
     if saved[0] != (step, len(history["dev"])):
         save()
     dev = history["dev"]
+    final_dev, examples = None, []
+    if to_text is not None and (args.beam_size > 1 or args.decode_examples > 0):
+        # The final model once more with the CTC prefix beam search (lexicon-constrained), and examples.
+        final_dev = {"step": step, **evaluate(eval_forward, model, dev_loader, device, world, to_text,
+                                              beam=args.beam_size, examples=examples)}
     summary = {
         "impl": args.impl, "config": args.config, "device": str(device), "torch": torch.__version__,
         "threads": torch.get_num_threads(), "world_size": world.world_size,
@@ -615,13 +759,19 @@ def run(args, world: World) -> dict:
                     "seconds": round(clock.seconds, 2)}
         if args.compile else None,
         "steps_per_s": (step - start_step) / train_s if train_s > 0 else None,
-        "frames_per_s": frames_done / train_s if train_s > 0 else None,
+        "frames_per_s": frames_done / frame_samples / train_s if train_s > 0 else None,
+        "frames_are": "feature frames (10 ms of audio)" if to_text is not None else "input frames",
+        "audio_seconds_per_s": frames_done / 16000 / train_s if train_s > 0 and to_text is not None else None,
         "sequences_per_s": seqs_done / train_s if train_s > 0 else None,
         "final_train_loss": history["train"][-1][1] if history["train"] else None,
         "dev": dev, "final_dev_ler": dev[-1]["ler"] if dev else None,
         "best_dev_ler": min(d["ler"] for d in dev) if dev else None,
         "final_dev_aed_ler": dev[-1].get("aed_ler") if dev else None,
         "best_dev_aed_ler": min((d["aed_ler"] for d in dev if "aed_ler" in d), default=None),
+        "task": args.task, "frontend_config": frontend.to_dict() if frontend is not None else None,
+        "final_dev_wer": dev[-1].get("wer") if dev else None, "final_dev_cer": dev[-1].get("cer") if dev else None,
+        "best_dev_wer": min((d["wer"] for d in dev if "wer" in d), default=None),
+        "final_dev_beam": final_dev, "decode_examples": [list(e) for e in examples[:args.decode_examples]],
         "checkpoint": str(ckpt_path), "plot": str(out / PLOT),
     }
     if main_rank:
@@ -629,10 +779,20 @@ def run(args, world: World) -> dict:
         what = "Conformer + CTC" + (" + attention decoder" if dec_cfg is not None else "")
         ranks = f", {world.world_size} ranks" if world.distributed else ""
         write_plot(out / PLOT, history, f"{what} ({args.impl}, {args.config}{ranks}, {n_params} params)")
-        final = f"{100 * summary['final_dev_ler']:.1f}%" if dev else "n/a"
-        if dev and summary["final_dev_aed_ler"] is not None:
-            final += f", attention decoder {100 * summary['final_dev_aed_ler']:.1f}%"
-        print(f"demo: step {step}, dev LER {final}; wrote {out / SUMMARY}, {out / PLOT}, {ckpt_path}", flush=True)
+        for ref, hyp in examples[:args.decode_examples]:
+            print(f"  ref: {ref}\n  hyp: {hyp}" + ("" if ref == hyp else "   (wrong)"), flush=True)
+        if to_text is not None and dev:
+            final = f"dev WER {100 * dev[-1]['wer']:.1f}%, CER {100 * dev[-1]['cer']:.1f}% (greedy CTC)"
+            if final_dev is not None and "wer_beam" in final_dev:
+                final += (f", WER {100 * final_dev['wer_prefix_beam']:.1f}% (prefix beam search {args.beam_size}), "
+                          f"{100 * final_dev['wer_beam']:.1f}% (with the lexicon)")
+            if "aed_wer" in dev[-1]:
+                final += f", attention decoder WER {100 * dev[-1]['aed_wer']:.1f}%"
+        else:
+            final = f"dev LER {100 * summary['final_dev_ler']:.1f}%" if dev else "dev LER n/a"
+            if dev and summary["final_dev_aed_ler"] is not None:
+                final += f", attention decoder {100 * summary['final_dev_aed_ler']:.1f}%"
+        print(f"demo: step {step}, {final}; wrote {out / SUMMARY}, {out / PLOT}, {ckpt_path}", flush=True)
     return summary
 
 

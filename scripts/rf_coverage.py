@@ -29,6 +29,12 @@ S, ALT, NOT_YET, NA = "same", "alt", "not yet", "n/a"
 EAGER = "dimtorch runs eagerly on torch only; no backend or graph mode to select"
 CTX = "RETURNN's run context (train steps, losses, static tracing); dimtorch code is a plain torch training loop"
 
+
+def _rf(name: str, note: str = "", path: str = "") -> tuple:
+    """A name dimtorch.rf has with rf's signature (tests/rf/test_namespace.py); the note says what differs."""
+    return name, S, f"dimtorch.rf.{path}{name}", note
+
+
 # rf module -> [(rf name, status, dimtorch counterpart, note)]
 TABLE = {
     "module": [
@@ -37,64 +43,52 @@ TABLE = {
     ],
     "state": [("State", ALT, "any pytree", "states are dicts, named tuples (LstmState) or classes "
                                              "(CausalSelfAttentionState); scan/while_loop take any of them")],
-    "amp": [(n, ALT, "torch.autocast", "dimtorch modules are torch modules: torch's autocast applies")
-            for n in ("AmpPolicy", "get_amp_policy", "set_amp_policy", "set_amp_policy_ctx", "amp_cast_compute",
-                      "amp_cast_float32")],
+    "amp": [*[_rf(n, "a policy rf code reads and casts by (amp_cast_*); dimtorch's layers are torch modules, "
+                     "torch.autocast applies to them") for n in ("AmpPolicy", "get_amp_policy", "set_amp_policy",
+                                                                 "set_amp_policy_ctx", "amp_cast_compute",
+                                                                 "amp_cast_float32")]],
     "array_": [
-        ("convert_to_tensor", S, "dt.convert_to_tensor", ""),
-        ("constant", ALT, "dt.full", ""),
-        ("copy", ALT, "Tensor.copy()", ""),
-        ("cast", S, "dt.cast", ""),
-        ("merge_dims", S, "dt.merge_dims", ""),
-        ("split_dims", S, "dt.split_dims", ""),
-        ("reshape", S, "dt.reshape", ""),
-        ("split", S, "dt.split", ""),
-        ("expand_dim", S, "dt.expand_dim", ""),
-        ("expand_dims", S, "dt.expand_dims", "one view, the new dims first in the given order"),
-        ("squeeze", S, "dt.squeeze", ""),
-        ("window", S, "dt.window", "a view (unfold); int stride (a Tensor stride and a dynamic window_dim: not yet); "
-                                   "\"valid\" on a sequence shorter than the window: 0 frames (see Differences)"),
-        ("concat", S, "dt.concat", "dynamic dims sequence by sequence"),
-        ("concat_features", ALT, "dt.concat", "concat along the feature dims"),
-        ("pad", S, "dt.pad", "value may be a Tensor over unpadded dims"),
-        ("cum_concat_step", S, "dt.cum_concat_step", "the frame goes after each sequence's last frame"),
-        ("slice_update", S, "dt.slice_update", "a new tensor (index_copy; gradients to both), start an int or a 0-dim "
-         "Tensor"),
-        ("stack", S, "dt.stack", ""),
-        ("unstack", S, "dt.unstack", ""),
-        ("masked_select", S, "dt.masked_select", "its out dim's size is read from the device"),
-        ("masked_scatter", S, "dt.masked_scatter", ""),
-        ("sequence_mask", S, "dt.sequence_mask", ""),
-        ("pack_padded", S, "dt.pack_padded", ""),
-        ("pad_packed", ALT, "dt.unpack_padded", ""),
-        ("gather", S, "dt.gather", "axis= required"),
-        ("scatter", S, "dt.scatter", ""),
-        ("scatter_mean", ALT, "dt.scatter", "mode=\"mean\""),
-        ("scatter_argmax", ALT, "dt.scatter", "mode=\"argmax\""),
-        ("scatter_logsumexp", ALT, "dt.scatter", "mode=\"logsumexp\""),
-        ("scatter_logmeanexp", ALT, "dt.scatter", "mode=\"logmeanexp\""),
-        ("scatter_count", S, "dt.scatter_count", "padding frames of indices_dim are not counted"),
-        ("slice", S, "dt.slice", ""),
-        ("shift_right", S, "dt.shift_right", ""),
-        ("shift_left", S, "dt.shift_left", ""),
-        ("reverse_sequence", S, "dt.reverse_sequence", ""),
-        ("where", S, "dt.where", ""),
-        ("sort", S, "dt.sort", ""),
-        ("search_sorted", S, "dt.search_sorted", ""),
-        ("sparse_to_dense", S, "dt.sparse_to_dense", ""),
-        ("one_hot", S, "dt.one_hot", ""),
-        ("top_k_mask", S, "dt.top_k_mask", "int k (a Tensor k: not yet); padding never selected"),
-        ("top_p_mask", S, "dt.top_p_mask", "padding never selected"),
-        ("repeat", S, "dt.repeat", "its out dim's lengths are read from the device"),
-        ("limit_repeats", S, "dt.limit_repeats", ""),
-        ("expand_make_non_empty", S, "dt.expand_make_non_empty", ""),
-        ("real_as_complex", S, "dt.real_as_complex", "pair_dim anywhere (moved innermost, contiguous)"),
-        ("complex_as_real", S, "dt.complex_as_real", ""),
-        ("make_complex", S, "dt.make_complex", "real and imag aligned by dims"),
+        _rf("convert_to_tensor", "name=, shape= taken; keep_scalar_on_cpu keeps a scalar off the default device"),
+        _rf("constant", "convert_to_tensor (the package's rf.constant is rf.const's)", path="array_."),
+        _rf("copy", "Tensor.copy()"),
+        _rf("cast"), _rf("merge_dims"), _rf("split_dims"), _rf("reshape"), _rf("split", "a tuple, as rf"),
+        _rf("expand_dim"), _rf("expand_dims", "one view, the new dims first in the given order"), _rf("squeeze"),
+        _rf("window", "a view (unfold); int stride (a Tensor stride and a dynamic window_dim: not yet); \"valid\" on a "
+                      "sequence shorter than the window: 0 frames (see Differences)"),
+        _rf("concat", "dynamic dims sequence by sequence; allow_broadcast=; handle_dynamic_dims=False (batch-dependent)"
+                      ": not taken"),
+        _rf("concat_features", "concat along the sources' feature dims; the result's feature_dim is the new dim"),
+        _rf("pad", "returns a list of out dims, as rf; out_dims= checked against dim math; value may be a Tensor over "
+                   "unpadded dims; handle_dynamic_dims=False on a dynamic dim (batch-dependent): not taken"),
+        _rf("cum_concat_step", "the frame goes after each sequence's last frame"),
+        _rf("slice_update", "a new tensor (index_copy; gradients to both), start an int or a 0-dim Tensor"),
+        _rf("stack", "out_dim may be dynamic (e.g. T1 + T2 by dim math): one tensor per frame of its longest sequence"),
+        _rf("unstack", "a tuple, as rf"),
+        _rf("masked_select", "its out dim's size is read from the device; padding frames are never selected, even "
+                             "where the mask holds (rf selects them when dims has the batch dim: see Differences)"),
+        _rf("masked_scatter"), _rf("sequence_mask", "like= (a TensorLayout): not taken"),
+        _rf("pack_padded", "enforce_sorted=True: not implemented (as in rf)"),
+        _rf("pad_packed", "dt.unpack_padded"),
+        _rf("gather", "axis= defaults to the indices' sparse_dim; indices without a sparse_dim gather along axis"),
+        _rf("scatter"),
+        _rf("scatter_mean"), _rf("scatter_argmax", "dt.scatter(mode=\"argmax\"), invalid_idx as its fill_value"),
+        _rf("scatter_logsumexp"), _rf("scatter_logmeanexp"),
+        _rf("scatter_count", "padding frames of indices_dim are not counted"),
+        _rf("slice", "start/end/size may be Tensors (per-sequence windows; a Tensor end or start without size/"
+                     "out_dim is read on the host)"),
+        _rf("shift_right"), _rf("shift_left"), _rf("reverse_sequence"), _rf("where"),
+        _rf("sort", "(values, indices, out_dim): axis replaced by a new dim of its size or lengths; always stable"),
+        _rf("search_sorted"), _rf("sparse_to_dense"), _rf("one_hot"),
+        _rf("top_k_mask", "int k (a Tensor k: not yet); padding never selected"),
+        _rf("top_p_mask", "padding never selected"),
+        _rf("repeat", "its out dim's lengths are read from the device"), _rf("limit_repeats"),
+        _rf("expand_make_non_empty"),
+        _rf("real_as_complex", "pair_dim anywhere (moved innermost, contiguous)"), _rf("complex_as_real"),
+        _rf("make_complex", "real and imag aligned by dims"),
     ],
-    "assert_": [("assert_", S, "dt.assert_", "torch._assert_async: no wait for the device (stop=False reads it)")],
+    "assert_": [_rf("assert_", "torch._assert_async: no wait for the device (stop=False reads it)")],
     "attention": [
-        ("dot_attention", S, "dt.dot_attention", "plus training= (dropout only when True); one SDPA call"),
+        _rf("dot_attention", "its dropout in training only (the run context's train flag); one SDPA call"),
         ("SelfAttentionBase", ALT, "dt.nn.SelfAttention", "the base of dimtorch's attention modules"),
         ("SelfAttention", S, "dt.nn.SelfAttention", "same qkv layout; out_dim, num_heads, ... attributes"),
         ("CausalSelfAttention", S, "dt.nn.CausalSelfAttention",
@@ -115,22 +109,24 @@ TABLE = {
          "`query` (rf: `q`); positional args (query in_dim, encoder_dim) — pass rf's by keyword"),
         ("LearnedRelativePositionalEncoding", ALT, "dt.nn.RelPosSelfAttention",
          "pos_emb=\"learned\" (clipped learned relative embeddings inside the module)"),
-        ("relative_positional_encoding", S, "dt.relative_positional_encoding", ""),
-        ("sinusoidal_positional_encoding", S, "dt.sinusoidal_positional_encoding",
-         "spatial_dim=None is rf's single_step_dim"),
-        ("sinusoidal_encoding", S, "dt.sinusoidal_encoding", ""),
+        _rf("relative_positional_encoding"),
+        _rf("sinusoidal_positional_encoding", "spatial_dim=None is rf's single_step_dim"),
+        _rf("sinusoidal_encoding"),
     ],
-    "backend": [(n, NA, None, EAGER) for n in (
-        "select_backend", "get_selected_backend", "select_backend_numpy", "select_backend_tf",
-        "select_backend_returnn_layers_tf", "select_backend_torch", "is_executing_eagerly",
-        "is_backend_raw_tensor_dim_tag_independent")],
+    "backend": [
+        _rf("select_backend", "\"torch\" only"), _rf("get_selected_backend", "\"torch\""),
+        *[_rf(n, "raises: dimtorch runs on torch only") for n in ("select_backend_numpy", "select_backend_tf",
+                                                                    "select_backend_returnn_layers_tf")],
+        _rf("select_backend_torch", "a no-op"), _rf("is_executing_eagerly", "True"),
+        _rf("is_backend_raw_tensor_dim_tag_independent", "True"),
+    ],
     "build_from_dict": [(n, NA, None, "RETURNN config dicts; dimtorch modules are built in Python")
                         for n in ("build_from_dict", "build_dict")],
-    "cond": [("cond", S, "dt.cond", "a Tensor pred is read from the device (the branch depends on data)")],
+    "cond": [_rf("cond", "a Tensor pred is read from the device (the branch depends on data)")],
     "const": [
-        ("full", S, "dt.full", ""), ("fill", ALT, "dt.full", ""), ("constant", ALT, "dt.full", ""),
-        ("zeros", S, "dt.zeros", ""), ("ones", S, "dt.ones", ""), ("zeros_like", S, "dt.zeros_like", ""),
-        ("ones_like", S, "dt.ones_like", ""),
+        _rf("full"), _rf("fill", "dt.full"), _rf("constant", "full with the value first; an int value gives int64 "
+                                                            "(rf: int32)"),
+        _rf("zeros"), _rf("ones"), _rf("zeros_like"), _rf("ones_like"),
     ],
     "container": [
         ("ModuleList", S, "dt.nn.ModuleList", "list- and dict-like (names, slices, items())"),
@@ -139,133 +135,123 @@ TABLE = {
         ("sequential", S, "dt.nn.sequential", ""),
         ("ParameterList", S, "dt.nn.ParameterList", "of dt.nn.Parameter; indexing gives Tensors"),
     ],
-    "control_flow_ctx": [(n, NA, None, EAGER) for n in ("control_flow_ctx", "get_current_control_flow_ctx")],
+    "control_flow_ctx": [_rf("control_flow_ctx", "a no-op block (loops and conds run eagerly)"),
+                         _rf("get_current_control_flow_ctx", "None")],
     "conv": [
-        ("conv", S, "dt.conv", "filter positional, dilation= (rf: dilation_rate=); padding \"valid\", \"same\" or "
-                               "ints; 1-3 spatial dims; out_spatial_dims= checked against the computed dims"),
+        _rf("conv", "padding \"valid\", \"same\" or ints; 1-3 spatial dims; out_spatial_dims= checked against the "
+                    "computed dims; x's padding always zeroed (use_mask=False changes nothing)"),
         ("Conv1d", S, "dt.nn.Conv1d", "out_dim may be in_dim"), ("Conv2d", S, "dt.nn.Conv2d", ""),
         ("Conv3d", S, "dt.nn.Conv3d", ""),
-        ("transposed_conv", S, "dt.transposed_conv", "out_spatial_dims= checked against the computed dims"),
+        _rf("transposed_conv", "out_spatial_dims= checked against the computed dims"),
         ("TransposedConv1d", S, "dt.nn.TransposedConv1d", ""), ("TransposedConv2d", S, "dt.nn.TransposedConv2d", ""),
         ("TransposedConv3d", S, "dt.nn.TransposedConv3d", ""),
-        ("pool", S, "dt.pool", "avg with padding=\"same\" or ints averages each sequence's own frames (see "
-                               "Differences); dilation_rate=, nd=, use_mask=: not yet"),
-        ("max_pool", ALT, "dt.pool", "mode=\"max\""), ("max_pool1d", ALT, "dt.pool", "mode=\"max\""),
-        ("pool1d", ALT, "dt.pool", "one spatial dim"), ("pool2d", ALT, "dt.pool", "two spatial dims"),
-        ("pool3d", ALT, "dt.pool", "three spatial dims"),
-        ("make_conv_out_spatial_dims", S, "dt.make_conv_out_spatial_dims", "the very dims dt.conv/dt.pool return"),
-        ("calc_conv_out_length", ALT, "dt.make_conv_out_spatial_dims", "dim math on Dims"),
-        ("make_transposed_conv_out_spatial_dims", S, "dt.make_transposed_conv_out_spatial_dims", ""),
-        ("calc_transposed_conv_out_length", ALT, "dt.make_transposed_conv_out_spatial_dims", "dim math on Dims"),
+        _rf("pool", "avg with padding=\"same\" or ints averages each sequence's own frames (see Differences); "
+                    "dilation_rate other than 1: not taken"),
+        _rf("max_pool", "pool(mode=\"max\")"), _rf("max_pool1d", "(tensor, out dim), as rf"),
+        _rf("pool1d", "(tensor, out dim), as rf"), _rf("pool2d"), _rf("pool3d"),
+        _rf("make_conv_out_spatial_dims", "the very dims conv/pool return"),
+        _rf("calc_conv_out_length", "ints, Tensors of lengths, or a Dim (dim math)"),
+        _rf("make_transposed_conv_out_spatial_dims"),
+        _rf("calc_transposed_conv_out_length", "ints, Tensors of lengths, or a Dim (dim math)"),
     ],
     "device": [
-        ("copy_to_device", ALT, "dt.Tensor(x.raw.to(device), x.dims)", ""),
-        ("get_default_device", NA, None, "torch's default device applies"),
-        ("set_default_device", NA, None, "torch's default device applies"),
-        ("set_default_device_ctx", NA, None, "torch's default device applies"),
-        ("get_default_dim_size_device", NA, None, "lengths always live on the host (DESIGN §1)"),
+        _rf("copy_to_device", "None: the default device; the dims' lengths stay on the host"),
+        *[_rf(n, "dimtorch's creation ops (zeros, ones, full, random_*, range_over_dim, convert_to_tensor) put new "
+                 "tensors there when given no device") for n in ("get_default_device", "set_default_device",
+                                                                   "set_default_device_ctx")],
+        _rf("get_default_dim_size_device", "\"cpu\": lengths always live on the host"),
     ],
     "dims": [
-        ("range_over_dim", S, "dt.range_over_dim", ""),
-        ("range_over_dim_strided", S, "dt.range_over_dim_strided",
-         "stride an int (a device Tensor stride: not taken, dims' lengths are host values)"),
-        ("range_over_merged_dims", S, "dt.range_over_merged_dims",
-         "the first dim may be dynamic (T * k, the dim merge_dims makes)"),
-        ("linspace_over_dim", S, "dt.linspace_over_dim", "per sequence over a dynamic dim, as rf"),
-        ("replace_dim", S, "dt.replace_dim", ""),
-        ("replace_dim_v2", S, "dt.replace_dim_v2", "frames beyond each sequence's old length are 0 (rf: the "
-                                                   "raw padding)"),
-        ("set_sparse_dim", ALT, "dt.Tensor(x.raw, x.dims, sparse_dim=)", ""),
-        ("dim_match_priority_when_needed", ALT, "a distinct Dim", "dims are identities: a filter names its second "
-                                                                  "channel dim by a copy (Conv1d.filter_in_dim)"),
-        ("num_elements_of_shape", S, "dt.num_elements_of_shape",
-         "from the host lengths; source= (packed storage): not taken"),
-        ("masked_fraction_of_shape", S, "dt.masked_fraction_of_shape", ""),
-        ("last_frame_position_of_dim", S, "dt.last_frame_position_of_dim", ""),
-        ("use_mask_default", NA, None, "dimtorch masks by default (as rf's newest behavior version)"),
+        _rf("range_over_dim", "dtype None: int64 (rf: int32)"),
+        _rf("range_over_dim_strided", "stride an int (a device Tensor stride: not taken, dims' lengths are host values)"),
+        _rf("range_over_merged_dims", "the first dim may be dynamic (T * k, the dim merge_dims makes)"),
+        _rf("linspace_over_dim", "per sequence over a dynamic dim, as rf"),
+        _rf("replace_dim", "a new dim named as in_dim (rf: \"new-dim\")"),
+        _rf("replace_dim_v2", "frames beyond each sequence's old length are 0 (rf: the raw padding)"),
+        _rf("set_sparse_dim", "a new Tensor over the same raw"),
+        _rf("dim_match_priority_when_needed", "dims are identities: a distinct dim of the same size (or lengths) "
+                                              "when other_dims holds dim"),
+        _rf("num_elements_of_shape", "from the host lengths; source= (packed storage): not taken"),
+        _rf("masked_fraction_of_shape"), _rf("last_frame_position_of_dim"),
+        _rf("use_mask_default", "True: dimtorch masks by default (as rf's newest behavior version)"),
     ],
-    "dropout": [("dropout", S, "dt.dropout", "training= instead of rf's run-context train flag; axis= broadcast"),
-                ("dropout_broadcast_default", NA, None, "no behavior versions")],
-    "dtype": [(n, NA, None, "dtypes are arguments (default float32 / int64); torch's default dtype applies")
-              for n in ("get_default_float_dtype", "set_default_float_dtype", "set_default_float_dtype_ctx",
-                        "get_default_int_dtype", "get_default_array_index_dtype", "is_float_dtype")],
+    "dropout": [_rf("dropout", "in training only (the run context's train flag, or on_forward), as rf; "
+                                 "dt.dropout's mask (axis: the mask's dims)"),
+                _rf("dropout_broadcast_default", "True (rf's default without a config)")],
+    "dtype": [
+        *[_rf(n, "torch's default dtype") for n in ("get_default_float_dtype", "set_default_float_dtype",
+                                                    "set_default_float_dtype_ctx")],
+        *[_rf(n, "int64, dimtorch's index dtype (rf: int32)") for n in ("get_default_int_dtype",
+                                                                        "get_default_array_index_dtype")],
+        _rf("is_float_dtype"),
+    ],
     "gradient": [
-        ("set_requires_gradient", ALT, "x.raw.requires_grad_()", ""),
-        ("gradient", ALT, "torch.autograd.grad on raws", ""),
-        ("stop_gradient", ALT, "dt.Tensor(x.raw.detach(), x.dims)", ""),
-        ("stop_gradient_scope", ALT, "torch.no_grad()", ""),
-        ("scaled_gradient", S, "dt.scaled_gradient", "scale 0: the gradient stopped, as rf"),
-        ("scaled_gradient_ext", S, "dt.scaled_gradient_ext", "the sum over scale_shift_by_sum_over_axis leaves out "
-         "padding frames (rf sums them too: batch-dependent)"),
-        ("gradient_checkpoint_scope", ALT, "torch.utils.checkpoint", "works on dimtorch modules"),
+        _rf("set_requires_gradient", "the raw's requires_grad_()"),
+        _rf("gradient", "torch.autograd.grad on the raws (create_graph=True)"),
+        _rf("stop_gradient", "the raw detached"), _rf("stop_gradient_scope", "torch.no_grad()"),
+        _rf("scaled_gradient", "scale 0: the gradient stopped, as rf"),
+        _rf("scaled_gradient_ext", "the sum over scale_shift_by_sum_over_axis leaves out padding frames (rf sums them "
+                                   "too: batch-dependent)"),
+        _rf("gradient_checkpoint_scope", "a block run as without it (same results, activations kept; "
+                                         "torch.utils.checkpoint recomputes a function's)"),
     ],
     "graph": [(n, NA, None, "graph introspection of RETURNN's layers backend")
               for n in ("get_tensor_dependencies", "get_tensor_consumers", "walk_tensor_consumers")],
     "label_smoothing": [
-        ("label_smoothing", S, "dt.label_smoothing", "probabilities, or int labels via smooth_one_hot"),
-        ("smooth_one_hot", S, "dt.smooth_one_hot", "a label out of range gives the other value everywhere"),
-        ("label_smoothed_log_prob_gradient", S, "dt.label_smoothed_log_prob_gradient", ""),
+        _rf("label_smoothing", "probabilities, or int labels via smooth_one_hot"),
+        _rf("smooth_one_hot", "a label out of range gives the other value everywhere"),
+        _rf("label_smoothed_log_prob_gradient"),
     ],
     "linear": [("Linear", S, "dt.nn.Linear", "weight (out, in): torch's layout"), ("Embedding", S, "dt.nn.Embedding", "")],
     "loop": [
-        ("while_loop", S, "dt.while_loop", "a Tensor cond is read from the device once per iteration"),
-        ("scan", S, "dt.scan", "eager, as rf's torch backend; return_tensor_arrays gives lists of steps"),
+        _rf("while_loop", "a Tensor cond is read from the device once per iteration"),
+        _rf("scan", "eager, as rf's torch backend; return_tensor_arrays gives lists of steps"),
     ],
     "loss": [
-        ("cross_entropy", S, "dt.cross_entropy", ""),
-        ("ctc_loss", S, "dt.ctc_loss", "F.ctc_loss; rf's max_approx/use_native_op/label_loop options: not yet"),
-        ("ctc_best_path", S, "dt.ctc_best_path", "Viterbi in torch ops, one step per frame of the raw time size and "
-         "back (no device read; RETURNN uses a native op; torch scans under torch.compile/export: one graph for "
-         "every length); a sequence without a path gets blank on every frame"),
-        ("ctc_greedy_decode", S, "dt.ctc_greedy_decode", "the decoded lengths are read from the device"),
-        ("ctc_durations_from_path", S, "dt.ctc_durations_from_path", "without targets_spatial_dim the label counts "
-         "are read on the host (as in rf); the check is a device-side assert (with stop_on_failed_check=False, none)"),
-        ("ctc_no_label_loop_blank_durations_from_path", S, "dt.ctc_no_label_loop_blank_durations_from_path",
-         "as ctc_durations_from_path"),
-        ("edit_distance", S, "dt.edit_distance", "no device reads"),
+        _rf("cross_entropy", "index targets of any int dtype (int32 as RETURNN's data)"),
+        _rf("ctc_loss", "F.ctc_loss; use_native_op= any (the same loss); logits may have dims the targets lack "
+                        "(broadcast); max_approx=True and label_loop=False: not taken"),
+        _rf("ctc_best_path", "Viterbi in torch ops, one step per frame of the raw time size and back (no device read; "
+                             "RETURNN uses a native op; torch scans under torch.compile/export: one graph for every "
+                             "length); a sequence without a path gets blank on every frame"),
+        _rf("ctc_greedy_decode", "the decoded lengths are read from the device"),
+        _rf("ctc_durations_from_path", "without targets_spatial_dim the label counts are read on the host (as in rf); "
+                                       "the check is a device-side assert (with stop_on_failed_check=False, none)"),
+        _rf("ctc_no_label_loop_blank_durations_from_path", "as ctc_durations_from_path"),
+        _rf("edit_distance", "no device reads"),
     ],
     "math_": [
-        ("compare", S, "dt.compare", ""), ("compare_bc", ALT, "dt.compare", "allow_broadcast_all_sources=True"),
-        ("combine", S, "dt.combine", ""), ("combine_bc", ALT, "dt.combine", "allow_broadcast_all_sources=True"),
-        *[(n, ALT, f"x {op} y", "operators") for n, op in (
-            ("equal", "=="), ("not_equal", "!="), ("less", "<"), ("less_equal", "<="), ("greater", ">"),
-            ("greater_equal", ">="), ("add", "+"), ("sub", "-"), ("mul", "*"), ("true_divide", "/"),
-            ("floor_divide", "//"), ("mod", "%"), ("pow", "**"))],
-        ("ceil_divide", ALT, "-(-x // y)", ""),
-        ("neg", S, "dt.neg", ""), ("reciprocal", ALT, "1.0 / x", ""),
-        ("squared_difference", S, "dt.squared_difference", ""),
-        ("logical_and", S, "dt.logical_and", ""), ("logical_or", S, "dt.logical_or", ""),
-        ("logical_not", S, "dt.logical_not", ""),
-        ("opt_logical_or", ALT, "Python or", "for Python bools"), ("opt_logical_and", ALT, "Python and", "for Python bools"),
-        ("log_add_exp", S, "dt.log_add_exp", ""),
-        ("is_finite", S, "dt.is_finite", ""),
-        ("is_infinite", S, "dt.is_infinite", ""),
-        ("is_neg_infinite", S, "dt.is_neg_infinite", ""),
-        ("maximum", S, "dt.maximum", ""), ("minimum", S, "dt.minimum", ""),
-        ("clip_by_value", ALT, "dt.clip", ""), ("identity", ALT, "x", ""),
-        ("exp", S, "dt.exp", ""), ("expm1", S, "dt.expm1", ""),
-        ("log", S, "dt.log", ""), ("safe_log", S, "dt.safe_log", ""), ("log1p", S, "dt.log1p", ""),
-        ("sqrt", S, "dt.sqrt", ""), ("rsqrt", S, "dt.rsqrt", ""), ("square", S, "dt.square", ""),
-        ("abs", S, "dt.abs", ""), ("tanh", S, "dt.tanh", ""), ("sigmoid", S, "dt.sigmoid", ""),
-        ("log_sigmoid", S, "dt.log_sigmoid", ""), ("sin", S, "dt.sin", ""), ("cos", S, "dt.cos", ""),
-        ("ceil", S, "dt.ceil", ""), ("floor", S, "dt.floor", ""), ("round", S, "dt.round", ""),
-        ("relu", S, "dt.relu", ""), ("relu_square", ALT, "dt.square(dt.relu(x))", ""),
-        ("elu", S, "dt.elu", ""), ("selu", S, "dt.selu", ""),
-        ("silu", S, "dt.silu", ""), ("swish", ALT, "dt.silu", ""), ("gelu", S, "dt.gelu", ""),
-        ("softmax", S, "dt.softmax", ""), ("log_softmax", S, "dt.log_softmax", ""),
-        ("gating", S, "dt.gating", ""),
-        ("lerp", S, "dt.lerp", "torch.lerp where the dtypes allow it"),
-        ("cumsum", S, "dt.cumsum", "axis= (rf: spatial_dim=)"),
+        _rf("compare", "rf's order (a, kind, b) and dimtorch's (a, b, kind); dim_order="),
+        _rf("compare_bc"),
+        _rf("combine", "rf's order (a, kind, b) and dimtorch's (a, b, kind); dim_order="),
+        _rf("combine_bc"),
+        *[_rf(n, f"operator.{n2} (Tensor's C number slot)") for n, n2 in (
+            ("equal", "eq"), ("not_equal", "ne"), ("less", "lt"), ("less_equal", "le"), ("greater", "gt"),
+            ("greater_equal", "ge"), ("add", "add"), ("sub", "sub"), ("mul", "mul"), ("true_divide", "truediv"),
+            ("floor_divide", "floordiv"), ("mod", "mod"), ("pow", "pow"))],
+        _rf("ceil_divide", "-(-a // b)"), _rf("neg"), _rf("reciprocal", "1.0 / a"), _rf("squared_difference"),
+        _rf("logical_and"), _rf("logical_or"), _rf("logical_not"),
+        _rf("opt_logical_or", "Python bools short-cut"), _rf("opt_logical_and", "Python bools short-cut"),
+        _rf("log_add_exp"), _rf("is_finite"), _rf("is_infinite"), _rf("is_neg_infinite"),
+        _rf("maximum", "more operands (rf's *other_tensors) fold left to right"),
+        _rf("minimum", "more operands (rf's *other_tensors) fold left to right"),
+        _rf("clip_by_value", "dt.clip"), _rf("identity"),
+        *[_rf(n) for n in ("exp", "expm1", "log", "safe_log", "log1p", "sqrt", "rsqrt", "square", "abs", "tanh",
+                           "sigmoid", "log_sigmoid", "sin", "cos", "ceil", "floor", "round", "relu")],
+        _rf("relu_square", "dt.square(dt.relu(x))"), _rf("elu"), _rf("selu"), _rf("silu"), _rf("swish", "dt.silu"),
+        _rf("gelu"), _rf("softmax"), _rf("log_softmax"), _rf("gating"),
+        _rf("lerp", "torch.lerp where the dtypes allow it"), _rf("cumsum", "spatial_dim= (or dimtorch's axis=)"),
     ],
-    "matmul": [("matmul", S, "dt.matmul", ""), ("dot", S, "dt.dot", "")],
+    "matmul": [_rf("matmul", "use_mask=True by default, as rf; reduce=[]: the product over all dims (outer product)"),
+               _rf("dot", "as matmul")],
     "normalization": [
-        ("moments", S, "dt.moments", ""), ("LayerNorm", S, "dt.nn.LayerNorm", ""), ("RMSNorm", S, "dt.nn.RMSNorm", ""),
+        _rf("moments", "the biased variance (correction=, distributed=: not taken)"), ("LayerNorm", S, "dt.nn.LayerNorm", ""), ("RMSNorm", S, "dt.nn.RMSNorm", ""),
         ("GroupNorm", S, "dt.nn.GroupNorm", "rf's per-frame form (statistics over each group's channels only)"),
         ("GroupNormSpatial", S, "dt.nn.GroupNormSpatial", "statistics over valid frames only (batch independent)"),
         ("BatchNorm", S, "dt.nn.BatchNorm", "affine=; parameters scale/bias, buffers running_mean/running_var "
                                             "(rf: gamma/beta, running_variance)"),
         ("batch_norm_distributed_default", NA, None, "no RETURNN config"),
-        ("normalize", S, "dt.normalize", "valid frames only; a's padding zeroed first when axis has a dynamic dim"),
+        _rf("normalize", "valid frames only; a's padding zeroed first when axis has a dynamic dim"),
         ("Normalize", S, "dt.nn.Normalize", ""),
     ],
     "packed": [(n, NA, None, "rf's packed-tensor backend; dimtorch packs with dt.pack_padded / dt.unpack_padded")
@@ -287,16 +273,18 @@ TABLE = {
     ],
     "piecewise_linear": [("PiecewiseLinear", NA, None, "schedules: torch's LR schedulers")],
     "rand": [
-        ("set_random_seed", ALT, "torch.manual_seed", ""),
-        ("get_random_state", ALT, "torch.get_rng_state", ""), ("set_random_state", ALT, "torch.set_rng_state", ""),
-        ("reset_step_random_state", NA, None, CTX), ("get_static_step_based_seed", NA, None, CTX),
-        ("random", ALT, "dt.random_uniform", "and dt.random_normal"),
-        ("random_uniform", S, "dt.random_uniform", ""), ("random_normal", S, "dt.random_normal", ""),
-        ("random_truncated_normal", S, "dt.random_truncated_normal", "seed=/generator= as dt.random_normal; no "
-         "explicit_state"),
-        ("random_choice_without_replacement", S, "dt.random_choice_without_replacement", "Gumbel top-k"),
-        ("random_choice_with_replacement", S, "dt.random_choice_with_replacement", "torch.multinomial; padding never "
-         "drawn"),
+        _rf("set_random_seed", "torch.manual_seed"), _rf("get_random_state", "torch's generator states"),
+        _rf("set_random_state", "torch's generator states"),
+        ("reset_step_random_state", NA, "dimtorch.rf.reset_step_random_state", "raises: " + CTX),
+        ("get_static_step_based_seed", NA, "dimtorch.rf.get_static_step_based_seed", "raises: " + CTX),
+        _rf("random", "distribution \"uniform\" (bound=), \"normal\", \"truncated_normal\"; explicit states, static=, "
+                      "out=: not taken"),
+        _rf("random_uniform", "an int dtype draws integers; maxval None: the sparse_dim's size for an int dtype; "
+                              "explicit states, static=, out=: not taken"),
+        _rf("random_normal", "explicit states, static=, out=: not taken"),
+        _rf("random_truncated_normal", "seed=/generator= as random_normal; no explicit_state"),
+        _rf("random_choice_without_replacement", "Gumbel top-k"),
+        _rf("random_choice_with_replacement", "torch.multinomial; padding never drawn"),
     ],
     "rec": [("LSTM", S, "dt.nn.LSTM", "torch's kernel; layers and bidirectional"), ("LstmState", S, "dt.nn.LstmState", ""),
             ("ZoneoutLSTM", S, "dt.nn.ZoneoutLSTM",
@@ -305,35 +293,35 @@ TABLE = {
              "zeros; spatial_dim=None is one step; training follows torch's module.training (rf: the run "
              "context's train flag)")],
     "reduce": [
-        ("reduce", ALT, "dt.reduce_sum", "one function per mode"),
-        *[(n, S, f"dt.{n}", "") for n in ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "reduce_logsumexp",
-                                          "reduce_any", "reduce_all", "reduce_argmin", "reduce_argmax")],
-        ("reduce_logmeanexp", S, "dt.reduce_logmeanexp", "reduce_logsumexp minus the log of each sequence's "
-         "frame count (cached lengths); an empty sequence gives -inf"),
-        ("reduce_out", S, "dt.reduce_out", "modes max, sum, mean, min"),
-        ("RunningMean", S, "dt.nn.RunningMean", "a buffer (no gradient, in the state dict); valid frames only"),
-        ("top_k", S, "dt.top_k", ""),
+        _rf("reduce", "reduce_<mode>"),
+        *[_rf(n) for n in ("reduce_max", "reduce_min", "reduce_mean", "reduce_logsumexp", "reduce_any", "reduce_all",
+                           "reduce_argmin", "reduce_argmax")],
+        _rf("reduce_sum", "distributed=: not taken"),
+        _rf("reduce_logmeanexp", "reduce_logsumexp minus the log of each sequence's frame count (cached lengths); an "
+                                 "empty sequence gives -inf"),
+        _rf("reduce_out", "modes max, sum, mean, min"),
+        _rf("RunningMean", "dt.nn.RunningMean: a buffer (no gradient, in the state dict); valid frames only"),
+        _rf("top_k", "k_dim=; several axes give a list of indices, as rf"),
     ],
     "run_ctx": [(n, NA, None, CTX) for n in ("RunCtx", "Loss", "get_run_ctx", "get_run_ctx_step",
                                              "init_train_step_run_ctx", "init_forward_step_run_ctx")],
-    "signal": [("stft", S, "dt.stft", "frames per sequence by dim math; window_use_frame_length=False counts "
-                                      "frames of fft_length (rf counts frame_length)")],
+    "signal": [_rf("stft", "frames per sequence by dim math; window_use_frame_length=False counts frames of fft_length "
+                           "(rf counts frame_length)")],
     "static_traceable": [(n, NA, None, "RETURNN's static tracing; dimtorch's compile support: issue 12")
                          for n in ("is_static_traceable", "set_static_traceable", "set_static_traceable_ctx",
                                    "static_traceable_generation")],
     "stepwise_scheduler": [("PiecewiseLinearStepwiseScheduler", NA, None, "schedules: torch's LR schedulers")],
     "tensor_layout": [(n, NA, None, "layouts are the raws' dims orders") for n in ("TensorLayout", "get_tensor_layout")],
     "types": [("Tensor", S, "dt.Tensor", ""), ("Dim", S, "dt.Dim", "identity equality; dim math"),
-              *[(n, NA, None, "typing aliases of RETURNN") for n in ("RawTensorTypes", "ItemKeyType", "GetModelFunc",
-                                                                      "StepFunc", "get_raw_tensor_type")]],
-    "audio.mel": [("mel_filterbank", S, "dt.audio.mel_filterbank", ""),
-                  ("log_mel_filterbank_from_raw", S, "dt.audio.log_mel_filterbank_from_raw", "")],
+              *[_rf(n, "typing names") for n in ("RawTensorTypes", "ItemKeyType", "GetModelFunc", "StepFunc")],
+              _rf("get_raw_tensor_type", "torch.Tensor")],
+    "audio.mel": [_rf("mel_filterbank", path="audio."), _rf("log_mel_filterbank_from_raw", path="audio.")],
     "audio.specaugment": [
-        ("specaugment", S, "dt.audio.specaugment", "no run context: step= and training= are arguments; "
-                                                  "generator=; count range per sequence (rf's newest); no device read"),
-        ("random_mask", S, "dt.audio.random_mask", "counts drawn and gated on the device, slots a host bound "
-                                                  "(rf's static-traceable form; its eager form reads the counts' max)"),
-        ("mask", S, "dt.audio.mask", "generator="),
+        _rf("specaugment", "training = the run context's train flag, step = its step (dt.audio.specaugment takes "
+                           "them as arguments); count range per sequence (rf's newest); no device read", path="audio."),
+        _rf("random_mask", "counts drawn and gated on the device, slots a host bound (rf's static-traceable form; its "
+                           "eager form reads the counts' max)", path="audio."),
+        _rf("mask", "generator=", path="audio."),
     ],
     "init": [
         ("ParamInit", ALT, "dt.nn.init.Initializer", ""), ("ParamInitType", ALT, "dt.nn.init.Initializer", ""),
@@ -341,12 +329,12 @@ TABLE = {
                                                  "HeUniform")],
     ],
     "nested": [
-        ("mask_nested", S, "dt.mask_nested", "top-level in dimtorch; merging two different dims: not yet"),
-        ("gather_nested", S, "dt.gather_nested", "top-level in dimtorch; a dim with lengths over the gathered dim "
-                                                  "gets gathered lengths (a device read of the indices)"),
-        ("where_nested", S, "dt.where_nested", "top-level in dimtorch; merging two different dims: not yet"),
-        ("masked_select_nested", S, "dt.masked_select_nested", "top-level in dimtorch"),
-        ("masked_scatter_nested", S, "dt.masked_scatter_nested", "top-level in dimtorch"),
+        _rf("mask_nested", "two different dims merge into a new one with lengths where(mask, ...) (host: mask_cpu or "
+                           "the mask read from the device)", path="nested."),
+        _rf("gather_nested", "a dim with lengths over the gathered dim gets gathered lengths (a device read of the "
+                             "indices)", path="nested."),
+        _rf("where_nested", "merging two different dims: not yet", path="nested."),
+        _rf("masked_select_nested", path="nested."), _rf("masked_scatter_nested", path="nested."),
     ],
     "encoder.base": [(n, NA, None, "typing interfaces") for n in ("IEncoder", "ISeqFramewiseEncoder",
                                                                  "ISeqDownsamplingEncoder")],
@@ -392,9 +380,10 @@ TABLE = {
         ("FeedForwardGated", S, "dt.nn.FeedForwardGated", "activation names or callables (no config dicts)"),
         ("make_norm", S, "dt.nn.make_norm", "no config dicts"),
     ],
-    "conversions.torch_nn": [(n, ALT, "load_state_dict", "dimtorch modules hold torch's parameter layouts")
-                             for n in ("import_params_torch_linear_to_rf", "import_params_torch_conv1d_to_rf",
-                                       "import_params_torch_layer_norm_to_rf")],
+    "conversions.torch_nn": [(n, NA, None, "dimtorch modules hold torch's parameter layouts: load the torch module's "
+                                           "state_dict") for n in ("import_params_torch_linear_to_rf",
+                                                                   "import_params_torch_conv1d_to_rf",
+                                                                   "import_params_torch_layer_norm_to_rf")],
     "conversions.hf_llama": [(n, NA, None, "model import from Hugging Face Llama")
                              for n in ("import_params_hf_llama_to_rf_transformer_decoder",
                                        "import_params_hf_llama_decoder_layer_to_rf",
@@ -465,13 +454,43 @@ def _defined_in(mod) -> list:
 
 
 def _resolve(path: str):
+    """The object a counterpart `dt.X...` or `dimtorch.rf.X...` names, or None."""
     import dimtorch as dt
-    obj = dt
-    for part in path.split(".")[1:]:
+    parts = path.split(".")
+    if parts[:2] == ["dimtorch", "rf"]:
+        import dimtorch.rf
+        obj, parts = dimtorch.rf, parts[2:]
+    else:
+        obj, parts = dt, parts[1:]
+    for part in parts:
         obj = getattr(obj, part, None)
         if obj is None:
             return None
     return obj
+
+
+def _binding(path: str) -> str:
+    """How a dimtorch.rf name is bound: "`dt.X` itself" (the op: its speed and graph capture), or ""."""
+    import dimtorch as dt
+    obj = _resolve(path)
+    if obj is None or isinstance(obj, type):
+        return ""
+    name = path.split(".")[-1]
+    for where, module in (("dt", dt), ("dt.audio", dt.audio), ("dt.nn", dt.nn)):
+        if getattr(module, name, None) is obj:
+            return f"`{where}.{name}` itself"
+    import functools
+    import operator
+    for other in dir(dt):
+        if not other.startswith("_") and getattr(dt, other) is obj:
+            return f"`dt.{other}` itself"
+    if isinstance(obj, functools.partial):
+        inner = next((f"dt.{n}" for n in dir(dt) if not n.startswith("_") and getattr(dt, n) is obj.func), "its op")
+        fixed = ", ".join(f"{k}={v!r}" for k, v in obj.keywords.items())
+        return f"`{inner}` with {fixed} (a functools.partial: no Python frame)"
+    if any(getattr(operator, n, None) is obj for n in dir(operator)):
+        return "Python's operator function"
+    return "thin function" if callable(obj) and getattr(obj, "__module__", "").startswith("dimtorch.rf") else ""
 
 
 def problems(check_rf: bool = True) -> list:
@@ -488,7 +507,7 @@ def problems(check_rf: bool = True) -> list:
                 found.append(f"{module}.{name}: status {status} needs a counterpart")
             if status in (NOT_YET, NA) and not note:
                 found.append(f"{module}.{name}: status {status} needs a reason")
-            if status in (S, ALT) and counterpart and re.fullmatch(r"dt(\.\w+)+", counterpart) \
+            if status in (S, ALT) and counterpart and re.fullmatch(r"(dt|dimtorch\.rf)(\.\w+)+", counterpart) \
                     and _resolve(counterpart) is None:
                 found.append(f"{module}.{name}: {counterpart} does not exist in dimtorch")
     if check_rf:
@@ -526,7 +545,9 @@ def render() -> str:
         "results: `tests/rf/test_parity.py`.",
         "",
         f"{total} names: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in (S, ALT, NOT_YET, NA)) + ". "
-        "Status: **same** = dimtorch has it under rf's name (keyword names as rf's unless the note says); "
+        "Status: **same** = dimtorch has it under rf's name (keyword names as rf's unless the note says; a "
+        "`dimtorch.rf.X` counterpart has rf's module path and signature, checked by tests/rf/test_namespace.py, and "
+        "the note says whether it is dimtorch's op itself or a thin function over it); "
         "**alt** = spelled otherwise; **not yet** = missing (why); **n/a** = not something dimtorch has by "
         "design (why).",
         "",
@@ -538,6 +559,9 @@ def render() -> str:
         lines += ["", f"## rf.{module}", "", "| rf | status | dimtorch | note |", "|---|---|---|---|"]
         for name, status, counterpart, note in entries:
             cp = f"`{counterpart}`" if counterpart else ""
+            if counterpart and counterpart.startswith("dimtorch.rf.") and status == S:
+                how = _binding(counterpart)
+                note = f"{how}; {note}" if how and note else how or note
             lines.append(f"| `{_prefix(module)}{name}` | {status} | {cp} | {note} |")
     return "\n".join(lines) + "\n"
 

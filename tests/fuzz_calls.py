@@ -22,7 +22,8 @@ FUZZ_EXAMPLES = int(os.environ.get("DIMTORCH_FUZZ_EXAMPLES", "150"))
 CALLS_PER_EXAMPLE = 40
 
 
-_OK_ERRORS = (TypeError, ValueError, RuntimeError, IndexError, OverflowError, NotImplementedError)
+_OK_ERRORS = (TypeError, ValueError, RuntimeError, IndexError, OverflowError, NotImplementedError,
+              AttributeError)  # (assignments: read-only and frozen attributes; the message names the call)
 
 
 # Operator protocol errors name the operator and the operand types themselves.
@@ -45,11 +46,13 @@ def _signature(fn):
         m = re.match(r"\w+\((.*?)\)", fn.__doc__ or "")
         if not m:  # the elementwise functions: fn(x)
             return ["x"], ["x"]
-        pos, kw, star = [], [], False
+        pos, kw, star, only = [], [], False, []
         for part in m.group(1).split(","):
             name = part.strip().split("=")[0].strip()
-            if name == "*":
+            if name == "*" or name.startswith("*"):
                 star = True
+            elif name == "/":
+                only, kw = list(kw), []  # the names so far are positional-only
             elif re.fullmatch(r"\w+", name):
                 kw.append(name)
                 if not star:
@@ -60,6 +63,26 @@ def _signature(fn):
 def _public_functions():
     return [(name, getattr(dt, name)) for name in sorted(dir(dt))
             if not name.startswith("_") and callable(getattr(dt, name)) and name not in ("Dim", "Tensor", "torch")]
+
+
+def _assign(attr: str):
+    """Tensor.<attr> = value on a copy (so that the pool's Tensors stay as they are; a frozen one, which
+    refuses, itself)."""
+    def assign(self, value):
+        if type(self) is not dt.Tensor:
+            raise TypeError(f"dimtorch.Tensor.{attr} = ...: (the fuzz assigns on Tensors only)")
+        target = self if self._frozen or self.raw_tensor is None else self.copy()
+        setattr(target, attr, value)
+    return assign
+
+
+def _bind(self, value):
+    """dim.dyn_size_ext = value on the pool's own dims, then back to what they had."""
+    if type(self) is not dt.Dim:
+        raise TypeError("dimtorch.Dim.dyn_size_ext = ...: (the fuzz binds Dims only)")
+    old = self.dyn_size_ext
+    self.dyn_size_ext = value
+    self.dyn_size_ext = old
 
 
 # (name, callable, positional names, keyword names); operators take one dimtorch operand at least.
@@ -76,6 +99,33 @@ _METHOD_CALLS = [
     ("dimtorch.Dim.get_size_tensor", dt.Dim.get_size_tensor, ["self", "device"], ["device"]),
     ("dimtorch.Dim.get_max_size", dt.Dim.get_max_size, ["self"], []),
     ("dimtorch.Dim.is_dynamic", dt.Dim.is_dynamic, ["self"], []),
+    # RETURNN's Tensor API (dimtorch.ops.rf_tensor) and Dim API (dimtorch.ops.rf_dim)
+    ("dimtorch.Tensor.copy_template", dt.Tensor.copy_template, ["self", "name", "dtype"], ["name", "dtype"]),
+    ("dimtorch.Tensor.get_axis_from_description", dt.Tensor.get_axis_from_description, ["self", "axis", "allow_int"],
+     []),
+    ("dimtorch.Tensor.get_dim_tag", dt.Tensor.get_dim_tag, ["self", "axis"], []),
+    ("dimtorch.Tensor.get_dyn_size_tags", dt.Tensor.get_dyn_size_tags, ["self"], []),
+    ("dimtorch.Tensor.copy_compatible_to_dims", dt.Tensor.copy_compatible_to_dims, ["self", "dims"],
+     ["add_dims", "unbroadcast"]),
+    ("dimtorch.Tensor.copy_compatible_to_dims_raw", dt.Tensor.copy_compatible_to_dims_raw, ["self", "dims"],
+     ["add_dims", "unbroadcast"]),
+    ("dimtorch.Tensor.copy_compatible_to", dt.Tensor.copy_compatible_to, ["self", "data", "add_dims", "unbroadcast"],
+     ["check_sparse", "check_dtype"]),
+    ("dimtorch.Tensor.verify_out_shape", dt.Tensor.verify_out_shape, ["self", "out_shape"], []),
+    ("dimtorch.Tensor.mark_as_loss", dt.Tensor.mark_as_loss, ["self", "name"], ["scale", "as_error"]),
+    ("dimtorch.Tensor.mark_as_output", dt.Tensor.mark_as_output, ["self", "name"], ["shape"]),
+    ("dimtorch.Tensor.mark_as_default_output", dt.Tensor.mark_as_default_output, ["self"], ["shape"]),
+    ("dimtorch.Dim.get_dim_value", dt.Dim.get_dim_value, ["self"], []),
+    ("dimtorch.Dim.get_dim_value_tensor", dt.Dim.get_dim_value_tensor, ["self"], []),
+    ("dimtorch.Dim.copy", dt.Dim.copy, ["self", "same_as_self", "description"], ["kind", "match_priority"]),
+    ("dimtorch.Dim.copy_from", dt.Dim.copy_from, ["self", "other"], []),
+    ("dimtorch.Dim.div_left", dt.Dim.div_left, ["self", "other"], []),
+    ("dimtorch.Dim.div_right", dt.Dim.div_right, ["self", "other"], []),
+    ("dimtorch.Dim.ceildiv_right", dt.Dim.ceildiv_right, ["self", "other"], []),
+    ("dimtorch.Dim.reset_eager", dt.Dim.reset_eager, ["self"], []),
+] + [(f"dimtorch.Tensor.{attr} = ...", _assign(attr), ["self", "value"], [])
+     for attr in ("raw_tensor", "sparse_dim", "feature_dim", "feature_dim_axis", "name")] + [
+    ("dimtorch.Dim.dyn_size_ext = ...", _bind, ["self", "value"], []),
 ] + [(f"operator.{op.__name__}", op, ["a", "b"], None) for op in (
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
     operator.and_, operator.or_, operator.xor, operator.lt, operator.le, operator.eq, operator.ne, operator.gt,

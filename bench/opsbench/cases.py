@@ -33,6 +33,7 @@ class CaseResult:
     ratio_quartiles: Optional[tuple] = None
     returnn_ratio_quartiles: Optional[tuple] = None
     rounds: int = 0
+    reference: str = "torch"  # "dimtorch": the torch column timed the dimtorch call (rows_rf_namespace.py)
 
 
 def make_sides(shapes, returnn_setup) -> SimpleNamespace:
@@ -50,7 +51,7 @@ def make_sides(shapes, returnn_setup) -> SimpleNamespace:
 
 def run_case(row: Row, shapes, sides, plan: timing.TimingPlan, overhead_s: float) -> Optional[CaseResult]:
     """Result of one row on one shape set; None when PyTorch itself cannot run the row there (meta)."""
-    result = CaseResult(shapes.name, row.name, row.what)
+    result = CaseResult(shapes.name, row.name, row.what, reference=row.reference)
     callables, outputs = {}, {}
     for impl in IMPLEMENTATIONS:
         status, fn, output = _build_and_call(row, impl, sides)
@@ -79,7 +80,7 @@ def run_case(row: Row, shapes, sides, plan: timing.TimingPlan, overhead_s: float
 def _build_and_call(row: Row, impl: str, sides):
     """(status, callable, first output) of one implementation; the callable is None unless it ran."""
     builder = getattr(row, impl)
-    side = getattr(sides, impl)
+    side = sides.dimtorch if impl == "torch" and row.reference == "dimtorch" else getattr(sides, impl)
     if builder is None:
         return ImplResult("n/a", "no counterpart"), None, None
     if side is None:

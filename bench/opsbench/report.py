@@ -12,7 +12,10 @@ def geometric_mean(values: list) -> float | None:
 
 def geomeans(results: list) -> dict:
     """Per implementation, the geometric mean ratio to PyTorch over the rows it was timed on (and RETURNN's
-    over the rows dimtorch has, so that the two are comparable)."""
+    over the rows dimtorch has, so that the two are comparable); dimtorch.rf's rows (ratio to the dimtorch
+    call) apart."""
+    rf_ns = [r.ratio for r in results if r.reference == "dimtorch" and r.ratio is not None]
+    results = [r for r in results if r.reference == "torch"]
     dimtorch = [r.ratio for r in results if r.ratio is not None]
     returnn = [r.returnn_ratio for r in results if r.returnn_ratio is not None]
     returnn_on_dimtorch_rows = [r.returnn_ratio for r in results if r.ratio is not None and r.returnn_ratio is not None]
@@ -21,6 +24,8 @@ def geomeans(results: list) -> dict:
         "returnn": {"geomean": geometric_mean(returnn), "rows": len(returnn)},
         "returnn_on_dimtorch_rows": {"geomean": geometric_mean(returnn_on_dimtorch_rows),
                                      "rows": len(returnn_on_dimtorch_rows)},
+        "dimtorch_rf_to_dimtorch": {"geomean": geometric_mean(rf_ns), "rows": len(rf_ns),
+                                    "max": max(rf_ns) if rf_ns else None},
     }
 
 
@@ -50,9 +55,32 @@ def markdown_table(results: list) -> str:
     lines = ["| op | torch_us | dimtorch_us | ratio | returnn_us | returnn_ratio |",
              "|---|---:|---:|---:|---:|---:|"]
     for r in results:
+        if r.reference != "torch":
+            continue
         lines.append(f"| {r.row} | {_cell(r.impls['torch'])} | {_cell(r.impls['dimtorch'])} | {_ratio(r.ratio)} "
                      f"| {_cell(r.impls['returnn'])} | {_ratio(r.returnn_ratio)} |")
     return "\n".join(lines)
+
+
+def rf_namespace_table(results: list) -> str:
+    """dimtorch.rf's rows: its call against the dimtorch call it binds to (ratio 1.00: no cost of its own)."""
+    rows = [r for r in results if r.reference == "dimtorch"]
+    if not rows:
+        return ""
+    lines = ["| rf call (vs the dimtorch call) | dimtorch_us | dimtorch.rf_us | ratio | returnn_us |",
+             "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r.row} | {_cell(r.impls['torch'])} | {_cell(r.impls['dimtorch'])} | {_ratio(r.ratio)} "
+                     f"| {_cell(r.impls['returnn'])} |")
+    return "\n".join(lines)
+
+
+def rf_namespace_line(means: dict) -> str:
+    entry = means["dimtorch_rf_to_dimtorch"]
+    if entry["geomean"] is None:
+        return ""
+    return (f"dimtorch.rf / dimtorch: geometric mean {entry['geomean']:.3f}, largest {entry['max']:.3f}, over "
+            f"{entry['rows']} rows.")
 
 
 def geomean_line(means: dict) -> str:
@@ -89,7 +117,8 @@ def write_png(path, sections: list) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(shapes, results) for shapes, results, _ in sections if results]
+    panels = [(shapes, [r for r in results if r.reference == "torch"]) for shapes, results, _ in sections]
+    panels = [(shapes, results) for shapes, results in panels if results]
     rows = max((len(results) for _, results in panels), default=1)
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5.5 * max(1, len(panels)), 1.2 + 0.28 * rows),
                              squeeze=False)

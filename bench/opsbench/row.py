@@ -12,7 +12,9 @@ Builder = Callable[[object], Callable[[], object]]
 
 @dataclass(frozen=True)
 class Row:
-    """One op benchmarked three ways; `out` names the output dims in the order of the PyTorch result."""
+    """One op benchmarked three ways; `out` names the output dims in the order of the PyTorch result.
+    reference="dimtorch": the `torch` builder gets the dimtorch side and its call is the reference (rows of
+    dimtorch.rf against the dimtorch call each binds to: rows_rf_namespace.py)."""
     name: str
     what: str
     torch: Optional[Builder]
@@ -24,6 +26,7 @@ class Row:
     valid_frames: Optional[str] = None
     meta: bool = True
     tolerance: float = 1e-4
+    reference: str = "torch"
 
 
 def missing_requirements(row: Row) -> list:

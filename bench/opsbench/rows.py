@@ -21,7 +21,9 @@ from .rows_attention import ATTENTION_ROWS
 from .rows_decoding import DECODING_ROWS
 from .rows_loop import LOOP_ROWS
 from .rows_rf import RF_ROWS
+from .rows_rf_namespace import RF_NAMESPACE_ROWS
 from .rows_signal import SIGNAL_ROWS
+from .rows_speech import SPEECH_ROWS
 from .row import BTF, Row, _rf, _same
 
 
@@ -249,4 +251,5 @@ ROWS = (
         dimtorch=lambda s: conformer.build_dimtorch(s, backward=True),
         returnn=lambda s: conformer.build_returnn(s, backward=True)),
 )
-ROWS += ARRAY_ROWS + RF_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + LOOP_ROWS + DECODING_ROWS
+ROWS += (ARRAY_ROWS + RF_ROWS + ATTENTION_ROWS + SIGNAL_ROWS + SPEECH_ROWS + LOOP_ROWS + DECODING_ROWS
+         + RF_NAMESPACE_ROWS)

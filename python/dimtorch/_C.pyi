@@ -9,7 +9,45 @@ _Operand = Union["Tensor", int, float, bool]
 
 class Dim:
     """The identity of one axis: static (an int size), size from data (None) or dynamic (lengths)."""
-    def __init__(self, size: Union[int, None, Tensor] = None, name: Optional[str] = None) -> None: ...
+    def __init__(self, size: Union[int, None, Tensor] = None, name: Optional[str] = None, *,
+                 dimension: Union[int, None, Tensor] = None, kind: Any = None, description: Optional[str] = None,
+                 dyn_size_ext: Optional[Tensor] = None, capacity: Optional[int] = None, vocab: Any = None,
+                 bounded_by: Optional[Dim] = None, match_priority: Optional[int] = None,
+                 auto_generated: Optional[bool] = None) -> None: ...
+    # RETURNN's Dim API (dimtorch.ops.rf_dim)
+    Types: Any
+    dyn_size_ext: Optional[Tensor]
+    kind: Any
+    @property
+    def description(self) -> Optional[str]: ...
+    @property
+    def capacity(self) -> Optional[int]: ...
+    @property
+    def vocab(self) -> Any: ...
+    @property
+    def same_as(self) -> Optional[Dim]: ...
+    _rf_attrs: Optional[dict]
+    _lengths_template: Optional[Tensor]
+    @property
+    def _bound_size(self) -> Optional[Tensor]: ...
+    def get_dim_value(self) -> int: ...
+    def get_dim_value_tensor(self) -> Union[int, Tensor]: ...
+    def get_dyn_size_ext_for_device(self, device: Any) -> Tensor: ...
+    def is_batch_dim(self) -> bool: ...
+    def is_spatial_dim(self) -> bool: ...
+    def is_feature_dim(self) -> bool: ...
+    def copy(self, same_as_self: bool = True, description: Optional[str] = None, kind: Any = None,
+             match_priority: Optional[int] = None) -> Dim: ...
+    def copy_from(self, other: Dim) -> None: ...
+    def declare_same_as(self, other: Dim) -> None: ...
+    def div_left(self, other: Union[int, Dim]) -> Dim: ...
+    def div_right(self, other: Union[int, Dim]) -> Dim: ...
+    def ceildiv_left(self, other: Union[int, Dim]) -> Dim: ...
+    def ceildiv_right(self, other: Union[int, Dim]) -> Dim: ...
+    def reset_raw(self, *, only_self: bool = False, include_parents: bool = False) -> None: ...
+    def reset_eager(self) -> None: ...
+    def reset_batch_and_raw(self) -> None: ...
+    def transform_tensors(self, func: Callable[[Tensor], None]) -> None: ...
     name: Optional[str]
     size: Optional[int]
     @property
@@ -30,8 +68,8 @@ class Dim:
     def __radd__(self, other: int) -> Dim: ...
     def __sub__(self, other: int) -> Dim: ...
     def __rsub__(self, other: int) -> Dim: ...
-    def __mul__(self, other: int) -> Dim: ...
-    def __rmul__(self, other: int) -> Dim: ...
+    def __mul__(self, other: Union[int, Dim]) -> Dim: ...
+    def __rmul__(self, other: Union[int, Dim]) -> Dim: ...
     def __floordiv__(self, other: int) -> Dim: ...
     def __rfloordiv__(self, other: int) -> Dim: ...
     def __copy__(self) -> Dim: ...
@@ -40,9 +78,18 @@ class Dim:
 
 class Tensor:
     """A torch.Tensor (`raw`) with one Dim per axis (`dims`)."""
+    @overload
     def __init__(self, raw: torch.Tensor, dims: Sequence[Dim], *, sparse_dim: Optional[Dim] = None,
                  feature_dim: Optional[Dim] = None, name: Optional[str] = None) -> None: ...
+    @overload
+    def __init__(self, name: str, dims: Sequence[Dim] = ..., dtype: Optional[str] = None, *,
+                 sparse_dim: Optional[Dim] = None, feature_dim: Optional[Dim] = None, feature_dim_axis: Any = ...,
+                 raw_tensor: Optional[torch.Tensor] = None, version: Optional[int] = None,
+                 control_flow_ctx: Any = None) -> None: ...
     raw: torch.Tensor
+    raw_tensor: Optional[torch.Tensor]
+    _template_dtype: Optional[str]
+    _frozen: bool
     dims: tuple[Dim, ...]
     sparse_dim: Optional[Dim]
     feature_dim: Optional[Dim]
@@ -57,12 +104,42 @@ class Tensor:
     def shape(self) -> tuple[int, ...]: ...
     @property
     def requires_grad(self) -> bool: ...
-    def copy(self) -> Tensor: ...
-    def copy_transpose(self, dims: Sequence[Dim]) -> Tensor: ...
+    def copy(self, name: Optional[str] = None) -> Tensor: ...
+    def copy_transpose(self, dims: Sequence[Union[Dim, int]]) -> Tensor: ...
     def copy_masked(self, value: Union[int, float], dims: Optional[_Dims] = None) -> Tensor: ...
     def raw_aligned(self, dims: Sequence[Dim]) -> torch.Tensor: ...
-    def remaining_dims(self, remove: _Dims) -> tuple[Dim, ...]: ...
+    def remaining_dims(self, remove: Union[Dim, Sequence[Optional[Dim]], None] = None) -> list[Dim]: ...
     def get_axis(self, dim: Dim) -> int: ...
+    # RETURNN's Tensor API (dimtorch.ops.tensor, dimtorch.ops.rf_tensor)
+    def copy_template(self, name: Optional[str] = None, dtype: Optional[str] = None) -> Tensor: ...
+    feature_dim_axis: Optional[int]
+    @property
+    def batch_dim_axis(self) -> Optional[int]: ...
+    @property
+    def dims_set(self) -> set[Dim]: ...
+    @property
+    def dim_tags(self) -> tuple[Dim, ...]: ...
+    @property
+    def batch_shape(self) -> tuple[Optional[int], ...]: ...
+    @property
+    def control_flow_ctx(self) -> None: ...
+    def get_axis_from_description(self, axis: Union[Dim, int], allow_int: bool = True) -> int: ...
+    def get_dim_tag(self, axis: int) -> Dim: ...
+    def get_dyn_size_tags(self) -> list[Dim]: ...
+    def copy_compatible_to_dims(self, dims: Sequence[Dim], *, add_dims: bool = True,
+                                unbroadcast: bool = False) -> Tensor: ...
+    def copy_compatible_to_dims_raw(self, dims: Sequence[Dim], *, add_dims: bool = True,
+                                    unbroadcast: bool = False) -> torch.Tensor: ...
+    def copy_compatible_to(self, data: Tensor, add_dims: bool = True, unbroadcast: bool = False,
+                           except_feature: bool = False, except_axis: Any = None, check_sparse: bool = True,
+                           check_dtype: bool = True) -> Tensor: ...
+    def verify_out_shape(self, out_shape: Any, allow_missing_implicit_dims: bool = False) -> None: ...
+    def mark_as_loss(self, name: str, *, scale: float = 1.0, as_error: bool = False,
+                     use_normalized_loss: bool = False, use_flatten_frames: bool = True,
+                     custom_inv_norm_factor: Any = None) -> None: ...
+    def mark_as_output(self, name: str, *, shape: Optional[Sequence[Dim]] = None) -> None: ...
+    def mark_as_default_output(self, *, shape: Optional[Sequence[Dim]] = None) -> None: ...
+    def reset(self) -> None: ...
     def __add__(self, other: _Operand) -> Tensor: ...
     def __radd__(self, other: _Operand) -> Tensor: ...
     def __sub__(self, other: _Operand) -> Tensor: ...
@@ -97,6 +174,8 @@ class Tensor:
     def __bool__(self) -> bool: ...
     def __len__(self) -> int: ...
     def __copy__(self) -> Tensor: ...
+    @classmethod
+    def __init_subclass__(cls) -> None: ...
     def __deepcopy__(self, memo: Any) -> Tensor: ...
     def __reduce__(self) -> Any: ...
     def __array_ufunc__(self, *args: Any, **kwargs: Any) -> Any: ...
@@ -109,6 +188,15 @@ class _Property:
 def _clear_caches(*args: Any, **kwargs: Any) -> Any:
     """_clear_caches() -> None"""
 
+def _dim_bind(*args: Any, **kwargs: Any) -> Any:
+    """_dim_bind(dim, lengths): binds lengths (or None) to a declared dim, resetting what was computed from the old ones on it and the dims derived from it; returns the dims reset."""
+
+def _dim_bind_size(*args: Any, **kwargs: Any) -> Any:
+    """_dim_bind_size(dim, size): binds a 0-dim size Tensor (or None) to a dim whose size comes from data."""
+
+def _dim_cached_mask(*args: Any, **kwargs: Any) -> Any:
+    """_dim_cached_mask(dim, pos, order, device): Dim.get_mask's Tensor over `order`, cached (the same Tensor while it lives)."""
+
 def _dim_cached_raw(*args: Any, **kwargs: Any) -> Any:
     """_dim_cached_raw(kind, dim, pos, ndim, size, device): cached mask (kind 0), clamped lengths (kind 1) or lengths (kind 2) raw of a dynamic dim; see src/core/mask.h."""
 
@@ -117,6 +205,9 @@ def _live_counts(*args: Any, **kwargs: Any) -> Any:
 
 def _merged_dim(*args: Any, **kwargs: Any) -> Any:
     """_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."""
+
+def _set_default_device(*args: Any, **kwargs: Any) -> Any:
+    """_set_default_device(device): where zeros/ones/full put a new tensor when the call gives no device (None: torch's default); set through dimtorch._core.default_device."""
 
 def _set_definitions(*args: Any, **kwargs: Any) -> Any:
     """Registers the Python definitions the core calls (dimtorch._op_table does, at import)."""
@@ -130,8 +221,8 @@ def abs(x: Tensor, /) -> Tensor:
 def batch_norm(x: Tensor, axis: _Dims = ..., running_mean: Any = ..., running_var: Any = ..., weight: Any = ..., bias: Any = ..., training: Any = ..., momentum: Any = ..., eps: Any = ..., use_mask: Any = ...) -> Tensor:
     """batch_norm(x, axis=None, running_mean=None, running_var=None, weight=None, bias=None, training=True, momentum=0.1, eps=1e-5, use_mask=True)"""
 
-def cast(x: Tensor, dtype: Any) -> Tensor:
-    """cast(x, dtype): x with the raw converted to dtype (name or torch.dtype)."""
+def cast(x: Tensor, /, dtype: Any) -> Tensor:
+    """cast(x, /, dtype): x with the raw converted to dtype (name or torch.dtype)."""
 
 def ceil(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -142,14 +233,17 @@ def ceildiv(dim: Any, k: Any, /) -> Any:
 def clip(x: Tensor, min: Any = ..., max: Any = ..., *, allow_broadcast_all_sources: Any = ...) -> Tensor:
     """clip(x, min=None, max=None): torch.clamp with bounds aligned by dims."""
 
-def combine(a: _Operand, b: _Operand, kind: Any, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
-    """combine(a, b, kind, *, allow_broadcast_all_sources=False): elementwise a <kind> b aligned by dims. kind: add, sub, mul, truediv, floordiv, mod, pow, maximum, minimum, logical_and, logical_or, bitwise_and/or/xor, squared_difference, logaddexp (or the operator symbol)."""
+def combine(a: _Operand, b: _Operand, kind: Any, /, *, allow_broadcast_all_sources: Any = ..., dim_order: Any = ...) -> Tensor:
+    """combine(a, b, kind, /, *, allow_broadcast_all_sources=None, dim_order=None): elementwise a <kind> b aligned by dims (RETURNN frontend's order a, kind, b works too). kind: add, sub, mul, truediv, floordiv, mod, pow, maximum, minimum, logical_and, logical_or, bitwise_and/or/xor, squared_difference, logaddexp (or the operator symbol)."""
 
-def compare(a: _Operand, b: _Operand, kind: Any, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
-    """compare(a, b, kind, *, allow_broadcast_all_sources=False): bool Tensor. kind: equal, not_equal, less, less_equal, greater, greater_equal (or ==, !=, <, <=, >, >=)."""
+def compare(a: _Operand, b: _Operand, kind: Any, /, *, allow_broadcast_all_sources: Any = ..., dim_order: Any = ...) -> Tensor:
+    """compare(a, b, kind, /, *, allow_broadcast_all_sources=None, dim_order=None): bool Tensor (RETURNN frontend's order a, kind, b works too). kind: equal, not_equal, less, less_equal, greater, greater_equal (or ==, !=, <, <=, >, >=)."""
 
-def concat(*sources: Any, out_dim: Optional[Dim] = ...) -> Any:
+def concat(*sources: Any, allow_broadcast: bool = ..., out_dim: Optional[Dim] = ..., handle_dynamic_dims: Optional[bool] = ...) -> Any:
     """concat((x, dim_x), (y, dim_y), ..., out_dim=None) -> (tensor, out_dim): see dimtorch.ops.concat.concat; static concat dims of tensors in the same layout are one torch.cat here."""
+
+def constant(fill_value: Any, *, dims: _Dims, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
+    """constant(fill_value, *, dims, dtype=None, device=None, sparse_dim=None, feature_dim=None): full with RETURNN frontend's order (fill_value first, dims by keyword)."""
 
 def cos(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -161,7 +255,7 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     """ctc_greedy_decode(logits, *, in_spatial_dim, blank_index, out_spatial_dim=None, target_dim=None, wb_target_dim=None) -> (tensor, dim): see dimtorch.ops.decoding.ctc_greedy_decode."""
 
 def dot(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
-    """dot(a, b, reduce, use_mask=False): same as matmul."""
+    """dot(a, b, reduce, use_mask=True): same as matmul."""
 
 def dropout(x: Tensor, p: float, axis: _Dims = ..., training: bool = ...) -> Tensor:
     """dropout(x, p, axis=None, training=True): zeroes elements with probability p and scales the rest by 1/(1-p); with `axis`, one draw per position over those dims, shared by the rest. p=0 or training=False returns x. See dimtorch.ops.dropout.dropout."""
@@ -175,8 +269,8 @@ def floor(x: Tensor, /) -> Tensor:
 def full(dims: _Dims, fill_value: Any, *, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """full(dims, fill_value, *, dtype=None, device=None, sparse_dim=None, feature_dim=None)."""
 
-def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: bool = ...) -> Tensor:
-    """gather(x, *, indices, axis, clip_to_valid=False): see dimtorch.ops.gather.gather; an embedding lookup (x over (axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new dim, the others x's) one torch.gather in x's layout."""
+def gather(x: Tensor, /, *, indices: Union[Tensor, int], axis: Optional[Dim] = ..., clip_to_valid: bool = ...) -> Tensor:
+    """gather(x, /, *, indices, axis=None, clip_to_valid=False): see dimtorch.ops.gather.gather; an embedding lookup (x over (axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new dim, the others x's) one torch.gather in x's layout."""
 
 def gelu(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -205,8 +299,8 @@ def log_add_exp(a: _Operand, b: _Operand, *, allow_broadcast_all_sources: Any = 
 def log_sigmoid(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
-def log_softmax(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """log_softmax(x, axis, use_mask=True): log-softmax over `axis`; padding gets -inf."""
+def log_softmax(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """log_softmax(x, /, axis, use_mask=True): log-softmax over `axis`; padding gets -inf."""
 
 def logical_and(a: _Operand, b: _Operand, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
     """logical_and(a, b)"""
@@ -224,19 +318,19 @@ def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim:
     """masked_select(tensor, *, mask, dims, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.masked.masked_select; all of the mask's dims leading the tensor in its order are one boolean index here."""
 
 def matmul(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
-    """matmul(a, b, reduce, use_mask=False): contracts the dim(s) `reduce`; dims in both and not reduced are batch dims. Result dims: common, then a's rest, then b's rest. use_mask zeroes the padding of dynamic reduced dims first."""
+    """matmul(a, b, reduce, use_mask=True): contracts the dim(s) `reduce`; dims in both and not reduced are batch dims. Result dims: common, then a's rest, then b's rest. use_mask zeroes the padding of dynamic reduced dims first. reduce=[]: the product over all dims."""
 
-def maximum(a: _Operand, b: _Operand, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
-    """maximum(a, b): elementwise maximum, aligned by dims."""
+def maximum(a: _Operand, b: _Operand, *other_tensors: Any, allow_broadcast_all_sources: Any = ...) -> Tensor:
+    """maximum(a, b, *other_tensors): elementwise maximum, aligned by dims."""
 
-def merge_dims(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = ...) -> Any:
-    """merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies slowest) into one dim at the place of the first. Adjacent static dims in order are one reshape here; other cases are dimtorch.ops.shape.merge_dims."""
+def merge_dims(x: Tensor, /, *, dims: Sequence[Dim], out_dim: Optional[Dim] = ...) -> Any:
+    """merge_dims(x, /, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies slowest) into one dim at the place of the first. Adjacent static dims in order are one reshape here; other cases are dimtorch.ops.shape.merge_dims."""
 
-def minimum(a: _Operand, b: _Operand, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
-    """minimum(a, b): elementwise minimum, aligned by dims."""
+def minimum(a: _Operand, b: _Operand, *other_tensors: Any, allow_broadcast_all_sources: Any = ...) -> Tensor:
+    """minimum(a, b, *other_tensors): elementwise minimum, aligned by dims."""
 
-def moments(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Any:
-    """moments(x, axis, use_mask=True) -> (mean, variance) over the dim(s) `axis`; the variance is biased (as in layer and batch norm); padding of dynamic dims is excluded and gets no gradient; an empty sequence gives 0 and 0."""
+def moments(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Any:
+    """moments(x, /, axis, use_mask=True) -> (mean, variance) over the dim(s) `axis`; the variance is biased (as in layer and batch norm); padding of dynamic dims is excluded and gets no gradient; an empty sequence gives 0 and 0."""
 
 def neg(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -244,38 +338,38 @@ def neg(x: Tensor, /) -> Tensor:
 def ones(dims: _Dims, *, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """ones(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): ones over `dims`."""
 
-def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = ...) -> Any:
-    """pack_padded(x, *, dims, out_dim=None) -> (tensor, pack_dim): see dimtorch.ops.packing.pack_padded."""
+def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = ..., out_dim: Optional[Dim] = ...) -> Any:
+    """pack_padded(x, /, *, dims, enforce_sorted=False, out_dim=None) -> (tensor, pack_dim): see dimtorch.ops.packing.pack_padded."""
 
-def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding: Any, value: Any = ..., mode: str = ...) -> Any:
-    """pad(x, *, axes, padding, value=0, mode='constant') -> (tensor, out_dims): see dimtorch.ops.pad.pad; constant padding of one dim is one constant_pad_nd here (and one where with the cached mask for a dynamic dim)."""
+def pad(x: Tensor, /, *, axes: Union[Dim, Sequence[Dim]], padding: Any, out_dims: Optional[Sequence[Dim]] = ..., mode: str = ..., value: Any = ..., handle_dynamic_dims: Optional[bool] = ...) -> Any:
+    """pad(x, /, *, axes, padding, out_dims=None, mode='constant', value=None, handle_dynamic_dims=None) -> (tensor, [out_dim, ...]): see dimtorch.ops.pad.pad; constant padding of one dim is one constant_pad_nd here (and one where with the cached mask for a dynamic dim)."""
 
-def reduce_all(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """reduce_all(x, axis, use_mask=True): bool all; padding True."""
+def reduce_all(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_all(x, /, axis, use_mask=True): bool all; padding True."""
 
-def reduce_any(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """reduce_any(x, axis, use_mask=True): bool any; padding False."""
+def reduce_any(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_any(x, /, axis, use_mask=True): bool any; padding False."""
 
-def reduce_argmax(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """reduce_argmax(x, axis, use_mask=True): int64 index along `axis` (its sparse_dim); never padding."""
+def reduce_argmax(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_argmax(x, /, axis, use_mask=True): int64 index along `axis` (its sparse_dim); never padding."""
 
-def reduce_argmin(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """reduce_argmin(x, axis, use_mask=True): int64 index along `axis`; never padding."""
+def reduce_argmin(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_argmin(x, /, axis, use_mask=True): int64 index along `axis`; never padding."""
 
-def reduce_logsumexp(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """reduce_logsumexp(x, axis, use_mask=True): log-sum-exp; padding ignored."""
+def reduce_logsumexp(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_logsumexp(x, /, axis, use_mask=True): log-sum-exp; padding ignored."""
 
-def reduce_max(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """reduce_max(x, axis, use_mask=True): max; padding never wins."""
+def reduce_max(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_max(x, /, axis, use_mask=True): max; padding never wins."""
 
-def reduce_mean(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """reduce_mean(x, axis, use_mask=True): mean over `axis`, dividing by the lengths of dynamic dims (an empty sequence gives 0)."""
+def reduce_mean(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_mean(x, /, axis, use_mask=True): mean over `axis`, dividing by the lengths of dynamic dims (an empty sequence gives 0)."""
 
-def reduce_min(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """reduce_min(x, axis, use_mask=True): min; padding never wins."""
+def reduce_min(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_min(x, /, axis, use_mask=True): min; padding never wins."""
 
-def reduce_sum(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """reduce_sum(x, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."""
+def reduce_sum(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_sum(x, /, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."""
 
 def relu(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -286,8 +380,8 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
 def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> Tensor:
     """reshape(source, in_dims, out_dims): see dimtorch.ops.reshape.reshape; static in_dims adjacent in order into static out_dims are one reshape here."""
 
-def reverse_sequence(x: Tensor, *, axis: Dim, handle_dynamic_dims: bool = ...) -> Tensor:
-    """reverse_sequence(x, *, axis, handle_dynamic_dims=True) -> tensor: see dimtorch.ops.slicing.reverse_sequence."""
+def reverse_sequence(x: Tensor, /, *, axis: Dim, handle_dynamic_dims: bool = ...) -> Tensor:
+    """reverse_sequence(x, /, *, axis, handle_dynamic_dims=True) -> tensor: see dimtorch.ops.slicing.reverse_sequence."""
 
 def rms_norm(x: Tensor, axis: _Dims, *, weight: Any = ..., eps: Any = ...) -> Tensor:
     """rms_norm(x, axis, weight=None, eps=1e-6): F.rms_norm over the dim(s) `axis`."""
@@ -298,14 +392,14 @@ def round(x: Tensor, /) -> Tensor:
 def rsqrt(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
-def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], mode: str = ..., fill_value: Any = ..., out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., use_mask: Optional[bool] = ...) -> Tensor:
-    """scatter(x, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: see dimtorch.ops.scatter.scatter."""
+def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], mode: str = ..., fill_value: Any = ..., out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., use_mask: Optional[bool] = ...) -> Tensor:
+    """scatter(x, /, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: see dimtorch.ops.scatter.scatter."""
 
 def scatter_count(*, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., fill_value: Optional[int] = ...) -> Tensor:
     """scatter_count(*, indices, indices_dim, out_dim=None, fill_value=None) -> tensor: see dimtorch.ops.scatter.scatter_count."""
 
-def shift_right(x: Tensor, *, axis: Dim, amount: int = ..., pad_value: Any = ...) -> Tensor:
-    """shift_right(x, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch.ops.slicing.shift_right."""
+def shift_right(x: Tensor, /, *, axis: Dim, amount: int = ..., pad_value: Any = ...) -> Tensor:
+    """shift_right(x, /, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch.ops.slicing.shift_right."""
 
 def sigmoid(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -316,17 +410,17 @@ def silu(x: Tensor, /) -> Tensor:
 def sin(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
-def slice(x: Tensor, *, axis: Dim, start: Any = ..., end: Any = ..., step: int = ..., size: Any = ..., out_dim: Optional[Dim] = ...) -> Any:
-    """slice(x, *, axis, start=0, end=None, step=1, size=None, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.slicing.slice."""
+def slice(x: Tensor, /, *, axis: Dim, start: Any = ..., end: Any = ..., step: Any = ..., size: Any = ..., out_dim: Optional[Dim] = ...) -> Any:
+    """slice(x, /, *, axis, start=None, end=None, step=None, size=None, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.slicing.slice."""
 
-def softmax(x: Tensor, axis: _Dims, use_mask: Any = ...) -> Tensor:
-    """softmax(x, axis, use_mask=True): softmax over the dim `axis`; padding gets probability 0."""
+def softmax(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """softmax(x, /, axis, use_mask=True): softmax over the dim `axis`; padding gets probability 0."""
 
 def softplus(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
-def split(x: Tensor, *, axis: Dim, out_dims: Sequence[Dim]) -> list:
-    """split(x, *, axis, out_dims) -> list of tensors: see dimtorch.ops.stack.split."""
+def split(x: Tensor, /, *, axis: Dim, out_dims: Sequence[Dim]) -> tuple:
+    """split(x, /, *, axis, out_dims) -> tuple of tensors: see dimtorch.ops.stack.split."""
 
 def sqrt(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
@@ -337,17 +431,17 @@ def square(x: Tensor, /) -> Tensor:
 def squared_difference(a: _Operand, b: _Operand, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
     """squared_difference(a, b): (a - b) ** 2 elementwise, aligned by dims (rf.squared_difference)."""
 
-def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = ...) -> Any:
-    """stack(tensors, *, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.stack.stack."""
+def stack(tensors: Sequence[Tensor], /, *, out_dim: Optional[Dim] = ...) -> Any:
+    """stack(tensors, /, *, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.stack.stack."""
 
 def tanh(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
-def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]) -> Any:
-    """top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."""
+def top_k(x: Tensor, /, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim, None] = ..., k_dim: Optional[Dim] = ..., sorted: bool = ...) -> Any:
+    """top_k(x, /, *, axis, k=None, k_dim=None, sorted=True) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."""
 
-def where(condition: Any, true_value: Any, false_value: Any, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
-    """where(condition, true_value, false_value, *, allow_broadcast_all_sources=False): values may be Tensors or Python scalars."""
+def where(condition: Any, true_value: Any, false_value: Any, /, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
+    """where(condition, true_value, false_value, /, *, allow_broadcast_all_sources=False): values may be Tensors or Python scalars."""
 
 def zeros(dims: _Dims, *, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """zeros(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): zeros over `dims` (max sizes of dynamic dims); dtype None is torch's default dtype."""

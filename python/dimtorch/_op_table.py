@@ -53,7 +53,7 @@ _DEFINITIONS = {
     **{name: "ops.matmul" for name in ("matmul", "dot", "linear")},
     "reduce_logmeanexp": "ops.reduce",
     **{name: "ops.normalization" for name in ("layer_norm", "rms_norm", "batch_norm")},
-    **{name: "ops.creation" for name in ("zeros", "ones", "full")},
+    **{name: "ops.creation" for name in ("zeros", "ones", "full", "constant")},
     # Python-only ops (no fast path): their definitions are all there is.
     "one_hot": "ops.gather",
     "sparse_to_dense": "ops.gather",

@@ -41,16 +41,22 @@ inline PyObject* const* interned_names(const char* const* names, int n) {
 /// o when it is a live dimtorch.Tensor, else NULL with a TypeError naming the call and `what`.
 inline PyObject* need_tensor(PyObject* o, const char* what, const char* caller) {
   if (is_tensor(o) && as_tensor(o)->raw) return o;
+  if (is_template(o)) {
+    PyErr_Format(PyExc_TypeError, "%s: %s is a template without a raw (dims: %s); assign its raw_tensor first",
+                 caller, what, describe_dims(as_tensor(o)->dims, nullptr).c_str());
+    return nullptr;
+  }
   PyErr_Format(PyExc_TypeError, "%s: %s must be a dimtorch.Tensor, got %.80s", caller, what,
                Py_TYPE(o)->tp_name);
   return nullptr;
 }
 
 /// Fills out[0..n) from positional args and keywords matched against `names`. The first `n_pos`
-/// names may be positional; the first `n_required` are required. NULL entries are missing.
+/// names may be positional; the first `n_required` are required; the first `n_posonly` are
+/// positional-only (a keyword of their name is an error). NULL entries are missing.
 inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames,
                        const char* const* names, int n, int n_pos, int n_required,
-                       PyObject** out, const char* caller) {
+                       PyObject** out, const char* caller, int n_posonly = 0) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs > n_pos) {
     PyErr_Format(PyExc_TypeError, "%s takes at most %d positional arguments (%zd given)", caller,
@@ -68,6 +74,11 @@ inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnam
     if (!interned || i == n) {
       i = 0;
       while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) ++i;
+    }
+    if (i < n_posonly) {
+      PyErr_Format(PyExc_TypeError, "%s got a positional-only argument passed as keyword argument: %R",
+                   caller, key);
+      return false;
     }
     if (i == n) {
       const char* k = PyUnicode_AsUTF8(key);
@@ -94,7 +105,7 @@ inline bool parse_args(PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnam
 /// TypeError naming the call: its truth would read device data. -1 with error set.
 inline int flag_arg(PyObject* v, int absent, const char* caller, const char* name) {
   if (!v) return absent;
-  if (Py_TYPE(v) == &TensorType || backend::is_raw(v)) {
+  if (is_tensor_type(v) || backend::is_raw(v)) {
     PyErr_Format(PyExc_TypeError, "%s: %s must be a bool, got a %.80s", caller, name, Py_TYPE(v)->tp_name);
     return -1;
   }

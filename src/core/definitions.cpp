@@ -21,10 +21,11 @@ PyObject* g_definitions = nullptr;  // dict: name -> callable
 const char* const kRequired[] = {
     "pad", "concat", "gather", "merge_dims", "slice", "shift_right", "reverse_sequence", "split",
     "stack", "top_k", "pack_padded", "scatter", "scatter_count", "lerp", "dropout",
-    "ctc_durations_from_path", "repeat", "ctc_greedy_decode",
+    "ctc_durations_from_path", "repeat", "ctc_greedy_decode", "matmul", "dot", "combine", "compare",
+    "maximum", "minimum",
     "reshape", "masked_select", "masked_scatter", "to_host",
     "_reverse_index", "_valid_index", "_gather_index",
-    "Dim.__init__", "Dim.get_mask", "Dim.get_size_tensor", "Dim.get_max_size", "Dim.__reduce__",
+    "Dim.__init__", "Dim._rf_new", "Dim._mul_dims", "Tensor.copy", "Dim.get_mask", "Dim.get_size_tensor", "Dim.get_max_size", "Dim.__reduce__",
     "Tensor.__init__", "Tensor.__reduce__", "Tensor.raw_aligned", "Tensor.copy_transpose",
     "Tensor.copy_masked", "Tensor.__neg__", "Tensor.__abs__", "Tensor.__invert__",
     "Tensor.__add__", "Tensor.__radd__", "Tensor.__sub__", "Tensor.__rsub__", "Tensor.__mul__",
@@ -117,7 +118,7 @@ PyObject* call_method_definition(const char* name, PyObject* self, PyObject* con
 bool any_traced(PyObject* const* args, Py_ssize_t n) {
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* a = args[i];
-    if (Py_IS_TYPE(a, &TensorType)) {
+    if (is_tensor_type(a)) {
       if (is_traced_tensor(a)) return true;
     } else if (PyTuple_CheckExact(a) || PyList_CheckExact(a)) {
       PyObject** items = PySequence_Fast_ITEMS(a);

@@ -1,5 +1,6 @@
 // The native Dim type: construction, identity semantics, sizes and lengths, repr.
 #include "core/dim.h"
+#include "core/dim_binding.h"
 #include "core/message_dims.h"
 
 #include "core/args.h"
@@ -65,17 +66,17 @@ bool lengths_min_max(TensorObject* t, Py_ssize_t* min_out, Py_ssize_t* max_out) 
 }
 
 /// Checks host lengths and returns the Tensor to keep (moved to the host if needed); new ref.
-PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* max_out) {
+PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* max_out, const char* caller) {
   TensorObject* t = as_tensor(lengths);
   if (!t->raw) {  // (a Tensor the garbage collector cleared, resurrected by a finalizer)
-    PyErr_SetString(PyExc_ValueError, "dimtorch.Dim(): the lengths Tensor has no raw (cleared)");
+    PyErr_Format(PyExc_ValueError, "%s: the lengths Tensor has no raw (cleared)", caller);
     return nullptr;
   }
   PyObject* dtype = backend::raw_dtype_name(t->raw);
   if (!dtype) return nullptr;
   if (!backend::is_integer_dtype_name(dtype)) {
     PyErr_Format(PyExc_TypeError,
-                 "dimtorch.Dim(): lengths must be an integer Tensor, got dtype %U (dims: %s)", dtype,
+                 "%s: lengths must be an integer Tensor, got dtype %U (dims: %s)", caller, dtype,
                  describe_dims(t->dims, t->sizes).c_str());
     return nullptr;
   }
@@ -83,9 +84,9 @@ PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* ma
     DimObject* bd = as_dim(PyTuple_GET_ITEM(t->dims, i));
     if (bd->dyn_size) {
       PyErr_Format(PyExc_ValueError,
-                   "dimtorch.Dim(): lengths must be over batch dims without lengths of their own, "
+                   "%s: lengths must be over batch dims without lengths of their own, "
                    "but dim %s has lengths (dims: %s)",
-                   describe_dim(PyTuple_GET_ITEM(t->dims, i)).c_str(),
+                   caller, describe_dim(PyTuple_GET_ITEM(t->dims, i)).c_str(),
                    describe_dims(t->dims, t->sizes).c_str());
       return nullptr;
     }
@@ -101,15 +102,15 @@ PyObject* checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* ma
     /* Lengths are host data by design; a device copy is made once per dim and cached. Moving them
        here happens once, when the batch's dims are made, never inside ops. */
     PyObject* host_raw = backend::call2(backend::T.to, t->raw, s_cpu);
-    if (!host_raw) return backend::name_error("dimtorch.Dim()");  // e.g. meta lengths: no data
+    if (!host_raw) return backend::name_error(caller);  // e.g. meta lengths: no data
     kept = Ref(tensor_make(host_raw, t->dims, t->sizes, nullptr, nullptr));
     if (!kept) return nullptr;
   }
   Py_ssize_t min_len = 0, max_len = 0;
   if (!lengths_min_max(as_tensor(kept.get()), &min_len, &max_len)) return nullptr;
   if (min_len < 0) {
-    PyErr_Format(PyExc_ValueError, "dimtorch.Dim(): lengths must be >= 0, got min %zd (dims: %s)",
-                 min_len, describe_dims(t->dims, t->sizes).c_str());
+    PyErr_Format(PyExc_ValueError, "%s: lengths must be >= 0, got min %zd (dims: %s)",
+                 caller, min_len, describe_dims(t->dims, t->sizes).c_str());
     return nullptr;
   }
   *min_out = min_len;
@@ -135,6 +136,7 @@ DimObject* dim_alloc() {
   d->derive_k = 0;
   d->weakreflist = nullptr;
   d->pycache = nullptr;
+  d->extra = nullptr;
   d->sealed = true;
   d->message_id = 0;
   ++g_live_dims;
@@ -176,7 +178,8 @@ PyObject* dim_create(PyObject* size, PyObject* name) {
     }
     max_size = min_size = static_size;
   } else if (is_tensor(size)) {
-    lengths = Ref(checked_lengths(size, &min_size, &max_size));
+    lengths = Ref(checked_lengths(size, &min_size, &max_size, "dimtorch.Dim()"));
+    if (lengths) tensor_freeze(lengths.get());  // a dim's lengths never change under it
     if (!lengths) return nullptr;
   } else if (backend::is_raw(size)) {
     PyErr_SetString(PyExc_TypeError,
@@ -223,15 +226,17 @@ PyObject* dim_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObje
     if (PyUnicode_CompareWithASCIIString(key, "name") == 0) slot = &name;
     else if (PyUnicode_CompareWithASCIIString(key, "size") == 0 ||
              PyUnicode_CompareWithASCIIString(key, "dimension") == 0) slot = &size;
-    if (!slot) {
-      PyErr_Format(PyExc_TypeError, "dimtorch.Dim() got an unexpected keyword argument %R", key);
-      return nullptr;
+    if (!slot) {  // RETURNN's options (kind=, description=, ...): its definition takes them
+      return call_definition("Dim._rf_new", args, nargs, kwnames);
     }
     if (*slot) {
       PyErr_Format(PyExc_TypeError, "dimtorch.Dim() got multiple values for argument %R", key);
       return nullptr;
     }
     *slot = value;
+  }
+  if (size && is_template(size)) {  // RETURNN's Dim(Tensor("time", [batch_dim], dtype="int32"))
+    return call_definition("Dim._rf_new", args, nargs, kwnames);
   }
   if (size && is_traced_tensor(size)) {
     /* Lengths being traced (make_fx, torch.export) have no host values: the Python definition
@@ -280,6 +285,7 @@ int dim_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(d->cache);
   Py_VISIT(d->pycache);
   Py_VISIT(d->derive_b);
+  if (int r = dim_extra_traverse(d, visit, arg)) return r;
   return derived_cache_traverse(d, visit, arg);
 }
 
@@ -291,6 +297,7 @@ int dim_clear(PyObject* self) {
   Py_CLEAR(d->pycache);
   Py_CLEAR(d->derive_b);
   mask_cache_free(d);
+  dim_extra_free(d);
   return 0;
 }
 
@@ -418,9 +425,7 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
     pos[li] = static_cast<signed char>(i);
     sizes[i] = o == self ? size : lt->sizes[li];
   }
-  PyObject* raw = dim_cached_raw(d, MaskKind::kMask, pos, k + 1, size, device);
-  if (!raw) return nullptr;
-  return tensor_make(raw, order.get(), sizes, nullptr, nullptr);
+  return dim_cached_mask_tensor(d, pos, k + 1, size, device, order.get(), sizes);
 }
 PyObject* m_get_size_tensor(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
   return call_method_definition("Dim.get_size_tensor", self, args, nargs, kw);
@@ -653,6 +658,7 @@ PyObject* dim_dyn_size(DimObject* d) {
   if (!dim_has_lengths(d)) return nullptr;
   Ref lengths(dim_derive_lengths(d));
   if (!lengths) return nullptr;
+  tensor_freeze(lengths.get());  // handed out as the dim's lengths: nobody may change it
   if (is_traced_tensor(lengths.get())) {  // being traced: no host min and max
     d->dyn_size = lengths.release();
     return d->dyn_size;
@@ -694,6 +700,11 @@ Py_ssize_t dim_min_size(DimObject* d) {
   if (!dim_has_lengths(d)) return -1;
   if (!dim_dyn_size(d) || !fill_min_max(d)) return -2;
   return d->min_size;
+}
+
+PyObject* dim_checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* max_out,
+                              const char* caller) {
+  return checked_lengths(lengths, min_out, max_out, caller);
 }
 
 bool export_dim(PyObject* module) {

@@ -36,6 +36,9 @@ struct DimObject {
   /* Error messages tell apart different Dims of one name by this number (message_dims.cpp);
      0 until a message first needs it. */
   Py_ssize_t message_id;
+  /* What binding lengths per batch and RETURNN's attributes need (dim_binding.h), made on first
+     use; NULL for the dims of the hot path. */
+  struct DimExtra* extra;
 };
 
 extern PyTypeObject DimType;
@@ -59,6 +62,11 @@ bool dim_has_lengths(DimObject* d);
 /// Short description for messages: 'time'[batch], 'feature'(80), 'batch'(?); with `#id` appended
 /// when another Dim object of the same name is in the message (MessageDims).
 std::string describe_dim(PyObject* dim);
+
+/// Checks a lengths Tensor (integer, >= 0, over dims without lengths) and returns the Tensor to keep
+/// (moved to the host if needed), with its host min and max; new ref, NULL with an error naming `caller`.
+PyObject* dim_checked_lengths(PyObject* lengths, Py_ssize_t* min_out, Py_ssize_t* max_out,
+                              const char* caller);
 
 /// Number of live Dim objects (leak tests).
 extern Py_ssize_t g_live_dims;

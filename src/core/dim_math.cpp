@@ -3,7 +3,9 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/definitions.h"
 #include "core/dim.h"
+#include "core/dim_binding.h"
 #include "core/functions.h"
 #include "ops/elementwise.h"
 #include "core/tensor.h"
@@ -139,8 +141,11 @@ bool dim_register_derived(DimObject* d) {
     PyErr_SetString(PyExc_SystemError, "dimtorch: dim_register_derived() of a dim without derivation");
     return false;
   }
-  return insert_derived(a, {d->derive_op, d->derive_k, Py_XNewRef(d->derive_b),
-                            Py_NewRef(reinterpret_cast<PyObject*>(d))});
+  if (!insert_derived(a, {d->derive_op, d->derive_k, Py_XNewRef(d->derive_b),
+                          Py_NewRef(reinterpret_cast<PyObject*>(d))}))
+    return false;
+  DimObject* b = dim_derive_b(d);
+  return !b || dim_note_dependent(b, reinterpret_cast<PyObject*>(d));
 }
 
 PyObject* derived_cache_snapshot(DimObject* a) {
@@ -310,6 +315,8 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
   hit = lookup_derived(a, op, k, b);
   if (hit) return Py_NewRef(hit);
   if (!insert_derived(a, {op, k, other.release(), Py_NewRef(dim.get())})) return nullptr;
+  // Binding B to new lengths must reach A + B, which A's cache owns (dim_binding.cpp).
+  if (op == DimOp::kConcat && !dim_note_dependent(b, dim.get())) return nullptr;
   return dim.release();
 }
 
@@ -371,6 +378,10 @@ PyObject* dim_sub(PyObject* a, PyObject* b) {
 
 PyObject* dim_mul(PyObject* a, PyObject* b) {
   Py_ssize_t k;
+  if (is_dim(a) && is_dim(b)) {  // RETURNN's product of dims (a merge): its definition makes it
+    PyObject* args[2] = {a, b};
+    return call_definition("Dim._mul_dims", args, 2, nullptr);
+  }
   if (is_dim(a) && int_operand(b, &k)) return dim_derive(as_dim(a), DimOp::kMul, k, nullptr, "dimtorch.Dim.__mul__()");
   if (is_dim(b) && int_operand(a, &k)) return dim_derive(as_dim(b), DimOp::kMul, k, nullptr, "dimtorch.Dim.__rmul__()");
   if (PyErr_Occurred()) return nullptr;

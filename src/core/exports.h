@@ -12,6 +12,7 @@ bool export_dim(PyObject* module);  // dim.cpp: Dim
 bool export_tensor(PyObject* module);  // tensor.cpp: Tensor
 bool export_ops_elementwise(PyObject* module);  // ops_elementwise.cpp: elementwise ops and Tensor operators
 bool export_dim_math(PyObject* module);  // dim_math.cpp: dimtorch.ceildiv (Dim operators: install_dim_math_slots)
+bool export_dim_binding(PyObject* module);  // dim_binding.cpp: binding a declared dim's lengths, Dim's RETURNN attributes
 bool export_mask(PyObject* module);  // mask.cpp: masks of dims, Tensor.copy_masked
 bool export_ops_reduce(PyObject* module);  // ops_reduce.cpp: reductions, moments, softmax, log_softmax
 bool export_ops_dropout(PyObject* module);  // ops_dropout.cpp: dropout

@@ -25,6 +25,9 @@ struct MaskEntry {
   Py_ssize_t size;
   PyObject* device;  // strong ref
   PyObject* raw;     // strong ref
+  /* Weak ref to the Tensor Dim.get_mask last made of this raw (kMask), or NULL: get_mask gives the
+     same Tensor while it lives. Weak, as its dims hold the dim whose cache this is. */
+  PyObject* tensor_ref;
 };
 
 struct MaskCache {
@@ -40,6 +43,7 @@ constexpr size_t kMaxEntries = 16;  // layouts seen per dim are few; old ones ar
 void release(MaskEntry& e) {
   Py_CLEAR(e.device);
   Py_CLEAR(e.raw);
+  Py_CLEAR(e.tensor_ref);
 }
 
 }  // namespace
@@ -213,7 +217,7 @@ PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, in
      entry meanwhile, which then wins (one entry per layout, the same raw for every caller). */
   hit = find_raw(d, kind, pos, npos, ndim, size, device);
   if (hit || PyErr_Occurred()) return hit;
-  MaskEntry e{kind, ndim, npos, {}, size, Py_NewRef(device), Py_NewRef(raw.get())};
+  MaskEntry e{kind, ndim, npos, {}, size, Py_NewRef(device), Py_NewRef(raw.get()), nullptr};
   std::memcpy(e.pos, pos, npos);
   MaskEntry evicted{};
   try {
@@ -232,6 +236,43 @@ PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, in
   }
   release(evicted);  // may run code (a tensor's death): only once the cache is consistent
   return raw.release();
+}
+
+namespace {
+
+/// The cache entry holding `raw` (compared by identity), or NULL.
+MaskEntry* entry_of_raw(DimObject* d, PyObject* raw) {
+  if (!d->masks) return nullptr;
+  for (MaskEntry& e : d->masks->entries)
+    if (e.raw == raw) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+PyObject* dim_cached_mask_tensor(DimObject* d, const signed char* pos, int ndim, Py_ssize_t size,
+                                 PyObject* device, PyObject* order, const Py_ssize_t* sizes) {
+  Ref raw(dim_cached_raw(d, MaskKind::kMask, pos, ndim, size, device));
+  if (!raw) return nullptr;
+  MaskEntry* e = entry_of_raw(d, raw.get());
+  if (e && e->tensor_ref) {
+    PyObject* t = PyWeakref_GET_OBJECT(e->tensor_ref);
+    if (t != Py_None && Py_REFCNT(t) > 0 && is_tensor(t) && same_dims(as_tensor(t)->dims, order))
+      return Py_NewRef(t);
+  }
+  PyObject* r = raw.get();
+  PyObject* t = tensor_make(raw.release(), order, sizes, nullptr, nullptr);
+  if (!t) return nullptr;
+  tensor_freeze(t);  // handed out more than once: nobody may change it
+  PyObject* w = PyWeakref_NewRef(t, nullptr);
+  if (!w) {
+    Py_DECREF(t);
+    return nullptr;
+  }
+  e = entry_of_raw(d, r);  // (found again: making the Tensor may have run code that changed the cache)
+  if (e) Py_XSETREF(e->tensor_ref, w);
+  else Py_DECREF(w);
+  return t;
 }
 
 bool masked_by_reduction(TensorObject* x, int i, const bool* reduced) {
@@ -369,7 +410,50 @@ PyObject* f_dim_cached_raw(PyObject*, PyObject* args) {
   return dim_cached_raw(as_dim(dim), static_cast<MaskKind>(kind), pos, ndim, size, device);
 }
 
+/// _dim_cached_mask(dim, pos, order, device): Dim.get_mask's Tensor over `order` (a tuple holding
+/// the lengths' dims and dim, whose axes in it are `pos`), the same while it lives.
+PyObject* f_dim_cached_mask(PyObject*, PyObject* args) {
+  PyObject *dim, *pos_seq, *order, *device;
+  if (!PyArg_ParseTuple(args, "O!OO!O:_dim_cached_mask", &DimType, &dim, &pos_seq, &PyTuple_Type, &order,
+                        &device))
+    return nullptr;
+  DimObject* d = as_dim(dim);
+  PyObject* lengths = dim_dyn_size(d);
+  if (!lengths) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError, "dimtorch._dim_cached_mask(): dim %s has no lengths", describe_dim(dim).c_str());
+    return nullptr;
+  }
+  TensorObject* lt = as_tensor(lengths);
+  Py_ssize_t n = PyTuple_GET_SIZE(order), k = tensor_ndim(lt);
+  Ref pos_t(PySequence_Tuple(pos_seq));
+  if (!pos_t) return nullptr;
+  if (n > kMaxDims || PyTuple_GET_SIZE(pos_t.get()) != k + 1 || n != k + 1) {
+    PyErr_SetString(PyExc_ValueError, "dimtorch._dim_cached_mask(): order must hold the lengths' dims and the dim");
+    return nullptr;
+  }
+  Py_ssize_t max_len = dim_max_size(d);
+  if (max_len < 0) return nullptr;  // (a dim with lengths has a max, or an error is set)
+  signed char pos[kMaxDims + 1];
+  Py_ssize_t sizes[kMaxDims + 1];
+  for (Py_ssize_t i = 0; i <= k; ++i) {
+    long p = PyLong_AsLong(PyTuple_GET_ITEM(pos_t.get(), i));
+    if (p == -1 && PyErr_Occurred()) return nullptr;
+    PyObject* expected = i < k ? PyTuple_GET_ITEM(lt->dims, i) : dim;
+    if (p < 0 || p >= n || PyTuple_GET_ITEM(order, p) != expected) {
+      PyErr_SetString(PyExc_ValueError, "dimtorch._dim_cached_mask(): bad positions");
+      return nullptr;
+    }
+    pos[i] = static_cast<signed char>(p);
+    sizes[p] = i < k ? lt->sizes[i] : max_len;
+  }
+  return dim_cached_mask_tensor(d, pos, static_cast<int>(n), max_len, device, order, sizes);
+}
+
 PyMethodDef kFunctions[] = {
+    {"_dim_cached_mask", DIMTORCH_OP(f_dim_cached_mask), METH_VARARGS,
+     "_dim_cached_mask(dim, pos, order, device): Dim.get_mask's Tensor over `order`, cached (the same "
+     "Tensor while it lives)."},
     {"_dim_cached_raw", DIMTORCH_OP(f_dim_cached_raw), METH_VARARGS,
      "_dim_cached_raw(kind, dim, pos, ndim, size, device): cached mask (kind 0), clamped "
      "lengths (kind 1) or lengths (kind 2) raw of a dynamic dim; see src/core/mask.h."},

@@ -15,6 +15,11 @@ enum class MaskKind : int { kMask = 0, kCount = 1, kLengths = 2 };
 PyObject* dim_cached_raw(DimObject* d, MaskKind kind, const signed char* pos, int ndim,
                          Py_ssize_t size, PyObject* device);
 
+/// Dim.get_mask's Tensor: the kMask raw of this layout over `order` (a tuple of ndim dims, raw
+/// sizes `sizes`), the same Tensor object while it lives (weakly cached beside the raw), frozen.
+PyObject* dim_cached_mask_tensor(DimObject* d, const signed char* pos, int ndim, Py_ssize_t size,
+                                 PyObject* device, PyObject* order, const Py_ssize_t* sizes);
+
 /// Axes in `dims` of d's lengths dims (pos[0..k)), and of d itself at pos[k] when `with_self`.
 /// False with a ValueError naming `caller` when `dims` lacks one of them.
 bool lengths_positions(DimObject* d, PyObject* dims, bool with_self, signed char* pos, int* k,

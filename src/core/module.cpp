@@ -14,7 +14,7 @@ using namespace dimtorch;
    carries the module itself and the functions that are not per-op. */
 NB_MODULE(_C, m) {
   if (!backend::init() || !export_definitions(m.ptr()) || !export_property(m.ptr()) || !export_dim(m.ptr()) || !export_tensor(m.ptr()) ||
-      !export_ops_elementwise(m.ptr()) || !export_dim_math(m.ptr()) || !export_mask(m.ptr()) ||
+      !export_ops_elementwise(m.ptr()) || !export_dim_math(m.ptr()) || !export_dim_binding(m.ptr()) || !export_mask(m.ptr()) ||
       !export_ops_reduce(m.ptr()) || !export_ops_dropout(m.ptr()) || !export_ops_normalization(m.ptr()) ||
       !export_ops_matmul(m.ptr()) || !export_creation(m.ptr()) ||
       !export_ops_shape(m.ptr()) || !export_ops_reshape(m.ptr()) ||

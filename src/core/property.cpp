@@ -16,21 +16,35 @@ namespace {
 
 struct PropertyObject {
   PyObject_HEAD
+  PyTypeObject* owner;   // Tensor or Dim: the getter and setter read its fields
   getter get;            // the C getter (eager)
+  setter set;            // the C setter (eager), or NULL: read-only
   PyObject* name;        // str
   PyObject* definition;  // Python fget (traced), or NULL until set
+  PyObject* set_definition;  // Python fset (traced), or NULL
 };
 
 PyTypeObject PropertyType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-PyObject* property_get(PyObject* self, PyObject* obj, PyObject*) {
-  if (!obj || obj == Py_None) return Py_NewRef(self);
-  return reinterpret_cast<PropertyObject*>(self)->get(obj, nullptr);
+/// Whether `obj` is of the property's type (its C functions read that type's fields); else a TypeError.
+bool owner_check(PropertyObject* p, PyObject* obj) {
+  if (PyObject_TypeCheck(obj, p->owner)) return true;  // (exact type first; rf.Parameter is a Tensor subclass)
+  PyErr_Format(PyExc_TypeError, "%s.%U: expected a %s, got %.80s", p->owner->tp_name, p->name, p->owner->tp_name,
+               Py_TYPE(obj)->tp_name);
+  return false;
 }
 
-int property_set(PyObject* self, PyObject*, PyObject*) {
-  PyErr_Format(PyExc_AttributeError, "dimtorch: attribute '%U' is read-only",
-               reinterpret_cast<PropertyObject*>(self)->name);
+PyObject* property_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (!obj || obj == Py_None) return Py_NewRef(self);
+  PropertyObject* p = reinterpret_cast<PropertyObject*>(self);
+  return owner_check(p, obj) ? p->get(obj, nullptr) : nullptr;
+}
+
+int property_set(PyObject* self, PyObject* obj, PyObject* value) {
+  PropertyObject* p = reinterpret_cast<PropertyObject*>(self);
+  if (!owner_check(p, obj)) return -1;
+  if (p->set) return p->set(obj, value, nullptr);
+  PyErr_Format(PyExc_AttributeError, "dimtorch: attribute '%U' is read-only", p->name);
   return -1;
 }
 
@@ -38,6 +52,7 @@ void property_dealloc(PyObject* self) {
   PropertyObject* p = reinterpret_cast<PropertyObject*>(self);
   Py_XDECREF(p->name);
   Py_XDECREF(p->definition);
+  Py_XDECREF(p->set_definition);
   Py_TYPE(self)->tp_free(self);
 }
 
@@ -58,6 +73,18 @@ int set_definition(PyObject* self, PyObject* value, void*) {
   Py_XSETREF(reinterpret_cast<PropertyObject*>(self)->definition, Py_NewRef(value));
   return 0;
 }
+PyObject* get_set_definition(PyObject* self, void*) {
+  PyObject* d = reinterpret_cast<PropertyObject*>(self)->set_definition;
+  return Py_NewRef(d ? d : Py_None);
+}
+int set_set_definition(PyObject* self, PyObject* value, void*) {
+  if (!value || !PyCallable_Check(value)) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch: a property's set definition must be callable");
+    return -1;
+  }
+  Py_XSETREF(reinterpret_cast<PropertyObject*>(self)->set_definition, Py_NewRef(value));
+  return 0;
+}
 PyObject* get_doc(PyObject* self, void*) {
   PyObject* d = reinterpret_cast<PropertyObject*>(self)->definition;
   return d ? PyObject_GetAttrString(d, "__doc__") : Py_NewRef(Py_None);
@@ -66,6 +93,8 @@ PyObject* get_doc(PyObject* self, void*) {
 PyGetSetDef property_getset[] = {
     {"definition", get_definition, set_definition, "The Python definition (traced by torch.compile).",
      nullptr},
+    {"set_definition", get_set_definition, set_set_definition,
+     "The Python definition of assignment (traced by torch.compile), or None: read-only.", nullptr},
     {"__doc__", get_doc, nullptr, nullptr, nullptr},
     {nullptr}};
 
@@ -80,9 +109,12 @@ bool make_traceable_properties(PyTypeObject* type, const char* const* names) {
     }
     PropertyObject* p = PyObject_New(PropertyObject, &PropertyType);
     if (!p) return false;
+    p->owner = type;
     p->get = reinterpret_cast<PyGetSetDescrObject*>(descr)->d_getset->get;
+    p->set = reinterpret_cast<PyGetSetDescrObject*>(descr)->d_getset->set;
     p->name = PyUnicode_FromString(*n);
     p->definition = nullptr;
+    p->set_definition = nullptr;
     int r = p->name ? PyDict_SetItemString(type->tp_dict, *n, reinterpret_cast<PyObject*>(p)) : -1;
     Py_DECREF(p);
     if (r < 0) return false;

@@ -1,6 +1,7 @@
 // The native Tensor type: checked construction, properties, transposes and aligned raw views.
 #include "core/tensor.h"
 
+#include "core/args.h"
 #include "core/backend.h"
 #include "core/definitions.h"
 #include "core/dim.h"
@@ -80,6 +81,7 @@ PyObject* tensor_make(PyObject* raw, PyObject* dims, const Py_ssize_t* sizes, Py
   t->feature_dim = feature_dim;
   t->name = nullptr;
   t->weakreflist = nullptr;
+  t->template_dtype = nullptr;
   t->sizes = t->inline_sizes;
   t->flags = backend::is_plain_raw(raw) ? kComplete | kPlain : kComplete;
   for (Py_ssize_t i = 0; i < n; ++i) t->sizes[i] = sizes[i];
@@ -263,15 +265,27 @@ PyObject* tensor_alloc(PyTypeObject* type, Py_ssize_t nitems) {
   return o;
 }
 
+/// RETURNN's form of the constructor, Tensor(name, dims=, dtype=, *, sparse_dim=, feature_dim=,
+/// feature_dim_axis=, raw_tensor=): a str first, or no positional argument and no `raw` keyword.
+/// The Python definition makes it (a template while it has no raw_tensor).
+bool rf_form(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (nargs > 0) return PyUnicode_Check(args[0]);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; ++i)
+    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "raw") == 0) return false;
+  return nkw > 0;
+}
+
 /* A traced raw (make_fx, torch.export: FakeTensor, symbolic sizes) is checked by the Python
    definition of the constructor, whose comparisons of symbolic sizes become guards there; it sets
-   the fields through the setters below. */
+   the fields through the setters below. RETURNN's form (rf_form) is made there too; it may leave
+   a template (dims without a raw). */
 PyObject* construct_by_definition(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   Ref self(tensor_alloc(&TensorType, 0));
   if (!self) return nullptr;
   Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
-  PyObject* stack[8];
-  if (total + 1 > 8) {
+  PyObject* stack[16];
+  if (total + 1 > 16) {
     PyErr_Format(PyExc_TypeError, "%s: too many arguments", kCtor);
     return nullptr;
   }
@@ -279,7 +293,7 @@ PyObject* construct_by_definition(PyObject* const* args, Py_ssize_t nargs, PyObj
   for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
   Ref r(call_definition("Tensor.__init__", stack, nargs + 1, kwnames));
   if (!r) return nullptr;
-  if (!is_tensor(self.get())) {
+  if (!is_tensor(self.get()) && !is_template(self.get())) {
     PyErr_Format(PyExc_RuntimeError, "%s: the definition left the Tensor incomplete", kCtor);
     return nullptr;
   }
@@ -288,6 +302,9 @@ PyObject* construct_by_definition(PyObject* const* args, Py_ssize_t nargs, PyObj
 
 PyObject* tensor_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs == 0 || PyUnicode_Check(args[0])) {
+    if (rf_form(args, nargs, kwnames)) return construct_by_definition(args, nargs, kwnames);
+  }
   PyObject* v[5];
   if (!ctor_args(args, nargs, kwnames, v)) return nullptr;
   if (v[0] && backend::is_raw(v[0]) && !backend::is_plain_raw(v[0]))
@@ -310,7 +327,7 @@ void take_fields(TensorObject* self, TensorObject* from, Py_ssize_t* heap_sizes)
 }
 
 bool any_field_set(TensorObject* t) {
-  return t->raw || t->dims || t->sparse_dim || t->feature_dim || t->name;
+  return t->raw || t->dims || t->sparse_dim || t->feature_dim || t->name || t->template_dtype;
 }
 
 /// Tensor.__init__ for an object made by object.__new__(Tensor) (the constructor itself does not
@@ -324,9 +341,9 @@ int tensor_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   // tuple + dict -> vectorcall arguments
   Py_ssize_t nargs = PyTuple_GET_SIZE(args);
   Ref kwnames(kwargs && PyDict_GET_SIZE(kwargs) ? PyTuple_New(PyDict_GET_SIZE(kwargs)) : nullptr);
-  PyObject* stack[8];
+  PyObject* stack[16];
   Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames.get()) : 0);
-  if (total > 7) {
+  if (total > 15) {
     PyErr_Format(PyExc_TypeError, "%s: too many arguments", kCtor);
     return -1;
   }
@@ -339,6 +356,10 @@ int tensor_init(PyObject* self, PyObject* args, PyObject* kwargs) {
       PyTuple_SET_ITEM(kwnames.get(), i, Py_NewRef(key));
       stack[1 + nargs + i++] = value;
     }
+  }
+  if (rf_form(stack + 1, nargs, kwnames.get())) {
+    Ref r(call_definition("Tensor.__init__", stack, nargs + 1, kwnames.get()));
+    return r ? 0 : -1;
   }
   PyObject* v[5];
   if (!ctor_args(stack + 1, nargs, kwnames.get(), v)) return -1;
@@ -384,13 +405,23 @@ void tensor_dealloc(PyObject* self) {
      dims tuple of its own size; a tuple of Dims cannot form a cycle through a Tensor by itself. */
   Py_CLEAR(t->dims);
   Py_CLEAR(t->name);
+  Py_CLEAR(t->template_dtype);
   if (t->sizes != t->inline_sizes) PyMem_Free(t->sizes);
-  --g_live_tensors;
+  if (Py_IS_TYPE(self, &TensorType)) --g_live_tensors;  // (a subclass's instances are not counted: tensor_alloc is Tensor's own)
   PyObject_GC_Del(self);
 }
 
 PyObject* tensor_repr(PyObject* self) {
   TensorObject* t = as_tensor(self);
+  if (is_template(self)) {
+    std::string s = "Tensor{";
+    if (t->name) s += "'" + to_std_string(t->name) + "', ";
+    s += "dims=(" + describe_dims(t->dims, nullptr) + ")";
+    if (t->template_dtype) s += ", dtype='" + to_std_string(t->template_dtype) + "'";
+    if (t->sparse_dim) s += ", sparse_dim=" + describe_dim(t->sparse_dim);
+    if (t->feature_dim) s += ", feature_dim=" + describe_dim(t->feature_dim);
+    return PyUnicode_FromString((s + ", template}").c_str());
+  }
   if (!(t->flags & kComplete)) return PyUnicode_FromString("Tensor{<not initialized>}");
   std::string s = "Tensor{";
   if (t->name) s += "'" + to_std_string(t->name) + "', ";
@@ -406,10 +437,25 @@ PyObject* tensor_repr(PyObject* self) {
   return PyUnicode_FromString(s.c_str());
 }
 
+/// "dimtorch.Tensor: 'x' is a template ..." for a Tensor with dims but no raw, else "not initialized".
+PyObject* incomplete_error(TensorObject* t, PyObject* exc) {
+  if (t->dims && !t->raw && !(t->flags & kComplete)) {
+    std::string name = t->name ? "'" + to_std_string(t->name) + "' " : std::string();
+    PyErr_Format(exc,
+                 "dimtorch.Tensor: %sis a template without a raw (dims: %s); assign its raw_tensor "
+                 "first",
+                 name.c_str(), describe_dims(t->dims, nullptr).c_str());
+  } else {
+    PyErr_SetString(exc, "dimtorch.Tensor: not initialized");
+  }
+  return nullptr;
+}
+
 PyObject* raw_or_error(TensorObject* t) {
-  if (!t->raw)
-    PyErr_SetString(PyExc_RuntimeError, t->flags & kComplete ? "dimtorch.Tensor: raw was cleared"
-                                                              : "dimtorch.Tensor: not initialized");
+  if (!t->raw) {
+    if (t->flags & kComplete) PyErr_SetString(PyExc_RuntimeError, "dimtorch.Tensor: raw was cleared");
+    else incomplete_error(t, PyExc_RuntimeError);
+  }
   return t->raw;
 }
 
@@ -427,10 +473,11 @@ PyObject* get_dims(PyObject* self, void*) {
 }
 bool check_complete(PyObject* self) {
   if (as_tensor(self)->flags & kComplete) return true;
-  PyErr_SetString(PyExc_AttributeError, "dimtorch.Tensor: not initialized");
+  incomplete_error(as_tensor(self), PyExc_AttributeError);
   return false;
 }
 PyObject* get_ndim(PyObject* self, void*) {
+  if (is_template(self)) return PyLong_FromSsize_t(PyTuple_GET_SIZE(as_tensor(self)->dims));
   return check_complete(self) ? PyLong_FromSsize_t(Py_SIZE(self)) : nullptr;
 }
 PyObject* get_shape(PyObject* self, void*) {
@@ -450,8 +497,10 @@ PyObject* get_shape(PyObject* self, void*) {
   return r;
 }
 PyObject* get_dtype(PyObject* self, void*) {
+  TensorObject* t = as_tensor(self);
+  if (is_template(self) && t->template_dtype) return Py_NewRef(t->template_dtype);
   if (!check_complete(self)) return nullptr;
-  PyObject* raw = raw_or_error(as_tensor(self));
+  PyObject* raw = raw_or_error(t);
   if (!raw) return nullptr;
   PyObject* n = backend::raw_dtype_name(raw);
   return n ? Py_NewRef(n) : nullptr;
@@ -478,12 +527,62 @@ PyObject* get_name(PyObject* self, void*) {
   return Py_NewRef(n ? n : Py_None);
 }
 
-/* Setters: a Tensor's fields are set once. The constructor sets them all at once; a Tensor made by
-   object.__new__(Tensor) (torch.compile replays a Tensor made in a graph that way) gets them one by
-   one, and becomes complete, checked as the constructor checks, when raw and dims are both set. */
+/* Setters. raw and dims are set once: the constructor sets them at once; a Tensor made by
+   object.__new__(Tensor) (torch.compile replays a Tensor made in a graph that way) gets them one
+   by one, and becomes complete, checked as the constructor checks, when raw and dims are both set.
+   The markers (sparse_dim, feature_dim, name) and raw_tensor may change later, as RETURNN code
+   changes them on a fresh copy, except on a frozen Tensor (kFrozen): one that dimtorch caches and
+   hands out more than once. */
 int read_only(const char* name) {
   PyErr_Format(PyExc_AttributeError, "dimtorch.Tensor: attribute '%s' is read-only", name);
   return -1;
+}
+int frozen_error(const char* name) {
+  PyErr_Format(PyExc_AttributeError,
+               "dimtorch.Tensor.%s = ...: this Tensor is frozen: dimtorch caches it and hands it out "
+               "more than once (a dim's lengths, Dim.get_mask()'s result, a module's parameter); "
+               "copy() it first (a dim's new lengths: dim.dyn_size_ext = Tensor(...))",
+               name);
+  return -1;
+}
+
+/// Stores `sizes` (n of them) in t, in the storage it has when that holds n (its inline sizes, or
+/// the heap array of an earlier completion), else in a new heap array. False when out of memory.
+bool store_sizes(TensorObject* t, const Py_ssize_t* sizes, Py_ssize_t n) {
+  if (!t->sizes || Py_SIZE(t) != n) {
+    Py_ssize_t* heap = PyMem_New(Py_ssize_t, n > 0 ? n : 1);
+    if (!heap) {
+      PyErr_NoMemory();
+      return false;
+    }
+    if (t->sizes && t->sizes != t->inline_sizes) PyMem_Free(t->sizes);
+    t->sizes = heap;
+    Py_SET_SIZE(t, n);
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) t->sizes[i] = sizes[i];
+  return true;
+}
+
+/// The flags of a Tensor completed with `raw` and `sizes` (-1: symbolic), keeping kFrozen.
+unsigned char complete_flags(TensorObject* t, PyObject* raw, const Py_ssize_t* sizes, Py_ssize_t n) {
+  unsigned char flags = kComplete | (t->flags & kFrozen);
+  if (!backend::is_plain_raw(raw)) return flags;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (sizes[i] < 0) return flags;
+  return flags | kPlain;
+}
+
+/// Whether `raw`'s dtype is the one a template declared; false with a ValueError naming `caller`.
+bool check_template_dtype(TensorObject* t, PyObject* raw, const char* caller) {
+  if (!t->template_dtype) return true;
+  PyObject* dtype = backend::raw_dtype_name(raw);
+  if (!dtype) return false;
+  int same = PyUnicode_Compare(dtype, t->template_dtype) == 0;
+  if (same) return true;
+  if (PyErr_Occurred()) return false;
+  PyErr_Format(PyExc_ValueError, "%s: the Tensor has dtype '%U' but the raw has dtype '%U' (dims: %s)",
+               caller, t->template_dtype, dtype, describe_dims(t->dims, nullptr).c_str());
+  return false;
 }
 
 /// Makes t complete once raw and dims are set; on a failed check the field just set is undone.
@@ -493,26 +592,18 @@ int complete_if_ready(TensorObject* t, PyObject** just_set) {
   Py_ssize_t sizes[kMaxDims];
   PyObject *sparse = t->sparse_dim, *feature = t->feature_dim, *name = t->name;
   if (!check_raw_dims(t->raw, t->dims, caller, sizes) ||
-      !check_markers(t->dims, &sparse, &feature, &name, caller)) {
+      !check_markers(t->dims, &sparse, &feature, &name, caller) ||
+      !check_template_dtype(t, t->raw, caller)) {
     Py_CLEAR(*just_set);
     return -1;
   }
   Py_ssize_t n = PyTuple_GET_SIZE(t->dims);
-  Py_ssize_t* heap = PyMem_New(Py_ssize_t, n > 0 ? n : 1);
-  if (!heap) {
+  if (!store_sizes(t, sizes, n)) {
     Py_CLEAR(*just_set);
-    PyErr_NoMemory();
     return -1;
   }
-  for (Py_ssize_t i = 0; i < n; ++i) heap[i] = sizes[i];
-  t->sizes = heap;
-  Py_SET_SIZE(t, n);
-  t->flags = kComplete;
-  if (backend::is_plain_raw(t->raw)) {
-    t->flags |= kPlain;
-    for (Py_ssize_t i = 0; i < n; ++i)
-      if (sizes[i] < 0) t->flags = kComplete;
-  }
+  t->flags = complete_flags(t, t->raw, sizes, n);
+  Py_CLEAR(t->template_dtype);
   return 0;
 }
 
@@ -535,15 +626,116 @@ int set_dims(PyObject* self, PyObject* value, void*) {
   t->dims = dims;
   return complete_if_ready(t, &t->dims);
 }
-/// sparse_dim, feature_dim, name: once, before the Tensor is complete (checked on completion);
-/// None is no change.
+
+/* raw_tensor (RETURNN's name): the raw, or None for a template. Assigning a raw checks it against
+   the dims as the constructor does (and against the dtype: the template's, or the old raw's);
+   assigning None makes the Tensor a template again (ops refuse it until it has a raw). */
+PyObject* get_raw_tensor(PyObject* self, void*) {
+  TensorObject* t = as_tensor(self);
+  if (t->raw) return Py_NewRef(t->raw);
+  if (t->dims || !(t->flags & kComplete)) Py_RETURN_NONE;
+  return raw_or_error(t);
+}
+int set_raw_tensor(PyObject* self, PyObject* value, void*) {
+  static const char* caller = "dimtorch.Tensor.raw_tensor = ...";
+  TensorObject* t = as_tensor(self);
+  if (!value) return read_only("raw_tensor");
+  if (t->flags & kFrozen) return frozen_error("raw_tensor");
+  if (!t->dims) {
+    PyErr_Format(PyExc_AttributeError, "%s: the Tensor has no dims yet", caller);
+    return -1;
+  }
+  if (value == Py_None) {
+    if (!t->raw) return 0;
+    PyObject* dtype = backend::raw_dtype_name(t->raw);
+    if (!dtype) return -1;
+    Py_XSETREF(t->template_dtype, Py_NewRef(dtype));
+    t->flags &= kFrozen;  // a template: no C++ path takes it as a Tensor
+    Py_CLEAR(t->raw);
+    return 0;
+  }
+  if (!backend::is_raw(value)) {
+    PyErr_Format(PyExc_TypeError, "%s: raw must be a torch.Tensor or None, got %.80s", caller,
+                 Py_TYPE(value)->tp_name);
+    return -1;
+  }
+  Py_ssize_t sizes[kMaxDims];
+  if (!check_raw_dims(value, t->dims, caller, sizes)) return -1;
+  if (t->raw && !t->template_dtype) {  // the dtype stays the old raw's
+    PyObject* dtype = backend::raw_dtype_name(t->raw);
+    if (!dtype) return -1;
+    t->template_dtype = Py_NewRef(dtype);
+    bool ok = check_template_dtype(t, value, caller);
+    Py_CLEAR(t->template_dtype);
+    if (!ok) return -1;
+  } else if (!check_template_dtype(t, value, caller)) {
+    return -1;
+  }
+  if (t->feature_dim && dims_index(t->dims, t->feature_dim) < 0) {  // (set on an incomplete Tensor)
+    PyErr_Format(PyExc_ValueError, "%s: feature_dim %s is not one of the dims (%s)", caller,
+                 describe_dim(t->feature_dim).c_str(), describe_dims(t->dims, nullptr).c_str());
+    return -1;
+  }
+  Py_ssize_t n = PyTuple_GET_SIZE(t->dims);
+  if (!store_sizes(t, sizes, n)) return -1;
+  t->flags = complete_flags(t, value, sizes, n);
+  Py_CLEAR(t->template_dtype);
+  Py_XSETREF(t->raw, Py_NewRef(value));
+  return 0;
+}
+
+/// The dtype a template declares (set by RETURNN's form of the constructor, and copy_template).
+PyObject* get_template_dtype(PyObject* self, void*) {
+  PyObject* d = as_tensor(self)->template_dtype;
+  return Py_NewRef(d ? d : Py_None);
+}
+int set_template_dtype(PyObject* self, PyObject* value, void*) {
+  TensorObject* t = as_tensor(self);
+  if (!value || t->raw) return read_only("_template_dtype");
+  if (value != Py_None && !PyUnicode_Check(value)) {
+    PyErr_Format(PyExc_TypeError, "dimtorch.Tensor: a template's dtype must be a str, got %.80s",
+                 Py_TYPE(value)->tp_name);
+    return -1;
+  }
+  Py_XSETREF(t->template_dtype, value == Py_None ? nullptr : Py_NewRef(value));
+  return 0;
+}
+
+PyObject* get_frozen(PyObject* self, void*) { return PyBool_FromLong(as_tensor(self)->flags & kFrozen); }
+int set_frozen(PyObject* self, PyObject* value, void*) {
+  int on = value ? PyObject_IsTrue(value) : 0;
+  if (on < 0) return -1;
+  if (!on) {
+    PyErr_SetString(PyExc_AttributeError,
+                    "dimtorch.Tensor._frozen: a frozen Tensor stays frozen; copy() it for one you may change");
+    return -1;
+  }
+  tensor_freeze(self);
+  return 0;
+}
+
+/// sparse_dim, feature_dim, name: changeable (None clears), except on a frozen Tensor. On a Tensor
+/// with dims, a feature_dim must be one of them (else it is checked on completion).
 int set_marker(PyObject* self, PyObject* value, PyObject** field, const char* name) {
   TensorObject* t = as_tensor(self);
   if (!value) return read_only(name);
   if (value == Py_None && !*field) return 0;
-  if (t->flags & kComplete || *field) return read_only(name);
-  *field = Py_NewRef(value);
-  return complete_if_ready(t, field);
+  if (t->flags & kFrozen) return frozen_error(name);
+  if (value != Py_None) {
+    bool is_name = field == &t->name;
+    if (is_name ? !PyUnicode_Check(value) : !is_dim(value)) {
+      PyErr_Format(PyExc_TypeError, "dimtorch.Tensor.%s = ...: expected %s or None, got %.80s", name,
+                   is_name ? "a str" : "a Dim", Py_TYPE(value)->tp_name);
+      return -1;
+    }
+    if (field == &t->feature_dim && t->dims && dims_index(t->dims, value) < 0) {
+      PyErr_Format(PyExc_ValueError, "dimtorch.Tensor.feature_dim = ...: %s is not one of the dims (%s)",
+                   describe_dim(value).c_str(), describe_dims(t->dims, nullptr).c_str());
+      return -1;
+    }
+  }
+  Py_XSETREF(*field, value == Py_None ? nullptr : Py_NewRef(value));
+  return 0;
 }
 int set_sparse_dim(PyObject* self, PyObject* value, void*) {
   return set_marker(self, value, &as_tensor(self)->sparse_dim, "sparse_dim");
@@ -563,25 +755,42 @@ PyGetSetDef tensor_getset[] = {
     {"dtype", get_dtype, nullptr, "dtype name, e.g. 'float32'.", nullptr},
     {"device", get_device, nullptr, "torch.device of the raw.", nullptr},
     {"requires_grad", get_requires_grad, nullptr, "raw.requires_grad.", nullptr},
-    {"sparse_dim", get_sparse_dim, set_sparse_dim, "Vocabulary dim of class-index tensors, or None.",
+    {"sparse_dim", get_sparse_dim, set_sparse_dim,
+     "Vocabulary dim of class-index tensors, or None (assignable, except on a frozen Tensor).", nullptr},
+    {"feature_dim", get_feature_dim, set_feature_dim,
+     "Marked feature dim, or None (assignable, except on a frozen Tensor).", nullptr},
+    {"name", get_name, set_name, "Name, or None (assignable, except on a frozen Tensor).", nullptr},
+    {"raw_tensor", get_raw_tensor, set_raw_tensor,
+     "RETURNN's name of the raw: None for a template; assigning checks the raw against the dims and "
+     "dtype (None makes a template).",
      nullptr},
-    {"feature_dim", get_feature_dim, set_feature_dim, "Marked feature dim, or None.", nullptr},
-    {"name", get_name, set_name, "Name given at construction, or None.", nullptr},
+    {"_template_dtype", get_template_dtype, set_template_dtype,
+     "The dtype a template (a Tensor without raw) declares, or None.", nullptr},
+    {"_frozen", get_frozen, set_frozen,
+     "Whether the Tensor refuses assignments to raw_tensor and its markers (set True to freeze).",
+     nullptr},
     {nullptr}};
 
-PyObject* m_copy(PyObject* self, PyObject*) {
-  if (!check_complete(self)) return nullptr;
+PyObject* m_copy(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"name"};
+  PyObject* v[1];
+  if (!parse_args(args, nargs, kwnames, names, 1, 1, 0, v, "dimtorch.Tensor.copy()")) return nullptr;
+  if (v[0] == Py_None) v[0] = nullptr;
+  if (!(as_tensor(self)->flags & kComplete) || (v[0] && !PyUnicode_Check(v[0])))
+    return call_method_definition("Tensor.copy", self, args, nargs, kwnames);
   TensorObject* t = as_tensor(self);
   PyObject* raw = raw_or_error(t);
   if (!raw) return nullptr;
   Py_INCREF(raw);
   PyObject* r = tensor_make(raw, t->dims, t->sizes, t->sparse_dim, t->feature_dim);
-  if (r && t->name) as_tensor(r)->name = Py_NewRef(t->name);
+  PyObject* name = v[0] ? v[0] : t->name;
+  if (r && name) as_tensor(r)->name = Py_NewRef(name);
   return r;
 }
+PyObject* m_copy_noargs(PyObject* self, PyObject*) { return m_copy(self, nullptr, 0, nullptr); }
 
 PyObject* m_reduce(PyObject* self, PyObject*) {
-  if (!check_complete(self)) return nullptr;
+  if (!is_template(self) && !check_complete(self)) return nullptr;
   return call_definition("Tensor.__reduce__", &self, 1, nullptr);
 }
 
@@ -594,6 +803,7 @@ PyObject* method_definition(const char* name, PyObject* self, PyObject* arg) {
 }
 
 PyObject* m_deepcopy(PyObject* self, PyObject* memo) {
+  if (is_template(self)) return call_method_definition("Tensor.copy", self, nullptr, 0, nullptr);
   if (!check_complete(self)) return nullptr;
   TensorObject* t = as_tensor(self);
   PyObject* raw = raw_or_error(t);
@@ -651,6 +861,14 @@ PyObject* m_raw_aligned(PyObject* self, PyObject* arg) {
   return tensor_raw_aligned(t, target.get(), caller);
 }
 
+/// Whether `arg` is a list or tuple holding an int (RETURNN's axes by position: the definition's).
+bool holds_int(PyObject* arg) {
+  if (!PyList_Check(arg) && !PyTuple_Check(arg)) return false;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(arg); ++i)
+    if (PyLong_Check(PySequence_Fast_GET_ITEM(arg, i))) return true;
+  return false;
+}
+
 PyObject* m_copy_transpose(PyObject* self, PyObject* arg) {
   static const char* caller = "dimtorch.Tensor.copy_transpose()";
   if (!check_complete(self)) return nullptr;
@@ -658,7 +876,11 @@ PyObject* m_copy_transpose(PyObject* self, PyObject* arg) {
   TensorObject* t = as_tensor(self);
   if (!raw_or_error(t)) return nullptr;
   Ref target(dims_arg_to_tuple(arg, caller, "dims"));
-  if (!target) return nullptr;
+  if (!target) {
+    if (!holds_int(arg)) return nullptr;
+    PyErr_Clear();  // RETURNN's axes by position: the definition's
+    return method_definition("Tensor.copy_transpose", self, arg);
+  }
   Py_ssize_t n = PyTuple_GET_SIZE(target.get());
   if (n != tensor_ndim(t)) {
     PyErr_Format(PyExc_ValueError, "%s: dims must be a permutation of the tensor's dims (%s), got (%s)",
@@ -677,11 +899,38 @@ PyObject* m_copy_transpose(PyObject* self, PyObject* arg) {
   return r;
 }
 
-PyObject* m_remaining_dims(PyObject* self, PyObject* arg) {
+/// Whether `arg` is a list or tuple holding None.
+bool holds_none(PyObject* arg) {
+  if (!PyList_Check(arg) && !PyTuple_Check(arg)) return false;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(arg); ++i)
+    if (PySequence_Fast_GET_ITEM(arg, i) == Py_None) return true;
+  return false;
+}
+
+/* remaining_dims(remove=None): a list, as RETURNN gives it (code appends to it); None in `remove`
+   (RETURNN code passes a feature_dim that may be None) and remove=None remove nothing. */
+PyObject* m_remaining_dims(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* caller = "dimtorch.Tensor.remaining_dims()";
-  if (!check_complete(self)) return nullptr;
+  static const char* const names[] = {"remove"};
+  PyObject* v[1];
+  if (!parse_args(args, nargs, kwnames, names, 1, 1, 0, v, caller)) return nullptr;
   TensorObject* t = as_tensor(self);
-  Ref remove(dims_arg_to_tuple(arg, caller, "remove"));
+  if (!t->dims && !check_complete(self)) return nullptr;
+  PyObject* arg = v[0] ? v[0] : Py_None;
+  Ref remove;
+  if (arg == Py_None) {
+    remove = Ref(PyTuple_New(0));
+  } else if (holds_none(arg)) {
+    Ref kept(PyList_New(0));
+    if (!kept) return nullptr;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(arg); ++i) {
+      PyObject* d = PySequence_Fast_GET_ITEM(arg, i);
+      if (d != Py_None && PyList_Append(kept.get(), d) < 0) return nullptr;
+    }
+    remove = Ref(dims_arg_to_tuple(kept.get(), caller, "remove"));
+  } else {
+    remove = Ref(dims_arg_to_tuple(arg, caller, "remove"));
+  }
   if (!remove) return nullptr;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(remove.get()); ++i) {
     PyObject* d = PyTuple_GET_ITEM(remove.get(), i);
@@ -694,20 +943,20 @@ PyObject* m_remaining_dims(PyObject* self, PyObject* arg) {
     }
   }
   // The kept dims counted first: `remove` may name a dim twice, so its length is not what goes.
-  Py_ssize_t n = tensor_ndim(t), kept = 0, k = 0;
+  Py_ssize_t n = PyTuple_GET_SIZE(t->dims), kept = 0, k = 0;
   for (Py_ssize_t j = 0; j < n; ++j) kept += dims_index(remove.get(), PyTuple_GET_ITEM(t->dims, j)) < 0;
-  Ref out(PyTuple_New(kept));
+  Ref out(PyList_New(kept));
   if (!out) return nullptr;
   for (Py_ssize_t j = 0; j < n; ++j) {
     PyObject* d = PyTuple_GET_ITEM(t->dims, j);
     if (dims_index(remove.get(), d) >= 0) continue;
-    PyTuple_SET_ITEM(out.get(), k++, Py_NewRef(d));
+    PyList_SET_ITEM(out.get(), k++, Py_NewRef(d));
   }
   return out.release();
 }
 
 PyObject* m_get_axis(PyObject* self, PyObject* arg) {
-  if (!check_complete(self)) return nullptr;
+  if (!is_template(self) && !check_complete(self)) return nullptr;
   TensorObject* t = as_tensor(self);
   if (!is_dim(arg)) {
     PyErr_Format(PyExc_TypeError, "dimtorch.Tensor.get_axis(): expected a Dim, got %.80s",
@@ -725,9 +974,33 @@ PyObject* m_get_axis(PyObject* self, PyObject* arg) {
   return PyLong_FromLong(i);
 }
 
+/// Tensor.__init_subclass__: a subclass may add behaviour but no fields (`__slots__ = ()`): its
+/// instances must have Tensor's layout, which the core reads (and whose item count a Tensor made
+/// by object.__new__ changes when it is completed, which would move an instance dict).
+PyObject* m_init_subclass(PyObject* cls, PyObject* args, PyObject* kwargs) {
+  if ((args && PyTuple_GET_SIZE(args)) || (kwargs && PyDict_GET_SIZE(kwargs))) {
+    PyErr_SetString(PyExc_TypeError, "dimtorch.Tensor.__init_subclass__() takes no arguments");
+    return nullptr;
+  }
+  PyTypeObject* t = reinterpret_cast<PyTypeObject*>(cls);
+  if (t->tp_dictoffset != 0 || t->tp_basicsize != TensorType.tp_basicsize ||
+      t->tp_itemsize != TensorType.tp_itemsize) {
+    PyErr_Format(PyExc_TypeError,
+                 "dimtorch.Tensor subclass %.100s must add no fields: declare __slots__ = () (keep "
+                 "per-object data elsewhere, e.g. on the raw)", t->tp_name);
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef tensor_methods[] = {
-    {"copy", m_copy, METH_NOARGS, "A new Tensor sharing the raw and metadata."},
-    {"__copy__", m_copy, METH_NOARGS, nullptr},
+    {"__init_subclass__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_init_subclass)),
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, nullptr},
+        {"copy", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_copy)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "copy(name=None): a new Tensor sharing the raw and metadata (a template's copy is a template); "
+     "`name` replaces the name."},
+    {"__copy__", m_copy_noargs, METH_NOARGS, nullptr},
     {"__deepcopy__", m_deepcopy, METH_O, nullptr},
     {"__reduce__", m_reduce, METH_NOARGS, "Pickled as (raw, dims, sparse_dim, feature_dim, name)."},
     {"copy_transpose", m_copy_transpose, METH_O,
@@ -736,8 +1009,10 @@ PyMethodDef tensor_methods[] = {
     {"raw_aligned", m_raw_aligned, METH_O,
      "raw_aligned(dims): raw view with axes in `dims` order and size-1 axes for dims the tensor "
      "lacks. Every dim of the tensor must be in `dims`."},
-    {"remaining_dims", m_remaining_dims, METH_O,
-     "remaining_dims(remove): self.dims without `remove` (a Dim or sequence of Dims)."},
+    {"remaining_dims", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_remaining_dims)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "remaining_dims(remove=None): a list of self.dims without `remove` (a Dim or sequence of Dims; "
+     "None entries are skipped)."},
     {"get_axis", m_get_axis, METH_O, "get_axis(dim): raw axis index of `dim`."},
     {"copy_masked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(tensor_copy_masked)),
      METH_FASTCALL | METH_KEYWORDS,
@@ -790,7 +1065,9 @@ bool export_tensor(PyObject* module) {
   TensorType.tp_name = "dimtorch.Tensor";
   TensorType.tp_basicsize = offsetof(TensorObject, inline_sizes);
   TensorType.tp_itemsize = sizeof(Py_ssize_t);
-  TensorType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  /* BASETYPE: Python subclasses with `__slots__ = ()` (no fields of their own), e.g. dimtorch.rf's
+     Parameter, which is a Tensor as in RETURNN frontend; is_tensor() takes them. */
+  TensorType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE;
   TensorType.tp_doc =
       "Tensor(raw, dims, *, sparse_dim=None, feature_dim=None, name=None)\n\nA torch.Tensor with "
       "one Dim per raw axis. Construction checks the raw shape against the dims.";
@@ -818,7 +1095,8 @@ bool export_tensor(PyObject* module) {
      None makes it return NotImplemented, so our reflected slot raises a clear TypeError. */
   if (PyDict_SetItemString(TensorType.tp_dict, "__array_ufunc__", Py_None) < 0) return false;
   if (PyDict_DelItemString(TensorType.tp_dict, "__new__") < 0) return false;
-  static const char* const derived[] = {"ndim", "shape", "dtype", "device", "requires_grad", nullptr};
+  static const char* const derived[] = {"ndim", "shape", "dtype", "device", "requires_grad", "raw_tensor",
+                                       nullptr};
   if (!make_traceable_properties(&TensorType, derived)) return false;
   PyType_Modified(&TensorType);
   TensorType.tp_vectorcall = tensor_vectorcall;

@@ -77,16 +77,25 @@ PyObject* concat_index(DimObject* canonical, PyObject* const* args, Py_ssize_t n
   return Py_XNewRef(PyDict_SetDefault(canonical->cache, key.get(), expanded.get()));
 }
 
-/// concat((x, dim_x), (y, dim_y), ..., out_dim=None): the fast path takes tensors whose other dims
-/// are the same, in the same order and sizes, and concat dims that are static (one torch.cat) or
-/// have lengths (one cat with a zero frame and one gather by the cached index; out_dim not given).
+/// concat((x, dim_x), (y, dim_y), ..., allow_broadcast=False, out_dim=None, handle_dynamic_dims=None):
+/// the fast path takes tensors whose other dims are the same, in the same order and sizes, and concat
+/// dims that are static (one torch.cat) or have lengths (one cat with a zero frame and one gather by the
+/// cached index; out_dim not given); allow_broadcast False and handle_dynamic_dims None or True.
 PyObject* f_concat(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   PyObject* out_dim = nullptr;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  if (nkw > 1 || (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out_dim")))
-    return concat_fallback(args, nargsf, kwnames);
-  if (nkw == 1 && args[nargs] != Py_None) out_dim = args[nargs];
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    PyObject* value = args[nargs + k];
+    if (PyUnicode_CompareWithASCIIString(key, "out_dim") == 0) {
+      if (value != Py_None) out_dim = value;
+    } else if (!(PyUnicode_CompareWithASCIIString(key, "allow_broadcast") == 0 && value == Py_False) &&
+               !(PyUnicode_CompareWithASCIIString(key, "handle_dynamic_dims") == 0 &&
+                 (value == Py_None || value == Py_True))) {
+      return concat_fallback(args, nargsf, kwnames);
+    }
+  }
   if (nargs < 1 || nargs > kMaxDims) return concat_fallback(args, nargsf, kwnames);
   TensorObject* first = nullptr;
   int axis = -1;

@@ -1,5 +1,7 @@
 // Creation from dims: zeros, ones, full. The shape comes from the dims (static sizes, max lengths)
 // and the result needs no checks, so the whole call is one torch call plus the Tensor.
+#include <utility>
+
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"
@@ -16,16 +18,28 @@ enum class Fill { kZeros, kOnes, kFull };
 PyObject* g_kw_dtype_device = nullptr;  // ("dtype", "device")
 PyObject* g_kw_dtype = nullptr;
 PyObject* g_kw_device = nullptr;
+/* The device new tensors go to when a call gives none (NULL: torch's default), set by
+   dimtorch._core.default_device (RETURNN frontend's rf.set_default_device), which keeps the Python
+   definitions' copy of it. */
+PyObject* g_default_device = nullptr;
 
+/// constant(fill_value, *, dims, ...) is full with RETURNN frontend's order: fill_value first.
 PyObject* create(Fill kind, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-                 const char* caller) {
+                 const char* caller, bool value_first = false) {
   static const char* const names[] = {"dims", "dtype", "device", "sparse_dim", "feature_dim"};
   static const char* const full_names[] = {"dims", "fill_value", "dtype", "device", "sparse_dim",
                                            "feature_dim"};
+  static const char* const constant_names[] = {"fill_value", "dims", "dtype", "device", "sparse_dim",
+                                               "feature_dim"};
   PyObject* v[6] = {};
   PyObject* fill = nullptr;
   if (kind == Fill::kFull) {
-    if (!parse_args(args, nargs, kwnames, full_names, 6, 2, 2, v, caller)) return nullptr;
+    if (value_first) {
+      if (!parse_args(args, nargs, kwnames, constant_names, 6, 1, 2, v, caller)) return nullptr;
+      std::swap(v[0], v[1]);
+    } else if (!parse_args(args, nargs, kwnames, full_names, 6, 2, 2, v, caller)) {
+      return nullptr;
+    }
     fill = v[1];
     for (int i = 1; i < 5; ++i) v[i] = v[i + 1];
   } else if (!parse_args(args, nargs, kwnames, names, 5, 1, 1, v, caller)) {
@@ -75,7 +89,7 @@ PyObject* create(Fill kind, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   // dtype None: torch's default dtype (float32 unless changed), as torch.zeros does.
   PyObject* dtype = v[1] && v[1] != Py_None ? backend::dtype_from(v[1], caller) : nullptr;
   if (!dtype && PyErr_Occurred()) return nullptr;
-  PyObject* device = v[2] && v[2] != Py_None ? v[2] : nullptr;
+  PyObject* device = v[2] && v[2] != Py_None ? v[2] : g_default_device;
   /* zeros/ones take the sizes as separate ints, which torch parses ~0.5 us faster than one tuple
      (full takes the tuple only). */
   PyObject* call[kMaxDims + 3];
@@ -111,10 +125,22 @@ PyObject* f_ones(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
 PyObject* f_full(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return create(Fill::kFull, args, nargs, kwnames, "dimtorch.full()");
 }
+PyObject* f_constant(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return create(Fill::kFull, args, nargs, kwnames, "dimtorch.constant()", true);
+}
+
+/// _set_default_device(device or None): see g_default_device.
+PyObject* f_set_default_device(PyObject*, PyObject* device) {
+  Py_XSETREF(g_default_device, device == Py_None ? nullptr : Py_NewRef(device));
+  Py_RETURN_NONE;
+}
 
 #define FASTCALL(fn) DIMTORCH_OP(fn), \
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
+    {"_set_default_device", DIMTORCH_OP(f_set_default_device), METH_O,
+     "_set_default_device(device): where zeros/ones/full put a new tensor when the call gives no device "
+     "(None: torch's default); set through dimtorch._core.default_device."},
     {"zeros", FASTCALL(f_zeros),
      "zeros(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): zeros over "
      "`dims` (max sizes of dynamic dims); dtype None is torch's default dtype."},
@@ -122,6 +148,9 @@ PyMethodDef kFunctions[] = {
                                "feature_dim=None): ones over `dims`."},
     {"full", FASTCALL(f_full),
      "full(dims, fill_value, *, dtype=None, device=None, sparse_dim=None, feature_dim=None)."},
+    {"constant", FASTCALL(f_constant),
+     "constant(fill_value, *, dims, dtype=None, device=None, sparse_dim=None, feature_dim=None): full with "
+     "RETURNN frontend's order (fill_value first, dims by keyword)."},
     {nullptr}};
 #undef FASTCALL
 

@@ -3,6 +3,8 @@
 // hand-written PyTorch would make.
 #include "ops/elementwise.h"
 
+#include <utility>
+
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/definitions.h"
@@ -79,6 +81,7 @@ PyObject* raw_binary(Bin k, PyObject* a, PyObject* b) {
 }
 
 PyObject* bad_operand(PyObject* o, const char* caller) {
+  if (is_template(o)) return need_tensor(o, "an operand", caller);  // (a template: says so)
   if (backend::is_raw(o))
     PyErr_Format(PyExc_TypeError,
                  "%s: operand is a raw torch.Tensor of shape %S; wrap it with its dims: "
@@ -94,7 +97,7 @@ PyObject* bad_operand(PyObject* o, const char* caller) {
 
 /// Error for an argument that must be a Tensor (a Python scalar is no help there).
 PyObject* not_a_tensor(PyObject* o, const char* caller) {
-  if (backend::is_raw(o)) return bad_operand(o, caller);
+  if (backend::is_raw(o) || is_template(o)) return bad_operand(o, caller);
   PyErr_Format(PyExc_TypeError, "%s: expected a dimtorch.Tensor, got %.100s", caller,
                Py_TYPE(o)->tp_name);
   return nullptr;
@@ -249,7 +252,7 @@ namespace {
    type dict: Tensor.__add__(a, b), or Tensor.__radd__(b, a) when the Tensor is on the right. */
 PyObject* slot_definition(const char* name, const char* rname, PyObject* a, PyObject* b) {
   PyObject* args[2] = {a, b};
-  if (Py_IS_TYPE(a, &TensorType)) return call_definition(name, args, 2, nullptr);
+  if (is_tensor_type(a)) return call_definition(name, args, 2, nullptr);
   PyObject* reflected[2] = {b, a};
   return call_definition(rname, reflected, 2, nullptr);
 }
@@ -356,12 +359,16 @@ bool lookup_kind(const KindName (&table)[N], PyObject* kind, Bin* out, const cha
   return false;
 }
 
+/// combine(a, b, kind) or RETURNN frontend's order combine(a, kind, b): the str is the kind (a and b
+/// are Tensors or numbers). dim_order goes to the definition.
 template <size_t N>
 PyObject* combine_like(const KindName (&table)[N], PyObject* const* args, Py_ssize_t nargs,
-                       PyObject* kwnames, const char* caller) {
-  static const char* const names[] = {"a", "b", "kind", "allow_broadcast_all_sources"};
-  PyObject* v[4];
-  if (!parse_args(args, nargs, kwnames, names, 4, 3, 3, v, caller)) return nullptr;
+                       PyObject* kwnames, const char* caller, const char* op) {
+  static const char* const names[] = {"a", "b", "kind", "allow_broadcast_all_sources", "dim_order"};
+  PyObject* v[5];
+  if (!parse_args(args, nargs, kwnames, names, 5, 3, 3, v, caller, 3)) return nullptr;
+  if (v[4] && v[4] != Py_None) return call_definition(op, args, nargs, kwnames);
+  if (PyUnicode_Check(v[1]) && !PyUnicode_Check(v[2])) std::swap(v[1], v[2]);
   Bin k;
   if (!lookup_kind(table, v[2], &k, caller)) return nullptr;
   int allow = flag_arg(v[3], 0, caller, "allow_broadcast_all_sources");
@@ -370,10 +377,10 @@ PyObject* combine_like(const KindName (&table)[N], PyObject* const* args, Py_ssi
 }
 
 PyObject* f_combine(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  return combine_like(kCombineKinds, args, nargs, kwnames, "dimtorch.combine()");
+  return combine_like(kCombineKinds, args, nargs, kwnames, "dimtorch.combine()", "combine");
 }
 PyObject* f_compare(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  return combine_like(kCompareKinds, args, nargs, kwnames, "dimtorch.compare()");
+  return combine_like(kCompareKinds, args, nargs, kwnames, "dimtorch.compare()", "compare");
 }
 
 template <Bin K>
@@ -386,6 +393,8 @@ PyObject* f_binary(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
                        : K == Bin::kLogAddExp          ? "dimtorch.log_add_exp()"
                                                        : "dimtorch.logical_or()";
   PyObject* v[3];
+  if ((K == Bin::kMaximum || K == Bin::kMinimum) && PyVectorcall_NARGS(nargs) > 2)  // rf's *other_tensors
+    return call_definition(K == Bin::kMaximum ? "maximum" : "minimum", args, nargs, kwnames);
   if (!parse_args(args, nargs, kwnames, names, 3, 2, 2, v, caller)) return nullptr;
   int allow = flag_arg(v[2], 0, caller, "allow_broadcast_all_sources");
   if (allow < 0) return nullptr;
@@ -397,7 +406,7 @@ PyObject* f_where(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   static const char* const names[] = {"condition", "true_value", "false_value",
                                       "allow_broadcast_all_sources"};
   PyObject* v[4];
-  if (!parse_args(args, nargs, kwnames, names, 4, 3, 3, v, caller)) return nullptr;
+  if (!parse_args(args, nargs, kwnames, names, 4, 3, 3, v, caller, 3)) return nullptr;
   int allow = flag_arg(v[3], 0, caller, "allow_broadcast_all_sources");
   if (allow < 0) return nullptr;
   if (!is_tensor(v[0])) {
@@ -487,7 +496,7 @@ PyObject* f_cast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   static const char* caller = "dimtorch.cast()";
   static const char* const names[] = {"x", "dtype"};
   PyObject* v[2];
-  if (!parse_args(args, nargs, kwnames, names, 2, 2, 2, v, caller)) return nullptr;
+  if (!parse_args(args, nargs, kwnames, names, 2, 2, 2, v, caller, 1)) return nullptr;
   if (!is_tensor(v[0])) return not_a_tensor(v[0], caller);
   TensorObject* t = as_tensor(v[0]);
   if (!t->raw) return cleared_raw(caller);
@@ -525,16 +534,18 @@ using Unaries = decltype(make_unary_table(std::make_integer_sequence<int, backen
 #define FASTCALL(fn) DIMTORCH_OP(fn)
 PyMethodDef kFunctions[] = {
     {"combine", FASTCALL(f_combine), METH_FASTCALL | METH_KEYWORDS,
-     "combine(a, b, kind, *, allow_broadcast_all_sources=False): elementwise a <kind> b aligned by "
-     "dims. kind: add, sub, mul, truediv, floordiv, mod, pow, maximum, minimum, logical_and, "
+     "combine(a, b, kind, /, *, allow_broadcast_all_sources=None, dim_order=None): elementwise a <kind> b "
+     "aligned by dims (RETURNN frontend's order a, kind, b works too). "
+     "kind: add, sub, mul, truediv, floordiv, mod, pow, maximum, minimum, logical_and, "
      "logical_or, bitwise_and/or/xor, squared_difference, logaddexp (or the operator symbol)."},
     {"compare", FASTCALL(f_compare), METH_FASTCALL | METH_KEYWORDS,
-     "compare(a, b, kind, *, allow_broadcast_all_sources=False): bool Tensor. kind: equal, "
+     "compare(a, b, kind, /, *, allow_broadcast_all_sources=None, dim_order=None): bool Tensor (RETURNN "
+     "frontend's order a, kind, b works too). kind: equal, "
      "not_equal, less, less_equal, greater, greater_equal (or ==, !=, <, <=, >, >=)."},
     {"maximum", FASTCALL(f_binary<Bin::kMaximum>), METH_FASTCALL | METH_KEYWORDS,
-     "maximum(a, b): elementwise maximum, aligned by dims."},
+     "maximum(a, b, *other_tensors): elementwise maximum, aligned by dims."},
     {"minimum", FASTCALL(f_binary<Bin::kMinimum>), METH_FASTCALL | METH_KEYWORDS,
-     "minimum(a, b): elementwise minimum, aligned by dims."},
+     "minimum(a, b, *other_tensors): elementwise minimum, aligned by dims."},
     {"logical_and", FASTCALL(f_binary<Bin::kLogicalAnd>), METH_FASTCALL | METH_KEYWORDS,
      "logical_and(a, b)"},
     {"logical_or", FASTCALL(f_binary<Bin::kLogicalOr>), METH_FASTCALL | METH_KEYWORDS,
@@ -544,7 +555,7 @@ PyMethodDef kFunctions[] = {
     {"log_add_exp", FASTCALL(f_binary<Bin::kLogAddExp>), METH_FASTCALL | METH_KEYWORDS,
      "log_add_exp(a, b): log(exp(a) + exp(b)) elementwise, stable (torch.logaddexp), aligned by dims."},
     {"where", FASTCALL(f_where), METH_FASTCALL | METH_KEYWORDS,
-     "where(condition, true_value, false_value, *, allow_broadcast_all_sources=False): values "
+     "where(condition, true_value, false_value, /, *, allow_broadcast_all_sources=False): values "
      "may be Tensors or Python scalars."},
     {"clip", FASTCALL(f_clip), METH_FASTCALL | METH_KEYWORDS,
      "clip(x, min=None, max=None): torch.clamp with bounds aligned by dims."},
@@ -552,7 +563,7 @@ PyMethodDef kFunctions[] = {
      "lerp(start, end, weight, *, allow_broadcast_all_sources=False) -> tensor: see "
      "dimtorch.ops.elementwise.lerp."},
     {"cast", FASTCALL(f_cast), METH_FASTCALL | METH_KEYWORDS,
-     "cast(x, dtype): x with the raw converted to dtype (name or torch.dtype)."},
+     "cast(x, /, dtype): x with the raw converted to dtype (name or torch.dtype)."},
     {nullptr}};
 #undef FASTCALL
 

@@ -87,9 +87,13 @@ PyObject* gather_batched(TensorObject* x, int a, TensorObject* idx, bool* fall_b
 PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "indices", "axis", "clip_to_valid"};
   PyObject* v[4];
-  if (!parse_args(args, nargs, kwnames, names, 4, 1, 3, v, "dimtorch.gather()") || (v[3] && v[3] != Py_False)) {
+  if (!parse_args(args, nargs, kwnames, names, 4, 1, 2, v, "dimtorch.gather()", 1) || (v[3] && v[3] != Py_False)) {
     PyErr_Clear();
     return gather_fallback(args, nargs, kwnames);
+  }
+  if (!v[2] || v[2] == Py_None) {  // axis: the indices' sparse_dim (RETURNN frontend's default)
+    if (!is_tensor(v[1]) || !as_tensor(v[1])->sparse_dim) return gather_fallback(args, nargs, kwnames);
+    v[2] = as_tensor(v[1])->sparse_dim;
   }
   if (PyLong_CheckExact(v[1]) && is_tensor(v[0]) && as_tensor(v[0])->raw && is_dim(v[2])) {
     int a = dims_index(as_tensor(v[0])->dims, v[2]);
@@ -101,7 +105,7 @@ PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
     return gather_fallback(args, nargs, kwnames);
   TensorObject* x = as_tensor(v[0]);
   TensorObject* idx = as_tensor(v[1]);
-  if (!x->raw || !idx->raw || idx->sparse_dim != v[2] || tensor_ndim(idx) + 1 > kMaxDims)
+  if (!x->raw || !idx->raw || (idx->sparse_dim && idx->sparse_dim != v[2]) || tensor_ndim(idx) + 1 > kMaxDims)
     return gather_fallback(args, nargs, kwnames);
   PyObject* idx_dtype = backend::raw_dtype_name(idx->raw);
   if (!idx_dtype) return nullptr;
@@ -137,7 +141,7 @@ PyObject* f_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
 PyMethodDef kFunctions[] = {
     {"gather", DIMTORCH_OP(f_gather),
      METH_FASTCALL | METH_KEYWORDS,
-     "gather(x, *, indices, axis, clip_to_valid=False): see dimtorch.ops.gather.gather; an embedding lookup (x over "
+     "gather(x, /, *, indices, axis=None, clip_to_valid=False): see dimtorch.ops.gather.gather; an embedding lookup (x over "
      "(axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new "
      "dim, the others x's) one torch.gather in x's layout."},
     {nullptr}};

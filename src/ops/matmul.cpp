@@ -314,12 +314,15 @@ PyObject* masked_for_reduce(TensorObject* t, const signed char* reduce_axes, int
     }
     axes[k++] = reduce_axes[j];
   }
+  if (k == 0) return Py_NewRef(t->raw);  // no padding to zero (static reduce dims): the raw as it is
   Ref zero(PyLong_FromLong(0));
   return masked_raw(t, axes, k, zero.get(), nullptr, caller);
 }
 
+/// matmul(a, b, reduce, use_mask=True) and dot: reduce=[] (no contraction: an outer product, or a
+/// product of all dims) goes to the definition, as does a call on other keywords.
 PyObject* matmul_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-                      const char* caller) {
+                      const char* caller, const char* op) {
   static const char* const names[] = {"a", "b", "reduce", "use_mask"};
   PyObject* v[4];
   if (!parse_args(args, nargs, kwnames, names, 4, 4, 3, v, caller)) return nullptr;
@@ -333,7 +336,8 @@ PyObject* matmul_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames
   TensorObject* b = as_tensor(v[1]);
   Ref reduce(dims_arg_to_tuple(v[2], caller, "reduce"));
   if (!reduce) return nullptr;
-  int use_mask = flag_arg(v[3], 0, caller, "use_mask");
+  if (PyTuple_GET_SIZE(reduce.get()) == 0) return call_definition(op, args, nargs, kwnames);
+  int use_mask = flag_arg(v[3], 1, caller, "use_mask");
   if (use_mask < 0) return nullptr;
   MatmulPlan* p = get_plan(a, b, reduce.get(), caller);
   if (!p) return nullptr;
@@ -378,10 +382,10 @@ PyObject* matmul_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames
 }
 
 PyObject* f_matmul(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  return matmul_impl(args, nargs, kwnames, "dimtorch.matmul()");
+  return matmul_impl(args, nargs, kwnames, "dimtorch.matmul()", "matmul");
 }
 PyObject* f_dot(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  return matmul_impl(args, nargs, kwnames, "dimtorch.dot()");
+  return matmul_impl(args, nargs, kwnames, "dimtorch.dot()", "dot");
 }
 
 bool check_same_size(TensorObject* a, int ia, TensorObject* b, int ib, const char* an,
@@ -466,10 +470,10 @@ PyObject* f_linear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
     {"matmul", FASTCALL(f_matmul),
-     "matmul(a, b, reduce, use_mask=False): contracts the dim(s) `reduce`; dims in both and not "
+     "matmul(a, b, reduce, use_mask=True): contracts the dim(s) `reduce`; dims in both and not "
      "reduced are batch dims. Result dims: common, then a's rest, then b's rest. use_mask zeroes "
-     "the padding of dynamic reduced dims first."},
-    {"dot", FASTCALL(f_dot), "dot(a, b, reduce, use_mask=False): same as matmul."},
+     "the padding of dynamic reduced dims first. reduce=[]: the product over all dims."},
+    {"dot", FASTCALL(f_dot), "dot(a, b, reduce, use_mask=True): same as matmul."},
     {"linear", FASTCALL(f_linear),
      "linear(x, weight, bias=None): x contracted with weight over their shared (input) dim, plus "
      "bias over the output dim; F.linear when weight is (out, in)."},

@@ -29,12 +29,12 @@ DIMTORCH_PYTHON_FALLBACK(pack_fallback, "pack_padded")
 /// (dimtorch.ops.packing._valid_index, from host lengths) and its size are cached on the dynamic
 /// dim per sizes of `dims`, places of the lengths' dims and device.
 PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"x", "dims", "out_dim"};
+  static const char* const names[] = {"x", "dims", "out_dim", "enforce_sorted"};
   static PyObject* tag = nullptr;
   static PyObject* pack_name = nullptr;
   const char* caller = "dimtorch.pack_padded()";
-  PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, caller)) {
+  PyObject* v[4];
+  if (!parse_args(args, nargs, kwnames, names, 4, 1, 2, v, caller, 1) || (v[3] && v[3] != Py_False)) {
     PyErr_Clear();
     return pack_fallback(args, nargs, kwnames);
   }
@@ -128,7 +128,7 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
 
 PyMethodDef kFunctions[] = {
     {"pack_padded", FASTCALL_KW(f_pack_padded),
-     "pack_padded(x, *, dims, out_dim=None) -> (tensor, pack_dim): see dimtorch.ops.packing.pack_padded."},
+     "pack_padded(x, /, *, dims, enforce_sorted=False, out_dim=None) -> (tensor, pack_dim): see dimtorch.ops.packing.pack_padded."},
     {nullptr}};
 
 #undef FASTCALL_KW

@@ -29,18 +29,20 @@ bool pad_amount(PyObject* o, Py_ssize_t* out) {
   return *out >= 0;
 }
 
-/// pad(x, *, axes, padding, value=0, mode="constant"): the fast path is constant padding of one
-/// static or dynamic dim by (left, right), not both 0, with a Python number as value.
+/// pad(x, /, *, axes, padding, out_dims=None, mode="constant", value=None, handle_dynamic_dims=None):
+/// the fast path is constant padding of one static or dynamic dim by (left, right), not both 0, with
+/// a Python number (or None) as value, no out_dims and handle_dynamic_dims None or True.
 PyObject* f_pad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"x", "axes", "padding", "value", "mode"};
-  PyObject* v[5];
-  if (!parse_args(args, nargs, kwnames, names, 5, 1, 3, v, "dimtorch.pad()")) {
+  static const char* const names[] = {"x", "axes", "padding", "value", "mode", "out_dims", "handle_dynamic_dims"};
+  PyObject* v[7];
+  if (!parse_args(args, nargs, kwnames, names, 7, 1, 3, v, "dimtorch.pad()", 1)) {
     PyErr_Clear();
     return pad_fallback(args, nargs, kwnames);
   }
-  PyObject* value = v[3] ? v[3] : backend::T.zero;
+  PyObject* value = v[3] && v[3] != Py_None ? v[3] : backend::T.zero;
   if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !(PyFloat_CheckExact(value) || PyLong_CheckExact(value)) ||
-      (v[4] && (!PyUnicode_Check(v[4]) || PyUnicode_CompareWithASCIIString(v[4], "constant") != 0)))
+      (v[4] && (!PyUnicode_Check(v[4]) || PyUnicode_CompareWithASCIIString(v[4], "constant") != 0)) ||
+      (v[5] && v[5] != Py_None) || (v[6] && v[6] != Py_None && v[6] != Py_True))
     return pad_fallback(args, nargs, kwnames);
   PyObject* d = v[1];
   if (PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 1) d = PyTuple_GET_ITEM(d, 0);
@@ -112,15 +114,17 @@ PyObject* f_pad(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kw
   PyObject* feature = x->feature_dim != d ? x->feature_dim : nullptr;
   Ref t(tensor_make(raw.release(), out_dims.get(), sizes, x->sparse_dim, feature));
   if (!t) return nullptr;
-  Ref out_tuple(PyTuple_Pack(1, out_dim.get()));
-  if (!out_tuple) return nullptr;
-  return PyTuple_Pack(2, t.get(), out_tuple.get());
+  Ref out_list(PyList_New(1));  // RETURNN frontend's convention: a list of out dims
+  if (!out_list) return nullptr;
+  PyList_SET_ITEM(out_list.get(), 0, out_dim.release());
+  return PyTuple_Pack(2, t.get(), out_list.get());
 }
 
 PyMethodDef kFunctions[] = {
     {"pad", DIMTORCH_OP(f_pad),
      METH_FASTCALL | METH_KEYWORDS,
-     "pad(x, *, axes, padding, value=0, mode='constant') -> (tensor, out_dims): see "
+     "pad(x, /, *, axes, padding, out_dims=None, mode='constant', value=None, handle_dynamic_dims=None) "
+     "-> (tensor, [out_dim, ...]): see "
      "dimtorch.ops.pad.pad; constant padding of one dim is one constant_pad_nd here (and one where "
      "with the cached mask for a dynamic dim)."},
     {nullptr}};

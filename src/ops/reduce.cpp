@@ -227,7 +227,7 @@ bool prepare_reduction(PyObject* const* args, Py_ssize_t nargs, PyObject* kwname
                        const char* caller, Reduction* r) {
   static const char* const names[] = {"x", "axis", "use_mask"};
   PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return false;
+  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller, 1)) return false;
   if (!is_tensor(v[0]) || !as_tensor(v[0])->raw) {
     PyErr_Format(PyExc_TypeError, "%s: x must be a dimtorch.Tensor, got %.80s", caller,
                  Py_TYPE(v[0])->tp_name);
@@ -411,7 +411,7 @@ PyObject* softmax_like(bool log, PyObject* const* args, Py_ssize_t nargs, PyObje
                        const char* caller) {
   static const char* const names[] = {"x", "axis", "use_mask"};
   PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller)) return nullptr;
+  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller, 1)) return nullptr;
   if (!need_tensor(v[0], "x", caller)) return nullptr;
   TensorObject* x = as_tensor(v[0]);
   if (!is_dim(v[1])) {
@@ -477,29 +477,29 @@ PyObject* f_log_softmax(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
                      METH_FASTCALL | METH_KEYWORDS
 PyMethodDef kFunctions[] = {
     {"moments", FASTCALL(f_moments),
-     "moments(x, axis, use_mask=True) -> (mean, variance) over the dim(s) `axis`; the variance is "
+     "moments(x, /, axis, use_mask=True) -> (mean, variance) over the dim(s) `axis`; the variance is "
      "biased (as in layer and batch norm); padding of dynamic dims is excluded and gets no "
      "gradient; an empty sequence gives 0 and 0."},
     {"reduce_sum", FASTCALL(f_sum),
-     "reduce_sum(x, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."},
+     "reduce_sum(x, /, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."},
     {"reduce_mean", FASTCALL(f_mean),
-     "reduce_mean(x, axis, use_mask=True): mean over `axis`, dividing by the lengths of dynamic "
+     "reduce_mean(x, /, axis, use_mask=True): mean over `axis`, dividing by the lengths of dynamic "
      "dims (an empty sequence gives 0)."},
-    {"reduce_max", FASTCALL(f_max), "reduce_max(x, axis, use_mask=True): max; padding never wins."},
-    {"reduce_min", FASTCALL(f_min), "reduce_min(x, axis, use_mask=True): min; padding never wins."},
+    {"reduce_max", FASTCALL(f_max), "reduce_max(x, /, axis, use_mask=True): max; padding never wins."},
+    {"reduce_min", FASTCALL(f_min), "reduce_min(x, /, axis, use_mask=True): min; padding never wins."},
     {"reduce_logsumexp", FASTCALL(f_logsumexp),
-     "reduce_logsumexp(x, axis, use_mask=True): log-sum-exp; padding ignored."},
-    {"reduce_any", FASTCALL(f_any), "reduce_any(x, axis, use_mask=True): bool any; padding False."},
-    {"reduce_all", FASTCALL(f_all), "reduce_all(x, axis, use_mask=True): bool all; padding True."},
+     "reduce_logsumexp(x, /, axis, use_mask=True): log-sum-exp; padding ignored."},
+    {"reduce_any", FASTCALL(f_any), "reduce_any(x, /, axis, use_mask=True): bool any; padding False."},
+    {"reduce_all", FASTCALL(f_all), "reduce_all(x, /, axis, use_mask=True): bool all; padding True."},
     {"reduce_argmax", FASTCALL(f_argmax),
-     "reduce_argmax(x, axis, use_mask=True): int64 index along `axis` (its sparse_dim); never "
+     "reduce_argmax(x, /, axis, use_mask=True): int64 index along `axis` (its sparse_dim); never "
      "padding."},
     {"reduce_argmin", FASTCALL(f_argmin),
-     "reduce_argmin(x, axis, use_mask=True): int64 index along `axis`; never padding."},
+     "reduce_argmin(x, /, axis, use_mask=True): int64 index along `axis`; never padding."},
     {"softmax", FASTCALL(f_softmax),
-     "softmax(x, axis, use_mask=True): softmax over the dim `axis`; padding gets probability 0."},
+     "softmax(x, /, axis, use_mask=True): softmax over the dim `axis`; padding gets probability 0."},
     {"log_softmax", FASTCALL(f_log_softmax),
-     "log_softmax(x, axis, use_mask=True): log-softmax over `axis`; padding gets -inf."},
+     "log_softmax(x, /, axis, use_mask=True): log-softmax over `axis`; padding gets -inf."},
     {nullptr}};
 #undef FASTCALL
 

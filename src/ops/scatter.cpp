@@ -104,7 +104,7 @@ PyObject* f_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   static const char* const names[] = {"x", "indices", "indices_dim", "out_dim"};
   const char* caller = "dimtorch.scatter()";
   PyObject* v[4];
-  if (!parse_args(args, nargs, kwnames, names, 4, 1, 3, v, caller)) {
+  if (!parse_args(args, nargs, kwnames, names, 4, 1, 3, v, caller, 1)) {
     PyErr_Clear();
     return scatter_fallback(args, nargs, kwnames);
   }
@@ -148,7 +148,7 @@ PyObject* f_scatter_count(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
 
 PyMethodDef kFunctions[] = {
     {"scatter", FASTCALL_KW(f_scatter),
-     "scatter(x, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: "
+     "scatter(x, /, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: "
      "see dimtorch.ops.scatter.scatter."},
     {"scatter_count", FASTCALL_KW(f_scatter_count),
      "scatter_count(*, indices, indices_dim, out_dim=None, fill_value=None) -> tensor: "

@@ -50,7 +50,7 @@ PyObject* f_merged_dim(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "dims", "out_dim"};
   PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, "dimtorch.merge_dims()") ||
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, "dimtorch.merge_dims()", 1) ||
       !is_tensor(v[0]) || !as_tensor(v[0])->raw || !PyTuple_Check(v[1])) {
     PyErr_Clear();
     return merge_dims_fallback(args, nargs, kwnames);
@@ -115,7 +115,7 @@ PyMethodDef kFunctions[] = {
      METH_FASTCALL, "_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."},
     {"merge_dims", DIMTORCH_OP(f_merge_dims),
      METH_FASTCALL | METH_KEYWORDS,
-     "merge_dims(x, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
+     "merge_dims(x, /, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
      "slowest) into one dim at the place of the first. Adjacent static dims in order are one "
      "reshape here; other cases are dimtorch.ops.shape.merge_dims."},
     {nullptr}};

@@ -32,14 +32,15 @@ PyObject* f_slice(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   static const char* const names[] = {"x", "axis", "start", "end", "step"};
   const char* caller = "dimtorch.slice()";
   PyObject* v[5];
-  if (!parse_args(args, nargs, kwnames, names, 5, 1, 2, v, caller)) {
+  if (!parse_args(args, nargs, kwnames, names, 5, 1, 2, v, caller, 1)) {
     PyErr_Clear();
     return slice_fallback(args, nargs, kwnames);
   }
   Py_ssize_t start = 0, end = 0, step = 1;
   bool has_end = v[3] && v[3] != Py_None;
-  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) || (v[2] && !exact_int(v[2], &start)) ||
-      (has_end && !exact_int(v[3], &end)) || (v[4] && (!exact_int(v[4], &step) || step != 1)))
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) ||
+      (v[2] && v[2] != Py_None && !exact_int(v[2], &start)) || (has_end && !exact_int(v[3], &end)) ||
+      (v[4] && v[4] != Py_None && (!exact_int(v[4], &step) || step != 1)))
     return slice_fallback(args, nargs, kwnames);
   TensorObject* x = as_tensor(v[0]);
   PyObject* axis = v[1];
@@ -103,7 +104,7 @@ DIMTORCH_PYTHON_FALLBACK(shift_right_fallback, "shift_right")
 PyObject* f_shift_right(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "axis", "amount", "pad_value"};
   PyObject* v[4];
-  if (!parse_args(args, nargs, kwnames, names, 4, 1, 2, v, "dimtorch.shift_right()")) {
+  if (!parse_args(args, nargs, kwnames, names, 4, 1, 2, v, "dimtorch.shift_right()", 1)) {
     PyErr_Clear();
     return shift_right_fallback(args, nargs, kwnames);
   }
@@ -145,7 +146,7 @@ PyObject* f_reverse_sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs,
   static PyObject* tag = nullptr;
   const char* caller = "dimtorch.reverse_sequence()";
   PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, caller) || (v[2] && v[2] != Py_True)) {
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 2, v, caller, 1) || (v[2] && v[2] != Py_True)) {
     PyErr_Clear();
     return reverse_fallback(args, nargs, kwnames);
   }
@@ -186,12 +187,12 @@ PyObject* f_reverse_sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs,
 
 PyMethodDef kFunctions[] = {
     {"slice", FASTCALL_KW(f_slice),
-     "slice(x, *, axis, start=0, end=None, step=1, size=None, out_dim=None) -> (tensor, out_dim): see "
+     "slice(x, /, *, axis, start=None, end=None, step=None, size=None, out_dim=None) -> (tensor, out_dim): see "
      "dimtorch.ops.slicing.slice."},
     {"shift_right", FASTCALL_KW(f_shift_right),
-     "shift_right(x, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch.ops.slicing.shift_right."},
+     "shift_right(x, /, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch.ops.slicing.shift_right."},
     {"reverse_sequence", FASTCALL_KW(f_reverse_sequence),
-     "reverse_sequence(x, *, axis, handle_dynamic_dims=True) -> tensor: see dimtorch.ops.slicing.reverse_sequence."},
+     "reverse_sequence(x, /, *, axis, handle_dynamic_dims=True) -> tensor: see dimtorch.ops.slicing.reverse_sequence."},
     {nullptr}};
 
 #undef FASTCALL_KW

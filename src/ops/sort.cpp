@@ -22,18 +22,26 @@ using namespace fast_path;
 
 DIMTORCH_PYTHON_FALLBACK(top_k_fallback, "top_k")
 
-/// top_k(x, *, axis, k): the fast path ranks one dim without lengths (nothing to mask) with an
-/// int k within its size, for int and float dtypes: one topk; k_dim is a new static Dim.
+/// top_k(x, /, *, axis, k=None, k_dim=None, sorted=True): the fast path ranks one dim without
+/// lengths (nothing to mask) with an int k within its size (or a static k_dim giving it), for int
+/// and float dtypes: one topk; k_dim is the given one or a new static Dim. Always sorted.
 PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"x", "axis", "k"};
-  PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 1, 3, v, "dimtorch.top_k()")) {
+  static const char* const names[] = {"x", "axis", "k", "k_dim", "sorted"};
+  PyObject* v[5];
+  if (!parse_args(args, nargs, kwnames, names, 5, 1, 2, v, "dimtorch.top_k()", 1)) {
     PyErr_Clear();
     return top_k_fallback(args, nargs, kwnames);
   }
-  Py_ssize_t k;
-  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) || dim_has_lengths(as_dim(v[1])) ||
-      !exact_int(v[2], &k))
+  PyObject* given_k_dim = v[3] && v[3] != Py_None ? v[3] : nullptr;
+  Py_ssize_t k = -1;
+  if (v[2] && v[2] != Py_None && !exact_int(v[2], &k)) return top_k_fallback(args, nargs, kwnames);
+  if (given_k_dim) {
+    if (!is_dim(given_k_dim) || dim_has_lengths(as_dim(given_k_dim)) || as_dim(given_k_dim)->size < 1 ||
+        (k >= 0 && k != as_dim(given_k_dim)->size))
+      return top_k_fallback(args, nargs, kwnames);
+    k = as_dim(given_k_dim)->size;
+  }
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) || dim_has_lengths(as_dim(v[1])) || k < 0)
     return top_k_fallback(args, nargs, kwnames);
   TensorObject* x = as_tensor(v[0]);
   PyObject* axis = v[1];
@@ -43,14 +51,20 @@ PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   if (!dtype) return nullptr;
   if (!backend::is_floating_dtype_name(dtype) && !backend::is_integer_dtype_name(dtype))
     return top_k_fallback(args, nargs, kwnames);
-  static PyObject* labels[16] = {};  // "top1".."top15", made once each
-  Ref label = k < 16 && labels[k] ? Ref::borrow(labels[k]) : Ref(PyUnicode_FromFormat("top%zd", k));
-  if (!label) return nullptr;
-  if (k < 16 && !labels[k]) labels[k] = Py_NewRef(label.get());
-  Ref k_dim(new_static_dim(k, label.get()));
+  Ref k_dim;
+  if (given_k_dim) {
+    k_dim = Ref::borrow(given_k_dim);
+  } else {
+    static PyObject* labels[16] = {};  // "top1".."top15", made once each
+    Ref label = k < 16 && labels[k] ? Ref::borrow(labels[k]) : Ref(PyUnicode_FromFormat("top%zd", k));
+    if (!label) return nullptr;
+    if (k < 16 && !labels[k]) labels[k] = Py_NewRef(label.get());
+    k_dim = Ref(new_static_dim(k, label.get()));
+  }
   Ref a_obj(PyLong_FromLong(a));
-  if (!k_dim || !a_obj) return nullptr;
-  PyObject* call[3] = {x->raw, v[2], a_obj.get()};
+  Ref k_obj(PyLong_FromSsize_t(k));
+  if (!k_dim || !a_obj || !k_obj) return nullptr;
+  PyObject* call[3] = {x->raw, k_obj.get(), a_obj.get()};
   Ref result(PyObject_Vectorcall(backend::T.topk, call, 3, nullptr));
   if (!result) return nullptr;
   PyObject* pair = result.get();  // torch.return_types.topk: a tuple (values, indices)
@@ -75,7 +89,8 @@ PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 
 PyMethodDef kFunctions[] = {
     {"top_k", FASTCALL_KW(f_top_k),
-     "top_k(x, *, axis, k) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."},
+     "top_k(x, /, *, axis, k=None, k_dim=None, sorted=True) -> (values, indices, k_dim): see "
+     "dimtorch.ops.sort.top_k."},
     {nullptr}};
 
 #undef FASTCALL_KW

@@ -28,7 +28,7 @@ DIMTORCH_PYTHON_FALLBACK(split_fallback, "split")
 PyObject* f_split(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "axis", "out_dims"};
   PyObject* v[3];
-  if (!parse_args(args, nargs, kwnames, names, 3, 1, 3, v, "dimtorch.split()")) {
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 3, v, "dimtorch.split()", 1)) {
     PyErr_Clear();
     return split_fallback(args, nargs, kwnames);
   }
@@ -75,7 +75,7 @@ PyObject* f_split(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
     return nullptr;
   }
   PyObject* feature = x->feature_dim != v[1] ? x->feature_dim : nullptr;
-  Ref out(PyList_New(n_parts));
+  Ref out(PyTuple_New(n_parts));  // a tuple: RETURNN frontend's convention
   if (!out) return nullptr;
   Py_ssize_t sizes[kMaxDims];
   std::copy(x->sizes, x->sizes + tensor_ndim(x), sizes);
@@ -87,7 +87,7 @@ PyObject* f_split(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
     PyObject* t = tensor_make(Py_NewRef(PyTuple_GET_ITEM(raws_tuple.get(), i)), dims.get(), sizes,
                               x->sparse_dim, feature);
     if (!t) return nullptr;
-    PyList_SET_ITEM(out.get(), i, t);
+    PyTuple_SET_ITEM(out.get(), i, t);
   }
   return out.release();
 }
@@ -102,7 +102,7 @@ PyObject* f_stack(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   static const char* const names[] = {"tensors", "out_dim"};
   static PyObject* stack_name = nullptr;
   PyObject* v[2];
-  if (!parse_args(args, nargs, kwnames, names, 2, 1, 1, v, "dimtorch.stack()")) {
+  if (!parse_args(args, nargs, kwnames, names, 2, 1, 1, v, "dimtorch.stack()", 1)) {
     PyErr_Clear();
     return stack_fallback(args, nargs, kwnames);
   }
@@ -167,9 +167,9 @@ PyObject* f_stack(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 #define FASTCALL_KW(fn) DIMTORCH_OP(fn), METH_FASTCALL | METH_KEYWORDS
 
 PyMethodDef kFunctions[] = {
-    {"split", FASTCALL_KW(f_split), "split(x, *, axis, out_dims) -> list of tensors: see dimtorch.ops.stack.split."},
+    {"split", FASTCALL_KW(f_split), "split(x, /, *, axis, out_dims) -> tuple of tensors: see dimtorch.ops.stack.split."},
     {"stack", FASTCALL_KW(f_stack),
-     "stack(tensors, *, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.stack.stack."},
+     "stack(tensors, /, *, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.stack.stack."},
     {nullptr}};
 
 #undef FASTCALL_KW

@@ -32,11 +32,17 @@ def test_tensor_fields_are_set_once_and_complete_with_checks():
     t.raw = b.x.raw
     assert t.shape == b.x.shape and t.dims == b.x.dims and t.feature_dim is b.feature
     assert torch.equal(dt.reduce_sum(t, axis=b.time).raw.nan_to_num(), dt.reduce_sum(b.x, axis=b.time).raw.nan_to_num())
-    for name, value in (("raw", b.x.raw), ("dims", b.x.dims), ("name", "n"), ("sparse_dim", b.time)):
+    for name, value in (("raw", b.x.raw), ("dims", b.x.dims)):
         with pytest.raises(AttributeError, match="read-only"):
             setattr(t, name, value)
     with pytest.raises(AttributeError, match="read-only"):
-        setattr(b.x, "raw", b.x.raw)  # a constructed Tensor never changes
+        setattr(b.x, "raw", b.x.raw)  # raw and dims are set once (raw_tensor is RETURNN's assignable raw)
+    # The markers stay assignable (RETURNN code sets them on a fresh copy), except on a frozen Tensor.
+    t.name, t.sparse_dim = "n", b.time
+    assert t.name == "n" and t.sparse_dim is b.time
+    t._frozen = True
+    with pytest.raises(AttributeError, match="frozen"):
+        t.sparse_dim = None
 
 
 def test_tensor_init_on_a_new_object():
@@ -163,7 +169,8 @@ def test_tensor_method_definitions_match(order, target_order, value):
     assert _tensor.remaining_dims(x, b.time) == x.remaining_dims(b.time)
     assert _tensor.get_axis(x, b.time) == x.get_axis(b.time)
     for name, prop in _tensor.PROPERTIES.items():
-        assert prop(x) == getattr(x, name)
+        got, want = prop(x), getattr(x, name)
+        assert got is want if isinstance(want, torch.Tensor) else got == want
 
 
 def test_method_definition_errors_name_the_call():

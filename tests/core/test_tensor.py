@@ -110,10 +110,16 @@ def test_non_dim_in_dims(bd):
         dt.Tensor(torch.zeros(3), 3)
 
 
-@pytest.mark.parametrize("raw", [[1.0, 2.0], 3.0, None, "abc"])
+@pytest.mark.parametrize("raw", [[1.0, 2.0], 3.0, None])
 def test_non_tensor_raw(raw):
     with pytest.raises(TypeError, match=r"dimtorch\.Tensor\(\): raw must be a torch\.Tensor, got"):
         dt.Tensor(raw, (dt.Dim(2),))
+
+
+def test_a_str_first_is_returnns_form_a_named_template():
+    # RETURNN's Tensor(name, dims, dtype): tests/rf/test_tensor_api.py has the rest.
+    t = dt.Tensor("abc", (dt.Dim(2),))
+    assert t.name == "abc" and t.raw_tensor is None and t.dtype == "float32"
 
 
 def test_bad_sparse_feature_name(bd):
@@ -212,9 +218,10 @@ def test_raw_aligned_keeps_grad(bd):
 
 def test_remaining_dims(bd):
     x = bd.x
-    assert x.remaining_dims(bd.time) == (bd.batch, bd.feature)
-    assert x.remaining_dims((bd.feature, bd.batch)) == (bd.time,)
-    assert x.remaining_dims([]) == x.dims
+    assert x.remaining_dims(bd.time) == [bd.batch, bd.feature]  # a list, as RETURNN gives it
+    assert x.remaining_dims((bd.feature, bd.batch)) == [bd.time]
+    assert x.remaining_dims([]) == list(x.dims) == x.remaining_dims()
+    assert x.remaining_dims((bd.time, None)) == [bd.batch, bd.feature]  # None: nothing (RETURNN's demo)
     with pytest.raises(ValueError, match=r"dimtorch\.Tensor\.remaining_dims\(\): dim 'other'\(3\) is not in the tensor \(dims: batch:3, time:5, feature:4\)"):
         x.remaining_dims(dt.Dim(3, name="other"))
     with pytest.raises(TypeError, match=r"dimtorch\.Tensor\.remaining_dims\(\): remove must be a Dim or a sequence of Dims, got str"):
@@ -256,6 +263,18 @@ def test_weakref(bd):
     assert r() is None
 
 
-def test_tensor_is_not_subclassable():
-    with pytest.raises(TypeError):
+def test_tensor_subclass_adds_no_fields():
+    """A subclass (dimtorch.rf.Parameter is one) must declare __slots__ = (): its instances have
+    Tensor's layout; one with an instance dict or slots is refused."""
+    with pytest.raises(TypeError, match="__slots__ = \\(\\)"):
         type("Sub", (dt.Tensor,), {})
+    with pytest.raises(TypeError):
+        type("Sub", (dt.Tensor,), {"__slots__": ("x",)})
+    sub = type("Sub", (dt.Tensor,), {"__slots__": ()})
+    t = sub.__new__(sub)
+    dt.Tensor.__init__(t, torch.arange(3.0), (dt.Dim(3, name="a"),))
+    assert isinstance(t, dt.Tensor) and type(t) is sub
+    a = t.dims[0]
+    y = t * 2.0 + t  # the fast paths take it as a Tensor
+    assert type(y) is dt.Tensor and y.raw.tolist() == [0.0, 3.0, 6.0]
+    assert dt.reduce_sum(t, axis=a).raw.item() == 3.0

@@ -74,7 +74,7 @@ def test_demo_trains_compiled(tmp_path):
     # Batches of at most 200 padded frames (2-12 sequences): one dynamic graph serves them all. (Torch picks
     # the CPU convolution backend by batch size: its depthwise conv guards on 16 <= sequences <= 4096, so
     # the preset's 300 frames, whose first batch holds 17 sequences, compile a second graph for the rest.)
-    summary = train.main(["--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "4", "--compile",
+    summary = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(tmp_path), "--steps", "4", "--compile",
                           "--batch-frames", "200"])
     try:
         assert summary["step"] == 4

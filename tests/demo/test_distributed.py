@@ -116,7 +116,7 @@ def test_two_ranks_step_as_one_process_on_the_combined_batch(tmp_path):
 
 def _torchrun(nproc, *args, timeout=240):
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_port",
-           str(free_port()), str(ROOT / "demo" / "train.py"), "--config", "tiny", "--no-progress", *args]
+           str(free_port()), str(ROOT / "demo" / "train.py"), "--task", "synthetic", "--config", "tiny", "--no-progress", *args]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run
@@ -131,7 +131,7 @@ def test_torchrun_ddp_writes_and_resumes_with_another_number_of_ranks(tmp_path):
     state = load_checkpoint(out / "checkpoint.pt", "dimtorch")  # weights_only=True inside
     assert state["world_size"] == 2 and len(state["rng_cpu_ranks"]) == 2
     # one process goes on where two stopped: the epoch position counts bucket batches
-    resumed = train.main(["--config", "tiny", "--no-progress", "--out", str(out), "--steps", "5", "--resume"])
+    resumed = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(out), "--steps", "5", "--resume"])
     assert resumed["step"] == 5 and resumed["world_size"] == 1
     state = load_checkpoint(out / "checkpoint.pt", "dimtorch")
     assert state["batch_in_epoch"] == 3 * 2 + 2 or state["epoch"] > 0
@@ -148,7 +148,7 @@ def test_torchrun_fsdp_sharded_checkpoint_resumes_with_another_number_of_ranks(t
     assert state["step"] == 3 and state["world_size"] == 1
     assert [p.name for p in out.glob("sharded-step-*")] == [state["sharded"]]  # the old shards are gone
     with pytest.raises(SystemExit, match="was written with --fsdp"):
-        train.main(["--config", "tiny", "--no-progress", "--out", str(out), "--steps", "4", "--resume"])
+        train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(out), "--steps", "4", "--resume"])
 
 
 def _children(pid):
@@ -172,7 +172,7 @@ def _rank_of(pid):
 def test_a_rank_dying_ends_the_job_with_a_message_and_an_intact_checkpoint(tmp_path):
     out = tmp_path / "dying"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port", str(free_port()),
-           str(ROOT / "demo" / "train.py"), "--config", "tiny", "--no-progress", "--steps", "100000",
+           str(ROOT / "demo" / "train.py"), "--task", "synthetic", "--config", "tiny", "--no-progress", "--steps", "100000",
            "--eval-every", "1", "--out", str(out)]
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     try:

@@ -13,7 +13,7 @@ from demo.ctc_decode import edit_distance, greedy_decode  # noqa: E402
 from demo.data import SequenceDataset, TaskConfig, collate  # noqa: E402
 from demo.reference_model import ConformerCTC, ModelConfig, rel_shift, sequence_mask  # noqa: E402
 
-TINY = ["--config", "tiny", "--no-progress"]
+TINY = ["--task", "synthetic", "--config", "tiny", "--no-progress"]
 
 
 def run(tmp_path, *args):
@@ -68,7 +68,7 @@ def test_mismatched_checkpoints_give_clear_errors_and_are_kept(tmp_path):
     path = tmp_path / "checkpoint.pt"
     before = path.read_bytes()
     with pytest.raises(SystemExit, match="another configuration .*model_dim: 16 in the checkpoint, 64 here"):
-        train.main(["--config", "small", "--no-progress", "--out", str(tmp_path), "--steps", "2", "--resume"])
+        train.main(["--task", "synthetic", "--config", "small", "--no-progress", "--out", str(tmp_path), "--steps", "2", "--resume"])
     assert path.read_bytes() == before
     # same config, but weights of another shape: every mismatch named, nothing loaded, file kept
     state = torch.load(path, weights_only=True)

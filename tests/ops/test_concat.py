@@ -256,3 +256,21 @@ def test_cum_concat_step_appends_after_each_sequence():
     assert out2.size == 3 and torch.equal(y2.raw_aligned((pb.batch, out2, pb.feature))[:, 2], frame.raw)
     with pytest.raises(ValueError, match=r"dimtorch\.cum_concat_step\(\): source \(one frame\) must not have axis"):
         dt.cum_concat_step(pb.x, prev_accum=pb.x, axis=pb.time)
+
+
+def test_concat_allow_broadcast_and_rf_options():
+    """allow_broadcast=True: each source broadcast over the other dims of the others (RETURNN frontend's
+    option), against torch.cat of the expanded raws, forward and backward; handle_dynamic_dims None/True are
+    the default, False on a dynamic dim is refused."""
+    pb = make_padded_batch((3, 2), pad_value=PAD_LARGE)
+    extra = dt.Dim(2, name="extra")
+    bias = dt.Tensor(torch.randn(2), (extra,))
+    out, dim = dt.concat((pb.x, pb.feature), (bias, extra), allow_broadcast=True)
+    assert dim.size == 6 and out.dims == (pb.batch, pb.time, dim)
+    check_against_torch(lambda x, b: dt.concat((x, pb.feature), (b, extra), allow_broadcast=True)[0],
+                        lambda x, b: torch.cat([x, b.expand(2, 3, 2)], -1), [pb.x, bias])
+    with pytest.raises(ValueError, match=r"dimtorch\.concat\(\): the dims other than the concat dim differ"):
+        dt.concat((pb.x, pb.feature), (bias, extra))
+    assert dt.concat((pb.x, pb.time), (pb.x, pb.time), handle_dynamic_dims=True)[1] is pb.time + pb.time
+    with pytest.raises(NotImplementedError, match=r"dimtorch\.concat\(\): handle_dynamic_dims=False"):
+        dt.concat((pb.x, pb.time), (pb.x, pb.time), handle_dynamic_dims=False)

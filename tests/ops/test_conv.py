@@ -594,3 +594,27 @@ def test_transposed_conv_out_dim_is_in_dim():
                                          r"filter names its output channels"):
         dt.transposed_conv(pb.x, dt.Tensor(w.raw, (pb.feature, dt.Dim(3, name="x"), dt.Dim(2, name="k2"))),
                            in_dim=pb.feature, out_dim=pb.feature, in_spatial_dims=[pb.time], filter_size=[kd])
+
+
+def test_conv_and_pool_take_returnn_frontends_arguments():
+    """conv: filter by keyword, dilation_rate= (dimtorch's dilation=), strides/groups None mean 1, use_mask any;
+    pool: nd= checked against the spatial dims, dilation_rate 1 (others refused), use_mask any."""
+    from helpers import make_padded_batch
+    pb = make_padded_batch((5, 3), feature=2)
+    out, k = dt.Dim(3, name="out"), dt.Dim(3, name="k")
+    w = dt.Tensor(torch.randn(3, 2, 3), (out, pb.feature, k))
+    a, (ta,) = dt.conv(pb.x, filter=w, in_dim=pb.feature, out_dim=out, in_spatial_dims=[pb.time], filter_size=[k],
+                       padding="same", strides=None, dilation_rate=2, groups=None, use_mask=False)
+    b, (tb,) = dt.conv(pb.x, w, in_dim=pb.feature, out_dim=out, in_spatial_dims=[pb.time], filter_size=[k],
+                       padding="same", dilation=2)
+    assert ta is tb and torch.equal(a.raw, b.raw)
+    with pytest.raises(TypeError, match=r"dimtorch\.conv\(\): give dilation or dilation_rate"):
+        dt.conv(pb.x, w, in_dim=pb.feature, out_dim=out, in_spatial_dims=[pb.time], filter_size=[k], dilation=1,
+                dilation_rate=1)
+    p1, d1 = dt.pool(pb.x, nd=1, mode="max", pool_size=2, in_spatial_dims=[pb.time], dilation_rate=1, use_mask=True)
+    p2, d2 = dt.pool(pb.x, mode="max", pool_size=2, in_spatial_dims=[pb.time])
+    assert d1 == d2 and torch.equal(torch.nan_to_num(p1.raw), torch.nan_to_num(p2.raw))
+    with pytest.raises(ValueError, match=r"dimtorch\.pool\(\): nd=2 but 1 in_spatial_dims"):
+        dt.pool(pb.x, nd=2, mode="max", pool_size=2, in_spatial_dims=[pb.time])
+    with pytest.raises(NotImplementedError, match=r"dimtorch\.pool\(\): dilation_rate=2"):
+        dt.pool(pb.x, mode="max", pool_size=2, in_spatial_dims=[pb.time], dilation_rate=2)

@@ -131,3 +131,39 @@ def test_convert_to_tensor(dims):
         dt.convert_to_tensor([1, 2, 3])
     with pytest.raises(TypeError, match=r"dimtorch\.convert_to_tensor\(\): dims\[0\] must be a Dim, got str"):
         dt.convert_to_tensor([1], dims=("x",))
+
+
+def test_random_uniform_integers_and_sparse_dim(dims):
+    """RETURNN frontend's forms: an int dtype draws integers in [minval, maxval); with a sparse_dim and no
+    bounds, uniform over its indices (dtype None: int64 with a sparse_dim); the sparse_dim is set."""
+    _, _, feat = dims
+    big, vocab = dt.Dim(3000, name="big"), dt.Dim(7, name="vocab")
+    r = dt.random_uniform((big,), dtype="int32", minval=-2, maxval=3, seed=0)
+    assert r.dtype == "int32" and set(r.raw.unique().tolist()) == {-2, -1, 0, 1, 2}
+    s = dt.random_uniform((big,), sparse_dim=vocab, seed=1)
+    assert s.dtype == "int64" and s.sparse_dim is vocab and set(s.raw.unique().tolist()) == set(range(7))
+    s32 = dt.random_uniform((big,), sparse_dim=vocab, dtype="int32", seed=1)
+    assert s32.dtype == "int32" and int(s32.raw.max()) == 6
+    f = dt.random_uniform((big,), seed=2)
+    assert f.raw.dtype == torch.get_default_dtype() and 0.0 <= float(f.raw.min()) and float(f.raw.max()) < 1.0
+    with pytest.raises(TypeError, match=r"dimtorch\.random_uniform\(\): maxval must be a Python number"):
+        dt.random_uniform((feat,), maxval=dt.ones((feat,)))
+
+
+def test_default_device_of_new_tensors(dims):
+    """dimtorch._core.default_device (RETURNN frontend's set_default_device): zeros/ones/full (C++ and their
+    definitions), random_*, range_over_dim and convert_to_tensor put new tensors there when given no device;
+    an explicit device wins; the block restores the one before."""
+    from dimtorch._core import default_device
+    from dimtorch.ops import creation
+    _, _, feat = dims
+    makers = [lambda: dt.zeros((feat,)), lambda: dt.ones((feat,)), lambda: dt.full((feat,), 2.0),
+              lambda: creation.zeros((feat,)), lambda: dt.random_uniform((feat,)), lambda: dt.random_normal((feat,)),
+              lambda: dt.range_over_dim(feat), lambda: dt.convert_to_tensor([1.0, 2.0, 3.0], dims=(feat,))]
+    assert default_device.get() is None
+    with default_device.set_ctx("meta"):
+        assert all(m().raw.device.type == "meta" for m in makers)
+        assert dt.zeros((feat,), device="cpu").raw.device.type == "cpu"
+        assert dt.convert_to_tensor(1.0, keep_scalar_on_cpu=True).raw.device.type == "cpu"
+    assert default_device.get() is None
+    assert all(m().raw.device.type == "cpu" for m in makers)

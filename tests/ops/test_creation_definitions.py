@@ -21,6 +21,8 @@ def test_static_dims(dtype):
         check(dt.ones, dims, dtype=dtype, backward=False)
         check(dt.full, dims, 3, dtype=dtype, backward=False)
     check(dt.full, (a,), 2.5, backward=False)
+    check(dt.constant, 2.5, dims=(a,), backward=False)  # full with RETURNN frontend's order
+    check(dt.constant, 7, dims=(a, b), dtype=dtype, sparse_dim=vocab, feature_dim=a, backward=False)
     check(dt.full, (a,), True, backward=False)
     check(dt.zeros, (a, b), dtype=dtype, device="cpu", sparse_dim=vocab, feature_dim=b, backward=False)
     check(dt.full, (a, b), 7, dtype=dtype, device=torch.device("cpu"), sparse_dim=vocab, feature_dim=a,

@@ -188,7 +188,7 @@ def test_combine_float_kinds(kind, torch_fn):
     backward = kind not in ("floordiv", "//")
     check_against_torch(lambda p, q: dt.combine(p, q, kind), lambda p, q: torch_fn(p, q.permute(2, 1, 0)),
                         [x, d], expect_dims=x.dims, backward=backward, rtol=1e-5, atol=1e-5)
-    check_against_torch(lambda p, q: dt.combine(p, q, kind=kind), lambda p, q: torch_fn(p, q),
+    check_against_torch(lambda p, q: dt.combine(p, q, kind), lambda p, q: torch_fn(p, q),
                         [x, b], expect_dims=x.dims, backward=backward, rtol=1e-5, atol=1e-5)
 
 
@@ -659,8 +659,9 @@ def test_functions_bad_operands():
         dt.logical_and(x > 0, "yes")
     with pytest.raises(TypeError, match=r"dimtorch\.maximum\(\) missing required argument 'b'"):
         dt.maximum(x)
-    with pytest.raises(TypeError, match=r"dimtorch\.maximum\(\) takes at most 2 positional arguments \(3 given\)"):
-        dt.maximum(x, x, True)
+    # more operands (RETURNN frontend's *other_tensors) fold left to right
+    torch.testing.assert_close(dt.maximum(x, -x, x * 2.0).raw, torch.maximum(torch.maximum(x.raw, -x.raw), x.raw * 2))
+    torch.testing.assert_close(dt.minimum(x, 0.5, x * 2.0).raw, torch.clamp(x.raw, max=0.5).minimum(x.raw * 2))
 
 
 # ---- property tests: random dim orders, subsets, scalars ------------------------------------------
@@ -865,3 +866,17 @@ def test_lerp_against_torch(pad):
         dt.lerp(pb.x, 1.0, 0.5)
     with pytest.raises(TypeError, match=r"dimtorch\.lerp\(\): weight must be a number or a dimtorch\.Tensor"):
         dt.lerp(pb.x, pb.x, "half")
+
+
+def test_combine_and_compare_take_returnn_frontends_order():
+    """combine(a, kind, b) as RETURNN frontend orders it (the str is the kind), and dim_order; the same
+    torch call as dimtorch's order (the C++ fast path swaps the two arguments)."""
+    pb = make_padded_batch((3, 1), feature=2)
+    y = dt.Tensor(torch.randn(2), (pb.feature,))
+    for a, b in ((pb.x, y), (pb.x, 2.0)):
+        torch.testing.assert_close(dt.combine(a, "sub", b).raw, dt.combine(a, b, "sub").raw, equal_nan=True)
+        assert torch.equal(dt.compare(a, ">", b).raw, dt.compare(a, b, ">").raw)
+    out = dt.combine(y, "+", pb.x, allow_broadcast_all_sources=True, dim_order=(pb.time, pb.batch))
+    assert out.dims == (pb.time, pb.batch, pb.feature)
+    torch.testing.assert_close(out.raw, (y.raw + pb.x.raw).permute(1, 0, 2), equal_nan=True)
+    assert dt.compare(pb.x, "==", pb.x, dim_order=(pb.feature,)).dims == (pb.feature, pb.batch, pb.time)

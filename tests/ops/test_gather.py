@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 import dimtorch as dt
-from helpers import check_against_torch, make_padded_batch
+from helpers import PAD_NAN, check_against_torch, make_padded_batch
 
 
 def test_gather_int_removes_axis():
@@ -63,8 +63,8 @@ def test_gather_errors():
     with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): the sparse_dim of indices is 'vocab'\(5\), but axis is 'time'\[batch\] \(indices dims: 'batch'\(\?\)\)"):
         dt.gather(pb.x, indices=idx, axis=pb.time)
     no_sparse = dt.Tensor(torch.tensor([0, 1]), (pb.batch,))
-    with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): the sparse_dim of indices is none, but axis is 'time'"):
-        dt.gather(pb.x, indices=no_sparse, axis=pb.time)
+    with pytest.raises(TypeError, match=r"dimtorch\.gather\(\): give axis, or indices with a sparse_dim"):
+        dt.gather(pb.x, indices=no_sparse)
     with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): axis 'vocab'\(5\) is not a dim of x"):
         dt.gather(pb.x, indices=idx, axis=vocab)
     with pytest.raises(TypeError, match=r"dimtorch\.gather\(\): indices must be of an integer dtype, got float32"):
@@ -121,7 +121,7 @@ def test_gather_embedding_fast_path_matches_the_python_definition():
     assert fast.dims == slow.dims == (b, t, f) and fast.feature_dim is f
     assert torch.equal(fast.raw, slow.raw) and torch.equal(fast.raw, F.embedding(idx.raw, emb.raw))
     with pytest.raises(ValueError, match=r"dimtorch\.gather\(\): the sparse_dim of indices"):
-        dt.gather(emb, indices=dt.Tensor(idx.raw, (b, t)), axis=v)
+        dt.gather(emb, indices=dt.Tensor(idx.raw, (b, t), sparse_dim=f), axis=v)
 
 
 def test_sparse_to_dense_against_one_hot():
@@ -212,3 +212,26 @@ def test_gather_clip_to_valid_static_axis_and_fast_path():
     torch.testing.assert_close(fast.raw, _gather.gather(emb, indices=in_range, axis=v).raw)
     with pytest.raises(TypeError, match=r"dimtorch.gather\(\): clip_to_valid must be a bool, got 1"):
         dt.gather(emb, indices=in_range, axis=v, clip_to_valid=1)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, 1e30])
+def test_gather_axis_defaults_to_the_sparse_dim_and_indices_may_have_none(pad):
+    """RETURNN frontend's forms: gather(x, indices=i) takes axis from i's sparse_dim; indices without a
+    sparse_dim (positions computed in a loop body) gather along the given axis. Both against positional
+    torch (forward and backward, NaN/1e30 padding) and batch independence; fast path and definition agree."""
+    from dimtorch.ops import gather as _gather
+    pb = make_padded_batch((4, 2, 1), feature=3, pad_value=pad)
+    k = dt.Dim(2, name="k")
+    raw = torch.tensor([[0, 3], [1, 0], [0, 0]])
+    with_sparse = dt.Tensor(raw, (pb.batch, k), sparse_dim=pb.time)
+    without = dt.Tensor(raw, (pb.batch, k))
+    oracle = lambda x: torch.gather(x, 1, raw[:, :, None].expand(3, 2, 3))  # noqa: E731
+    for fn in (lambda x: dt.gather(x, indices=with_sparse), lambda x: dt.gather(x, indices=without, axis=pb.time),
+               lambda x: _gather.gather(x, indices=without, axis=pb.time)):
+        check_against_torch(fn, oracle, [pb.x], expect_dims=(pb.batch, k, pb.feature))
+    v, f = dt.Dim(10, name="v"), dt.Dim(4, name="f")
+    emb = dt.Tensor(torch.randn(10, 4), (v, f))
+    idx = dt.Tensor(torch.randint(0, 10, (3, 2)), (pb.batch, k))
+    assert torch.equal(dt.gather(emb, indices=idx, axis=v).raw, torch.nn.functional.embedding(idx.raw, emb.raw))
+    assert torch.equal(dt.gather(emb, indices=dt.Tensor(idx.raw, idx.dims, sparse_dim=v)).raw,
+                       _gather.gather(emb, indices=idx, axis=v).raw)

@@ -124,3 +124,68 @@ def test_loss_mean_over_frames():
     torch.testing.assert_close(mean.raw, ref)
     static = dt.Tensor(torch.ones(2, 5), (batch, classes))
     assert dt.loss_mean_over_frames(static).raw.item() == 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.uint8])
+def test_cross_entropy_takes_index_targets_of_any_int_dtype(dtype):
+    """int32 targets (RETURNN's data is int32; torch's kernel takes int64): the same loss and gradients as
+    int64 targets, against F.cross_entropy on the valid frames; padding holds NaN logits and, for int32,
+    out-of-range labels (never read); each sequence alone gives what it gives in the batch."""
+    batch, time, classes, logits, target, mask = _batch([4, 2, 3])
+    if dtype != torch.int32:
+        target = target.clamp(max=4)  # (the padding's out-of-range label does not fit a small dtype)
+    leaf = logits.clone().requires_grad_(True)
+    tgt = dt.Tensor(target.to(dtype), (batch, time), sparse_dim=classes)
+    loss = dt.cross_entropy(estimated=dt.Tensor(leaf, (batch, time, classes)), target=tgt, axis=classes,
+                            estimated_type="logits")
+    assert loss.dims == (batch, time) and not loss.raw.isnan().any()
+    ref_leaf = logits.clone().requires_grad_(True)
+    ref = F.cross_entropy(ref_leaf[mask], target[mask].long(), reduction="none")
+    torch.testing.assert_close(loss.raw[mask], ref)
+    loss.raw.sum().backward()
+    ref.sum().backward()
+    torch.testing.assert_close(leaf.grad[mask], ref_leaf.grad[mask])
+    for b, n in enumerate([4, 2, 3]):
+        b1 = dt.Dim(None, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+        one = dt.cross_entropy(estimated=dt.Tensor(logits[b:b + 1, :n], (b1, t1, classes)),
+                               target=dt.Tensor(target[b:b + 1, :n].to(dtype), (b1, t1), sparse_dim=classes),
+                               axis=classes, estimated_type="logits")
+        torch.testing.assert_close(one.raw[0], loss.raw[b, :n])
+
+
+@pytest.mark.parametrize("pad", [float("nan"), 1e30])
+def test_ctc_loss_logits_broadcast_over_an_extra_dim(pad):
+    """Logits over (batch, branch, time, classes), targets over (batch, targets time): the targets broadcast
+    over the branch dim (RETURNN frontend's test_ctc_loss_broadcast); the class dim is logits' feature_dim.
+    Against F.ctc_loss per branch (forward and backward), padding NaN or 1e30; rf's options taken."""
+    in_lengths, tgt_lengths = [6, 4, 5], [3, 1, 0]
+    batch, time, classes, _, _, mask = _batch(in_lengths, n_classes=5, seed=1)
+    branch = dt.Dim(2, name="branch")
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(3, 2, 6, 5, generator=g)
+    logits[~mask[:, None, :].expand(3, 2, 6)] = pad
+    labels = dt.Dim(4, name="labels")
+    tgt_time = dt.Dim(dt.Tensor(torch.tensor(tgt_lengths), (batch,)), name="tgt_time")
+    targets = torch.tensor([[1, 2, 2], [3, 99, 99], [99, 99, 99]], dtype=torch.int32)
+    leaf = logits.clone().requires_grad_(True)
+    loss = dt.ctc_loss(logits=dt.Tensor(leaf, (batch, branch, time, classes), feature_dim=classes),
+                       targets=dt.Tensor(targets, (batch, tgt_time), sparse_dim=labels), input_spatial_dim=time,
+                       targets_spatial_dim=tgt_time, blank_index=4, use_native_op=True, max_approx=False,
+                       label_loop=True)
+    assert loss.dims == (batch, branch)
+    ref_leaf = torch.where(mask[:, None, :, None], logits, 0.0).requires_grad_(True)
+    for k in range(2):
+        ref = F.ctc_loss(torch.log_softmax(ref_leaf[:, k], -1).transpose(0, 1), targets.long().clamp(max=3),
+                         torch.tensor(in_lengths), torch.tensor(tgt_lengths), blank=4, reduction="none",
+                         zero_infinity=True)
+        torch.testing.assert_close(loss.raw[:, k], ref)
+        ref.sum().backward()
+    loss.raw.sum().backward()
+    m = mask[:, None, :].expand(3, 2, 6)
+    torch.testing.assert_close(leaf.grad[m], ref_leaf.grad[m])
+    assert torch.equal(leaf.grad[~m], torch.zeros_like(leaf.grad[~m]))
+    with pytest.raises(NotImplementedError, match=r"dimtorch\.ctc_loss\(\): max_approx=True"):
+        dt.ctc_loss(logits=dt.Tensor(logits, (batch, branch, time, classes), feature_dim=classes),
+                    targets=dt.Tensor(targets, (batch, tgt_time), sparse_dim=labels), input_spatial_dim=time,
+                    targets_spatial_dim=tgt_time, blank_index=4, max_approx=True)

@@ -342,3 +342,27 @@ def test_masked_scatter_fast_path_matches_the_python_definition(pad):
     cut = dt.Dim(dt.Tensor(per_row.dyn_size.raw - (per_row.dyn_size.raw > 0).long(), (b.batch,)), name="cut")
     with pytest.raises(ValueError, match=r"dimtorch.masked_scatter\(\): mask holds \d+ selected entries in row 0"):
         dt.masked_scatter(dt.Tensor(y.raw, (b.batch, cut, b.feature)), mask=m, dims=(b.time,), in_dim=cut)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_masked_select_never_selects_padding_even_where_the_mask_holds(pad):
+    """The semantics: the entries where the mask holds AND the frame is valid (a mask's True in the padding of
+    a dynamic dim among dims counts as False), for dims with or without the batch dim, so every sequence packs
+    as it would alone (RETURNN frontend, with dims=[batch, time], selects such padding frames: the result
+    then depends on what the padding holds; with dims=[time] it leaves them out as here). Against positional
+    torch on the valid frames only, forward and backward, padding NaN or 1e30."""
+    pb = make_padded_batch((4, 1, 3), feature=2, pad_value=pad)
+    everywhere = dt.Tensor(torch.ones(3, 4, dtype=torch.bool), (pb.batch, pb.time))  # True on padding too
+    out, dim = dt.masked_select(pb.x, mask=everywhere, dims=(pb.batch, pb.time))
+    assert dim.size == 8 and out.dims == (dim, pb.feature)
+    check_against_torch(lambda x: dt.masked_select(x, mask=everywhere, dims=(pb.batch, pb.time))[0],
+                        lambda x: x[pb.mask], [pb.x])
+    rows, rows_dim = dt.masked_select(pb.x, mask=everywhere, dims=(pb.time,))
+    assert rows_dim.dyn_size.raw.tolist() == [4, 1, 3]
+    assert torch.equal(rows.raw_aligned((pb.batch, rows_dim, pb.feature))[pb.mask], pb.x.raw[pb.mask])
+    for b, n in enumerate([4, 1, 3]):  # each sequence alone packs its own frames only
+        b1 = dt.Dim(None, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+        x1 = dt.Tensor(pb.x.raw[b:b + 1], (b1, t1, pb.feature))  # the batch's raw time (padding included)
+        one, d1 = dt.masked_select(x1, mask=dt.Tensor(torch.ones(1, 4, dtype=torch.bool), (b1, t1)), dims=(b1, t1))
+        assert d1.size == n and torch.equal(one.raw, pb.x.raw[b, :n])

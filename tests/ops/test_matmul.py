@@ -90,8 +90,35 @@ def test_matmul_use_mask_over_dynamic_reduce_dim(pad):
 def test_matmul_without_mask_reduces_padding():
     pb = make_padded_batch((3, 1), pad_value=1.0)
     att = dt.Tensor(torch.ones(2, 3), (pb.batch, pb.time))
-    y = dt.matmul(att, pb.x, reduce=pb.time)
+    y = dt.matmul(att, pb.x, reduce=pb.time, use_mask=False)
     torch.testing.assert_close(y.raw, pb.x.raw.sum(1))
+
+
+def test_matmul_masks_by_default():
+    """use_mask=True is the default (RETURNN frontend's): padding of a dynamic reduced dim counts as 0."""
+    pb = make_padded_batch((3, 1), pad_value=1.0)
+    att = dt.Tensor(torch.ones(2, 3), (pb.batch, pb.time))
+    for op in (dt.matmul, dt.dot):
+        y = op(att, pb.x, reduce=pb.time)
+        torch.testing.assert_close(y.raw, torch.where(pb.mask[..., None], pb.x.raw, 0).sum(1))
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, 1e30])
+def test_matmul_reduce_nothing_is_the_product(pad):
+    """reduce=[]: no contraction. An outer product of each operand's own dims, batched over the common
+    ones, and a scaling by a tensor of common dims; against positional torch, forward and backward,
+    with NaN/1e30 padding, and each sequence alone."""
+    pb = make_padded_batch((4, 2, 1), pad_value=pad)
+    out = dt.Dim(3, name="out")
+    w = dt.Tensor(torch.randn(3), (out,))
+    check_against_torch(lambda x, w: dt.matmul(x, w, reduce=[]), lambda x, w: x[..., None] * w, [pb.x, w],
+                        expect_dims=(pb.batch, pb.time, pb.feature, out))
+    check_against_torch(lambda w, x: dt.dot(w, x, reduce=()), lambda w, x: w[:, None, None, None] * x, [w, pb.x],
+                        expect_dims=(out, pb.batch, pb.time, pb.feature))
+    scale = dt.Tensor(torch.randn(3), (pb.batch,))
+    check_against_torch(lambda x, s: dt.matmul(x, s, reduce=[]), lambda x, s: x * s[:, None, None], [pb.x, scale],
+                        expect_dims=(pb.batch, pb.time, pb.feature))
+    check_batch_independence(lambda x, m: dt.matmul(x, w, reduce=[]), pb.x, pb.batch, pb.time)
 
 
 def test_matmul_batch_independence():
@@ -123,8 +150,6 @@ def test_matmul_bad_input():
         dt.matmul(a, b, reduce=feat)
     with pytest.raises(ValueError, match=r"dimtorch\.dot\(\): dim 'feature'\(4\) is in b but not in a \(dims: batch:2, out:3\)"):
         dt.dot(b, a, reduce=feat)
-    with pytest.raises(ValueError, match=r"dimtorch\.matmul\(\): reduce must name at least one dim"):
-        dt.matmul(a, a, reduce=())
     with pytest.raises(ValueError, match=r"dimtorch\.matmul\(\): dim .*'feature'.* is given twice in reduce"):
         dt.matmul(a, a, reduce=(feat, feat))
     c = dt.Tensor(torch.randn(5, 4), (batch, feat))

@@ -31,10 +31,10 @@ def test_matmul_any_layout(perm, lengths, extra, pad, b_picks, r_picks, order, u
     outs = [dt.Dim(3, name="out"), dt.Dim(2, name="out2")][:out_dims]
     y = _operand(x, dims, b_picks, order, extra=outs)
     reduce = [d for d, p, q in zip(dims, r_picks, b_picks) if p and q] or [d for d in y.dims if d in x.dims][:1]
-    if not reduce:
-        check_error(dt.matmul, x, y, reduce)
-        return
     a, b = (y, x) if swap else (x, y)
+    if not reduce:  # no contraction: the product (the definition; the fast path hands it there)
+        check_either(dt.matmul, a, b, reduce, use_mask)
+        return
     for op in (dt.matmul, dt.dot):
         check_either(op, a, b, reduce[::-1] if order % 2 else reduce, use_mask)
     check_either(dt.matmul, a, b, reduce[0], use_mask=use_mask)
@@ -90,7 +90,7 @@ def test_errors_name_the_call():
     z = dt.Tensor(torch.randn(7, 3), (batch, feature))  # batch: 7 here, 2 in x
     for op in (dt.matmul, dt.dot):
         for args, kwargs in [((x.raw, w, feature), {}), ((x, 1, feature), {}), ((x, w, "feature"), {}),
-                             ((x, w, ()), {}), ((x, w, out), {}), ((x, w, (feature, feature)), {}),
+                             ((x, w, out), {}), ((x, w, (feature, feature)), {}),
                              ((x, w, feature), {"use_mask": x}), ((x, z, feature), {}), ((x, w), {}),
                              ((x, dt.cast(w, "int64"), feature), {}), ((w, x, time), {})]:
             check_error(op, *args, **kwargs)

@@ -65,3 +65,43 @@ def test_nested_errors():
         dt.where_nested((hist,), (f,), condition=cond)
     with pytest.raises(ValueError, match=r"dimtorch\.mask_nested\(\): a Tensor over \('batch'.*some but not all"):
         dt.mask_nested(dt.Tensor(torch.zeros(2, 2), (batch, f)), mask=cond, mask_value=0.0, allow_dim_extension=False)
+
+
+@pytest.mark.parametrize("pad", [float("nan"), 1e30])
+def test_mask_nested_merges_two_different_dims(pad):
+    """A beam search step's history: the hypotheses with a non-blank label take the history grown by one
+    (cum_concat_step's new dim), the others keep the old one. mask_nested merges the two dims into a new
+    one with lengths where(mask, new, old) (both map to it in dim_map) and moves the Tensors over either
+    onto it: against indexing by hand, forward and backward (padding NaN or 1e30 never reaches a valid
+    frame), and each hypothesis as it would be alone."""
+    batch, beam = dt.Dim(None, name="batch"), dt.Dim(3, name="beam")
+    old_len = torch.tensor([[2, 0, 1], [1, 2, 0]])
+    hist = dt.Dim(dt.Tensor(old_len, (batch, beam)), name="hist")
+    raw = torch.arange(1.0, 13.0).view(2, 3, 2)
+    raw[torch.arange(2)[None, None, :].expand(2, 3, 2) >= old_len[..., None]] = pad
+    leaf = raw.clone().requires_grad_(True)
+    h = dt.Tensor(leaf, (batch, beam, hist))
+    label = dt.Tensor(torch.tensor([[5.0, 6.0, 7.0], [8.0, 9.0, 10.0]]), (batch, beam))
+    new_h, new_hist = dt.cum_concat_step(label, prev_accum=h, axis=hist)
+    take_new = torch.tensor([[True, False, True], [False, True, True]])
+    mask = dt.Tensor(take_new, (batch, beam))
+    dim_map = {}
+    out, out_dim = dt.mask_nested((new_h, new_hist), mask=mask, mask_value=(h, hist), dim_map=dim_map)
+    want_len = torch.where(take_new, old_len + 1, old_len)
+    assert out_dim.dyn_size.raw.tolist() == want_len.tolist()
+    assert dim_map[hist] is out_dim and dim_map[new_hist] is out_dim and out.dims == (batch, beam, out_dim)
+    for b in range(2):
+        for k in range(3):
+            n = int(want_len[b, k])
+            expected = torch.cat([raw[b, k, :old_len[b, k]], label.raw[b, k:k + 1]]) if take_new[b, k] else \
+                raw[b, k, :n]
+            assert torch.equal(out.raw[b, k, :n], expected)
+    grad = torch.zeros_like(out.raw)
+    for b in range(2):
+        for k in range(3):
+            grad[b, k, :int(want_len[b, k])] = 1.0
+    (out.raw * grad).sum().backward()
+    valid_old = torch.arange(2)[None, None, :] < old_len[..., None]
+    assert torch.equal(leaf.grad, valid_old.float())  # every valid old frame reaches the output once
+    cpu = dt.mask_nested((new_h, new_hist), mask=mask, mask_cpu=mask, mask_value=(h, hist))
+    assert cpu[1].dyn_size.raw.tolist() == want_len.tolist()

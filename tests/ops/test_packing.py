@@ -164,3 +164,14 @@ def test_pack_padded_per_row_batch_independence_and_errors():
     with pytest.raises(ValueError, match=r"dimtorch\.unpack_padded\(\): 'q'\[batch\] does not have the valid-frame "
                                          r"counts \[4, 6\]"):
         dt.unpack_padded(dt.Tensor(y.raw, (batch, q, f)), dims=(hyps, time), in_dim=q)
+
+
+def test_pack_padded_enforce_sorted():
+    """RETURNN frontend's enforce_sorted=False is the default (the fast path takes it); True is refused, as in
+    RETURNN frontend."""
+    pb = make_padded_batch((3, 1))
+    a, da = dt.pack_padded(pb.x, dims=(pb.batch, pb.time), enforce_sorted=False)
+    b, db = dt.pack_padded(pb.x, dims=(pb.batch, pb.time))
+    assert da.size == db.size == 4 and torch.equal(a.raw, b.raw)
+    with pytest.raises(NotImplementedError, match=r"dimtorch\.pack_padded\(\): enforce_sorted=True"):
+        dt.pack_padded(pb.x, dims=(pb.batch, pb.time), enforce_sorted=True)

@@ -411,3 +411,35 @@ def test_pad_tensor_value_errors():
         fast, (d,) = dt.pad(pb.x, axes=pb.time, padding=(1, 2), value=value)  # the fast path hands these over
         slow, (d2,) = _pad.pad(pb.x, axes=pb.time, padding=(1, 2), value=value)
         assert d is d2 and torch.equal(fast.raw.nan_to_num(), slow.raw.nan_to_num())
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_pad_returnn_frontends_signature(pad):
+    """RETURNN frontend's form: a list of out dims; value None is 0; out_dims= names the padded axes (each
+    must have the size or lengths dim math gives: (1, 0) and (0, 1) give one dim); handle_dynamic_dims
+    None/True pad about each sequence's end, False on a dynamic dim is refused. The fast path (one static or
+    dynamic dim) and the definition agree; against positional torch with NaN/1e30 padding."""
+    from dimtorch.ops import pad as _pad
+    pb = make_padded_batch((4, 2, 1), pad_value=pad)
+    for fn in (dt.pad, _pad.pad):
+        y, dims = fn(pb.x, axes=[pb.time], padding=[(1, 0)])
+        assert isinstance(dims, list) and dims == [pb.time + 1]
+        y2, dims2 = fn(pb.x, axes=[pb.time], padding=[(0, 1)], value=None, out_dims=dims, handle_dynamic_dims=True)
+        assert dims2 == dims and y2.dims == y.dims
+        ys, static = fn(pb.x, axes=[pb.feature], padding=[(0, 2)], value=1.5)
+        assert isinstance(static, list) and static[0].size == pb.feature.size + 2
+
+    def oracle(x):
+        out = torch.zeros(3, 5, 4, dtype=x.dtype)
+        for b, n in enumerate([4, 2, 1]):
+            out[b, :n] = x[b, :n]
+        return out
+    check_against_torch(lambda x: dt.pad(x, axes=[pb.time], padding=[(0, 1)], value=None)[0], oracle, [pb.x])
+    other = dt.Dim(dt.Tensor(torch.tensor([5, 3, 2]), (pb.batch,)), name="other")
+    assert dt.pad(pb.x, axes=[pb.time], padding=[(1, 0)], out_dims=[other])[1] == [other]
+    wrong = dt.Dim(dt.Tensor(torch.tensor([5, 3, 3]), (pb.batch,)), name="wrong")
+    with pytest.raises(ValueError, match=r"dimtorch\.pad\(\): out_dims gives 'wrong'.* whose lengths are not"):
+        dt.pad(pb.x, axes=[pb.time], padding=[(1, 0)], out_dims=[wrong])
+    with pytest.raises(NotImplementedError, match=r"dimtorch\.pad\(\): handle_dynamic_dims=False"):
+        dt.pad(pb.x, axes=[pb.time], padding=[(0, 1)], handle_dynamic_dims=False)
+    assert dt.pad(pb.x, axes=[pb.feature], padding=[(0, 1)], handle_dynamic_dims=False)[0].raw.shape[-1] == 5

@@ -314,3 +314,29 @@ def test_slice_new_arguments_go_to_the_python_definition():
         slow, sd = _slicing.slice(pb.x, axis=pb.time, **kwargs)
         assert fast.dims[0] is slow.dims[0] and fast.dims[2] is slow.dims[2] and fd.name == sd.name
         torch.testing.assert_close(fast.raw, slow.raw, equal_nan=True)
+
+
+@pytest.mark.parametrize("pad", [float("nan"), 1e30])
+def test_slice_end_tensor_per_sequence(pad):
+    """slice(end=Tensor): each sequence's frames [start, min(end, its length)) (RETURNN frontend's per-sequence
+    end); the out dim's lengths are those counts (end read on the host). Against positional torch (forward and
+    backward, NaN/1e30 padding) and each sequence alone; start/step default None (0 and 1)."""
+    pb = make_padded_batch((5, 3, 2), pad_value=pad)
+    end = dt.Tensor(torch.tensor([4, 9, 1]), (pb.batch,))
+    out, dim = dt.slice(pb.x, axis=pb.time, start=1, end=end)
+    assert dim.dyn_size.raw.tolist() == [3, 2, 0] and out.dims == (pb.batch, dim, pb.feature)
+
+    def oracle(x):
+        y = torch.zeros(3, 3, x.shape[2], dtype=x.dtype)
+        for b, n in enumerate([3, 2, 0]):
+            y[b, :n] = x[b, 1:1 + n]
+        return y
+    check_against_torch(lambda x: dt.slice(x, axis=pb.time, start=1, end=end)[0], oracle, [pb.x])
+    for b, (n, e) in enumerate(zip([5, 3, 2], [4, 9, 1])):  # each sequence alone
+        b1 = dt.Dim(None, name="b1")
+        t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
+        one, d1 = dt.slice(dt.Tensor(pb.x.raw[b:b + 1, :n], (b1, t1, pb.feature)), axis=t1, start=1,
+                           end=dt.Tensor(torch.tensor([e]), (b1,)))
+        k = d1.dyn_size.raw.item()
+        torch.testing.assert_close(one.raw[0, :k], out.raw[b, :k])
+    assert dt.slice(pb.x, axis=pb.time, start=None, step=None)[1] is pb.time

@@ -290,3 +290,37 @@ def test_top_p_mask_errors():
         dt.top_p_mask(pb.x, axis=pb.feature, p=dt.Tensor(torch.zeros(4), (pb.feature,)))
     with pytest.raises(ValueError, match=r"dimtorch\.top_p_mask\(\): min_tokens_to_keep must be an int >= 0"):
         dt.top_p_mask(pb.x, axis=pb.feature, p=0.5, min_tokens_to_keep=-1)
+
+
+def test_top_k_returnn_frontends_signature():
+    """k_dim= (the out dim; k, if given too, its size), k=None, sorted=; several axes give a list of indices.
+    The fast path (one static axis) and the definition agree; against torch.topk."""
+    from dimtorch.ops import sort as _sort
+    pb = make_padded_batch((3, 2), feature=5)
+    k_dim = dt.Dim(2, name="k")
+    raw = torch.nan_to_num(pb.x.raw, nan=0.0)
+    x = dt.Tensor(raw, pb.x.dims)
+    for fn in (dt.top_k, _sort.top_k):
+        values, idx, kd = fn(x, axis=pb.feature, k_dim=k_dim, sorted=False)
+        assert kd is k_dim and values.dims == (pb.batch, pb.time, k_dim)
+        ref = torch.topk(raw, 2, dim=-1)
+        assert torch.equal(values.raw, ref.values) and torch.equal(idx.raw, ref.indices) and idx.sparse_dim is pb.feature
+        assert fn(x, axis=pb.feature, k=2, k_dim=k_dim)[2] is k_dim
+    beam = dt.Dim(3, name="beam")
+    y = dt.Tensor(torch.randn(2, 3, 5), (pb.batch, beam, pb.feature))
+    values, indices, kd = dt.top_k(y, axis=[beam, pb.feature], k_dim=k_dim)
+    assert isinstance(indices, list) and [i.sparse_dim for i in indices] == [beam, pb.feature]
+    ref = torch.topk(y.raw.reshape(2, 15), 2, dim=-1)
+    assert torch.equal(values.raw, ref.values) and torch.equal(indices[0].raw * 5 + indices[1].raw, ref.indices)
+    with pytest.raises(ValueError, match=r"dimtorch\.top_k\(\): k=3 does not match k_dim"):
+        dt.top_k(y, axis=pb.feature, k=3, k_dim=k_dim)
+    with pytest.raises(TypeError, match=r"dimtorch\.top_k\(\): give k"):
+        dt.top_k(y, axis=pb.feature)
+
+
+def test_cumsum_spatial_dim_is_axis():
+    """RETURNN frontend's spatial_dim= is dimtorch's axis= (give one)."""
+    pb = make_padded_batch((3, 1))
+    assert torch.equal(dt.cumsum(pb.x, spatial_dim=pb.time).raw, dt.cumsum(pb.x, axis=pb.time).raw)
+    with pytest.raises(TypeError, match=r"dimtorch\.cumsum\(\): missing the dim"):
+        dt.cumsum(pb.x)

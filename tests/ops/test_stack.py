@@ -138,7 +138,7 @@ def test_unstack_dynamic_gives_one_tensor_per_position():
     assert len(parts) == 3 and all(p.dims == (pb.batch, pb.feature) for p in parts)
     check_against_torch(lambda t: dt.unstack(t, axis=pb.time), lambda r: list(torch.unbind(r[:, :3], 1)), [pb.x])
     empty = make_padded_batch((0, 0), feature=2)
-    assert dt.unstack(empty.x, axis=empty.time) == []
+    assert dt.unstack(empty.x, axis=empty.time) == ()
 
 
 @given(data=st.data(), n_parts=st.integers(1, 3))
@@ -165,3 +165,24 @@ def test_split_dynamic_property(data, n_parts):
     for o, e, (_, lens) in zip(outs, expected, parts):
         for b, n in enumerate(lens):
             torch.testing.assert_close(o.raw[b, :n], e[b, :n], equal_nan=True)
+
+
+@pytest.mark.parametrize("pad", [float("nan"), PAD_LARGE])
+def test_stack_onto_a_dynamic_dim_from_dim_math(pad):
+    """Frame-by-frame results stacked back onto a dynamic dim made by dim math (T1 + T2, as concat makes it):
+    one tensor per frame of its longest sequence; against torch.stack, forward and backward, and each
+    sequence's valid frames as they were. A dim whose longest sequence has another number of frames, or
+    whose lengths vary over a dim the tensors lack, is an error."""
+    pb = make_padded_batch((3, 1, 2), pad_value=pad)
+    t2 = dt.Dim(dt.Tensor(torch.tensor([1, 2, 0]), (pb.batch,)), name="t2")
+    total = pb.time + t2  # lengths 4, 3, 2: max 4
+    frames = [dt.gather(pb.x, indices=i, axis=pb.time) for i in (0, 1, 2, 0)]
+    out, dim = dt.stack(frames, out_dim=total)
+    assert dim is total and out.dims == (total, pb.batch, pb.feature)
+    check_against_torch(lambda *f: dt.stack(list(f), out_dim=total)[0], lambda *f: torch.stack(f), frames)
+    with pytest.raises(ValueError, match=r"dimtorch\.stack\(\): out_dim .* does not fit 3 tensors"):
+        dt.stack(frames[:3], out_dim=total)
+    other = dt.Dim(None, name="other")
+    lonely = dt.Dim(dt.Tensor(torch.tensor([4, 1]), (other,)), name="lonely")
+    with pytest.raises(ValueError, match=r"dimtorch\.stack\(\): out_dim .* does not fit 4 tensors"):
+        dt.stack(frames, out_dim=lonely)

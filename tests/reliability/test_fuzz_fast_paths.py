@@ -28,11 +28,16 @@ def _same(a, b, pool_ids) -> bool:
             return False
         if (a.sparse_dim is None) != (b.sparse_dim is None) or (a.feature_dim is None) != (b.feature_dim is None):
             return False
+        if a.raw_tensor is None or b.raw_tensor is None:  # templates (copy_template)
+            return a.raw_tensor is None and b.raw_tensor is None and a.dtype == b.dtype
         if a.raw.shape != b.raw.shape or a.raw.dtype != b.raw.dtype:
             return False
         if a.raw.device.type == "meta":
             return True
-        va, vb = a.copy_masked(0).raw, b.copy_masked(0).raw  # padding may differ
+        # Padding may differ: zeroed where the tensor has the dims a dim's lengths are over (a tensor
+        # over time alone, as ones(time) makes, has padding frames no mask of it can name).
+        masked = [d for d in a.dims if d.is_dynamic() and all(x in a.dims for x in d.dyn_size.dims)]
+        va, vb = a.copy_masked(0, dims=masked).raw, b.copy_masked(0, dims=masked).raw
         return torch.equal(va, vb) if va.dtype == torch.bool else torch.equal(va.nan_to_num(), vb.nan_to_num())
     if isinstance(a, dt.Dim) and isinstance(b, dt.Dim):
         return a is b or (id(a) not in pool_ids and id(b) not in pool_ids and a.size == b.size)

@@ -132,3 +132,49 @@ def test_concat_dims_hold_their_second_operand_weakly():
     del b, ba
     assert b_ref() is None
     assert ab.derivation is None and ab.dyn_size.raw.tolist() == [4, 2]
+
+
+def _rebinding_step(extern, time, feature, model: _Model, i: int) -> None:
+    """A step as RETURNN code runs it: the same declared dims, bound to this batch (dimtorch.rf.tensor)."""
+    lengths = torch.tensor([5 + i % 3, 3, 1 + i % 2], dtype=torch.int32)
+    per_batch = dt.Dim(dt.Tensor(torch.tensor([2, 1, 2]), (extern.batch_dim,)), name="per_batch")
+    extern.data.assign_padded_({"data": torch.randn(3, int(lengths.max()), feature.size)}, lengths={time: lengths})
+    x = extern.data["data"]
+    both = per_batch + time  # A + T: owned by the batch's dim, reached from the declared one
+    dt.reduce_sum(dt.Tensor(torch.zeros(3, both.get_max_size()), (extern.batch_dim, both)), axis=both)
+    time.get_mask()
+    model(x, extern.batch_dim, time).raw.backward()
+    for p in model.parameters():
+        p.grad = None
+
+
+def test_rebinding_declared_dims_every_batch_without_the_collector(collector_off):
+    """The same declared dims bound to each batch's lengths (RETURNN's way) leave nothing behind: the
+    derived dims stay the same objects, the caches of the old lengths go, no reference cycle."""
+    from types import SimpleNamespace
+
+    from dimtorch.rf.tensor import Dim, Tensor, TensorDict, batch_dim
+    torch.manual_seed(0)
+    time = Dim(Tensor("time", [batch_dim], dtype="int32"))
+    feature, hidden = dt.Dim(8, name="feature"), dt.Dim(16, name="hidden")
+    extern = SimpleNamespace(batch_dim=batch_dim,
+                             data=TensorDict({"data": Tensor("data", [batch_dim, time, feature], dtype="float32")}))
+    model = _Model(feature, hidden)
+    try:
+        for i in range(50):
+            _rebinding_step(extern, time, feature, model, i)
+        live_before, rss_before = dt._C._live_counts(), _rss_bytes()
+        for i in range(STEPS):
+            _rebinding_step(extern, time, feature, model, i)
+        live_after, rss_after = dt._C._live_counts(), _rss_bytes()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        cyclic = collections.Counter(type(o).__name__ for o in gc.garbage
+                                     if type(o).__module__.startswith("dimtorch") or type(o) in (dt.Tensor, dt.Dim))
+        assert not cyclic, f"dimtorch objects in reference cycles after {STEPS} rebound batches: {dict(cyclic)}"
+        assert live_after == live_before, (live_before, live_after)
+        if not SANITIZED:
+            growth = rss_after - rss_before
+            assert growth < 2**20, f"{STEPS} rebound batches grew the process by {growth / 2**20:.2f} MiB"
+    finally:
+        extern.data.reset_content()

@@ -20,7 +20,8 @@ import torch
 
 from .. import _C, _pickle
 from ..ops import (
-    concat as _concat, dim as _dim, mask as _mask, packing as _packing, slicing as _slicing, tensor as _tensor,
+    concat as _concat, dim as _dim, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
+    slicing as _slicing, tensor as _tensor,
 )
 from .._core import data_dependent as _data_dependent, tracing as _tracing
 from .._C import Dim, Tensor
@@ -36,6 +37,8 @@ def _core_definitions() -> dict:
         "Tensor.__init__": _tensor.__init__,
         "Tensor.__reduce__": _pickle.reduce_tensor,
         "Dim.__init__": _dim.__init__,
+        "Dim._rf_new": _rf_dim._rf_new,
+        "Dim._mul_dims": _rf_dim._mul_dims,
         "Dim.__reduce__": _pickle.reduce_dim,
         "Dim.get_mask": _mask.get_mask,
         "Dim.get_size_tensor": _mask.get_size_tensor,
@@ -57,7 +60,10 @@ def _property_get(self, obj, objtype=None):
 
 
 def _property_set(self, obj, value):
-    raise AttributeError(f"dimtorch: attribute {type(obj).__name__}.{self.definition.__name__} is read-only")
+    """_C._Property.__set__ as Dynamo traces it: the property's Python definition of assignment."""
+    if self.set_definition is None:
+        raise AttributeError(f"dimtorch: attribute {type(obj).__name__}.{self.definition.__name__} is read-only")
+    self.set_definition(obj, value)
 
 
 def _install_type_dicts() -> None:
@@ -68,6 +74,12 @@ def _install_type_dicts() -> None:
             cls.__dict__[name].definition = definition
         for name, fn in module.OPERATORS.items():
             _C._set_type_attr(cls, name, fn)
+    Tensor.__dict__["raw_tensor"].set_definition = _tensor.set_raw_tensor
+    # What is Python only (RETURNN's API, copy_template): into the type dicts as it is.
+    for cls, attrs in ((Tensor, _tensor.PYTHON_METHODS), (Tensor, _rf_tensor.METHODS), (Tensor, _rf_tensor.PROPERTIES),
+                       (Dim, _rf_dim.METHODS), (Dim, _rf_dim.PROPERTIES)):
+        for name, attr in attrs.items():
+            _C._set_type_attr(cls, name, attr)
 
 
 _polyfills_installed = False

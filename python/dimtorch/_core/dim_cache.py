@@ -1,4 +1,6 @@
-"""A small cache of raws derived from a dim's host lengths (index tensors), held weakly by the dim."""
+"""A small cache of raws derived from a dim's host lengths (index tensors), held weakly by the dim, and
+forget(dim): what binding new lengths to a dim calls to drop every Python cache computed from the old
+ones (this one, and those op modules register with on_forget)."""
 from __future__ import annotations
 
 import weakref
@@ -60,3 +62,21 @@ def store_while_both_live(cache: dict, key, a: Dim, b: Dim, value) -> None:
     if len(cache) >= 64:
         cache.clear()
     cache[key] = (weakref.ref(a, forget), weakref.ref(b, forget), value)
+
+
+_FORGET_HOOKS: list = []
+
+
+def on_forget(hook) -> None:
+    """Registers hook(dim), called by forget(dim): an op module's cache keyed by a dim drops the
+    entries computed from its lengths."""
+    _FORGET_HOOKS.append(hook)
+
+
+def forget(dim: Dim) -> None:
+    """Drops everything cached for `dim` (its lengths changed: dimtorch.ops.dim binds new ones)."""
+    entry = _CACHE.get(id(dim))
+    if entry is not None and entry[0]() is dim:
+        _CACHE.pop(id(dim), None)
+    for hook in _FORGET_HOOKS:
+        hook(dim)

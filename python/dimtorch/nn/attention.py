@@ -1,12 +1,13 @@
 """Multi-head attention: SelfAttention, CausalSelfAttention (step state), CrossAttention, RelPosSelfAttention, RoPE variants."""
 from __future__ import annotations
 
+import weakref
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 
-from .._core import tracing as _tracing
+from .._core import dim_cache as _dim_cache, tracing as _tracing
 from .._C import Dim, Tensor
 from ..ops.positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
 from .._core.args import dim_str, dims_str
@@ -76,10 +77,12 @@ class FrameMaskCache:
     nothing is cached: the mask is built in the graph with the raw size of axis in the tensor it
     masks (eagerly, that is the dim's max length)."""
 
-    __slots__ = ("key", "value")
+    __slots__ = ("key", "value", "__weakref__")
+    _instances: "weakref.WeakSet[FrameMaskCache]" = weakref.WeakSet()
 
     def __init__(self):
         self.key, self.value = None, None
+        FrameMaskCache._instances.add(self)
 
     def get(self, axis: Dim, lead: tuple, device, like) -> Optional[torch.Tensor]:
         """The mask of axis's valid frames over (*lead, axis) for `like`, the tensor it masks: a
@@ -97,11 +100,21 @@ class FrameMaskCache:
         self.key, self.value = (axis, lead, device, size), value
         return value
 
+    @staticmethod
+    def forget(dim: Dim) -> None:
+        """Drops every module's mask over `dim` (new lengths bound to it)."""
+        for cache in list(FrameMaskCache._instances):
+            if cache.key is not None and cache.key[0] is dim:
+                cache.key = cache.value = None
+
     def __deepcopy__(self, memo):
         return FrameMaskCache()
 
     def __reduce__(self):
         return FrameMaskCache, ()
+
+
+_dim_cache.on_forget(FrameMaskCache.forget)
 
 
 def _zero_padding(raw: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:

@@ -115,8 +115,7 @@ class LSTM(Module):
         else:
             h0, c0 = (self._state_raw(s, name, batch_dims, n_states, n_batch, caller)
                       for s, name in zip(state, ("h", "c")))
-        params = self._parameters  # the torch Parameters themselves: no named views made per call
-        weights = [params[name] for name in self._weight_names]
+        weights = self._flat_weights()
         args = (self.with_bias, self.num_layers, self.dropout, self.training, self.bidirectional)
         if spatial_dim.is_dynamic():
             lengths = spatial_dim.dyn_size
@@ -160,6 +159,13 @@ class LSTM(Module):
         h = Tensor(h.reshape(state_shape), state_dims, feature_dim=self.out_dim)
         c = Tensor(c.reshape(state_shape), state_dims, feature_dim=self.out_dim)
         return y, LstmState(h, c)
+
+    def _flat_weights(self) -> list:
+        """The weights in the order torch's LSTM kernel takes them (per layer and direction: w_ih, w_hh, and
+        with biases b_ih, b_hh): the torch Parameters themselves, no named views made per call. (dimtorch.rf's
+        LSTM, with RETURNN's parameters, gives its own.)"""
+        params = self._parameters
+        return [params[name] for name in self._weight_names]
 
     def _run_in_graph(self, raw: torch.Tensor, lens: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
                       weights: list):

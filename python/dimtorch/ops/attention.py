@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from .. import _C
 from .._C import Dim, Tensor
+from .._core import dim_cache as _dim_cache
 from .._core.args import check_tensor, dim_str, dims_str
 from ._support import names_errors
 
@@ -136,6 +137,17 @@ def _make_plan(caller: str, query: Tensor, keys: Tensor, values: Tensor, key_dim
     plan.causal_tril = causal is not None and causal is not axis
     plan.feature_dim = _has(v_feat, values.feature_dim)  # whether the result keeps values' feature_dim
     return plan
+
+
+def _forget(dim: Dim) -> None:
+    """Drops the plans made with `dim` (whether it has lengths decides the key mask: new lengths bound
+    to it)."""
+    for key, plan in list(_PLANS.items()):
+        if any(r() is dim for r in plan.refs):
+            _PLANS.pop(key, None)
+
+
+_dim_cache.on_forget(_forget)
 
 
 def _plan(caller: str, query, keys, values, key_dim, axis, causal) -> _Plan:

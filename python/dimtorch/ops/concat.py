@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _C
-from .._core import in_graph as _in_graph, tracing as _tracing
+from .._core import dim_cache as _dim_cache, in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.args import axis_of, check_tensor, dim_str, dims_str, lengths_positions
 from ._support import names_errors
@@ -18,6 +18,7 @@ _LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/core/mask.h)
 # Gather indices of dynamic concats: canonical out dim (dim_0 + dim_1 + ...) -> {layout: device raw}.
 # Weak keys: an entry goes with its dim, and the raws hold no dim.
 _INDEX_CACHE: "weakref.WeakKeyDictionary[Dim, dict]" = weakref.WeakKeyDictionary()
+_dim_cache.on_forget(lambda dim: _INDEX_CACHE.pop(dim, None))  # new lengths bound to the dim
 
 
 def _length_raw(dim: Dim, bdims: tuple) -> torch.Tensor:
@@ -77,10 +78,35 @@ def _gather_index_in_graph(cat_dims: list, sizes: tuple, out_dims: tuple, axis: 
     return index
 
 
-def concat(*sources, out_dim: Optional[Dim] = None):
+def _broadcast_pairs(pairs: list) -> list:
+    """Each tensor expanded (a view) to the other dims of all: the first one's order, then the rest."""
+    union, sizes = [], {}
+    for x, d in pairs:
+        for e, n in zip(x.dims, x.raw.shape):
+            if e is not d and not any(e is u for u in union):
+                union.append(e)
+                sizes[id(e)] = n
+    out = []
+    for x, d in pairs:
+        missing = [e for e in union if not any(e is f for f in x.dims)]
+        if missing:
+            dims = tuple(missing) + x.dims
+            raw = x.raw_aligned(dims).expand(*[sizes[id(e)] for e in missing], *x.raw.shape)
+            x = Tensor(raw, dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
+        out.append((x, d))
+    return out
+
+
+def concat(*sources, allow_broadcast: bool = False, out_dim: Optional[Dim] = None,
+           handle_dynamic_dims: Optional[bool] = None):
     """Concatenates `(tensor, dim)` pairs along their dims; returns (tensor, out_dim), out_dim =
     dim_0 + dim_1 + ... by dim math (or the given out_dim), at the place of dim_0 in the first
-    tensor's dims order. All tensors must have the same other dims (as sets, same sizes).
+    tensor's dims order. All tensors must have the same other dims (as sets, same sizes), unless
+    `allow_broadcast`: then each is broadcast over the other dims of the others (the first one's
+    order, then the new dims in order of appearance). RETURNN frontend's signature.
+
+    `handle_dynamic_dims`: None or True (sequence by sequence, below); False (the raws one after the
+    other, padding between a shorter sequence's frames: batch-dependent) is not supported.
 
     Static dims: torch.cat. Dynamic dims: each sequence's valid frames follow each other (the frames
     of tensor 1 start at tensor 0's length of that sequence); out lengths are the sum of the
@@ -100,6 +126,12 @@ def concat(*sources, out_dim: Optional[Dim] = None):
         check_tensor(x, _CALLER, what=f"source {i}'s tensor")
         axis_of(x, d, _CALLER, what=f"source {i}'s dim", of=f"source {i}'s tensor")
         pairs.append((x, d))
+    if handle_dynamic_dims is False and any(d.dyn_size is not None for _, d in pairs):
+        raise NotImplementedError(
+            f"{_CALLER}: handle_dynamic_dims=False (the raws one after the other, a shorter sequence's padding "
+            f"between its frames) makes results depend on the batch; dimtorch concatenates sequence by sequence")
+    if allow_broadcast:
+        pairs = _broadcast_pairs(pairs)
 
     x0, d0 = pairs[0]
     others = tuple(d for d in x0.dims if d is not d0)

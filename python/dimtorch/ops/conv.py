@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Union
 
 import torch.nn.functional as F
 
-from .._core import in_graph as _in_graph, tracing as _tracing
+from .._core import dim_cache as _dim_cache, in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .conv_args import (check_padding, conv_padding, given_out_spatial_dims, out_spatial_dim, per_dim, permuted,
                          plan_perm, same_pads, short_pads, spatial_dims, transposed_extra, transposed_out_dim)
@@ -126,6 +126,19 @@ class _Plan:
 
 _CONV_PLANS: dict = {}
 _TRANSPOSED_PLANS: dict = {}
+
+
+def _forget(dim: Dim) -> None:
+    """Drops the layouts made for tensors over `dim` (they narrow to its max length and mask by its
+    lengths: new lengths bound to it)."""
+    for plans in (_CONV_PLANS, _TRANSPOSED_PLANS):
+        for plan in list(plans.values()):
+            lay = plan.layout
+            if lay is not None and (dim in lay.dims or dim in lay.out_dims):
+                plan.layout = None
+
+
+_dim_cache.on_forget(_forget)
 
 
 def _cached_plan(plans: dict, caller: str, x, filter, args: tuple, in_spatial_dims, build) -> _Plan:
@@ -361,11 +374,21 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
 
 # --- the ops ------------------------------------------------------------------------------------------
 
-def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
+def _rf_args(caller: str, strides, dilation, dilation_rate, groups) -> tuple:
+    """(strides, dilation, groups) from RETURNN frontend's defaults (None: 1) and its dilation_rate."""
+    if dilation_rate is not None:
+        if dilation is not None:
+            raise TypeError(f"{caller}: give dilation or dilation_rate (RETURNN frontend's name), not both")
+        dilation = dilation_rate
+    return (1 if strides is None else strides, 1 if dilation is None else dilation, 1 if groups is None else groups)
+
+
+def conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
          out_spatial_dims: Optional[Sequence[Dim]] = None, filter_size: Sequence[Dim],
-         strides: Union[int, Sequence[int]] = 1, dilation: Union[int, Sequence[int]] = 1,
-         padding: Union[str, int, Sequence[int]] = "valid", groups: int = 1,
-         bias: Optional[Tensor] = None) -> tuple[Tensor, tuple[Dim, ...]]:
+         padding: Union[str, int, Sequence[int]] = "valid", strides: Optional[Union[int, Sequence[int]]] = None,
+         dilation_rate: Optional[Union[int, Sequence[int]]] = None, groups: Optional[int] = None,
+         bias: Optional[Tensor] = None, use_mask: Optional[bool] = None,
+         dilation: Optional[Union[int, Sequence[int]]] = None) -> tuple[Tensor, tuple[Dim, ...]]:
     """1-D, 2-D or 3-D convolution (F.conv1d/2d/3d) of x over `in_spatial_dims`, contracting `in_dim`;
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
@@ -391,9 +414,14 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
     ones; each must be the computed dim or have its size (static) or its lengths (dynamic, compared
     on the host), else a ValueError names both.
 
+    RETURNN frontend's signature: `filter` may be given by keyword, strides/groups None mean 1,
+    `dilation_rate` is `dilation` (give one), and `use_mask` changes nothing: x's padding is always
+    zeroed (rf's use_mask=False differs only where its result depends on the batch).
+
     While tracing: plans and layouts are made per call and cached nowhere, x's padding is masked
     in the graph, and the output keeps torch's frames beyond the longest sequence (padding)."""
     caller = "dimtorch.conv()"
+    strides, dilation, groups = _rf_args(caller, strides, dilation, dilation_rate, groups)
     if type(in_spatial_dims) is not tuple:
         in_spatial_dims = _spatial_arg(in_spatial_dims)
     args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups)
@@ -403,12 +431,13 @@ def conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dim
     return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, out_spatial_dims, bias)
 
 
-def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
-                    out_spatial_dims: Optional[Sequence[Dim]] = None, filter_size: Sequence[Dim], strides: Optional[Union[int, Sequence[int]]] = None,
-                    dilation: Union[int, Sequence[int]] = 1, padding: str = "valid",
-                    remove_padding: Union[int, Sequence[int]] = 0,
-                    output_padding: Optional[Union[int, Sequence[Optional[int]]]] = None, groups: int = 1,
-                    bias: Optional[Tensor] = None) -> tuple[Tensor, tuple[Dim, ...]]:
+def transposed_conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],
+                    out_spatial_dims: Optional[Sequence[Dim]] = None, filter_size: Sequence[Dim],
+                    padding: str = "valid", remove_padding: Union[int, Sequence[int]] = 0,
+                    output_padding: Optional[Union[int, Sequence[Optional[int]]]] = None,
+                    strides: Optional[Union[int, Sequence[int]]] = None, bias: Optional[Tensor] = None,
+                    use_mask: Optional[bool] = None, dilation: Union[int, Sequence[int]] = 1,
+                    groups: int = 1) -> tuple[Tensor, tuple[Dim, ...]]:
     """1-D, 2-D or 3-D transposed convolution (F.conv_transpose1d/2d/3d) of x over `in_spatial_dims`;
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
@@ -425,7 +454,8 @@ def transposed_conv(x: Tensor, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_
     Lengths follow by dim math on the host (never below 0); an empty sequence (T = 0) gives the
     frames above that no input reaches, holding the bias. Padding of x is zeroed first, and every
     crop is the same for all sequences, so each sequence gets what it gets alone.
-    `out_spatial_dims`: as dt.conv's (checked against the computed dims).
+    `out_spatial_dims`: as dt.conv's (checked against the computed dims). `use_mask`: as dt.conv's
+    (x's padding is always zeroed).
     While tracing, as dt.conv: nothing cached, masks in the graph, frames beyond the longest
     sequence kept (after the left crop)."""
     caller = "dimtorch.transposed_conv()"

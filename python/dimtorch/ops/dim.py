@@ -148,7 +148,8 @@ def get_max_size(self):
     if self.size is not None:
         return self.size
     if not _has_lengths(self):
-        return None
+        bound = self._bound_size  # a batch dim's size bound for the step (dimtorch.ops.rf_dim)
+        return None if bound is None else int(bound.raw)
     raise RuntimeError(f"dimtorch.Dim.get_max_size(): {dim_str(self)} has lengths that are being "
                        f"traced, so their max is not known on the host; take the size of the raw axis "
                        f"of a tensor over this dim")

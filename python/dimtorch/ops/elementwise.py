@@ -191,39 +191,71 @@ def _kind(table: dict, kind, caller: str) -> str:
         raise ValueError(f"{caller}: unknown kind {kind!r} (known: {', '.join(table)})") from None
 
 
+def _kind_last(b, kind):
+    """(b, kind) of a call in either order: dimtorch's (a, b, kind) or RETURNN frontend's (a, kind, b)."""
+    return (kind, b) if isinstance(b, str) and not isinstance(kind, str) else (b, kind)
+
+
+def _in_dim_order(out: Tensor, dim_order, caller: str) -> Tensor:
+    """out transposed to RETURNN frontend's dim_order (its dims in that order, the rest after)."""
+    if dim_order is None:
+        return out
+    order = [d for d in dim_order if any(d is e for e in out.dims)]
+    order += [d for d in out.dims if not any(d is e for e in order)]
+    return out if tuple(order) == out.dims else out.copy_transpose(tuple(order))
+
+
 @names_errors("dimtorch.combine()")
-def combine(a, b, kind, *, allow_broadcast_all_sources=False) -> Tensor:
+def combine(a, b, kind, /, *, allow_broadcast_all_sources=None, dim_order=None) -> Tensor:
     """Elementwise a <kind> b aligned by dims. kind: add, sub, mul, truediv, floordiv, mod, pow,
     maximum, minimum, logical_and, logical_or, bitwise_and/or/xor (or the operator symbol).
+    RETURNN frontend's order combine(a, kind, b) works too (the str is the kind).
     The output keeps the dims order of the first operand that holds all dims (raws of the others
-    are views aligned to it); without one, an error unless allow_broadcast_all_sources (then a's
-    dims followed by b's others). Python scalars stay scalars."""
+    are views aligned to it); without one, an error unless allow_broadcast_all_sources (None:
+    False; then a's dims followed by b's others). `dim_order`: the output's dims in this order
+    (those it names; the others after). Python scalars stay scalars."""
     caller = "dimtorch.combine()"
+    b, kind = _kind_last(b, kind)
     k = _kind(_COMBINE_KINDS, kind, caller)
-    return binary(k, a, b, flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources"), caller)
+    out = binary(k, a, b, flag(False if allow_broadcast_all_sources is None else allow_broadcast_all_sources, caller,
+                                  "allow_broadcast_all_sources"), caller)
+    return _in_dim_order(out, dim_order, caller) if isinstance(out, Tensor) else out
 
 
 @names_errors("dimtorch.compare()")
-def compare(a, b, kind, *, allow_broadcast_all_sources=False) -> Tensor:
+def compare(a, b, kind, /, *, allow_broadcast_all_sources=None, dim_order=None) -> Tensor:
     """Bool Tensor a <kind> b aligned by dims. kind: equal, not_equal, less, less_equal, greater,
-    greater_equal (or ==, !=, <, <=, >, >=)."""
+    greater_equal (or ==, !=, <, <=, >, >=). RETURNN frontend's order compare(a, kind, b) works too;
+    allow_broadcast_all_sources and dim_order as in combine."""
     caller = "dimtorch.compare()"
+    b, kind = _kind_last(b, kind)
     k = _kind(_COMPARE_KINDS, kind, caller)
-    return binary(k, a, b, flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources"), caller)
+    out = binary(k, a, b, flag(False if allow_broadcast_all_sources is None else allow_broadcast_all_sources, caller,
+                                  "allow_broadcast_all_sources"), caller)
+    return _in_dim_order(out, dim_order, caller) if isinstance(out, Tensor) else out
 
 
 @names_errors("dimtorch.maximum()")
-def maximum(a, b, *, allow_broadcast_all_sources=False) -> Tensor:
-    """Elementwise maximum, aligned by dims."""
+def maximum(a, b, *other_tensors, allow_broadcast_all_sources=False) -> Tensor:
+    """Elementwise maximum, aligned by dims; more operands (RETURNN frontend's *other_tensors) fold
+    left to right."""
     caller = "dimtorch.maximum()"
-    return binary("maximum", a, b, flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources"), caller)
+    allow = flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources")
+    out = binary("maximum", a, b, allow, caller)
+    for c in other_tensors:
+        out = binary("maximum", out, c, allow, caller)
+    return out
 
 
 @names_errors("dimtorch.minimum()")
-def minimum(a, b, *, allow_broadcast_all_sources=False) -> Tensor:
-    """Elementwise minimum, aligned by dims."""
+def minimum(a, b, *other_tensors, allow_broadcast_all_sources=False) -> Tensor:
+    """Elementwise minimum, aligned by dims; more operands fold left to right."""
     caller = "dimtorch.minimum()"
-    return binary("minimum", a, b, flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources"), caller)
+    allow = flag(allow_broadcast_all_sources, caller, "allow_broadcast_all_sources")
+    out = binary("minimum", a, b, allow, caller)
+    for c in other_tensors:
+        out = binary("minimum", out, c, allow, caller)
+    return out
 
 
 @names_errors("dimtorch.logical_and()")
@@ -261,7 +293,7 @@ def log_add_exp(a, b, *, allow_broadcast_all_sources=False) -> Tensor:
 # ---- where, clip, cast -------------------------------------------------------------------------
 
 @names_errors("dimtorch.where()")
-def where(condition, true_value, false_value, *, allow_broadcast_all_sources=False) -> Tensor:
+def where(condition, true_value, false_value, /, *, allow_broadcast_all_sources=False) -> Tensor:
     """torch.where with the three operands aligned by dims; the values may be Tensors or Python
     scalars. The values' sparse dim survives when both values share it (or one is a scalar)."""
     caller = "dimtorch.where()"
@@ -311,7 +343,7 @@ def clip(x, min=None, max=None, *, allow_broadcast_all_sources=False) -> Tensor:
 
 
 @names_errors("dimtorch.cast()")
-def cast(x, dtype) -> Tensor:
+def cast(x, /, dtype) -> Tensor:
     """x with the raw converted to `dtype` (a name or a torch.dtype); an integer result keeps x's sparse dim."""
     caller = "dimtorch.cast()"
     if not isinstance(x, Tensor):

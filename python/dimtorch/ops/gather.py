@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Union
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -17,12 +17,15 @@ _LENGTHS = 2  # kind of dimtorch._C._dim_cached_raw (src/core/mask.h): the lengt
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
-def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: bool = False) -> Tensor:
-    """Values of x at `indices` along `axis`. With an int, the one frame at that index (axis
-    removed). With an int Tensor whose sparse_dim is `axis`, the output dims are x's dims with
-    `axis` replaced by the dims of indices that x lacks; dims in both are batch dims (each batch
-    entry gathers with its own indices). Indices must be in range everywhere, their padding
-    included (out-of-range values raise torch's error; nothing here reads them on the host).
+def gather(x: Tensor, /, *, indices: Union[Tensor, int], axis: Optional[Dim] = None,
+           clip_to_valid: bool = False) -> Tensor:
+    """Values of x at `indices` along `axis` (default: the sparse_dim of indices, as in RETURNN
+    frontend). With an int, the one frame at that index (axis removed). With an int Tensor whose
+    sparse_dim is `axis` or None (positions computed in a loop body often have none), the output
+    dims are x's dims with `axis` replaced by the dims of indices that x lacks; dims in both are
+    batch dims (each batch entry gathers with its own indices). Indices must be in range
+    everywhere, their padding included (out-of-range values raise torch's error; nothing here
+    reads them on the host).
 
     clip_to_valid=True clips the indices into [0, size - 1], for a dynamic axis into each
     sequence's own [0, length - 1] (on the device, from the lengths' cached device copy): an index
@@ -30,6 +33,10 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: 
     result then also has the dims the lengths vary over (for an int index: x's dims without axis)."""
     caller = "dimtorch.gather()"
     check_tensor(x, caller)
+    if axis is None:
+        if not isinstance(indices, Tensor) or indices.sparse_dim is None:
+            raise TypeError(f"{caller}: give axis, or indices with a sparse_dim (the dim they index)")
+        axis = indices.sparse_dim
     a = axis_of(x, axis, caller)
     if not isinstance(clip_to_valid, bool):
         raise TypeError(f"{caller}: clip_to_valid must be a bool, got {clip_to_valid!r}")
@@ -48,10 +55,9 @@ def gather(x: Tensor, *, indices: Union[Tensor, int], axis: Dim, clip_to_valid: 
         raise TypeError(f"{caller}: indices must be a dimtorch.Tensor or an int, got {type(indices).__name__}")
     if indices.raw.dtype not in _INT_DTYPES:
         raise TypeError(f"{caller}: indices must be of an integer dtype, got {indices.dtype}")
-    if indices.sparse_dim is not axis:
-        got = "none" if indices.sparse_dim is None else dim_str(indices.sparse_dim)
-        raise ValueError(f"{caller}: the sparse_dim of indices is {got}, but axis is {dim_str(axis)} "
-                         f"(indices dims: {dims_str(indices.dims)})")
+    if indices.sparse_dim is not axis and indices.sparse_dim is not None:
+        raise ValueError(f"{caller}: the sparse_dim of indices is {dim_str(indices.sparse_dim)}, but axis is "
+                         f"{dim_str(axis)} (indices dims: {dims_str(indices.dims)})")
     if any(d is axis for d in indices.dims):
         raise ValueError(f"{caller}: indices have axis {dim_str(axis)} among their dims ({dims_str(indices.dims)})")
     if clip_to_valid:
@@ -134,7 +140,7 @@ def _clipped(indices: Tensor, x: Tensor, a: int, axis: Dim, caller: str) -> Tens
     return Tensor(clipped.raw, clipped.dims, sparse_dim=axis)
 
 
-def one_hot(indices: Tensor) -> Tensor:
+def one_hot(indices: Tensor, /) -> Tensor:
     """int64 one-hot of `indices` (F.one_hot) over indices' dims then its sparse_dim, which must be
     static. Values must be in range: on CPU F.one_hot checks them (reading the values); on CUDA it
     does not read them back, and an out-of-range value fails in the kernel."""

@@ -55,7 +55,8 @@ def cross_entropy(*, estimated: Tensor, target: Tensor, axis: Dim, estimated_typ
     `estimated`: logits, log-probs or probs (`estimated_type`) over `axis` and other dims.
     `target`: class indices (an int Tensor whose sparse_dim is `axis`, dims = estimated's dims
     without `axis`, any order) or probabilities (a float Tensor over estimated's dims).
-    Result: estimated's dims without `axis` (in estimated's order). With use_mask, padding positions
+    Index targets of any integer dtype (int32 as RETURNN's data has it; torch's kernels take int64:
+    one conversion). Result: estimated's dims without `axis` (in estimated's order). With use_mask, padding positions
     of dynamic dims get loss 0 and no gradient, and the values of padded index targets are never
     read (they may be out of range). One F.cross_entropy (logits) or F.nll_loss (log-probs/probs)
     call; label_smoothing as in F.cross_entropy. No host-device sync. While tracing, the masks are
@@ -80,6 +81,8 @@ def cross_entropy(*, estimated: Tensor, target: Tensor, axis: Dim, estimated_typ
     if target.sparse_dim is not axis:
         return _cross_entropy_general(raw, a, est_dims, out_dims, target, axis, estimated_type, label_smoothing,
                                       use_mask)
+    if target.raw.dtype != torch.int64:  # torch's kernels take int64 class indices only
+        target = Tensor(target.raw.long(), target.dims, sparse_dim=target.sparse_dim)
     # Index targets: padding gets F.cross_entropy's ignore_index, by the C++ masked copy (the dims'
     # cached masks, one where), as hand-written PyTorch does with its own mask.
     unmasked = False
@@ -205,25 +208,36 @@ def _ctc_loss_one_batch_dim(logits, targets, t_dim: Dim, tt_dim: Dim, blank_inde
 
 
 @names_errors("dimtorch.ctc_loss()")
-def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets_spatial_dim: Dim,
-             blank_index: int, logits_normalized: bool = False) -> Tensor:
-    """Per-sequence CTC loss (negative log-likelihood of `targets`) via F.ctc_loss.
+def ctc_loss(*, logits: Tensor, logits_normalized: bool = False, targets: Tensor, input_spatial_dim: Dim,
+             targets_spatial_dim: Dim, blank_index: int, max_approx: bool = False,
+             use_native_op: Optional[bool] = None, label_loop: bool = True) -> Tensor:
+    """Per-sequence CTC loss (negative log-likelihood of `targets`) via F.ctc_loss (RETURNN
+    frontend's signature; use_native_op chooses nothing here, torch's kernel computes the same loss;
+    max_approx=True and label_loop=False are not supported).
 
     `logits`: over the batch dims, input_spatial_dim and one class dim; `targets`: int class indices
     over the batch dims and targets_spatial_dim. The batch dims are the dims of targets other than
-    targets_spatial_dim. The class dim is the dim of logits that is neither a batch dim nor
-    input_spatial_dim (blank_index indexes it; targets' sparse_dim may lack the blank). log_softmax over
-    the classes unless logits_normalized; the padding of logits is zeroed first (clean gradients);
-    lengths come from the host; reduction none, zero_infinity=True. Result dims: the batch dims.
+    targets_spatial_dim, and the dims of logits other than input_spatial_dim and the class dim
+    (logits may have more: the targets broadcast over them, e.g. several branches of one model). The
+    class dim is the dim of logits that is neither a batch dim of targets nor input_spatial_dim, or,
+    where that leaves several, logits' feature_dim (blank_index indexes it; targets' sparse_dim may
+    lack the blank). log_softmax over the classes unless logits_normalized; the padding of logits is
+    zeroed first (clean gradients); lengths come from the host; reduction none, zero_infinity=True.
+    Result dims: the batch dims of targets, then logits' extra dims.
     While tracing, the mask is built in the graph and the lengths go as tensors on the logits' device
     to dimtorch::ctc_loss (torch's CTC kernel as one opaque graph op: torch's own op has a
     data-dependent output and no fake kernel, see _ctc_op).
     """
+    caller = "dimtorch.ctc_loss()"
+    if max_approx:
+        raise NotImplementedError(f"{caller}: max_approx=True (the Viterbi score) is not supported; "
+                                  f"dimtorch.ctc_best_path gives the best path")
+    if not label_loop:
+        raise NotImplementedError(f"{caller}: label_loop=False (CTC without label loops) is not supported")
     fast = _ctc_loss_one_batch_dim(logits, targets, input_spatial_dim, targets_spatial_dim, blank_index,
                                    logits_normalized)
     if fast is not None:
         return fast
-    caller = "dimtorch.ctc_loss()"
     check_tensor(logits, caller, "logits")
     check_tensor(targets, caller, "targets")
     t_ax = axis_of(logits, input_spatial_dim, caller, what="input_spatial_dim", of="logits")
@@ -234,11 +248,15 @@ def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets
             raise ValueError(f"{caller}: logits lack the batch dim {dim_str(d)} of targets "
                              f"(logits dims: {dims_str(logits.dims)}, targets dims: {dims_str(targets.dims)})")
     rest = [d for d in logits.dims if d is not input_spatial_dim and not any(d is e for e in batch_dims)]
-    if len(rest) != 1:
+    if len(rest) > 1 and any(logits.feature_dim is d for d in rest):
+        class_dim = logits.feature_dim
+        batch_dims += tuple(d for d in rest if d is not class_dim)  # targets broadcast over them
+    elif len(rest) == 1:
+        class_dim = rest[0]
+    else:
         raise ValueError(f"{caller}: logits must have exactly one class dim besides the batch dims "
-                         f"({dims_str(batch_dims)}) and input_spatial_dim {dim_str(input_spatial_dim)}; "
-                         f"logits dims: {dims_str(logits.dims)}")
-    class_dim = rest[0]
+                         f"({dims_str(batch_dims)}) and input_spatial_dim {dim_str(input_spatial_dim)} (or, "
+                         f"with more, a feature_dim naming it); logits dims: {dims_str(logits.dims)}")
     n_classes = logits.raw.shape[logits.dims.index(class_dim)]
     if not 0 <= blank_index < n_classes:
         raise ValueError(f"{caller}: blank_index {blank_index} is out of range for the class dim "
@@ -263,7 +281,8 @@ def ctc_loss(*, logits: Tensor, targets: Tensor, input_spatial_dim: Dim, targets
         lp = torch.log_softmax(lp, dim=-1)
     if n_time == 0:  # no frames at all (every sequence empty): torch's ctc_loss needs one, of padding
         lp = F.pad(lp, (0, 0, 0, 0, 0, 1))
-    tg = targets.raw_aligned(batch_dims + (targets_spatial_dim,)).reshape(n_batch, -1)
+    tg = targets.raw_aligned(batch_dims + (targets_spatial_dim,))
+    tg = tg.expand(*batch_shape, tg.shape[-1]).reshape(n_batch, -1)  # over logits' extra dims too
     if in_graph:  # torch's CTC op cannot be traced (see _ctc_op)
         loss = _ctc_op.ctc_loss(lp, tg, input_lengths, target_lengths, blank_index, True)
     else:

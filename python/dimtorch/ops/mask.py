@@ -50,8 +50,8 @@ def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
         return Tensor(_tracing.mask_raw(dim, tuple(order), shape, _device(device, caller)).expand(
             *[_size_in_mask(d, lengths, dim, shape[i]) for i, d in enumerate(order)]), tuple(order))
     pos = tuple(next(i for i, d in enumerate(order) if d is r) for r in relevant)
-    raw = _C._dim_cached_raw(_MASK, dim, pos, len(order), dim.get_max_size(), _device(device, caller))
-    return Tensor(raw, tuple(order))
+    # The same (frozen) Tensor for the same dims while it lives, as RETURNN's get_mask caches it.
+    return _C._dim_cached_mask(dim, pos, tuple(order), _device(device, caller))
 
 
 def _size_in_mask(d: Dim, lengths: Tensor, dim: Dim, size):
@@ -65,6 +65,9 @@ def get_size_tensor(dim: Dim, device=None) -> Tensor:
     in the graph (nothing cached)."""
     if dim.dyn_size is None:
         size = dim.size
+        bound = dim._bound_size  # a batch dim's size bound for the step (RETURNN's batch_dim.dyn_size_ext)
+        if size is None and bound is not None:
+            return Tensor(bound.raw.to(_device(device, "dimtorch.Dim.get_size_tensor()"), non_blocking=True), ())
         if size is None:
             raise ValueError(f"dimtorch.Dim.get_size_tensor(): dim {dim!r} takes its size from data; "
                              f"it has no size without a tensor")

@@ -20,13 +20,24 @@ def _masked_for_reduce(t: Tensor, reduce_axes: list, caller: str) -> torch.Tenso
     return masked_raw(t, axes, 0, caller)[0]
 
 
+def _product(a: Tensor, b: Tensor) -> Tensor:
+    """matmul without contraction: the product over the union of the dims (common dims, then a's
+    rest, then b's rest, as matmul orders them): an outer product, or a scaling by a tensor of
+    common dims. One broadcast multiply of aligned views."""
+    out_dims = tuple([d for d in a.dims if index_of(b.dims, d) >= 0] + [d for d in a.dims if index_of(b.dims, d) < 0]
+                     + [d for d in b.dims if index_of(a.dims, d) < 0])
+    out = a.raw_aligned(out_dims) * b.raw_aligned(out_dims)
+    features = [f for f in (a.feature_dim, b.feature_dim) if f is not None]
+    return Tensor(out, out_dims, feature_dim=features[0] if features else None)
+
+
 def _matmul(a, b, reduce, use_mask, caller: str) -> Tensor:
     need_tensor(a, caller, "a")
     need_tensor(b, caller, "b")
     reduce = dims_tuple(reduce, caller, "reduce")
     use_mask = flag(use_mask, caller, "use_mask")
     if not reduce:
-        raise ValueError(f"{caller}: reduce must name at least one dim")
+        return _product(a, b)
     ra, rb = [], []
     for d in reduce:
         ia, ib = index_of(a.dims, d), index_of(b.dims, d)
@@ -86,14 +97,16 @@ def _matmul(a, b, reduce, use_mask, caller: str) -> Tensor:
 
 
 @names_errors("dimtorch.matmul()")
-def matmul(a, b, reduce, use_mask=False) -> Tensor:
+def matmul(a, b, reduce, use_mask=True) -> Tensor:
     """Contracts the dim(s) `reduce`; dims in both and not reduced are batch dims. Result dims:
-    common, then a's rest, then b's rest. use_mask zeroes the padding of dynamic reduced dims first."""
+    common, then a's rest, then b's rest. use_mask zeroes the padding of dynamic reduced dims first
+    (nothing to do for static ones). reduce=[]: no contraction, the product over all dims (an outer
+    product of a and b's own dims, batched over the common ones)."""
     return _matmul(a, b, reduce, use_mask, "dimtorch.matmul()")
 
 
 @names_errors("dimtorch.dot()")
-def dot(a, b, reduce, use_mask=False) -> Tensor:
+def dot(a, b, reduce, use_mask=True) -> Tensor:
     """The same as matmul."""
     return _matmul(a, b, reduce, use_mask, "dimtorch.dot()")
 

@@ -168,14 +168,24 @@ def _where_broadcast(condition: Tensor, a, b) -> Tensor:
 def mask_nested(s: Any, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, mask_value: Any,
                 dim_map: Optional[Dict[Dim, Dim]] = None, allow_dim_extension: bool = True) -> Any:
     """where(mask, s_leaf, mask_value leaf) over a structure (RETURNN frontend's rules): mask_value
-    is a structure like s, or one value (number, Tensor or None = 0) for every leaf. With
-    allow_dim_extension=False a leaf is masked only when it has all of the mask's dims (and all of its
-    mask value's); a leaf without any of the mask's dims is left as it is. Dims of the structures must
-    be the same on both sides (merging two dims: not yet)."""
+    is a structure like s, or one value (number, Tensor or None = 0) for every leaf.
+
+    Tensors: with allow_dim_extension (default) and a mask value other than None or 0, the leaf is
+    broadcast over the mask's dims (and the value's); otherwise a leaf is masked only when it has
+    all of the mask's dims (and, without allow_dim_extension, all of its mask value's), and a leaf
+    with none of the mask's dims is left as it is.
+
+    Dims: a dim of s paired with a different dim of mask_value (e.g. a history grown by one label
+    for some hypotheses only) merge into a new dim with lengths where(mask, s's, mask_value's),
+    computed on the host (from mask_cpu, else the mask READ FROM THE DEVICE); both map to it in
+    `dim_map` (updated), and every Tensor over either is moved onto it (replace_dim_v2: frames past
+    a sequence's old length are 0) before the where. Without allow_dim_extension, two dims whose
+    lengths vary over none of the mask's dims stay as s has them."""
     caller = "dimtorch.mask_nested()"
     check_tensor(mask, caller, what="mask")
     if dim_map is not None:
         check_dim_map(dim_map, caller)
+    dim_map = {} if dim_map is None else dim_map
     leaves = _leaves(s)
     if type(mask_value) is type(s) and not isinstance(s, (Tensor, Dim)):
         if _structure(mask_value) != _structure(s):
@@ -184,28 +194,82 @@ def mask_nested(s: Any, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, mask
         values_leaves = _leaves(mask_value)
     else:
         values_leaves = [mask_value] * len(leaves)
+    for leaf, value in zip(leaves, values_leaves):  # first the merged dims, for the Tensors over them
+        if isinstance(leaf, Dim) and isinstance(value, Dim) and leaf is not value and leaf not in dim_map:
+            merged = _merged_dim(leaf, value, mask, mask_cpu, allow_dim_extension, caller)
+            if merged is not None:
+                dim_map[leaf] = dim_map[value] = merged
     out = []
     for leaf, value in zip(leaves, values_leaves):
         if isinstance(leaf, Tensor):
+            if dim_map:
+                leaf = _onto_merged_dims(leaf, dim_map)
+                if isinstance(value, Tensor):
+                    value = _onto_merged_dims(value, dim_map)
             out.append(_mask_leaf(leaf, value, mask, allow_dim_extension, caller))
         elif isinstance(leaf, Dim):
-            out.append(leaf if value is None or not isinstance(value, Dim) else _same_dim(leaf, value, caller))
+            if value is None or not isinstance(value, Dim) or value is leaf:
+                out.append(leaf)
+            else:
+                out.append(dim_map.get(leaf, leaf))
         else:
             out.append(leaf)
     return _rebuild(s, out, [0])
 
 
-def _mask_leaf(leaf: Tensor, value, mask: Tensor, allow_dim_extension: bool, caller: str) -> Tensor:
-    value = 0 if value is None else value
+def _merged_dim(a: Dim, b: Dim, mask: Tensor, mask_cpu: Optional[Tensor], allow_dim_extension: bool,
+                caller: str) -> Optional[Dim]:
+    """The dim with lengths where(mask, a's, b's) (host), or None where a stays (without
+    allow_dim_extension: lengths over none of the mask's dims)."""
+    sizes = []
+    for d in (a, b):
+        if d.dyn_size is not None:
+            sizes.append(d.dyn_size)
+        elif d.size is not None:
+            sizes.append(d.size)
+        else:
+            raise ValueError(f"{caller}: cannot merge {dim_str(d)}, which takes its size from data")
     if not allow_dim_extension:
-        if isinstance(value, Tensor) and not all(d in leaf.dims for d in value.dims):
-            return leaf
+        over = {id(e) for t in sizes if isinstance(t, Tensor) for e in t.dims}
+        if not any(id(e) in over for e in mask.dims):
+            return None
+    host_mask = mask_cpu if mask_cpu is not None else mask
+    if host_mask.raw.device.type != "cpu":
+        host_mask = Tensor(to_host(host_mask.raw), host_mask.dims)  # a device read: the lengths live on the host
+    lengths = _where_all(host_mask, *sizes)
+    if not isinstance(lengths, Tensor) or not lengths.dims:
+        return Dim(int(lengths.raw) if isinstance(lengths, Tensor) else int(lengths), name=_merged_name(a))
+    return Dim(Tensor(lengths.raw.to(torch.int64), lengths.dims), name=_merged_name(a))
+
+
+def _merged_name(d: Dim) -> str:
+    name = d.name or "dim"
+    return name if name.endswith("_masked") else f"{name}_masked"
+
+
+def _onto_merged_dims(t: Tensor, dim_map: Dict[Dim, Dim]) -> Tensor:
+    from .reshape import replace_dim_v2  # (reshape imports shape, which imports nothing of here)
+    for d in t.dims:
+        new = dim_map.get(d)
+        if new is not None and new is not d and new not in t.dims:
+            t = replace_dim_v2(t, in_dim=d, out_dim=new)
+    return t
+
+
+def _mask_leaf(leaf: Tensor, value, mask: Tensor, allow_dim_extension: bool, caller: str) -> Tensor:
+    zero = value is None or (isinstance(value, (int, float)) and value == 0)
+    value = 0 if value is None else value
+    if not allow_dim_extension and isinstance(value, Tensor) and not all(d in leaf.dims for d in value.dims):
+        return leaf
+    if not allow_dim_extension or zero:
         inside = [d in leaf.dims for d in mask.dims]
         if not any(inside):
             return leaf
         if not all(inside):
             raise ValueError(f"{caller}: a Tensor over ({dims_str(leaf.dims)}) has some but not all of the mask's dims "
                              f"({dims_str(mask.dims)})")
+        if isinstance(value, Tensor):
+            return _where_all(mask, leaf, value)
         return where(mask, leaf, value)
     return _where_all(mask, leaf, value)
 

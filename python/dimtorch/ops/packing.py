@@ -86,7 +86,8 @@ def _valid_index(dims: tuple, sizes: list, device) -> torch.Tensor:
     return index if owner is None else _dim_cache.store(owner, key, index)
 
 
-def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None):
+def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = False,
+                out_dim: Optional[Dim] = None):
     """The valid frames of `dims` (e.g. (batch, time)) packed into one dim, in row-major order of
     `dims` (for (batch, time): all frames of sequence 0, then of sequence 1, ...); returns
     (tensor, pack_dim), the tensor over (pack_dim, x's other dims in their order).
@@ -105,6 +106,9 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     The common call (dims leading x, one of them dynamic) is dimtorch._C.pack_padded, which keeps
     its index on the dim and comes here for the others.
 
+    `enforce_sorted`: RETURNN frontend's option to reorder the sequences longest first; only False
+    (RETURNN has no other either).
+
     While tracing, the packed size cannot be data: pack_dim is a dynamic dim whose lengths are a
     0-dim tensor holding the number of valid frames (over no batch dims), with the static upper
     bound prod(raw sizes of dims) as its raw size; the valid frames come first, in the order
@@ -112,6 +116,9 @@ def pack_padded(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None
     (its lengths are not compared with the count: that reads them)."""
     caller = "dimtorch.pack_padded()"
     check_tensor(x, caller)
+    if enforce_sorted is not False:
+        raise NotImplementedError(f"{caller}: enforce_sorted=True (reordering the sequences longest first) is "
+                                  f"not implemented (as in RETURNN frontend)")
     raw = x.raw
     dims = _check_dims(x, dims, caller)
     x_dims = x.dims
@@ -233,7 +240,7 @@ def _pack_dim(out_dim: Optional[Dim], total: int, dims: tuple, caller: str) -> D
 
 
 @names_errors("dimtorch.unpack_padded()")
-def unpack_padded(x: Tensor, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
+def unpack_padded(x: Tensor, /, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
     """Inverse of pack_padded: the frames of `in_dim` put back at the valid positions of `dims`;
     returns a tensor over (*dims, x's other dims), padding 0. The positions come from the HOST
     lengths (the copy of the index to x's device does not wait). Packed per row (lengths of dims

@@ -1,7 +1,7 @@
 """pad: constant, reflect, replicate and circular padding; a dynamic dim is padded about each sequence's own end."""
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
@@ -191,9 +191,12 @@ def _pad_dynamic_in_graph(raw: torch.Tensor, dims: list, a: int, d: Dim, left: i
     return torch.where(inside, torch.gather(raw, a, index.expand(shape)), value)
 
 
-def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: str = "constant"):
+def pad(x: Tensor, /, *, axes: Union[Dim, Sequence[Dim]], padding, out_dims: Optional[Sequence[Dim]] = None,
+        mode: str = "constant", value=None, handle_dynamic_dims: Optional[bool] = None):
     """Pads `axes` of x by `padding` ((left, right) for one axis, else one pair per axis); returns
-    (tensor, out_dims), out dims = left + dim + right by dim math (the same dim when both are 0).
+    (tensor, out_dims), out_dims a list with one dim per axis: left + dim + right by dim math (the
+    same dim when both are 0), or the dims given as `out_dims` (each must have the size, or the
+    lengths, of the one dim math makes). RETURNN frontend's signature and return convention.
 
     `mode` as in torch.nn.functional.pad: "constant" (`value`), "reflect" (mirrored about the edge
     frame, padding < length), "replicate" (the edge frame repeated, length >= 1) or "circular"
@@ -204,14 +207,20 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
     is, padding frames included). Masks and indices come from the host lengths; their device
     copies do not wait for the device (no sync).
 
-    `value`: a Python number or bool, or a Tensor over dims of x that are not padded (e.g. one
-    value per sequence, or per feature), broadcast over the padded frames and cast to x's dtype
+    `value`: a Python number or bool (None: 0), or a Tensor over dims of x that are not padded (e.g.
+    one value per sequence, or per feature), broadcast over the padded frames and cast to x's dtype
     (it gets the gradient of the frames it fills).
+
+    `handle_dynamic_dims`: None or True (each sequence padded about its own end, as above, which is
+    RETURNN frontend's newest behavior); False pads a dynamic dim at the end of the raw axis, whose
+    result depends on the batch: not supported (NotImplementedError). No effect on static dims.
 
     While tracing: masks and indices are built in the graph from the lengths; a padded dynamic
     axis has x's raw size + left + right frames (not the longest sequence's), and the modes'
     limits are not checked on the lengths (a sequence too short gets garbage frames, no error)."""
     check_tensor(x, _CALLER)
+    if value is None:
+        value = 0
     if mode not in _MODES:
         raise ValueError(f"{_CALLER}: mode {mode!r} is not one of {', '.join(map(repr, _MODES))}")
     axes = dims_arg(axes, _CALLER, "axes")
@@ -220,6 +229,17 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
         axis_of(x, d, _CALLER, what="axis")
     if len({id(d) for d in axes}) != len(axes):
         raise ValueError(f"{_CALLER}: axes lists a dim twice ({dims_str(axes)})")
+    if handle_dynamic_dims is not None and not isinstance(handle_dynamic_dims, bool):
+        raise TypeError(f"{_CALLER}: handle_dynamic_dims must be None or a bool, got "
+                        f"{type(handle_dynamic_dims).__name__}")
+    if handle_dynamic_dims is False and any(d.dyn_size is not None and (l or r) for d, (l, r) in zip(axes, pairs)):
+        raise NotImplementedError(
+            f"{_CALLER}: handle_dynamic_dims=False (padding a dynamic dim at the end of the raw axis, after "
+            f"the padding of shorter sequences) makes a sequence's result depend on the batch; dimtorch pads "
+            f"each sequence about its own end (handle_dynamic_dims=None or True)")
+    given = None if out_dims is None else dims_arg(out_dims, _CALLER, "out_dims")
+    if given is not None and len(given) != len(axes):
+        raise ValueError(f"{_CALLER}: {len(given)} out_dims for {len(axes)} axes ({dims_str(axes)})")
     tensor_value = None
     if isinstance(value, Tensor):
         _tensor_value(value, x, axes)
@@ -276,6 +296,29 @@ def pad(x: Tensor, *, axes: Union[Dim, Sequence[Dim]], padding, value=0, mode: s
     if tensor_value is not None and padded:
         fill = tensor_value.raw_aligned(tuple(dims))
         raw = torch.where(_value_region(raw, dims, padded, mode), fill.to(raw.dtype), raw)
+    if given is not None:
+        dims, out_dims = _given_out_dims(dims, out_dims, given, raw)
     feature_dim = x.feature_dim if x.feature_dim is not None and x.feature_dim in dims else None
     out = Tensor(raw, tuple(dims), sparse_dim=x.sparse_dim, feature_dim=feature_dim)
-    return out, tuple(out_dims)
+    return out, list(out_dims)
+
+
+def _given_out_dims(dims: list, made: list, given: tuple, raw: torch.Tensor):
+    """(dims, out_dims) with each made out dim replaced by the given one, which must have its size or
+    (on the host) its lengths."""
+    dims = list(dims)
+    for m, g in zip(made, given):
+        if g is m:
+            continue
+        if m.dyn_size is None:
+            size = raw.shape[dims.index(m)] if m in dims else m.size
+            if g.dyn_size is not None or (g.size is not None and g.size != size):
+                raise ValueError(f"{_CALLER}: out_dims gives {dim_str(g)} for a padded axis of size {size} "
+                                 f"({dim_str(m)})")
+        elif g.dyn_size is None or g.dyn_size.dims != m.dyn_size.dims or \
+                not torch.equal(g.dyn_size.raw, m.dyn_size.raw):
+            raise ValueError(f"{_CALLER}: out_dims gives {dim_str(g)}, whose lengths are not those of the "
+                             f"padded axis {dim_str(m)}")
+        if m in dims:
+            dims[dims.index(m)] = g
+    return dims, list(given)

@@ -12,6 +12,7 @@ from .._core import in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .conv_args import (conv_padding, given_out_spatial_dims, is_dynamic, out_spatial_dim, per_dim, permuted,
                          plan_perm, same_pads, short_pads, spatial_dims)
+from .._core import dim_cache as _dim_cache
 from .._core.dim_cache import drop_oldest
 from .._core.args import check_tensor
 
@@ -84,6 +85,16 @@ def _store(key, plan: _Plan, dims: Sequence[Dim]) -> None:
     if len(_PLANS) >= _MAX_PLANS:
         drop_oldest(_PLANS)
     _PLANS[key] = plan
+
+
+def _forget(dim: Dim) -> None:
+    """Drops the plans made with `dim` (they narrow to its max length: new lengths bound to it)."""
+    for key, plan in list(_PLANS.items()):
+        if any(r() is dim for r in plan.refs):
+            _PLANS.pop(key, None)
+
+
+_dim_cache.on_forget(_forget)
 
 
 def torch_out_size(size: int, k: int, s: int, pad: int, ceil_mode: bool) -> int:
@@ -224,9 +235,20 @@ def _run(plan: _Plan, x: Tensor, out_dims: tuple, in_graph: bool = False):
     return Tensor(out, out_dims, feature_dim=feature_dim), out_dims[plan.n_lead:]
 
 
-def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spatial_dims: Sequence[Dim],
-         out_spatial_dims: Optional[Sequence[Dim]] = None, strides: Optional[Union[int, Sequence[int]]] = None,
-         padding: Union[str, int, Sequence[int]] = "valid") -> tuple[Tensor, tuple[Dim, ...]]:
+def _check_rf_args(nd, dilation_rate, in_spatial_dims) -> None:
+    caller = "dimtorch.pool()"
+    if any(r != 1 for r in (dilation_rate if isinstance(dilation_rate, (tuple, list)) else (dilation_rate,))):
+        raise NotImplementedError(f"{caller}: dilation_rate={dilation_rate!r} is not supported (only 1)")
+    n = 1 if isinstance(in_spatial_dims, Dim) else len(in_spatial_dims)
+    if nd is not None and nd != n:
+        raise ValueError(f"{caller}: nd={nd} but {n} in_spatial_dims")
+
+
+def pool(x: Tensor, /, *, nd: Optional[int] = None, mode: str, pool_size: Union[int, Sequence[int]],
+         padding: Union[str, int, Sequence[int]] = "valid", dilation_rate: Union[int, Sequence[int]] = 1,
+         strides: Optional[Union[int, Sequence[int]]] = None, in_spatial_dims: Union[Sequence[Dim], Dim],
+         out_spatial_dims: Optional[Union[Sequence[Dim], Dim]] = None,
+         use_mask: Optional[bool] = None) -> tuple[Tensor, tuple[Dim, ...]]:
     """Max or average pooling (F.max_pool*/F.avg_pool*) over 1, 2 or 3 spatial dims; returns (tensor,
     out_spatial_dims), the tensor over (x's other dims, *out_spatial_dims). `strides` defaults to
     `pool_size`. Output dims as dimtorch.conv() (same 'same' padding, int padding p: p frames on
@@ -240,8 +262,13 @@ def pool(x: Tensor, *, mode: str, pool_size: Union[int, Sequence[int]], in_spati
     padding="valid" no window of a valid output frame reaches into padding, so x is not masked
     (output padding frames may then hold NaN from x's padding; they are padding).
 
+    RETURNN frontend's signature: `nd`, if given, must be the number of spatial dims; dilation_rate
+    other than 1 is not supported; `use_mask` changes nothing (padding never counts, see above).
+
     While tracing: the plan is made per call and cached nowhere, masks are built in the graph,
     padding is explicit (F.pad) and frames beyond the longest sequence are kept (padding)."""
+    if nd is not None or dilation_rate != 1:
+        _check_rf_args(nd, dilation_rate, in_spatial_dims)
     if _tracing.tracing():
         return _pool_in_graph(x, mode, pool_size, in_spatial_dims, strides, padding, out_spatial_dims)
     key = _plan_key(x, mode, pool_size, in_spatial_dims, strides, padding, out_spatial_dims)

@@ -157,6 +157,16 @@ def _remember(key, a: Dim, b: Dim, value) -> None:
     _dim_cache.store_while_both_live(_FAST, key, a, b, value)
 
 
+def _forget(dim: Dim) -> None:
+    """Drops the results remembered for calls over `dim` (new lengths bound to it)."""
+    for key, entry in list(_FAST.items()):
+        if entry[0]() is dim or entry[1]() is dim:
+            _FAST.pop(key, None)
+
+
+_dim_cache.on_forget(_forget)
+
+
 def sinusoidal_raw(n: int, feat: int, start: int = 0, base: Union[int, float] = 1e4, *, dtype=torch.float32,
                    device=None) -> torch.Tensor:
     """Raw (n, feat): sinusoidal_encoding of positions start..start+n-1; host-computed once per

@@ -145,55 +145,55 @@ def _reduce(mode: str, x, axis, use_mask, caller: str) -> Tensor:
 
 
 @names_errors("dimtorch.reduce_sum()")
-def reduce_sum(x, axis, use_mask=True) -> Tensor:
+def reduce_sum(x, /, axis, use_mask=True) -> Tensor:
     """Sum over the dim(s) `axis`; padding counts as 0."""
     return _reduce("sum", x, axis, use_mask, "dimtorch.reduce_sum()")
 
 
 @names_errors("dimtorch.reduce_mean()")
-def reduce_mean(x, axis, use_mask=True) -> Tensor:
+def reduce_mean(x, /, axis, use_mask=True) -> Tensor:
     """Mean over `axis`, dividing by the lengths of dynamic dims (an empty sequence gives 0)."""
     return _reduce("mean", x, axis, use_mask, "dimtorch.reduce_mean()")
 
 
 @names_errors("dimtorch.reduce_max()")
-def reduce_max(x, axis, use_mask=True) -> Tensor:
+def reduce_max(x, /, axis, use_mask=True) -> Tensor:
     """Max over `axis`; padding never wins (an empty sequence gives the dtype's lowest value)."""
     return _reduce("max", x, axis, use_mask, "dimtorch.reduce_max()")
 
 
 @names_errors("dimtorch.reduce_min()")
-def reduce_min(x, axis, use_mask=True) -> Tensor:
+def reduce_min(x, /, axis, use_mask=True) -> Tensor:
     """Min over `axis`; padding never wins (an empty sequence gives the dtype's highest value)."""
     return _reduce("min", x, axis, use_mask, "dimtorch.reduce_min()")
 
 
 @names_errors("dimtorch.reduce_logsumexp()")
-def reduce_logsumexp(x, axis, use_mask=True) -> Tensor:
+def reduce_logsumexp(x, /, axis, use_mask=True) -> Tensor:
     """Log-sum-exp over `axis`; padding ignored (an empty sequence gives -inf)."""
     return _reduce("logsumexp", x, axis, use_mask, "dimtorch.reduce_logsumexp()")
 
 
 @names_errors("dimtorch.reduce_any()")
-def reduce_any(x, axis, use_mask=True) -> Tensor:
+def reduce_any(x, /, axis, use_mask=True) -> Tensor:
     """Bool any over `axis`; padding counts as False."""
     return _reduce("any", x, axis, use_mask, "dimtorch.reduce_any()")
 
 
 @names_errors("dimtorch.reduce_all()")
-def reduce_all(x, axis, use_mask=True) -> Tensor:
+def reduce_all(x, /, axis, use_mask=True) -> Tensor:
     """Bool all over `axis`; padding counts as True."""
     return _reduce("all", x, axis, use_mask, "dimtorch.reduce_all()")
 
 
 @names_errors("dimtorch.reduce_argmax()")
-def reduce_argmax(x, axis, use_mask=True) -> Tensor:
+def reduce_argmax(x, /, axis, use_mask=True) -> Tensor:
     """int64 index of the max along the one dim `axis` (its sparse_dim); never padding."""
     return _reduce("argmax", x, axis, use_mask, "dimtorch.reduce_argmax()")
 
 
 @names_errors("dimtorch.reduce_argmin()")
-def reduce_argmin(x, axis, use_mask=True) -> Tensor:
+def reduce_argmin(x, /, axis, use_mask=True) -> Tensor:
     """int64 index of the min along the one dim `axis`; never padding."""
     return _reduce("argmin", x, axis, use_mask, "dimtorch.reduce_argmin()")
 
@@ -248,7 +248,7 @@ def _logmeanexp_over_one_dim(x: Tensor, axis: Dim) -> Optional[Tensor]:
 
 
 @names_errors("dimtorch.reduce_logmeanexp()")
-def reduce_logmeanexp(x, axis, use_mask=True) -> Tensor:
+def reduce_logmeanexp(x, /, axis, use_mask=True) -> Tensor:
     """log(mean(exp(x))) over `axis` (rf.reduce_logmeanexp): reduce_logsumexp minus the log of the number
     of frames, each sequence's own (its lengths) for dynamic dims; padding ignored (an empty sequence gives
     -inf)."""
@@ -294,7 +294,7 @@ def moments_raw(x, axis, use_mask, caller: str) -> Moments:
 
 
 @names_errors("dimtorch.moments()")
-def moments(x, axis, use_mask=True):
+def moments(x, /, axis, use_mask=True):
     """(mean, variance) over the dim(s) `axis`; the variance is biased (as in layer and batch norm);
     padding of dynamic dims is excluded and gets no gradient; an empty sequence gives 0 and 0."""
     m = moments_raw(x, axis, use_mask, "dimtorch.moments()")
@@ -325,12 +325,12 @@ def _softmax_like(log: bool, x, axis, use_mask, caller: str) -> Tensor:
 
 
 @names_errors("dimtorch.softmax()")
-def softmax(x, axis, use_mask=True) -> Tensor:
+def softmax(x, /, axis, use_mask=True) -> Tensor:
     """Softmax over the dim `axis`; padding gets probability 0."""
     return _softmax_like(False, x, axis, use_mask, "dimtorch.softmax()")
 
 
 @names_errors("dimtorch.log_softmax()")
-def log_softmax(x, axis, use_mask=True) -> Tensor:
+def log_softmax(x, /, axis, use_mask=True) -> Tensor:
     """Log-softmax over `axis`; padding gets -inf."""
     return _softmax_like(True, x, axis, use_mask, "dimtorch.log_softmax()")

@@ -13,7 +13,7 @@ _TINY = {"float16": 6e-08, "bfloat16": 9.1835e-41, "float32": 1.4013e-45, "float
 
 
 @names_errors("dimtorch.safe_log()")
-def safe_log(x: Tensor, *, eps: Optional[float] = None) -> Tensor:
+def safe_log(x: Tensor, /, *, eps: Optional[float] = None) -> Tensor:
     """log(maximum(x, eps)): finite for x <= 0 (e.g. the log of a power spectrum). eps defaults to
     the smallest positive value of x's dtype; its gradient is 0 where x < eps."""
     caller = "dimtorch.safe_log()"

@@ -45,7 +45,7 @@ def _extreme(dtype: torch.dtype, highest: bool):
     return info.max if highest else info.min
 
 
-def scatter(x: Tensor, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], mode: str = "sum",
+def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], mode: str = "sum",
             fill_value=None, out_dim: Optional[Union[Dim, Sequence[Dim]]] = None, use_mask: Optional[bool] = None
             ) -> Tensor:
     """The entries of x along `indices_dim` (one dim or several) put into `out_dim` at the positions

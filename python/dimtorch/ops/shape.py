@@ -55,7 +55,7 @@ def _same_lengths_in_graph(a: Dim, b: Dim) -> bool:
             and all(any(d is e for e in lb.dims) for d in la.dims))
 
 
-def merge_dims(x: Tensor, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None):
+def merge_dims(x: Tensor, /, *, dims: Sequence[Dim], out_dim: Optional[Dim] = None):
     """Merges `dims` (all in x, in this order: the first is the slowest-varying) into one dim at the
     place of the first of them in x; returns (tensor, out_dim). Merged dims need not be adjacent:
     they are permuted into place first. A new out_dim is static when all merged dims are static,
@@ -200,13 +200,13 @@ def _split_dynamic_in_graph(x: Tensor, a: int, axis: Dim, dims: tuple, k: int, p
 
 
 @names_errors("dimtorch.split_dims()")
-def split_dims(x: Tensor, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples: Optional[bool] = None,
-               pad_value: Union[int, float] = 0) -> Tensor:
+def split_dims(x: Tensor, /, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples: Optional[bool] = None,
+               pad_value: Optional[Union[int, float]] = None) -> Tensor:
     """Splits `axis` into `dims` (the first is the slowest-varying), in its place.
 
     - static axis (or sized from data): dims static, their sizes multiply to the size of axis; with
       pad_to_multiples=True the product may exceed it by less than the product of dims[1:], and the
-      extra frames at the end hold pad_value.
+      extra frames at the end hold pad_value (None: 0).
     - dynamic axis T: dims = (T2, static dims with product k), T2 by dim math: `T // k` when every
       length is a multiple of k (checked on the host lengths, else an error), or `dt.ceildiv(T, k)`
       (pad_to_multiples, the default with that dim) where each sequence is padded with pad_value to
@@ -215,6 +215,8 @@ def split_dims(x: Tensor, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples: O
     While tracing: the dynamic part has ceildiv(size, k) (or size // k) frames for x's raw size, and
     with `T // k` the lengths are not checked to be multiples of k (that reads them)."""
     caller = "dimtorch.split_dims()"
+    if pad_value is None:  # RETURNN frontend's default
+        pad_value = 0
     check_tensor(x, caller)
     a = axis_of(x, axis, caller)
     dims = dims_arg(dims, caller, "dims")
@@ -246,7 +248,7 @@ def split_dims(x: Tensor, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples: O
     return keep_markers(x, raw.reshape(shape), out_dims)
 
 
-def expand_dim(x: Tensor, dim: Dim) -> Tensor:
+def expand_dim(x: Tensor, /, dim: Dim) -> Tensor:
     """x broadcast over the new static `dim`, put first; a view (torch expand), no copy."""
     caller = "dimtorch.expand_dim()"
     check_tensor(x, caller)
@@ -282,7 +284,7 @@ def expand_dims(source: Tensor, dims: Sequence[Dim]) -> Tensor:
     return keep_markers(source, raw, new + tuple(source.dims))
 
 
-def squeeze(x: Tensor, *, axis: Dim) -> Tensor:
+def squeeze(x: Tensor, /, axis: Dim) -> Tensor:
     """x without `axis`, whose raw size must be 1."""
     caller = "dimtorch.squeeze()"
     check_tensor(x, caller)
@@ -294,7 +296,7 @@ def squeeze(x: Tensor, *, axis: Dim) -> Tensor:
 
 
 @names_errors("dimtorch.replace_dim()")
-def replace_dim(x: Tensor, *, in_dim: Dim, out_dim: Optional[Dim] = None) -> tuple[Tensor, Dim]:
+def replace_dim(x: Tensor, /, *, in_dim: Dim, out_dim: Optional[Dim] = None) -> tuple[Tensor, Dim]:
     """x with `in_dim` renamed to `out_dim` (same raw data); returns (tensor, out_dim). Without
     out_dim, a new dim of the same size (the same lengths for a dynamic dim) is made. A static
     out_dim must have the raw size of in_dim; a dynamic one a max length that fits in it (not

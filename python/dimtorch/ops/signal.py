@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .._C import Dim, Tensor
+from .._core import tracing as _tracing
 from .conv_args import out_spatial_dim as out_spatial_dim_of
 from .._core.args import axis_of, check_tensor, dim_str, dims_str
 from ._support import names_errors
@@ -83,10 +84,13 @@ def stft(x: Tensor, *, in_spatial_dim: Dim, frame_step: int, frame_length: int, 
     raw = x.raw if axis == len(x.dims) - 1 else x.raw.movedim(axis, -1)
     batch_shape = tuple(raw.shape[:-1])
     raw = raw.reshape(math.prod(batch_shape), raw.shape[-1])
-    longest = in_spatial_dim.get_max_size()
+    # While tracing there are no host lengths: the raw axis is kept (frames beyond the longest sequence are
+    # padding, as for dt.conv in graph) and the frames are what the raw gives.
+    traced = _tracing.tracing()
+    longest = None if traced else in_spatial_dim.get_max_size()
     if longest is not None and raw.shape[-1] > longest:
         raw = raw[:, :longest]
-    n_out = out_spatial_dim.get_max_size()
+    n_out = None if traced else out_spatial_dim.get_max_size()
     if window_span < fft:  # windows of frame_length: the samples up to fft_length past the last window are 0
         raw = F.pad(raw, (0, fft - window_span))
     orig_dtype = raw.dtype

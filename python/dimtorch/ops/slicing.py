@@ -43,7 +43,7 @@ def _host_to_x(raw: torch.Tensor, dims: tuple, x: Tensor) -> torch.Tensor:
     return out
 
 
-def slice(x: Tensor, *, axis: Dim, start=0, end=None, step: int = 1, size=None, out_dim: Optional[Dim] = None
+def slice(x: Tensor, /, *, axis: Dim, start=None, end=None, step=None, size=None, out_dim: Optional[Dim] = None
           ):  # noqa: A001
     """x[start:end:step] along `axis`, or x[start:start + size]; returns (tensor, out_dim).
 
@@ -68,7 +68,12 @@ def slice(x: Tensor, *, axis: Dim, start=0, end=None, step: int = 1, size=None, 
     (stop: each sequence's length, or end), which READS start ON THE HOST (one wait for the device
     where it lives there); with size or out_dim nothing is read.
 
+    `end` a Tensor (over batch dims of x, or 0-dim): each sequence's window ends at its own end
+    (frames [start, min(end, length)) of each sequence, by the gather above); without size or
+    out_dim, end is READ ON THE HOST (as start).
+
     `out_dim`: the dim of the result; it must have the sizes (or host lengths) the slice has.
+    start=None means 0, step=None means 1 (RETURNN frontend's defaults).
 
     The common calls (step 1; a dynamic axis with end None) are dimtorch._C.slice, which comes here
     for the others. While tracing, a dynamic axis is sliced by x's raw size (not its longest
@@ -76,7 +81,11 @@ def slice(x: Tensor, *, axis: Dim, start=0, end=None, step: int = 1, size=None, 
     caller = "dimtorch.slice()"
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
-    if isinstance(start, Tensor) or size is not None or out_dim is not None or start is None or step is None:
+    if start is None:
+        start = 0
+    if step is None:
+        step = 1
+    if isinstance(start, Tensor) or isinstance(end, Tensor) or size is not None or out_dim is not None:
         return slice_window(x, a, axis, start, end, step, size, out_dim, caller)
     if type(start) is not int or (end is not None and type(end) is not int) or type(step) is not int:
         raise TypeError(f"{caller}: start, end and step must be ints (end may be None), got "
@@ -166,7 +175,7 @@ def _shifted(raw: torch.Tensor, a: int, amount: int, pad_value, earlier: bool) -
     return torch.constant_pad_nd(raw.narrow(a, 0, n - k), _pad_spec(raw, a, k, 0), pad_value)
 
 
-def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
+def shift_right(x: Tensor, /, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     """Frames move `amount` later along `axis` (same dim): out[t] = x[t - amount], and the first
     `amount` frames hold `pad_value`. Every sequence starts at frame 0, so this is the same for
     static and dynamic dims; each sequence's last `amount` frames fall into its padding.
@@ -180,7 +189,7 @@ def shift_right(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor
 
 
 @names_errors("dimtorch.shift_left()")
-def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
+def shift_left(x: Tensor, /, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     """Frames move `amount` earlier along `axis` (same dim): out[t] = x[t + amount] while
     t + amount < T, else `pad_value`. For a dynamic dim, T is each sequence's own length, so the
     frames entering at each sequence's end hold pad_value (the mask comes from host lengths, once
@@ -209,7 +218,7 @@ def shift_left(x: Tensor, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     return keep_markers(x, raw, x.dims)
 
 
-def reverse_sequence(x: Tensor, *, axis: Dim, handle_dynamic_dims: bool = True) -> Tensor:
+def reverse_sequence(x: Tensor, /, *, axis: Dim, handle_dynamic_dims: bool = True) -> Tensor:
     """Reverses each sequence along `axis` (same dim): frame t of sequence b gets frame
     len_b - 1 - t for t < len_b; padding frames stay where they are. A static dim is flipped, and
     so is a dynamic one with handle_dynamic_dims=False (the whole raw axis: padding first).
@@ -324,10 +333,13 @@ def slice_window(x: Tensor, a: int, axis: Dim, start, end, step, size, out_dim, 
         raise ValueError(f"{caller}: give end or size, not both (end={end!r}, size={size!r})")
     if size is not None and step != 1:
         raise ValueError(f"{caller}: size takes step 1, got step={step}")
-    if isinstance(start, Tensor):
-        return _per_sequence_start(x, axis, start, end, step, size, out_dim, caller)
     if start is None:
         start = 0
+    if isinstance(end, Tensor) and _int_arg(start):
+        # A Tensor end: the per-sequence window from one start for all.
+        start = Tensor(torch.full((), start, dtype=torch.int64), ())
+    if isinstance(start, Tensor):
+        return _per_sequence_start(x, axis, start, end, step, size, out_dim, caller)
     if not _int_arg(start):
         raise TypeError(f"{caller}: start must be an int or an integer Tensor, got {type(start).__name__}")
     if size is None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 
@@ -62,12 +62,15 @@ def _masked(x: Tensor, axes: Sequence[Dim], value, caller: str) -> torch.Tensor:
     return raw
 
 
-def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
+def top_k(x: Tensor, /, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim, None] = None,
+          k_dim: Optional[Dim] = None, sorted: bool = True):
     """The k largest entries of x over `axis` (one dim, or several: their entries are ranked
     together, as beam x vocab in beam search); returns (values, indices, k_dim), sorted, largest
-    first. values and indices have x's other dims and k_dim in place of the (first) axis.
+    first (whatever `sorted` says). values and indices have x's other dims and k_dim in place of
+    the (first) axis. `k`: an int, or a static Dim to use as k_dim; `k_dim`: the static Dim to use
+    as the out dim (k, if given too, must be its size). RETURNN frontend's signature.
 
-    indices: for one axis, an int64 Tensor with sparse_dim=axis; for several, a tuple with one
+    indices: for one axis, an int64 Tensor with sparse_dim=axis; for several, a list with one
     such Tensor per axis (the position along that dim).
 
     Padding of dynamic axes is never selected while a slice has at least k valid entries. For one
@@ -82,6 +85,14 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     check_tensor(x, caller)
     axes = dims_arg(axis, caller, "axis")
     positions = distinct_axes(x, axes, caller, "axis")
+    if k_dim is not None:
+        if not isinstance(k_dim, Dim):
+            raise TypeError(f"{caller}: k_dim must be a Dim, got {type(k_dim).__name__}")
+        if k is not None and not (k is k_dim or (isinstance(k, int) and not isinstance(k, bool) and k == k_dim.size)):
+            raise ValueError(f"{caller}: k={k!r} does not match k_dim {dim_str(k_dim)}")
+        k = k_dim
+    if k is None:
+        raise TypeError(f"{caller}: give k (an int) or k_dim (a static Dim)")
     if isinstance(k, Dim):
         if k.size is None:
             raise ValueError(f"{caller}: k_dim {dim_str(k)} must be static")
@@ -122,11 +133,11 @@ def top_k(x: Tensor, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim]):
     for d, n in zip(axes, sizes):
         stride //= n
         indices.append(Tensor((flat // stride) % n, dims, sparse_dim=d))
-    return keep_markers(x, values, dims), tuple(indices), k_dim
+    return keep_markers(x, values, dims), indices, k_dim
 
 
 @names_errors("dimtorch.sort()")
-def sort(x: Tensor, *, axis: Dim, descending: bool = False) -> tuple[Tensor, Tensor]:
+def sort(x: Tensor, /, *, axis: Dim, descending: bool = False) -> tuple[Tensor, Tensor]:
     """Sorts x along `axis` (a stable sort); returns (values, indices), both over x's dims,
     indices int64 with sparse_dim=axis. For a dynamic axis each sequence's valid frames are sorted
     among themselves and its padding stays behind them (padding values are then +-inf or the
@@ -140,11 +151,18 @@ def sort(x: Tensor, *, axis: Dim, descending: bool = False) -> tuple[Tensor, Ten
     return keep_markers(x, values, x.dims), Tensor(idx, x.dims, sparse_dim=axis)
 
 
-def cumsum(x: Tensor, *, axis: Dim) -> Tensor:
-    """Cumulative sum along `axis` (same dims); padding of a dynamic axis contributes 0 (and gets no
-    gradient), so frames past a sequence's end repeat its total. While tracing, the mask is built
-    in the graph and frames beyond the longest sequence are kept (repeating the total too)."""
+def cumsum(x: Tensor, /, *, spatial_dim: Optional[Dim] = None, axis: Optional[Dim] = None) -> Tensor:
+    """Cumulative sum along `spatial_dim` (RETURNN frontend's name) or `axis` (the same; give one);
+    same dims. Padding of a dynamic axis contributes 0 (and gets no gradient), so frames past a
+    sequence's end repeat its total. While tracing, the mask is built in the graph and frames
+    beyond the longest sequence are kept (repeating the total too)."""
     caller = "dimtorch.cumsum()"
+    if spatial_dim is not None:
+        if axis is not None and axis is not spatial_dim:
+            raise TypeError(f"{caller}: give spatial_dim or axis, not both")
+        axis = spatial_dim
+    elif axis is None:
+        raise TypeError(f"{caller}: missing the dim to sum along: spatial_dim (or axis)")
     if type(x) is not Tensor or axis not in x.dims:  # Dim equality is identity
         check_tensor(x, caller)
         axis_of(x, axis, caller, what="axis")

@@ -59,7 +59,7 @@ def _split_dynamic_in_graph(x: Tensor, a: int, out_dims: tuple) -> list:
             offset = offset + d.size
         else:
             offset = offset + (d.size if d.size is not None else _tracing.lengths_raw(d, x.dims, device).to(torch.int64))
-    return out
+    return tuple(out)
 
 
 def _split_dynamic(x: Tensor, a: int, axis: Dim, out_dims: tuple, caller: str) -> list:
@@ -104,10 +104,10 @@ def _split_dynamic(x: Tensor, a: int, axis: Dim, out_dims: tuple, caller: str) -
             part = torch.gather(raw, a, index.expand(shape))
         out.append(keep_markers(x, part, part_dims))
         offset = offset + d.size if isinstance(offset, int) and d.size is not None else offset + n
-    return out
+    return tuple(out)
 
 
-def split(x: Tensor, *, axis: Dim, out_dims: Sequence[Dim]) -> list:
+def split(x: Tensor, /, *, axis: Dim, out_dims: Sequence[Dim]) -> tuple:
     """Splits `axis` of x into consecutive parts, one per Dim in `out_dims`; returns one tensor per
     part, with `axis` replaced by its out dim.
 
@@ -145,14 +145,26 @@ def split(x: Tensor, *, axis: Dim, out_dims: Sequence[Dim]) -> list:
     parts = x.raw.split_with_sizes(sizes, a)
     before, after = dims[:a], dims[a + 1:]
     sparse_dim, feature_dim = x.sparse_dim, (None if x.feature_dim is axis else x.feature_dim)
-    return [Tensor(p, before + (d,) + after, sparse_dim=sparse_dim, feature_dim=feature_dim)
-            for p, d in zip(parts, out_dims)]
+    return tuple(Tensor(p, before + (d,) + after, sparse_dim=sparse_dim, feature_dim=feature_dim)
+                 for p, d in zip(parts, out_dims))
 
 
-def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = None):
+def _fits_dynamic(out_dim: Dim, n: int, dims: tuple) -> bool:
+    """Whether a dynamic out_dim takes n stacked frames: its longest sequence (host) has n frames and
+    its lengths vary over dims of the tensors."""
+    lengths = out_dim.dyn_size
+    if lengths is None or _tracing.tracing():
+        return lengths is not None and all(any(b is d for d in dims) for b in lengths.dims)
+    return out_dim.get_max_size() == n and all(any(b is d for d in dims) for b in lengths.dims)
+
+
+def stack(tensors: Sequence[Tensor], /, *, out_dim: Optional[Dim] = None):
     """Stacks tensors with the same dims (in any order) along a new first dim; returns (tensor,
     out_dim). The result has the first tensor's dims order after out_dim; the others are aligned
-    to it. A new out_dim is static with the number of tensors."""
+    to it. A new out_dim is static with the number of tensors. A given out_dim may be dynamic (e.g.
+    from dim math, as T1 + T2: frame by frame results stacked back onto the time dim): its longest
+    sequence must have one frame per tensor and its lengths vary over the tensors' dims; frames
+    past a sequence's length are padding (what the tensors hold there)."""
     caller = "dimtorch.stack()"
     if not isinstance(tensors, (tuple, list)):
         try:
@@ -186,14 +198,14 @@ def stack(tensors: Sequence[Tensor], *, out_dim: Optional[Dim] = None):
         out_dim = Dim(len(tensors), name="stack")
     elif not isinstance(out_dim, Dim):
         raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
-    elif out_dim.size != len(tensors) or out_dim in dims:
+    elif out_dim in dims or (out_dim.size != len(tensors) and not _fits_dynamic(out_dim, len(tensors), dims)):
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not fit {len(tensors)} tensors over "
                          f"({dims_str(dims)})")
     return Tensor(torch.stack(raws), (out_dim,) + dims, sparse_dim=sparse_dim, feature_dim=first.feature_dim), out_dim
 
 
 @names_errors("dimtorch.unstack()")
-def unstack(x: Tensor, *, axis: Dim) -> list:
+def unstack(x: Tensor, /, *, axis: Dim) -> tuple:
     """One tensor per index of `axis`, without that dim; views. For a dynamic axis, one per
     position up to the longest sequence (its host max length): in the tensor of position t, the
     entries of sequences not longer than t are padding (whatever x held there, not masked).
@@ -206,4 +218,4 @@ def unstack(x: Tensor, *, axis: Dim) -> list:
     if axis.dyn_size is not None and not _tracing.tracing() and axis.get_max_size() < raw.shape[a]:
         raw = raw.narrow(a, 0, axis.get_max_size())
     dims = x.dims[:a] + x.dims[a + 1:]
-    return [keep_markers(x, r, dims) for r in torch.unbind(raw, a)]
+    return tuple(keep_markers(x, r, dims) for r in torch.unbind(raw, a))

@@ -18,11 +18,27 @@ from .elementwise import TENSOR_OPERATORS
 _CTOR = "dimtorch.Tensor()"
 
 
-def __init__(self, raw, dims, *, sparse_dim=None, feature_dim=None, name=None):
+def __init__(self, *args, **kwargs):
     """Tensor(raw, dims, *, sparse_dim=None, feature_dim=None, name=None): checks raw against dims.
+    RETURNN's form, Tensor(name, dims=, dtype=, *, sparse_dim=, feature_dim=, feature_dim_axis=,
+    raw_tensor=), is told apart by its first argument, a str (or no positional argument and no
+    `raw`): without raw_tensor it makes a template (dims and dtype, no raw).
 
     While tracing, a dynamic dim's lengths are graph values: the raw's size of it is not checked
     against their max (the eager constructor does that on the host)."""
+    form = _init_rf if (args and isinstance(args[0], str)) or (not args and kwargs and "raw" not in kwargs) else _init
+    try:
+        form(self, *args, **kwargs)
+    except TypeError as e:  # Python's own argument errors name the form: name the call instead
+        message = str(e)
+        prefix = form.__name__ + "()"
+        if not message.startswith(prefix):
+            raise
+        raise TypeError(_CTOR + message[len(prefix):]) from None
+
+
+def _init(self, raw, dims, *, sparse_dim=None, feature_dim=None, name=None):
+    """dimtorch's form of the constructor."""
     if not isinstance(raw, torch.Tensor):
         raise TypeError(f"{_CTOR}: raw must be a torch.Tensor, got {type(raw).__name__}")
     dims = dims_arg(dims, _CTOR, "dims")
@@ -49,7 +65,7 @@ def __init__(self, raw, dims, *, sparse_dim=None, feature_dim=None, name=None):
                          f"{feature_dim!r}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"{_CTOR}: name must be a str or None, got {type(name).__name__}")
-    # Markers first: the core's setters take them only until raw and dims complete the Tensor.
+    # Markers first: the core checks them against the dims when raw and dims complete the Tensor.
     self.sparse_dim = sparse_dim
     self.feature_dim = feature_dim
     self.name = name
@@ -57,11 +73,83 @@ def __init__(self, raw, dims, *, sparse_dim=None, feature_dim=None, name=None):
     self.raw = raw
 
 
+class _NotSpecified:
+    def __repr__(self):
+        return "NotSpecified"
+
+
+NOT_SPECIFIED = _NotSpecified()  # RETURNN's feature_dim_axis default: no axis given
+
+
+def _init_rf(self, name, dims=None, dtype=None, *, sparse_dim=None, feature_dim=None,
+             feature_dim_axis=NOT_SPECIFIED, raw_tensor=None, version=None, control_flow_ctx=None):
+    """RETURNN's form: Tensor(name, dims, dtype, *, sparse_dim, feature_dim, feature_dim_axis,
+    raw_tensor). dtype defaults to "int32" with a sparse_dim, else to raw_tensor's dtype, else to
+    "float32"; feature_dim_axis (an int, negative from the end, or None) picks the feature_dim
+    among dims. RETURNN's Tensor version 2 semantics: no implicit feature dim."""
+    if not isinstance(name, str):
+        raise TypeError(f"{_CTOR}: name must be a str, got {type(name).__name__}")
+    if dims is None:
+        raise TypeError(f"{_CTOR}: dims are missing (RETURNN's form: Tensor(name, dims=[...], dtype=...))")
+    dims = dims_arg(dims, _CTOR, "dims")
+    for i, d in enumerate(dims):
+        if d in dims[:i]:
+            raise ValueError(f"{_CTOR}: dim {dim_str(d)} appears twice (dims: {dims_str(dims)})")
+    if version not in (None, 2):
+        raise ValueError(f"{_CTOR}: only RETURNN's Tensor version 2 is supported, got version={version!r}")
+    if control_flow_ctx is not None:
+        raise ValueError(f"{_CTOR}: control_flow_ctx is RETURNN's graph mode; dimtorch runs eagerly")
+    if raw_tensor is not None and not isinstance(raw_tensor, torch.Tensor):
+        raise TypeError(f"{_CTOR}: raw_tensor must be a torch.Tensor or None, got {type(raw_tensor).__name__} "
+                        f"(dimtorch runs on torch only: torch.from_numpy() a numpy array)")
+    if sparse_dim is not None and not isinstance(sparse_dim, Dim):
+        raise TypeError(f"{_CTOR}: sparse_dim must be a Dim or None, got {type(sparse_dim).__name__}")
+    if feature_dim_axis is not NOT_SPECIFIED and feature_dim_axis is not None:
+        if isinstance(feature_dim_axis, bool) or not isinstance(feature_dim_axis, int) \
+                or not -len(dims) <= feature_dim_axis < len(dims):
+            raise ValueError(f"{_CTOR}: feature_dim_axis must be an axis of the dims ({dims_str(dims)}) or None, "
+                             f"got {feature_dim_axis!r}")
+        axis_dim = dims[feature_dim_axis]
+        if feature_dim is not None and feature_dim is not axis_dim:
+            raise ValueError(f"{_CTOR}: feature_dim {dim_str(feature_dim)} is not the dim at feature_dim_axis "
+                             f"{feature_dim_axis} ({dim_str(axis_dim)})")
+        feature_dim = axis_dim
+    elif feature_dim_axis is None and feature_dim is not None:
+        raise ValueError(f"{_CTOR}: feature_dim given with feature_dim_axis=None")
+    if feature_dim is not None and (not isinstance(feature_dim, Dim) or feature_dim not in dims):
+        raise ValueError(f"{_CTOR}: feature_dim must be one of the dims ({dims_str(dims)}), got {feature_dim!r}")
+    if dtype is None:
+        dtype = "int32" if sparse_dim is not None else dtype_name(raw_tensor.dtype) if raw_tensor is not None \
+            else "float32"
+    elif not isinstance(dtype, str):
+        raise TypeError(f"{_CTOR}: dtype must be a str such as 'float32', got {type(dtype).__name__}")
+    self.sparse_dim = sparse_dim
+    self.feature_dim = feature_dim
+    self.name = name
+    self._template_dtype = dtype
+    self.dims = dims
+    if raw_tensor is not None:
+        self.raw = raw_tensor  # completes the Tensor: checked against the dims and the dtype
+
+
 # ---- derived properties (the stored ones, raw/dims/sparse_dim/feature_dim/name, are C fields) --
 
 def ndim(self) -> int:
     """Number of dims."""
     return len(self.dims)
+
+
+def raw_tensor(self):
+    """RETURNN's name of the raw (None for a template: dimtorch's own Tensors always have one)."""
+    return self.raw
+
+
+def set_raw_tensor(self, value) -> None:
+    """raw_tensor = value as torch.compile traces it: the raw of a template made in the graph (a
+    Tensor that has one keeps it there: reassigning a raw is eager only)."""
+    if value is None:
+        raise RuntimeError("dimtorch.Tensor.raw_tensor = None: not supported while tracing")
+    self.raw = value
 
 
 def shape(self) -> tuple:
@@ -85,7 +173,7 @@ def requires_grad(self) -> bool:
 
 
 PROPERTIES = {"ndim": ndim, "shape": shape, "dtype": dtype, "device": device,
-              "requires_grad": requires_grad}
+              "requires_grad": requires_grad, "raw_tensor": raw_tensor}
 
 
 # ---- methods ---------------------------------------------------------------------------------
@@ -112,14 +200,47 @@ def _permuted_raw(self, target: tuple):
     return self.raw if order == list(range(len(order))) else self.raw.permute(order)
 
 
-def copy(self) -> Tensor:
-    """A new Tensor sharing the raw and metadata."""
-    return _keep(self, self.raw, self.dims)
+def copy(self, name=None) -> Tensor:
+    """A new Tensor sharing the raw and metadata (a template's copy is a template); `name` replaces
+    the name."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"dimtorch.Tensor.copy(): name must be a str or None, got {type(name).__name__}")
+    if self.raw_tensor is None:
+        return copy_template(self, name)
+    return Tensor(self.raw, self.dims, sparse_dim=self.sparse_dim, feature_dim=self.feature_dim,
+                  name=self.name if name is None else name)
+
+
+def copy_template(self, name=None, dtype=None) -> Tensor:
+    """A template (dims, dtype and markers; no raw) like self; `name` and `dtype` replace its own
+    (a dtype that is not an integer one drops the sparse_dim)."""
+    caller = "dimtorch.Tensor.copy_template()"
+    if not isinstance(self, Tensor):  # (a plain function in the type dict: called unbound, self may be anything)
+        raise TypeError(f"{caller}: expected a dimtorch.Tensor, got {type(self).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"{caller}: name must be a str or None, got {type(name).__name__}")
+    if dtype is not None and not isinstance(dtype, str):
+        raise TypeError(f"{caller}: dtype must be a str such as 'float32' or None, got {type(dtype).__name__}")
+    t = object.__new__(Tensor)
+    t.name = self.name if name is None else name
+    if dtype is None or dtype.startswith(("int", "uint")):
+        t.sparse_dim = self.sparse_dim
+    t.feature_dim = self.feature_dim
+    t._template_dtype = self.dtype if dtype is None else dtype
+    t.dims = self.dims
+    return t
 
 
 def copy_transpose(self, dims) -> Tensor:
-    """The same values with the raw permuted to `dims` (a permutation of self.dims)."""
+    """The same values with the raw permuted to `dims` (a permutation of self.dims; RETURNN's axes
+    by position, ints, may stand for dims)."""
     caller = "dimtorch.Tensor.copy_transpose()"
+    if isinstance(dims, (list, tuple)) and any(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        n = len(self.dims)
+        for d in dims:
+            if isinstance(d, int) and not isinstance(d, bool) and not -n <= d < n:
+                raise ValueError(f"{caller}: axis {d} is out of range for the tensor's dims ({dims_str(self.dims)})")
+        dims = [self.dims[d] if isinstance(d, int) and not isinstance(d, bool) else d for d in dims]
     target = dims_arg(dims, caller, "dims")
     if len(target) != len(self.dims):
         raise ValueError(f"{caller}: dims must be a permutation of the tensor's dims "
@@ -146,15 +267,20 @@ def raw_aligned(self, dims):
     return raw.view(sizes)
 
 
-def remaining_dims(self, remove) -> tuple:
-    """self.dims without `remove` (a Dim or sequence of Dims)."""
+def remaining_dims(self, remove=None) -> list:
+    """A list of self.dims without `remove` (a Dim or sequence of Dims; None, and None entries,
+    remove nothing: RETURNN code passes a feature_dim that may be None)."""
     caller = "dimtorch.Tensor.remaining_dims()"
+    if remove is None:
+        remove = ()
+    elif isinstance(remove, (list, tuple)):
+        remove = [d for d in remove if d is not None]
     remove = dims_arg(remove, caller, "remove")
     for d in remove:
         if d not in self.dims:
             raise ValueError(f"{caller}: dim {dim_str(d, self.dims)} is not in the tensor "
                              f"(dims: {dims_str(self.dims, d)}){namesakes_note(d, self.dims)}")
-    return tuple(d for d in self.dims if d not in remove)
+    return [d for d in self.dims if d not in remove]
 
 
 def get_axis(self, dim) -> int:
@@ -193,6 +319,10 @@ def copy_masked(self, value, dims=None) -> Tensor:
 
 METHODS = {"copy": copy, "copy_transpose": copy_transpose, "raw_aligned": raw_aligned,
            "remaining_dims": remaining_dims, "get_axis": get_axis, "copy_masked": copy_masked}
+
+
+# Methods defined in Python only (put into the type dict as they are).
+PYTHON_METHODS = {"copy_template": copy_template}
 
 
 # ---- operators: defined with the elementwise ops (dimtorch.ops.elementwise) ------------------

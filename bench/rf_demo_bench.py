@@ -1,0 +1,437 @@
+"""RETURNN's demo-rf-pt-benchmark.py on dimtorch.rf beside RETURNN frontend: the demo's loss at the same
+weights, its training step in eager mode, its eager beam search (`check`), and its training step timed
+(`bench`): dimtorch.rf vs RETURNN frontend (PyTorch backend, newest behaviour version), and beside them
+demo/'s joint CTC + attention model written with dimtorch's own API (`--decoder aed`: the closest model
+of ours; another decoder, see below).
+
+RETURNN's demos are not part of its PyPI package and their code does not enter this repository: pass the
+file from a RETURNN checkout (`--demo PATH` or $RETURNN_DEMO_RF_PT). It is imported twice, as written
+(RETURNN) and with only its import lines edited (returnn.frontend -> dimtorch.rf, returnn.tensor ->
+dimtorch.rf.tensor, in memory), both in this one process (separate packages); their Model, train_step and
+forward_step run as the demo defines them. The driver around them replaces RETURNN's engine, as the
+demo's own `_custom_loop` does (which fails on RETURNN itself on its first batch: KeyError 'classes'):
+
+  per step: zero_grad; the batch bound to the extern data (RETURNN: raw_dict_to_extern_data with the eval
+  targets; dimtorch.rf: dimtorch.rf.runner.bind_batch, the declared dims' dyn_size_ext per batch);
+  init_train_step_run_ctx(train_flag=True); train_step; get_run_ctx().total_loss() backward; Adam step.
+
+The task is the demo's (binary digits in, their decimal digits out: at most 8 input and 3 output frames),
+made here with numpy (seeded; the same batches for every implementation). Configs: `tiny` (2 encoder
+layers of 64, ff 128, 4 heads), `small` (4 layers of 128, ff 512), `demo` (the demo's 12 x 512). The
+demo's decoder sizes are literals in its Model (640, 1024, 1024; ~9 M parameters whatever the encoder);
+`--dec-dims e,l,r` rebinds them (the module's global `Dim` replaced by a factory; the file unchanged) to
+get an overhead-bound step.
+
+The beam search: the demo's forward_step fails on RETURNN as written (its beam of 12 is larger than the
+11 classes; data.remaining_dims((spatial, feature_dim)) with a sparse input's feature_dim None); `check`
+runs it with RETURNN's own workarounds: vocabulary 16 (rebinding the dataset-dependent globals) and
+longer inputs (up to 30 digits, so the 6x downsampled encoder has up to 5 frames). dimtorch.rf accepts
+None in remaining_dims, so the file itself stays unchanged on our side.
+
+    python bench/rf_demo_bench.py check --demo ~/returnn/demos/demo-rf-pt-benchmark.py
+    python bench/rf_demo_bench.py bench --config tiny --dec-dims 64,128,128 --batch 8 --rounds 30
+    python bench/rf_demo_bench.py bench --config small --batch 32 --rounds 12
+
+Timing (docs/architecture.md, How we measure): CPU, one torch thread; per round each implementation runs
+one training step on that round's batch, in an order that rotates per round; reported: the median wall
+and process-CPU time per step, and the median of the per-round ratios to RETURNN, with the 1-minute load.
+The dimtorch own-API column trains demo/dimtorch_model.py's Conformer + CTC with its Transformer
+attention decoder (2 layers; a different decoder from the demo's LSTM + MLP attention through rf.scan) on
+features of the same batch shapes: an indication of where dimtorch's own API stands, not the same model.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import importlib.util
+import json
+import os
+import re
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy
+
+ROOT = Path(__file__).resolve().parent.parent
+for _p in (ROOT, ROOT / "bench"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from opsbench.timing import quartiles, round_ratios  # noqa: E402
+
+CONFIGS = {
+    "tiny": dict(num_enc_layers=2, enc=64, ff=128, heads=4, key_total=64),
+    "small": dict(num_enc_layers=4, enc=128, ff=512, heads=4, key_total=128),
+}
+_IMPORT = re.compile(r"^\s*(import|from)\s+returnn\.(frontend|tensor)\b")
+
+
+def edit_imports(source: str) -> str:
+    """The porting edit (docs/porting_from_returnn.md): on import lines only, returnn.frontend ->
+    dimtorch.rf and returnn.tensor -> dimtorch.rf.tensor."""
+    lines = []
+    for line in source.splitlines(keepends=True):
+        if _IMPORT.match(line):
+            line = re.sub(r"\breturnn\.frontend\b", "dimtorch.rf", line)
+            line = re.sub(r"\breturnn\.tensor\b", "dimtorch.rf.tensor", line)
+        lines.append(line)
+    return "".join(lines)
+
+
+def make_batch(rng: numpy.random.RandomState, batch: int, *, out_base: int = 10, min_len: int = 1,
+               max_len: int = 8) -> dict:
+    """The demo's task: a binary number of min_len..max_len digits in, its digits in out_base out (padded
+    int32 raws, int32 lengths, RETURNN's "name:seq_len" keys)."""
+    ins, outs = [], []
+    for _ in range(batch):
+        digits = [int(rng.randint(0, 2)) for _ in range(rng.randint(min_len, max_len + 1))]
+        number, out = int("".join(map(str, digits)), 2), []
+        while number:
+            out.insert(0, number % out_base)
+            number //= out_base
+        ins.append(digits)
+        outs.append(out or [0])
+    in_lens = numpy.array([len(s) for s in ins], dtype="int32")
+    out_lens = numpy.array([len(s) for s in outs], dtype="int32")
+    x = numpy.zeros((batch, in_lens.max()), dtype="int32")
+    y = numpy.zeros((batch, out_lens.max()), dtype="int32")
+    for i, (a, b) in enumerate(zip(ins, outs)):
+        x[i, : len(a)] = a
+        y[i, : len(b)] = b
+    return {"data": x, "data:seq_len": in_lens, "classes": y, "classes:seq_len": out_lens}
+
+
+def load_demo(path: str, impl: str, *, vocab: int = 10, dec_dims: str | None = None) -> types.ModuleType:
+    """The demo file as a module ("returnn": as written, "dimtorch": imports edited); its __main__ part does
+    not run. vocab != 10 rebinds its dataset-dependent globals, dec_dims its three literal decoder sizes."""
+    source = Path(path).read_text()
+    if impl == "dimtorch":
+        source = edit_imports(source)
+    mod = types.ModuleType(f"demo_rf_pt_benchmark_{impl}")
+    mod.__file__ = path
+    sys.modules[mod.__name__] = mod
+    exec(compile(source, path, "exec"), mod.__dict__)
+    if vocab != mod.targets_dim.dimension:
+        mod.targets_dim = mod.Dim(vocab, name="vocab")
+        mod.extern_data[mod.extern_data_targets_name]["sparse_dim"] = mod.targets_dim
+        mod.targets_ext_dim = mod.targets_dim + 1
+        mod.targets_eos_idx = mod.targets_ext_dim.dimension - 1
+    if dec_dims:
+        sizes = dict(zip(("target_embed", "lstm", "readout"), (int(x) for x in dec_dims.split(","))))
+        real_dim = mod.Dim
+
+        def dim_factory(*args, **kwargs):
+            if kwargs.get("name") in sizes and "dimension" in kwargs and not args:
+                kwargs["dimension"] = sizes[kwargs["name"]]
+            return real_dim(*args, **kwargs)
+
+        dim_factory.Types = real_dim.Types
+        mod.Dim = dim_factory
+    return mod
+
+
+def make_get_model(demo, config: str):
+    """get_model for a config (the demo's encoder options), "demo" the demo's own."""
+    if config == "demo":
+        return demo.get_model
+    c = CONFIGS[config]
+    Dim, rf = demo.Dim, demo.rf
+
+    def get_model(**_kwargs):
+        return demo.Model(
+            in_dim=demo.data_feature_dim, encoder_in_dim=demo.encoder_in_dim, num_enc_layers=c["num_enc_layers"],
+            enc_model_dim=Dim(name="enc", dimension=c["enc"], kind=Dim.Types.Feature),
+            enc_ff_dim=Dim(name="enc-ff", dimension=c["ff"], kind=Dim.Types.Feature),
+            enc_att_num_heads=c["heads"],
+            enc_conformer_layer_opts=dict(
+                conv_norm_opts=dict(use_mask=True),
+                self_att_opts=dict(with_bias=False, with_linear_pos=False, with_pos_bias=False,
+                                   learnable_pos_emb=True, separate_pos_emb_per_head=False),
+                ff_activation=lambda x: rf.relu(x) ** 2.0),
+            enc_key_total_dim=Dim(name="enc_key_total_dim", dimension=c["key_total"]),
+            target_dim=demo.targets_ext_dim, bos_idx=demo.targets_eos_idx, eos_idx=demo.targets_eos_idx)
+
+    return get_model
+
+
+class RfSide:
+    """One frontend running the demo: its module, model, torch module, Adam, and the batch binding."""
+
+    def __init__(self, impl: str, demo_path: str, *, config: str, vocab: int = 10, dec_dims=None, seed: int = 1):
+        import torch
+
+        self.impl = impl
+        self.demo = demo = load_demo(demo_path, impl, vocab=vocab, dec_dims=dec_dims)
+        self.rf = rf = demo.rf
+        self.behavior_version = None
+        if impl == "returnn":
+            from returnn.torch.data import extern_data as extern_data_util
+            from returnn.torch.frontend.bridge import rf_module_to_pt_module
+            from returnn.util.basic import BehaviorVersion
+
+            rf.select_backend_torch()
+            if not BehaviorVersion.is_set():
+                BehaviorVersion.set(BehaviorVersion._latest_behavior_version)
+            self.behavior_version = BehaviorVersion.get()
+            rf.set_random_seed(seed)
+            self.model = make_get_model(demo, config)()
+            self.pt_model = rf_module_to_pt_module(self.model)
+            template = extern_data_util.extern_data_template_from_config_opts(demo.extern_data)
+
+            def bind(batch):
+                raw = {k: torch.tensor(v) for k, v in batch.items()}
+                raw["seq_tag"] = numpy.array([f"seq-{i}" for i in range(len(batch["data"]))])
+                return extern_data_util.raw_dict_to_extern_data(raw, extern_data_template=template, device="cpu",
+                                                                with_eval_targets=True)
+        else:
+            from dimtorch.rf import runner
+
+            torch.manual_seed(seed)
+            self.model = make_get_model(demo, config)()
+            self.pt_model = self.model  # dimtorch.rf's Module is a torch.nn.Module
+            template = runner.make_extern_data(demo)
+
+            def bind(batch):
+                return runner.bind_batch(template, {k: torch.from_numpy(v) for k, v in batch.items()})
+        self.bind = bind
+        self.optimizer = torch.optim.Adam(self.pt_model.parameters(), lr=demo.config["learning_rate"])
+        self.n_params = sum(p.numel() for p in self.pt_model.parameters())
+
+    def _device_ctx(self):
+        return self.rf.set_default_device_ctx("cpu")
+
+    def losses(self, batch, *, train_flag: bool) -> dict:
+        extern_data = self.bind(batch)
+        self.rf.init_train_step_run_ctx(train_flag=train_flag, step=0, epoch=1)
+        with self._device_ctx():
+            self.demo.train_step(model=self.model, extern_data=extern_data)
+        ctx = self.rf.get_run_ctx()
+        res = {"total": float(ctx.total_loss().raw_tensor.detach())}
+        for name, loss in ctx.losses.items():
+            res[f"{name}:summed"] = float(loss.get_summed_loss().raw_tensor.detach())
+            res[f"{name}:mean"] = float(loss.get_mean_loss().raw_tensor.detach())
+        return res
+
+    def train_step(self, batch, step: int):
+        self.optimizer.zero_grad()
+        extern_data = self.bind(batch)
+        self.rf.init_train_step_run_ctx(train_flag=True, step=step, epoch=1)
+        with self._device_ctx():
+            self.demo.train_step(model=self.model, extern_data=extern_data)
+        total = self.rf.get_run_ctx().total_loss()
+        total.raw_tensor.backward()
+        self.optimizer.step()
+        return total.raw_tensor.detach()
+
+    def beam_search(self, batch):
+        import torch
+
+        extern_data = self.bind(batch)
+        self.rf.init_forward_step_run_ctx(epoch=1, step=0)
+        self.pt_model.eval()
+        try:
+            with torch.no_grad(), self._device_ctx():
+                return self.demo.forward_step(model=self.model, extern_data=extern_data)
+        finally:
+            self.pt_model.train()
+
+
+class OwnApiSide:
+    """demo/dimtorch_model.py's Conformer + CTC with its attention decoder (dimtorch's own API), sized like
+    the config's encoder, trained on features of the batch's shapes (80 per frame) and its labels."""
+
+    impl = "dimtorch_own"
+
+    def __init__(self, config: str, *, seed: int = 1):
+        import torch
+
+        from demo.dimtorch_model import DimtorchConformerCTC
+        from demo.reference_model import DecoderConfig, ModelConfig
+
+        c = CONFIGS["small" if config == "demo" else config]
+        cfg = ModelConfig(in_dim=80, num_labels=10, model_dim=c["enc"], num_layers=c["num_enc_layers"],
+                          num_heads=c["heads"], ff_dim=c["ff"], conv_kernel_size=31, subsample_channels=(32, 64))
+        torch.manual_seed(seed)
+        self.model = DimtorchConformerCTC(cfg, decoder=DecoderConfig(ff_dim=c["ff"]))
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=5e-4)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        self.rng = torch.Generator().manual_seed(seed)
+
+    def train_step(self, batch, step: int):
+        import torch
+
+        self.optimizer.zero_grad()
+        in_lens = torch.from_numpy(batch["data:seq_len"]).long()
+        feats = torch.randn(len(in_lens), int(in_lens.max()) * 4, 80, generator=self.rng)
+        loss, _, _ = self.model.loss(feats, in_lens * 4, torch.from_numpy(batch["classes"]).long(),
+                                     torch.from_numpy(batch["classes:seq_len"]).long())
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+
+def _demo_path(args) -> str:
+    path = args.demo or os.environ.get("RETURNN_DEMO_RF_PT")
+    if not path or not os.path.exists(path):
+        raise SystemExit("bench/rf_demo_bench.py: give RETURNN's demos/demo-rf-pt-benchmark.py from a RETURNN checkout "
+                         "(--demo PATH or $RETURNN_DEMO_RF_PT); it is not part of RETURNN's PyPI package")
+    return path
+
+
+@contextlib.contextmanager
+def _returnn_remaining_dims_skips_none():
+    """RETURNN's Tensor.remaining_dims raising for None in its argument (the demo's forward_step passes a sparse
+    input's feature_dim, None): skipped for the duration, RETURNN patched (never the demo file)."""
+    from returnn.tensor import Tensor
+
+    orig = Tensor.remaining_dims
+
+    def remaining_dims(self, remove=None):
+        if remove is not None and isinstance(remove, (list, tuple)):
+            remove = [d for d in remove if d is not None]
+        return orig(self, remove)
+
+    Tensor.remaining_dims = remaining_dims
+    try:
+        yield
+    finally:
+        Tensor.remaining_dims = orig
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield
+
+
+def _hypotheses(hyps, log_probs, out_spatial_dim, beam_dim, seconds) -> dict:
+    """Per sequence and beam entry: the labels (valid frames), lengths and log probs, as lists, batch first."""
+    batch = [d for d in log_probs.dims if d is not beam_dim][0]
+    order = [batch, beam_dim]
+    lengths = out_spatial_dim.dyn_size_ext.copy_transpose(order).raw_tensor.tolist()
+    raw = hyps.copy_transpose(order + [out_spatial_dim]).raw_tensor.tolist()
+    labels = [[row[:n] for row, n in zip(rows, ns)] for rows, ns in zip(raw, lengths)]
+    return {"beam": beam_dim.dimension, "hyps": labels, "lengths": lengths, "seconds": seconds,
+            "log_probs": log_probs.copy_transpose(order).raw_tensor.tolist()}
+
+
+def cmd_check(args) -> dict:
+    """6b: the same weights give the same loss; training steps run; the beam search gives hypotheses."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    path = _demo_path(args)
+    ret = RfSide("returnn", path, config=args.config, seed=args.seed)
+    ours = RfSide("dimtorch", path, config=args.config, seed=args.seed)
+    state = ret.pt_model.state_dict()
+    mine = ours.pt_model.state_dict()
+    diff = sorted(set(state) ^ set(mine))
+    shapes = [k for k in state if k in mine and state[k].shape != mine[k].shape]
+    if diff or shapes:
+        raise SystemExit(f"parameter names or shapes differ: names {diff}, shapes {shapes}")
+    ours.pt_model.load_state_dict(state)
+    batch = make_batch(numpy.random.RandomState(1234), args.batch)
+    ref = ret.losses(batch, train_flag=False)
+    got = ours.losses(batch, train_flag=False)
+    report = {"parameters": len(state), "returnn": ref, "dimtorch_rf": got,
+              "abs_diff": {k: abs(got[k] - ref[k]) for k in ref if k in got}}
+    ok = all(v <= 1e-4 for v in report["abs_diff"].values()) and set(ref) == set(got)
+    print(f"loss at RETURNN's initial weights ({len(state)} tensors), train flag off, batch {args.batch}:\n"
+          f"  RETURNN     {json.dumps(ref)}\n  dimtorch.rf {json.dumps(got)}\n  -> {'equal' if ok else 'DIFFERENT'} "
+          f"at 1e-4 (max |diff| {max(report['abs_diff'].values()):.2e})")
+    rng = numpy.random.RandomState(args.seed)
+    losses = [float(ours.train_step(make_batch(rng, args.batch), step)) for step in range(args.steps)]
+    print(f"dimtorch.rf: {args.steps} training steps in eager mode, losses {[round(x, 3) for x in losses]}")
+    report["train_losses"] = losses
+    # the beam search, with what RETURNN itself needs to run it (vocabulary 16, longer inputs; RETURNN's
+    # Tensor.remaining_dims skipping None, patched here for RETURNN only), at the same weights on both
+    ret_beam = RfSide("returnn", path, config=args.config, vocab=16, seed=args.seed)
+    our_beam = RfSide("dimtorch", path, config=args.config, vocab=16, seed=args.seed)
+    our_beam.pt_model.load_state_dict(ret_beam.pt_model.state_dict())
+    b = make_batch(numpy.random.RandomState(7), 8, out_base=16, min_len=12, max_len=30)
+    found = {}
+    for side in (ret_beam, our_beam):
+        with _returnn_remaining_dims_skips_none() if side.impl == "returnn" else _nothing():
+            t0 = time.perf_counter()
+            hyps, log_probs, out_spatial_dim, beam_dim = side.beam_search(b)
+            seconds = time.perf_counter() - t0
+        found[side.impl] = _hypotheses(hyps, log_probs, out_spatial_dim, beam_dim, seconds)
+    ours_, ref_ = found["dimtorch"], found["returnn"]
+    same = (ours_["hyps"] == ref_["hyps"] and ours_["lengths"] == ref_["lengths"] and
+            numpy.allclose(ours_["log_probs"], ref_["log_probs"], atol=1e-4, rtol=1e-4))
+    print(f"beam search (beam {ours_['beam']}, batch 8, vocabulary 16), the same weights on both: dimtorch.rf "
+          f"{ours_['seconds']:.2f} s, RETURNN {ref_['seconds']:.2f} s; hypotheses, lengths and log probs "
+          f"{'equal' if same else 'DIFFERENT'}; best per sequence (dimtorch.rf): "
+          f"{[h[0][:n[0]] for h, n in zip(ours_['hyps'], ours_['lengths'])]}, log probs "
+          f"{[round(p[0], 3) for p in ours_['log_probs']]}")
+    report["beam"] = {"dimtorch_rf": ours_, "returnn": ref_, "equal": same}
+    report["equal"] = ok and same
+    return report
+
+
+def cmd_bench(args) -> dict:
+    """6c: training steps interleaved, RETURNN vs dimtorch.rf (vs dimtorch's own API)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    path = _demo_path(args)
+    sides = [RfSide("returnn", path, config=args.config, dec_dims=args.dec_dims, seed=args.seed),
+             RfSide("dimtorch", path, config=args.config, dec_dims=args.dec_dims, seed=args.seed)]
+    if args.own_api:
+        sides.append(OwnApiSide(args.config, seed=args.seed))
+    rng = numpy.random.RandomState(args.seed)
+    wall = {s.impl: [] for s in sides}
+    cpu = {s.impl: [] for s in sides}
+    loads = []
+    for r in range(args.warmup + args.rounds):
+        batch = make_batch(rng, args.batch)
+        order = sides[r % len(sides):] + sides[:r % len(sides)]
+        for s in order:
+            gc.collect()
+            c0, t0 = time.process_time(), time.perf_counter()
+            s.train_step(batch, r)
+            w, c = time.perf_counter() - t0, time.process_time() - c0
+            if r >= args.warmup:
+                wall[s.impl].append(w)
+                cpu[s.impl].append(c)
+        if r >= args.warmup:
+            loads.append(os.getloadavg()[0])
+    res = {"config": args.config, "dec_dims": args.dec_dims or "640,1024,1024 (the demo's)", "batch": args.batch,
+           "rounds": args.rounds, "threads": torch.get_num_threads(),
+           "params": {s.impl: s.n_params for s in sides},
+           "returnn_behavior_version": sides[0].behavior_version,
+           "wall_ms": {k: statistics.median(v) * 1e3 for k, v in wall.items()},
+           "cpu_ms": {k: statistics.median(v) * 1e3 for k, v in cpu.items()},
+           "load_1min": [min(loads), statistics.median(loads), max(loads)]}
+    for s in sides[1:]:
+        res[f"ratio_wall_{s.impl}"] = quartiles(round_ratios(wall[s.impl], wall["returnn"]))
+        res[f"ratio_cpu_{s.impl}"] = quartiles(round_ratios(cpu[s.impl], cpu["returnn"]))
+    print(json.dumps(res, indent=1))
+    return res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cmd", choices=["check", "bench"])
+    ap.add_argument("--demo", default=None, help="RETURNN's demos/demo-rf-pt-benchmark.py (or $RETURNN_DEMO_RF_PT)")
+    ap.add_argument("--config", default="tiny", choices=["tiny", "small", "demo"])
+    ap.add_argument("--dec-dims", default=None, help="'embed,lstm,readout' instead of the demo's 640,1024,1024")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=3, help="check: training steps")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--own-api", action="store_true", help="bench: also demo/'s dimtorch model (--decoder aed)")
+    ap.add_argument("--out", default=None, help="write the result as JSON here")
+    args = ap.parse_args(argv)
+    res = {"check": cmd_check, "bench": cmd_bench}[args.cmd](args)
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

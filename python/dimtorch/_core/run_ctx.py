@@ -1,0 +1,41 @@
+"""Where Tensor.mark_as_loss / mark_as_output / mark_as_default_output hand their tensor: the run context
+installed for the step (dimtorch.rf's, made by rf.init_train_step_run_ctx() or
+rf.init_forward_step_run_ctx()). One per process, as RETURNN's: steps run one at a time.
+
+The context object has the methods mark_as_loss(tensor, name, **options), mark_as_output(tensor, name,
+*, shape=None), mark_as_default_output(tensor, *, shape=None) and is_train_flag_enabled(func=), and the
+attribute step; is_train_flag_enabled() and get_step() here read them (False and 0 without a context)."""
+from __future__ import annotations
+
+_ctx = None
+
+
+def current(caller: str):
+    """The installed run context; a RuntimeError naming `caller` when there is none."""
+    if _ctx is None:
+        raise RuntimeError(f"{caller}: no run context: call dimtorch.rf.init_train_step_run_ctx() or "
+                           f"init_forward_step_run_ctx() first")
+    return _ctx
+
+
+def install(ctx) -> None:
+    """Installs `ctx` as the run context (None clears it)."""
+    global _ctx
+    _ctx = ctx
+
+
+def is_train_flag_enabled(func=None) -> bool:
+    """The installed context's train flag (for `func`, e.g. dimtorch.rf.dropout, when one was set for it);
+    False without a context (RETURNN frontend's init stage). What dropout and SpecAugment read."""
+    if _ctx is None:
+        return False
+    flag = _ctx.is_train_flag_enabled(func=func)
+    return flag if type(flag) is bool else bool(getattr(flag, "raw", flag))
+
+
+def get_step() -> int:
+    """The installed context's global train step; 0 without a context."""
+    if _ctx is None:
+        return 0
+    step = _ctx.step
+    return step if type(step) is int else int(getattr(step, "raw", step))

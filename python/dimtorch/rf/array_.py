@@ -1,0 +1,108 @@
+"""rf.array_: RETURNN frontend's array functions. Each name is dimtorch's op itself (the same object,
+so its speed and graph capture are dimtorch's) where the op takes rf's signature; the few whose
+conventions differ (argument order, return shape, a mode argument) are thin functions that call the op."""
+from __future__ import annotations
+
+import functools as _functools
+from typing import Optional, Tuple
+
+import dimtorch as _dt
+from dimtorch import Dim, Tensor
+
+__all__ = [
+    "convert_to_tensor", "constant", "copy", "cast", "merge_dims", "split_dims", "reshape", "split", "expand_dim",
+    "expand_dims", "squeeze", "window", "concat", "concat_features", "pad", "cum_concat_step", "slice_update",
+    "stack", "unstack", "masked_select", "masked_scatter", "sequence_mask", "pack_padded", "pad_packed", "gather",
+    "scatter", "scatter_mean", "scatter_argmax", "scatter_logsumexp", "scatter_logmeanexp", "scatter_count", "slice",
+    "shift_right", "shift_left", "reverse_sequence", "where", "sort", "search_sorted", "sparse_to_dense", "one_hot",
+    "top_k_mask", "top_p_mask", "repeat", "limit_repeats", "expand_make_non_empty", "real_as_complex",
+    "complex_as_real", "make_complex",
+]
+
+# dimtorch's ops, bound as they are
+convert_to_tensor = _dt.convert_to_tensor
+constant = _dt.convert_to_tensor  # rf.array_.constant; the package's rf.constant is rf.const.constant
+cast = _dt.cast
+merge_dims = _dt.merge_dims
+split_dims = _dt.split_dims
+reshape = _dt.reshape
+split = _dt.split
+expand_dim = _dt.expand_dim
+expand_dims = _dt.expand_dims
+squeeze = _dt.squeeze
+window = _dt.window
+concat = _dt.concat
+pad = _dt.pad
+cum_concat_step = _dt.cum_concat_step
+slice_update = _dt.slice_update
+stack = _dt.stack
+unstack = _dt.unstack
+masked_select = _dt.masked_select
+masked_scatter = _dt.masked_scatter
+sequence_mask = _dt.sequence_mask
+pack_padded = _dt.pack_padded
+pad_packed = _dt.unpack_padded
+gather = _dt.gather
+scatter = _dt.scatter
+scatter_count = _dt.scatter_count
+slice = _dt.slice  # noqa: A001 (rf's name)
+shift_right = _dt.shift_right
+shift_left = _dt.shift_left
+reverse_sequence = _dt.reverse_sequence
+where = _dt.where
+search_sorted = _dt.search_sorted
+sparse_to_dense = _dt.sparse_to_dense
+one_hot = _dt.one_hot
+top_k_mask = _dt.top_k_mask
+top_p_mask = _dt.top_p_mask
+repeat = _dt.repeat
+limit_repeats = _dt.limit_repeats
+expand_make_non_empty = _dt.expand_make_non_empty
+real_as_complex = _dt.real_as_complex
+complex_as_real = _dt.complex_as_real
+make_complex = _dt.make_complex
+
+
+def copy(tensor: Tensor) -> Tensor:
+    """A new Tensor object over the same raw (Tensor.copy())."""
+    return tensor.copy()
+
+
+def concat_features(*sources: Tensor, allow_broadcast=False) -> Tensor:
+    """concat along each source's feature_dim; the result's feature_dim is the concatenated dim."""
+    pairs = []
+    for s in sources:
+        feature = getattr(s, "feature_dim", None)
+        if feature is None:
+            raise ValueError(f"dimtorch.rf.concat_features(): every source needs a feature_dim, got {s!r}")
+        pairs.append((s, feature))
+    out, dim = _concat(*pairs, allow_broadcast=True) if allow_broadcast else _concat(*pairs)
+    return Tensor(out.raw, out.dims, feature_dim=dim)
+
+
+_concat = _dt.concat
+
+
+# dimtorch.scatter with a mode: partials (C) of the op, no Python frame
+scatter_mean = _functools.partial(_dt.scatter, mode="mean")
+scatter_logsumexp = _functools.partial(_dt.scatter, mode="logsumexp")
+scatter_logmeanexp = _functools.partial(_dt.scatter, mode="logmeanexp")
+
+
+def scatter_argmax(source: Tensor, *, indices: Tensor, indices_dim: Dim, invalid_idx: Optional[int] = -1,
+                   out_dim: Optional[Dim] = None) -> Tensor:
+    """For each out position, the position along indices_dim of the largest value scattered there
+    (dimtorch.scatter(mode="argmax")); positions nothing reaches get invalid_idx."""
+    return _dt.scatter(source, indices=indices, indices_dim=indices_dim, mode="argmax", out_dim=out_dim,
+                       fill_value=invalid_idx)
+
+
+def sort(source: Tensor, *, axis: Dim, descending: bool = False, stable: bool = True) -> Tuple[Tensor, Tensor, Dim]:
+    """(sorted, indices, out_dim): dimtorch.sort (always stable) with `axis` replaced by a new dim of its
+    size (or lengths), as RETURNN frontend returns it; indices have sparse_dim=axis."""
+    values, indices = _dt.sort(source, axis=axis, descending=descending)
+    values, out_dim = _dt.replace_dim(values, in_dim=axis)
+    indices, _ = _dt.replace_dim(indices, in_dim=axis, out_dim=out_dim)
+    return values, indices, out_dim
+
+

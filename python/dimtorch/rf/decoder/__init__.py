@@ -1,0 +1,1 @@
+"""rf.decoder (RETURNN frontend's decoders): transformer."""

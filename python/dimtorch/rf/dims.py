@@ -1,0 +1,44 @@
+"""rf.dims: ranges over dims, replacing dims, and counts of a shape's elements; dimtorch's ops."""
+from __future__ import annotations
+
+from typing import Optional
+
+import dimtorch as _dt
+from dimtorch import Dim, Tensor
+
+__all__ = [
+    "range_over_dim", "range_over_dim_strided", "range_over_merged_dims", "linspace_over_dim", "replace_dim",
+    "replace_dim_v2", "set_sparse_dim", "dim_match_priority_when_needed", "num_elements_of_shape",
+    "masked_fraction_of_shape", "last_frame_position_of_dim", "use_mask_default",
+]
+
+range_over_dim = _dt.range_over_dim
+range_over_dim_strided = _dt.range_over_dim_strided
+range_over_merged_dims = _dt.range_over_merged_dims
+linspace_over_dim = _dt.linspace_over_dim
+replace_dim = _dt.replace_dim
+replace_dim_v2 = _dt.replace_dim_v2
+num_elements_of_shape = _dt.num_elements_of_shape
+masked_fraction_of_shape = _dt.masked_fraction_of_shape
+last_frame_position_of_dim = _dt.last_frame_position_of_dim
+
+
+def set_sparse_dim(source: Tensor, sparse_dim: Dim) -> Tensor:
+    """source with another sparse_dim (a new Tensor over the same raw)."""
+    return Tensor(source.raw, source.dims, sparse_dim=sparse_dim, feature_dim=source.feature_dim)
+
+
+def dim_match_priority_when_needed(dim: Dim, *other_dims: Dim) -> Dim:
+    """RETURNN's way to use one dim twice in a tensor (e.g. a square filter) is a match priority; dimtorch
+    dims are identities, so the answer is a distinct dim of dim's size (or lengths) whenever other_dims
+    holds dim (dim itself otherwise)."""
+    if not any(d is dim for d in other_dims):
+        return dim
+    return Dim(dim.dyn_size if dim.dyn_size is not None else dim.size, name=f"{dim.name}'")
+
+
+def use_mask_default(*, default: Optional[bool] = None, default_false_for_behavior_version_up_to: Optional[int] = None,
+                     func_name: Optional[str] = None) -> Optional[bool]:
+    """Whether ops mask padding by default: True in dimtorch (RETURNN's newest behavior), whatever the
+    arguments (dimtorch reads no config and has no behavior versions)."""
+    return True
