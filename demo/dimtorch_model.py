@@ -94,7 +94,7 @@ class DimtorchConformerCTC(dt.nn.Module):
     def forward(self, features: torch.Tensor, feature_lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """-> logits (B, T', V+1) raw, out lengths (B,) int64 on the host."""
         h, batch, out_time = self.encode(features, feature_lengths)
-        return self.output(h).raw_aligned((batch, out_time, self.vocab_dim)), out_time.dyn_size.raw
+        return self.output(h).raw_aligned((batch, out_time, self.vocab_dim)), out_time.lengths.raw
 
     def loss(self, features, feature_lengths, targets, target_lengths, *, total_labels: Optional[int] = None,
              total_seqs: Optional[int] = None):
@@ -111,7 +111,7 @@ class DimtorchConformerCTC(dt.nn.Module):
         loss = per_seq.raw.sum() / max(1, n_labels)
         logits_raw = logits.raw_aligned((batch, out_time, self.vocab_dim))
         if self.dec_cfg is None:
-            return loss, logits_raw, out_time.dyn_size.raw
+            return loss, logits_raw, out_time.lengths.raw
         labels = dt.Tensor(targets, dims=(batch, target_time), sparse_dim=self.aed_vocab_dim)
         # BOS + labels and labels + EOS at each sequence's own end: both over target_time + 1 (one dim).
         dec_in, (dec_time,) = dt.pad(labels, axes=target_time, padding=(1, 0), value=self.eos_index)
@@ -124,7 +124,7 @@ class DimtorchConformerCTC(dt.nn.Module):
         else:  # the sum over every sequence's labels and EOS, over those of the whole step
             seqs = target_lengths.numel() if total_seqs is None else total_seqs
             ce_loss = dt.reduce_sum(ce, axis=ce.dims).raw / (n_labels + seqs)
-        return self.dec_cfg.ctc_scale * loss + self.dec_cfg.aed_scale * ce_loss, logits_raw, out_time.dyn_size.raw
+        return self.dec_cfg.ctc_scale * loss + self.dec_cfg.aed_scale * ce_loss, logits_raw, out_time.lengths.raw
 
     @torch.no_grad()
     def aed_greedy_decode(self, features, feature_lengths, max_len_factor: int = 2) -> List[List[int]]:
@@ -134,7 +134,7 @@ class DimtorchConformerCTC(dt.nn.Module):
             raise ValueError("DimtorchConformerCTC.aed_greedy_decode(): this model has no attention decoder (made "
                              "without a DecoderConfig; train.py --decoder aed makes one)")
         h, batch, out_time = self.encode(features, feature_lengths)
-        hyps = GreedyHypotheses(out_time.dyn_size.raw, self.eos_index, max_len_factor)
+        hyps = GreedyHypotheses(out_time.lengths.raw, self.eos_index, max_len_factor)
         bos = torch.full((features.shape[0],), self.eos_index, dtype=torch.int64, device=features.device)
         labels = dt.Tensor(bos, dims=(batch,), sparse_dim=self.aed_vocab_dim)
         state = None

@@ -43,6 +43,7 @@ class Dim:
     # RETURNN's Dim API (dimtorch.ops.rf_dim)
     Types: Any
     dyn_size_ext: Optional[Tensor]
+    dyn_size: Optional[torch.Tensor]
     kind: Any
     @property
     def description(self) -> Optional[str]: ...
@@ -79,7 +80,7 @@ class Dim:
     @property
     def dimension(self) -> Optional[int]: ...
     @property
-    def dyn_size(self) -> Optional[Tensor]: ...
+    def lengths(self) -> Optional[Tensor]: ...
     derivation: Optional[tuple]
     _lengths: Optional[Tensor]
     _math_cache: dict

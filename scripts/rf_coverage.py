@@ -118,7 +118,8 @@ TABLE = {
         *[_rf(n, "raises: dimtorch runs on torch only") for n in ("select_backend_numpy", "select_backend_tf",
                                                                     "select_backend_returnn_layers_tf")],
         _rf("select_backend_torch", "a no-op"), _rf("is_executing_eagerly", "True"),
-        _rf("is_backend_raw_tensor_dim_tag_independent", "True"),
+        _rf("is_backend_raw_tensor_dim_tag_independent",
+            "False: masks are cached per Dim, not shared across copy_from dims"),
     ],
     "build_from_dict": [(n, NA, None, "RETURNN config dicts; dimtorch modules are built in Python")
                         for n in ("build_from_dict", "build_dict")],

@@ -41,11 +41,11 @@ def check_lone_sequences(fn, x, batch, time, lengths):
     """fn(x, batch, time) -> (out, out_time) over (batch, ..., out_time) dims in some order: each
     sequence alone gives the same length and the same valid frames as inside the batch."""
     full, ot = fn(x, batch, time)
-    out_lens = ot.dyn_size.raw.tolist()
+    out_lens = ot.lengths.raw.tolist()
     for b, n in enumerate(lengths):
         xb, b1, t1 = lone_sequence(x, batch, time, b, n)
         one, ot1 = fn(xb, b1, t1)
-        assert ot1.dyn_size.raw.tolist() == [out_lens[b]], (b, n)
+        assert ot1.lengths.raw.tolist() == [out_lens[b]], (b, n)
         back = {id(b1): batch, id(ot1): ot}
         order = tuple(back.get(id(d), d) for d in one.dims)
         expected = full.raw_aligned(order).narrow(order.index(batch), b, 1).narrow(order.index(ot), 0, out_lens[b])

@@ -13,9 +13,9 @@ def same_dim(fast, slow) -> bool:
         return True
     if fast is None or slow is None or (fast.size, fast.name) != (slow.size, slow.name):
         return False
-    if fast.dyn_size is None or slow.dyn_size is None:
-        return fast.dyn_size is slow.dyn_size
-    return fast.dyn_size.dims == slow.dyn_size.dims and torch.equal(fast.dyn_size.raw, slow.dyn_size.raw)
+    if fast.lengths is None or slow.lengths is None:
+        return fast.lengths is slow.lengths
+    return fast.lengths.dims == slow.lengths.dims and torch.equal(fast.lengths.raw, slow.lengths.raw)
 
 
 def assert_same(fast, slow):

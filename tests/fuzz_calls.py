@@ -174,7 +174,7 @@ def _pool(env):
     labels = dt.Tensor(torch.zeros(n_batch, n_time, dtype=torch.int64, device=device), (batch, time), sparse_dim=vocab)
     weight = dt.Tensor(raw(feature_size, 3), (feat, out))
     tensors = [x, xt, labels, weight, dt.Tensor(raw(), ()), dt.Tensor(raw(3, dt_=torch.float32), (out,)),
-               dt.Tensor(torch.zeros(n_batch, n_time, dtype=torch.bool, device=device), (batch, time)), time.dyn_size]
+               dt.Tensor(torch.zeros(n_batch, n_time, dtype=torch.bool, device=device), (batch, time)), time.lengths]
     dims = [batch, time, feat, vocab, out, huge, huger, time + 1, time - 1, dt.ceildiv(time, 2), time + time,
             feat * 2, dt.Dim(None, name="free"), dt.Dim(0, name="empty")]
     odd = [None, 0, -1, 1, 2, 2**40, 2**70, True, 1.5, float("nan"), "time", "mean", "float32", "max", "same",

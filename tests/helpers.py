@@ -92,7 +92,7 @@ def valid_mask(dims: Sequence[dt.Dim], shape: Sequence[int], device=None) -> tor
     dims = list(dims)
     mask = torch.ones(tuple(shape), dtype=torch.bool, device=device)
     for axis, d in enumerate(dims):
-        lengths = d.dyn_size
+        lengths = d.lengths
         if lengths is None or not all(any(bd is e for e in dims) for bd in lengths.dims):
             continue
         lens = align_raw(lengths.raw, lengths.dims, dims).to(device)
@@ -282,7 +282,7 @@ def _each_sequence_alone(fn: Callable, x: dt.Tensor, batch: dt.Dim, time: dt.Dim
     full = fn(x, lambda d: d)
     fulls = list(full) if isinstance(full, (tuple, list)) else [full]
     bax, tax = x.dims.index(batch), x.dims.index(time)
-    for b, n in enumerate(time.dyn_size.raw.tolist()):
+    for b, n in enumerate(time.lengths.raw.tolist()):
         b1 = dt.Dim(None, name="batch1")
         t1 = dt.Dim(dt.Tensor(torch.tensor([n], dtype=torch.int64), (b1,)), name="time1")
         fwd = {id(batch): b1, id(time): t1}

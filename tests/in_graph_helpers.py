@@ -54,7 +54,7 @@ def run(fn: Callable, env: dict, in_graph: bool):
 
 
 def _host_lengths(d: dt.Dim) -> torch.Tensor:
-    return d.dyn_size.raw.to("cpu", torch.int64)
+    return d.lengths.raw.to("cpu", torch.int64)
 
 
 def same_dim(a, b) -> bool:
@@ -63,11 +63,11 @@ def same_dim(a, b) -> bool:
         return True
     if a is None or b is None or not isinstance(a, dt.Dim) or not isinstance(b, dt.Dim):
         return False
-    if a.size != b.size or (a.dyn_size is None) != (b.dyn_size is None):
+    if a.size != b.size or (a.lengths is None) != (b.lengths is None):
         return False
-    if a.dyn_size is None:
+    if a.lengths is None:
         return True
-    la, lb = a.dyn_size, b.dyn_size
+    la, lb = a.lengths, b.lengths
     return len(la.dims) == len(lb.dims) and all(x is y for x, y in zip(la.dims, lb.dims)) and torch.equal(
         _host_lengths(a), _host_lengths(b))
 
@@ -160,8 +160,8 @@ def _env_of_sequence(env: dict, batch: dt.Dim, b: int) -> dict:
     def map_dim(d):
         if id(d) in mapping:
             return mapping[id(d)]
-        if d.dyn_size is not None and any(x is batch for x in d.dyn_size.dims):
-            lengths = d.dyn_size
+        if d.lengths is not None and any(x is batch for x in d.lengths.dims):
+            lengths = d.lengths
             assert lengths.dims == (batch,), "per-sequence envs take dims whose lengths are over the batch only"
             nd = dt.Dim(dt.Tensor(lengths.raw[b:b + 1].clone(), (new_batch,)), name=d.name)
         else:

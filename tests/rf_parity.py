@@ -162,15 +162,15 @@ def _order(dims, spec: tuple, names: dict, what: str) -> list:
 
 def _sizes_of(rf_dim, dt_dim, rf_names: dict, dt_names: dict, what: str) -> str:
     """'' when an op-made dim has the same static size or the same lengths on both sides."""
-    if dt_dim.dyn_size is None:
+    if dt_dim.lengths is None:
         rf_size = rf_dim.dimension
         if rf_size is None and rf_dim.dyn_size_ext is not None and rf_dim.dyn_size_ext.dims == ():
             rf_size = int(rf_dim.dyn_size_ext.raw_tensor)  # rf's dim with one size for all (e.g. packed)
         return "" if rf_size == dt_dim.size or dt_dim.size is None else f"{what}: size {dt_dim.size} vs rf's {rf_size}"
     rf_len = rf_dim.dyn_size_ext
     if rf_len is None:
-        return f"{what}: has lengths {dt_dim.dyn_size.raw.tolist()}, rf's has size {rf_dim.dimension}"
-    dt_len = dt_dim.dyn_size
+        return f"{what}: has lengths {dt_dim.lengths.raw.tolist()}, rf's has size {rf_dim.dimension}"
+    dt_len = dt_dim.lengths
     want = [dt_names.get(id(e)) for e in dt_len.dims]
     perm = _order(rf_len.dims, tuple(want), rf_names, what + " lengths")
     rf_raw = rf_len.raw_tensor.permute(perm) if perm else rf_len.raw_tensor
@@ -206,7 +206,7 @@ def compare(program: Program, rf_result, dt_result, rf_d, dt_d) -> list:
                 problems.append(_sizes_of(r.dims[p_rf], dd, rf_names, dt_names, f"{what} dim {slot}"))
         a = t.raw.detach().permute(dt_perm) if dt_perm else t.raw.detach()
         b = r.raw_tensor.detach().permute(rf_perm) if rf_perm else r.raw_tensor.detach()
-        extent = [dd.get_max_size() if dd.dyn_size is not None else a.shape[k] for k, dd in enumerate(dt_dims)]
+        extent = [dd.get_max_size() if dd.lengths is not None else a.shape[k] for k, dd in enumerate(dt_dims)]
         if any(b.shape[k] < n for k, n in enumerate(extent)):
             problems.append(f"{what}: rf's raw shape {tuple(b.shape)} is smaller than the valid extent {extent}")
             continue

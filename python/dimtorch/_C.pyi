@@ -17,6 +17,7 @@ class Dim:
     # RETURNN's Dim API (dimtorch.ops.rf_dim)
     Types: Any
     dyn_size_ext: Optional[Tensor]
+    dyn_size: Optional[torch.Tensor]
     kind: Any
     @property
     def description(self) -> Optional[str]: ...
@@ -53,7 +54,7 @@ class Dim:
     @property
     def dimension(self) -> Optional[int]: ...
     @property
-    def dyn_size(self) -> Optional[Tensor]: ...
+    def lengths(self) -> Optional[Tensor]: ...
     derivation: Optional[tuple]
     _lengths: Optional[Tensor]
     _math_cache: dict
@@ -245,6 +246,9 @@ def concat(*sources: Any, allow_broadcast: bool = ..., out_dim: Optional[Dim] = 
 def constant(fill_value: Any, *, dims: _Dims, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """constant(fill_value, *, dims, dtype=None, device=None, sparse_dim=None, feature_dim=None): full with RETURNN frontend's order (fill_value first, dims by keyword)."""
 
+def conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim], out_spatial_dims: Optional[Sequence[Dim]] = ..., filter_size: Sequence[Dim], padding: Union[str, int, Sequence[int]] = ..., strides: Optional[Union[int, Sequence[int]]] = ..., dilation_rate: Optional[Union[int, Sequence[int]]] = ..., groups: Optional[int] = ..., bias: Optional[Tensor] = ..., use_mask: Optional[bool] = ..., dilation: Optional[Union[int, Sequence[int]]] = ...) -> tuple[Tensor, tuple[Dim, ...]]:
+    """conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size, padding='valid', strides=None, dilation_rate=None, groups=None, bias=None, use_mask=None, dilation=None) -> (tensor, out_spatial_dims): see dimtorch.ops.conv.conv; the common call is one torch conv here (and one where with the cached mask for dynamic spatial dims)."""
+
 def cos(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
@@ -253,6 +257,9 @@ def ctc_durations_from_path(*, path: Tensor, path_spatial_dim: Dim, blank_index:
 
 def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, out_spatial_dim: Optional[Dim] = ..., target_dim: Optional[Dim] = ..., wb_target_dim: Optional[Dim] = ...) -> tuple[Tensor, Dim]:
     """ctc_greedy_decode(logits, *, in_spatial_dim, blank_index, out_spatial_dim=None, target_dim=None, wb_target_dim=None) -> (tensor, dim): see dimtorch.ops.decoding.ctc_greedy_decode."""
+
+def cumsum(x: Tensor, /, *, spatial_dim: Optional[Dim] = ..., axis: Optional[Dim] = ...) -> Tensor:
+    """cumsum(x, /, *, spatial_dim=None, axis=None) -> Tensor: see dimtorch.ops.sort.cumsum; one cumsum here (and one where with the cached mask for a dynamic axis)."""
 
 def dot(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
     """dot(a, b, reduce, use_mask=True): same as matmul."""
@@ -334,6 +341,9 @@ def moments(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Any:
 
 def neg(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
+
+def one_hot(indices: Tensor, /) -> Tensor:
+    """one_hot(indices, /) -> Tensor: see dimtorch.ops.gather.one_hot; int64 indices are one F.one_hot here."""
 
 def ones(dims: _Dims, *, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """ones(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): ones over `dims`."""
@@ -431,6 +441,9 @@ def square(x: Tensor, /) -> Tensor:
 def squared_difference(a: _Operand, b: _Operand, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
     """squared_difference(a, b): (a - b) ** 2 elementwise, aligned by dims (rf.squared_difference)."""
 
+def squeeze(x: Tensor, /, axis: Dim) -> Tensor:
+    """squeeze(x, /, axis) -> Tensor: see dimtorch.ops.shape.squeeze; one select(axis, 0) view here."""
+
 def stack(tensors: Sequence[Tensor], /, *, out_dim: Optional[Dim] = ...) -> Any:
     """stack(tensors, /, *, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.stack.stack."""
 
@@ -439,6 +452,9 @@ def tanh(x: Tensor, /) -> Tensor:
 
 def top_k(x: Tensor, /, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim, None] = ..., k_dim: Optional[Dim] = ..., sorted: bool = ...) -> Any:
     """top_k(x, /, *, axis, k=None, k_dim=None, sorted=True) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."""
+
+def transposed_conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim], out_spatial_dims: Optional[Sequence[Dim]] = ..., filter_size: Sequence[Dim], padding: str = ..., remove_padding: Union[int, Sequence[int]] = ..., output_padding: Optional[Union[int, Sequence[Optional[int]]]] = ..., strides: Optional[Union[int, Sequence[int]]] = ..., bias: Optional[Tensor] = ..., use_mask: Optional[bool] = ..., dilation: Union[int, Sequence[int]] = ..., groups: int = ...) -> tuple[Tensor, tuple[Dim, ...]]:
+    """transposed_conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, ...) -> (tensor, out_spatial_dims): see dimtorch.ops.conv.transposed_conv (no fast path: the definition, called from here so that its errors are named and dim= gets a hint; ~1 K instructions a call, ~0.3 % of a tiny transposed conv)."""
 
 def where(condition: Any, true_value: Any, false_value: Any, /, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
     """where(condition, true_value, false_value, /, *, allow_broadcast_all_sources=False): values may be Tensors or Python scalars."""

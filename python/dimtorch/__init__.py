@@ -13,14 +13,14 @@ from .ops.creation import (  # noqa: F401
     convert_to_tensor, ones_like, random_normal, random_uniform, range_over_dim, zeros_like,
 )
 from .ops.mask import last_frame_position_of_dim, sequence_mask  # noqa: F401
-from .ops.gather import one_hot, sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths)
+from .ops.gather import sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths; one_hot: _C)
 from .ops.packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
-from .ops.sort import cumsum, search_sorted, sort, top_k_mask, top_p_mask  # noqa: F401  (top_k: C++ fast path)
+from .ops.sort import search_sorted, sort, top_k_mask, top_p_mask  # noqa: F401  (top_k: C++ fast path; cumsum: _C)
 from .ops.stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from .ops.slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
-from .ops.conv import conv, pool, transposed_conv  # noqa: F401
+from .ops.conv import pool  # noqa: F401  (conv: C++ fast path; transposed_conv: _C calls its definition)
 from .ops.conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spatial_dims  # noqa: F401
-from .ops.shape import expand_dim, expand_dims, replace_dim, split_dims, squeeze  # noqa: F401  (merge_dims: C++)
+from .ops.shape import expand_dim, expand_dims, replace_dim, split_dims  # noqa: F401  (merge_dims: C++; squeeze: _C)
 from .ops.masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
 from .ops.reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 # repeat: C++ fast path (definition in ._repeat)

@@ -27,7 +27,7 @@ def reduce_dim(dim: Dim):
     if derivation is not None:
         op, a, b, k = derivation
         return rebuild_derived_dim, (op, a, b, k)
-    return Dim, (dim.dyn_size if dim.dyn_size is not None else dim.size, dim.name)
+    return Dim, (dim.lengths if dim.lengths is not None else dim.size, dim.name)
 
 
 def global_dim(name: str) -> Dim:

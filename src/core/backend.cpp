@@ -103,7 +103,7 @@ bool init() {
        get_attr(t, "var_mean", &T.var_mean) && get_attr(t, "cat", &T.cat) &&
        get_attr(t, "constant_pad_nd", &T.constant_pad_nd) && get_attr(t, "gather", &T.gather) &&
        get_attr(tb, "new_zeros", &T.new_zeros) &&
-       get_attr(F, "embedding", &T.embedding) && get_attr(F, "dropout", &T.dropout) &&
+       get_attr(F, "embedding", &T.embedding) && get_attr(F, "one_hot", &T.one_hot) && get_attr(F, "dropout", &T.dropout) &&
        get_attr(tb, "new_empty", &T.new_empty) && get_attr(tb, "bernoulli_", &T.bernoulli_) &&
        get_attr(tb, "div_", &T.div_) && get_attr(tb, "lerp_", &T.lerp_) &&
        get_attr(tb, "detach", &T.detach) && get_attr(t, "addcmul", &T.addcmul) &&
@@ -117,6 +117,13 @@ bool init() {
        get_attr(tb, "flip", &T.flip) && get_attr(tb, "expand_as", &T.expand_as) && get_attr(tb, "select", &T.select) &&
        get_attr(tb, "scatter_add_", &T.scatter_add_);
   if (!ok) return false;
+  const char* const conv_names[3] = {"conv1d", "conv2d", "conv3d"};
+  const char* const max_pool_names[3] = {"max_pool1d", "max_pool2d", "max_pool3d"};
+  const char* const avg_pool_names[3] = {"avg_pool1d", "avg_pool2d", "avg_pool3d"};
+  for (int i = 0; i < 3; ++i)
+    if (!get_attr(t, conv_names[i], &T.conv[i]) || !get_attr(t, max_pool_names[i], &T.max_pool[i]) ||
+        !get_attr(F, avg_pool_names[i], &T.avg_pool[i]))
+      return false;
   T.zero = PyLong_FromLong(0);
   T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);
   T.float_neg_inf = PyFloat_FromDouble(-Py_HUGE_VAL);
@@ -137,7 +144,8 @@ bool init() {
   T.s_dtype = PyUnicode_InternFromString("dtype");
   T.s_device = PyUnicode_InternFromString("device");
   T.s_requires_grad = PyUnicode_InternFromString("requires_grad");
-  if (!T.s_shape || !T.s_dtype || !T.s_device || !T.s_requires_grad) return false;
+  T.s_mT = PyUnicode_InternFromString("mT");
+  if (!T.s_shape || !T.s_dtype || !T.s_device || !T.s_requires_grad || !T.s_mT) return false;
 
   for (const char* name : kDtypeNames) {
     PyObject* dt = PyObject_GetAttrString(t, name);

@@ -66,6 +66,7 @@ struct Table {
   PyObject* gather = nullptr;
   PyObject* new_zeros = nullptr;   // TensorBase.new_zeros
   PyObject* embedding = nullptr;   // torch.nn.functional.embedding
+  PyObject* one_hot = nullptr;     // torch.nn.functional.one_hot
   PyObject* dropout = nullptr;     // torch.nn.functional.dropout
   PyObject* new_empty = nullptr;   // TensorBase.new_empty
   PyObject* bernoulli_ = nullptr;  // TensorBase.bernoulli_
@@ -88,6 +89,10 @@ struct Table {
   PyObject* cumsum = nullptr;            // TensorBase.cumsum
   PyObject* searchsorted = nullptr;      // torch.searchsorted
   PyObject* assert_async = nullptr;      // torch._assert_async (a device-side check: no wait)
+  // Convolution and pooling (src/ops/conv.cpp), by number of spatial dims - 1.
+  PyObject* conv[3] = {};      // torch.conv1d, conv2d, conv3d (what F.conv*d are)
+  PyObject* max_pool[3] = {};  // torch.max_pool1d, 2d, 3d (F.max_pool*d without return_indices)
+  PyObject* avg_pool[3] = {};  // F.avg_pool1d, 2d, 3d
   PyObject* float32 = nullptr;     // torch.float32
   PyObject* int64 = nullptr;       // torch.int64
   PyObject* zero = nullptr;         // the int 0
@@ -98,6 +103,7 @@ struct Table {
   PyObject* s_dtype = nullptr;
   PyObject* s_device = nullptr;
   PyObject* s_requires_grad = nullptr;
+  PyObject* s_mT = nullptr;
 };
 extern Table T;
 

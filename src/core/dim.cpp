@@ -559,7 +559,9 @@ PyGetSetDef dim_getset[] = {
     {"size", get_size, set_size, "Static size (int), or None for a dynamic or size-from-data dim.",
      nullptr},
     {"dimension", get_size, nullptr, "Alias of size (RETURNN's name).", nullptr},
-    {"dyn_size", get_dyn_size, nullptr, "Lengths Tensor (host, over batch dims), or None.", nullptr},
+    {"lengths", get_dyn_size, nullptr,
+     "Lengths Tensor (host, over batch dims), or None (RETURNN's dyn_size_ext; its dyn_size is the raw).",
+     nullptr},
     {"derivation", get_derivation, set_derivation,
      "(op, a, b, k) for a dim made by dim math (op: add, sub, mul, floordiv, ceildiv, concat), "
      "else None.",
@@ -734,7 +736,7 @@ bool export_dim(PyObject* module) {
   install_dim_math_slots(&DimType);
   if (PyType_Ready(&DimType) < 0) return false;
   if (PyDict_DelItemString(DimType.tp_dict, "__new__") < 0) return false;
-  static const char* const derived[] = {"dyn_size", "dimension", nullptr};
+  static const char* const derived[] = {"lengths", "dimension", nullptr};
   if (!make_traceable_properties(&DimType, derived)) return false;
   PyType_Modified(&DimType);
   DimType.tp_vectorcall = dim_vectorcall;

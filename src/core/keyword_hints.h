@@ -16,7 +16,7 @@ inline std::string torch_keyword_hint(const char* key, const char* const* names,
     return " (dimtorch has no keepdim: the result keeps its other dims, and ops align operands by "
            "dim, so it broadcasts against the input as it is)";
   if (std::strcmp(key, "dim") != 0) return "";
-  for (const char* want : {"axis", "axes", "reduce", "in_spatial_dim", "in_dim", "dims"})
+  for (const char* want : {"axis", "axes", "reduce", "in_spatial_dim", "in_spatial_dims", "spatial_dim", "in_dim", "dims"})
     for (int i = 0; names && i < n; ++i)
       if (std::strcmp(names[i], want) == 0)
         return std::string(" (dimtorch names an axis by its Dim, not a number: use ") + want + "=)";

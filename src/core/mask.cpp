@@ -370,7 +370,15 @@ PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t n
       if (dim_has_lengths(as_dim(PyTuple_GET_ITEM(x->dims, i)))) axes[n++] = i;
   }
   PyObject* raw = masked_raw(x, axes, n, v[0], nullptr, caller);
-  if (!raw) return backend::name_error(caller);  // e.g. a value out of the dtype's range
+  if (!raw) {
+    // A dim whose lengths are over a dim the tensor lacks: the definition skips it, as RETURNN does
+    // (and raises what else is wrong). Only on this failure path: the common call pays nothing.
+    if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+      PyErr_Clear();
+      return call_method_definition("Tensor.copy_masked", self, args, nargs, kwnames);
+    }
+    return backend::name_error(caller);  // e.g. a value out of the dtype's range
+  }
   return tensor_make(raw, x->dims, x->sizes, x->sparse_dim, x->feature_dim);
 }
 

@@ -636,11 +636,23 @@ PyObject* get_raw_tensor(PyObject* self, void*) {
   if (t->dims || !(t->flags & kComplete)) Py_RETURN_NONE;
   return raw_or_error(t);
 }
+/// What RETURNN code assigns that the setter itself refuses: a numpy raw, or the raw of a declared
+/// dim's lengths template (a binding). The Python definition takes it, or gives NotImplemented, and
+/// then `refuse` raises the setter's own error. Only on those failure paths: no cost otherwise.
+template <class Refuse>
+int assign_raw_fallback(PyObject* self, PyObject* value, Refuse refuse) {
+  PyObject* args[2] = {self, value};
+  Ref r(call_definition("Tensor._assign_raw_fallback", args, 2, nullptr));
+  if (!r) return -1;
+  return r.get() == Py_NotImplemented ? refuse() : 0;
+}
+
 int set_raw_tensor(PyObject* self, PyObject* value, void*) {
   static const char* caller = "dimtorch.Tensor.raw_tensor = ...";
   TensorObject* t = as_tensor(self);
   if (!value) return read_only("raw_tensor");
-  if (t->flags & kFrozen) return frozen_error("raw_tensor");
+  if (t->flags & kFrozen)
+    return assign_raw_fallback(self, value, [] { return frozen_error("raw_tensor"); });
   if (!t->dims) {
     PyErr_Format(PyExc_AttributeError, "%s: the Tensor has no dims yet", caller);
     return -1;
@@ -655,9 +667,11 @@ int set_raw_tensor(PyObject* self, PyObject* value, void*) {
     return 0;
   }
   if (!backend::is_raw(value)) {
-    PyErr_Format(PyExc_TypeError, "%s: raw must be a torch.Tensor or None, got %.80s", caller,
-                 Py_TYPE(value)->tp_name);
-    return -1;
+    return assign_raw_fallback(self, value, [&] {
+      PyErr_Format(PyExc_TypeError, "%s: raw must be a torch.Tensor or None, got %.80s", caller,
+                   Py_TYPE(value)->tp_name);
+      return -1;
+    });
   }
   Py_ssize_t sizes[kMaxDims];
   if (!check_raw_dims(value, t->dims, caller, sizes)) return -1;

@@ -20,6 +20,40 @@ namespace {
 using namespace fast_path;
 
 DIMTORCH_PYTHON_FALLBACK(gather_fallback, "gather")
+DIMTORCH_PYTHON_FALLBACK(one_hot_fallback, "one_hot")
+
+/// one_hot(indices): int64 indices with a static sparse_dim they lack: one F.one_hot, dims
+/// indices' then the sparse_dim, which is the feature_dim. Other dtypes go to the definition.
+PyObject* f_one_hot(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"indices"};
+  PyObject* v[1];
+  if (!parse_args(args, nargs, kwnames, names, 1, 1, 1, v, "dimtorch.one_hot()", 1)) {
+    PyErr_Clear();
+    return one_hot_fallback(args, nargs, kwnames);
+  }
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || tensor_ndim(as_tensor(v[0])) >= kMaxDims)
+    return one_hot_fallback(args, nargs, kwnames);
+  TensorObject* x = as_tensor(v[0]);
+  PyObject* d = x->sparse_dim;
+  if (!d || as_dim(d)->size < 0 || dims_index(x->dims, d) >= 0) return one_hot_fallback(args, nargs, kwnames);
+  PyObject* dtype = backend::raw_dtype_name(x->raw);
+  if (!dtype) return nullptr;
+  if (PyUnicode_CompareWithASCIIString(dtype, "int64") != 0) return one_hot_fallback(args, nargs, kwnames);
+  int nd = static_cast<int>(tensor_ndim(x));
+  Ref dims(PyTuple_New(nd + 1));
+  Ref classes(PyLong_FromSsize_t(as_dim(d)->size));
+  if (!dims || !classes) return nullptr;
+  Py_ssize_t sizes[kMaxDims + 1];
+  for (int i = 0; i < nd; ++i) {
+    PyTuple_SET_ITEM(dims.get(), i, Py_NewRef(PyTuple_GET_ITEM(x->dims, i)));
+    sizes[i] = x->sizes[i];
+  }
+  PyTuple_SET_ITEM(dims.get(), nd, Py_NewRef(d));
+  sizes[nd] = as_dim(d)->size;
+  PyObject* raw = backend::call2(backend::T.one_hot, x->raw, classes.get());
+  if (!raw) return nullptr;
+  return tensor_make(raw, dims.get(), sizes, nullptr, d);
+}
 
 /// x at the int `index` of its dim at axis a, that dim removed: one select (a view).
 PyObject* gather_int(TensorObject* x, int a, PyObject* index) {
@@ -144,6 +178,8 @@ PyMethodDef kFunctions[] = {
      "gather(x, /, *, indices, axis=None, clip_to_valid=False): see dimtorch.ops.gather.gather; an embedding lookup (x over "
      "(axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new "
      "dim, the others x's) one torch.gather in x's layout."},
+    {"one_hot", DIMTORCH_OP(f_one_hot), METH_FASTCALL | METH_KEYWORDS,
+     "one_hot(indices, /) -> Tensor: see dimtorch.ops.gather.one_hot; int64 indices are one F.one_hot here."},
     {nullptr}};
 
 }  // namespace

@@ -18,6 +18,35 @@ namespace dimtorch {
 namespace {
 
 DIMTORCH_PYTHON_FALLBACK(merge_dims_fallback, "merge_dims")
+DIMTORCH_PYTHON_FALLBACK(squeeze_fallback, "squeeze")
+
+/// squeeze(x, /, axis): axis a dim of x of raw size 1: the raw's select(a, 0) (a view, as
+/// squeeze(a)); markers kept as keep_markers does.
+PyObject* f_squeeze(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "axis"};
+  PyObject* v[2];
+  if (!parse_args(args, nargs, kwnames, names, 2, 2, 2, v, "dimtorch.squeeze()", 1)) {
+    PyErr_Clear();
+    return squeeze_fallback(args, nargs, kwnames);
+  }
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1])) return squeeze_fallback(args, nargs, kwnames);
+  TensorObject* x = as_tensor(v[0]);
+  int a = dims_index(x->dims, v[1]);
+  if (a < 0 || x->sizes[a] != 1) return squeeze_fallback(args, nargs, kwnames);
+  int nd = static_cast<int>(tensor_ndim(x));
+  Ref dims(PyTuple_New(nd - 1));
+  Ref axis_arg(PyLong_FromLong(a));
+  if (!dims || !axis_arg) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  for (int i = 0, j = 0; i < nd; ++i)
+    if (i != a) {
+      PyTuple_SET_ITEM(dims.get(), j, Py_NewRef(PyTuple_GET_ITEM(x->dims, i)));
+      sizes[j++] = x->sizes[i];
+    }
+  PyObject* raw = backend::call3(backend::T.select, x->raw, axis_arg.get(), backend::T.zero);
+  if (!raw) return nullptr;
+  return tensor_make(raw, dims.get(), sizes, x->sparse_dim, x->feature_dim != v[1] ? x->feature_dim : nullptr);
+}
 
 /* The merged dim of static `dims` (a tuple), cached on the first dim (dim_merged): merging the
    same dims again gives the same dim, as RETURNN's prod(dims) does, and costs no new Dim per call. */
@@ -118,6 +147,8 @@ PyMethodDef kFunctions[] = {
      "merge_dims(x, /, *, dims, out_dim=None) -> (tensor, out_dim): merges `dims` (the first varies "
      "slowest) into one dim at the place of the first. Adjacent static dims in order are one "
      "reshape here; other cases are dimtorch.ops.shape.merge_dims."},
+    {"squeeze", DIMTORCH_OP(f_squeeze), METH_FASTCALL | METH_KEYWORDS,
+     "squeeze(x, /, axis) -> Tensor: see dimtorch.ops.shape.squeeze; one select(axis, 0) view here."},
     {nullptr}};
 
 }  // namespace

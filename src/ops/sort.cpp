@@ -1,5 +1,5 @@
-// Fast path of the sort family (definitions: python/dimtorch/ops/sort.py): top_k over a static dim
-// (one topk). Every other case goes to the Python definition (python_fallback.h).
+// Fast paths of the sort family (definitions: python/dimtorch/ops/sort.py): top_k over a static dim
+// (one topk), cumsum (one cumsum). Every other case goes to the Python definition (python_fallback.h).
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"
@@ -85,12 +85,55 @@ PyObject* f_top_k(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* 
   return PyTuple_Pack(3, values.get(), indices.get(), k_dim.get());
 }
 
+// ---- cumsum -----------------------------------------------------------------------------------
+
+DIMTORCH_PYTHON_FALLBACK(cumsum_fallback, "cumsum")
+
+/// cumsum(x, /, *, spatial_dim=None, axis=None) (one of the two): one cumsum over the raw axis; a
+/// dynamic axis as long as its longest sequence gets its padding zeroed first (one where with the
+/// mask cached on the dim), as the definition does.
+PyObject* f_cumsum(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "spatial_dim", "axis"};
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 1, v, "dimtorch.cumsum()", 1)) {
+    PyErr_Clear();
+    return cumsum_fallback(args, nargs, kwnames);
+  }
+  PyObject* spatial = v[1] == Py_None ? nullptr : v[1];
+  PyObject* axis = v[2] == Py_None ? nullptr : v[2];
+  if (spatial && axis && spatial != axis) return cumsum_fallback(args, nargs, kwnames);
+  v[1] = spatial ? spatial : axis;
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !v[1] || !is_dim(v[1]))
+    return cumsum_fallback(args, nargs, kwnames);
+  TensorObject* x = as_tensor(v[0]);
+  int a = dims_index(x->dims, v[1]);
+  if (a < 0) return cumsum_fallback(args, nargs, kwnames);
+  Ref raw = Ref::borrow(x->raw);
+  if (dim_has_lengths(as_dim(v[1]))) {
+    Py_ssize_t longest = dim_max_size(as_dim(v[1]));
+    if (longest == -2) return nullptr;
+    if (longest != x->sizes[a]) return cumsum_fallback(args, nargs, kwnames);  // (frames beyond it: dropped there)
+    raw = Ref(masked_raw(x, &a, 1, backend::T.zero, nullptr, "dimtorch.cumsum()"));
+    if (!raw) {  // lengths over dims x lacks: the definition says so
+      PyErr_Clear();
+      return cumsum_fallback(args, nargs, kwnames);
+    }
+  }
+  Ref axis_arg(PyLong_FromLong(a));
+  if (!axis_arg) return nullptr;
+  PyObject* out = backend::call2(backend::T.cumsum, raw.get(), axis_arg.get());
+  if (!out) return nullptr;
+  return tensor_make(out, x->dims, x->sizes, x->sparse_dim, x->feature_dim);
+}
+
 #define FASTCALL_KW(fn) DIMTORCH_OP(fn), METH_FASTCALL | METH_KEYWORDS
 
 PyMethodDef kFunctions[] = {
     {"top_k", FASTCALL_KW(f_top_k),
      "top_k(x, /, *, axis, k=None, k_dim=None, sorted=True) -> (values, indices, k_dim): see "
      "dimtorch.ops.sort.top_k."},
+    {"cumsum", FASTCALL_KW(f_cumsum),
+     "cumsum(x, /, *, spatial_dim=None, axis=None) -> Tensor: see dimtorch.ops.sort.cumsum; one cumsum here (and one where with the cached mask for a dynamic axis)."},
     {nullptr}};
 
 #undef FASTCALL_KW

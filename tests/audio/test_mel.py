@@ -72,7 +72,7 @@ def test_log_mel_against_positional_pipeline(pad):
     def run(t):
         y, out_time = dt.audio.log_mel_filterbank_from_raw(t, in_spatial_dim=time, out_dim=mel, sampling_rate=sr)
         assert y.dims == (batch, out_time, mel) and y.feature_dim is mel
-        assert out_time.dyn_size.raw.tolist() == [max(0, (n - 20) // 8 + 1) for n in lengths]
+        assert out_time.lengths.raw.tolist() == [max(0, (n - 20) // 8 + 1) for n in lengths]
         return y
 
     n_out = run(x).raw.shape[1]

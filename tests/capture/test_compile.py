@@ -80,7 +80,7 @@ def _att_kw(d: Dims):
 def _cross(d: Dims):
     def call(m, x, b, t):
         """x attends to itself read over another dim (the encoder's own time, lengths reversed)."""
-        enc_time = dt.Dim(dt.Tensor(t.dyn_size.raw.flip(0), dims=(b,)), name="enc_time")
+        enc_time = dt.Dim(dt.Tensor(t.lengths.raw.flip(0), dims=(b,)), name="enc_time")
         enc = dt.Tensor(x.raw.flip(0), dims=(b, enc_time, d.feat))
         return _out(m(x, enc, axis=t, enc_axis=enc_time), b, t, d.out)
     return call

@@ -116,7 +116,7 @@ def test_concat_dynamic(order, parts):
 def test_concat_given_out_dim_is_not_compared_in_graph():
     env = _concat_env((0, 1, 2))
     t, o = env["time"], env["other"]
-    same = dt.Dim((t + o).dyn_size, name="same")
+    same = dt.Dim((t + o).lengths, name="same")
     fn = lambda e: concat((e["x"], t), (e["y"], o), out_dim=same)  # noqa: E731
     check_in_graph(fn, env)
     with _tracing.force_in_graph(), no_host_reads():
@@ -152,8 +152,8 @@ def test_merge_dims_dynamic_first(order):
 def test_merge_dims_given_out_dim_and_replace_dim_in_graph():
     env = padded_env((5, 3, 0, 2), extra_time=2)
     t, f = env["time"], env["feature"]
-    twin = dt.Dim((t * 3).dyn_size, name="twin")
-    other = dt.Dim(t.dyn_size, name="other")
+    twin = dt.Dim((t * 3).lengths, name="twin")
+    other = dt.Dim(t.lengths, name="other")
     for fn in (lambda e: merge_dims(e["x"], dims=(t, f), out_dim=twin),
                lambda e: replace_dim(e["x"], in_dim=t, out_dim=other)):
         check_in_graph(fn, env)  # (dims of this batch: no per-sequence run)
@@ -303,7 +303,7 @@ def test_pack_padded_in_graph_is_valid_frames_first(order, keys):
     (gy, gd), _, _ = run(fn, env, True)
     # Eagerly a static dim of the valid count; in graph a dim over 0-dim lengths holding that count,
     # raw size the product of the raw sizes (the valid frames first, in the same order).
-    assert gd.dyn_size is not None and gd.dyn_size.dims == () and int(gd.dyn_size.raw) == ed.size == 10
+    assert gd.lengths is not None and gd.lengths.dims == () and int(gd.lengths.raw) == ed.size == 10
     assert gy.raw.shape[0] == 4 * 7 and gy.dims[0] is gd and gy.dims[1:] == ey.dims[1:]
     torch.testing.assert_close(gy.raw[:ed.size], ey.raw, equal_nan=True)
     gy.raw[:ed.size].sum().backward()

@@ -25,8 +25,8 @@ def test_log_mel_in_graph_form_matches_eager_on_valid_frames():
         with force_in_graph():
             traced, frames2 = dt.audio.log_mel_filterbank_from_raw(x, in_spatial_dim=samples, out_dim=mel,
                                                                    sampling_rate=16000)
-        n = frames.dyn_size.raw.tolist()
-        assert n == [4, 2, 0, 0] and frames2.dyn_size.raw.tolist() == n
+        n = frames.lengths.raw.tolist()
+        assert n == [4, 2, 0, 0] and frames2.lengths.raw.tolist() == n
         a, b = eager.raw_aligned((batch, frames, mel)), traced.raw_aligned((batch, frames2, mel))
         assert b.shape[1] == (1000 + extra - 400) // 160 + 1  # the raw's frames, padding included
         for i, k in enumerate(n):

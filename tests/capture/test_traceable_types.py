@@ -93,7 +93,7 @@ def _half_tensor():
 
 def test_dim_fields_set_once_only_on_a_new_dim():
     d = object.__new__(dt.Dim)
-    assert d.size is None and d.dyn_size is None and d.name is None  # a size-from-data dim
+    assert d.size is None and d.lengths is None and d.name is None  # a size-from-data dim
     d.name = "time"
     d.size = 5
     assert d.size == 5 and d.dimension == 5 and d.is_static()
@@ -110,7 +110,7 @@ def test_dim_fields_set_once_only_on_a_new_dim():
 def test_dim_with_lengths_set_by_setter_reads_its_max_lazily():
     b = make_padded_batch(lengths=(4, 2))
     d = object.__new__(dt.Dim)
-    d._lengths = b.time.dyn_size
+    d._lengths = b.time.lengths
     assert d.get_max_size() == 4 and d.is_dynamic()
     x = dt.Tensor(torch.zeros(2, 4), (b.batch, d))
     assert dt.reduce_sum(x + 1.0, axis=d).raw.tolist() == [4.0, 2.0]
@@ -188,7 +188,7 @@ def test_method_definition_errors_name_the_call():
 def _same_dim(a, b):
     """Same name, size, and lengths values (two Dims are never equal unless identical)."""
     assert a.name == b.name and a.size == b.size
-    la, lb = a.dyn_size, b.dyn_size
+    la, lb = a.lengths, b.lengths
     assert (la is None) == (lb is None)
     if la is not None:
         assert la.dims == lb.dims and torch.equal(la.raw, lb.raw)
@@ -233,7 +233,7 @@ def test_dim_definitions_give_what_the_core_gives(expr):
         raise AssertionError(expr)
     _same_dim(py, c)
     assert _dim.is_dynamic(py) == c.is_dynamic() and _dim.is_static(py) == c.is_static()
-    assert _dim.dyn_size(py) is None or torch.equal(_dim.dyn_size(py).raw, c.dyn_size.raw)
+    assert _dim.lengths(py) is None or torch.equal(_dim.lengths(py).raw, c.lengths.raw)
 
 
 def test_dim_operator_definitions_refuse_what_the_core_refuses():
@@ -281,7 +281,7 @@ def test_dims_derived_by_the_definition_are_owned_like_the_cores():
     gc.disable()
     try:
         del t
-        assert d.dyn_size.raw.tolist() == [7, 5] and d.derivation is None  # detached, lengths kept
+        assert d.lengths.raw.tolist() == [7, 5] and d.derivation is None  # detached, lengths kept
         assert gc.collect() == 0
     finally:
         gc.enable()

@@ -16,7 +16,7 @@ def test_static_dim():
     d = dt.Dim(512, name="model")
     assert d.name == "model"
     assert d.size == 512 and d.dimension == 512
-    assert d.dyn_size is None
+    assert d.lengths is None
     assert d.is_static() and not d.is_dynamic()
     assert d.get_max_size() == 512
     assert repr(d) == "Dim{'model'(512)}"
@@ -29,7 +29,7 @@ def test_static_dim_size_zero_and_positional_name():
 
 def test_size_from_data_dim():
     d = dt.Dim(None, name="batch")
-    assert d.size is None and d.dyn_size is None
+    assert d.size is None and d.lengths is None
     assert not d.is_static() and not d.is_dynamic()
     assert d.get_max_size() is None
     assert repr(d) == "Dim{'batch'(?)}"
@@ -42,7 +42,7 @@ def test_dynamic_dim():
     time = dt.Dim(lengths, name="time")
     assert time.name == "time"
     assert time.size is None
-    assert time.dyn_size is lengths
+    assert time.lengths is lengths
     assert time.is_dynamic() and not time.is_static()
     assert time.get_max_size() == 5
     assert repr(time) == "Dim{'time'[batch]}"
@@ -53,7 +53,7 @@ def test_dynamic_dim_keyword_size_and_int32_lengths():
     lengths = dt.Tensor(torch.tensor([4, 1], dtype=torch.int32), (batch,))
     time = dt.Dim(size=lengths, name="time")
     assert time.get_max_size() == 4
-    assert time.dyn_size.dtype == "int32"
+    assert time.lengths.dtype == "int32"
 
 
 def test_dynamic_dim_all_zero_and_empty_lengths():
@@ -81,7 +81,7 @@ def test_host_min_max_of_many_lengths(n, dtype):
     values[n // 3] = 1
     t = dt.Dim(dt.Tensor(values.to(dtype), (dt.Dim(None, name="batch"),)), name="t")
     assert t.get_max_size() == 250
-    assert (t - 1).dyn_size.raw.min().item() == 0  # the host min (1) keeps T - 1 from clamping
+    assert (t - 1).lengths.raw.min().item() == 0  # the host min (1) keeps T - 1 from clamping
     grid = dt.Tensor(values.view(-1, 1).expand(n, 2).to(dtype), (dt.Dim(None, name="b1"), dt.Dim(2, name="b2")))
     assert dt.Dim(grid, name="t2").get_max_size() == 250
 

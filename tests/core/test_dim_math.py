@@ -12,7 +12,7 @@ def dyn(lengths, batch=None, name="time"):
 
 
 def lengths_of(d):
-    return d.dyn_size.raw.tolist()
+    return d.lengths.raw.tolist()
 
 
 def test_static_arithmetic():
@@ -20,7 +20,7 @@ def test_static_arithmetic():
     assert (f + 2).size == 12 and (f - 3).size == 7 and (f * 2).size == 20 and (2 * f).size == 20
     assert (f // 3).size == 3 and dt.ceildiv(f, 3).size == 4 and (f + dt.Dim(5, name="g")).size == 15
     assert (3 + f).size == 13
-    assert not (f + 2).is_dynamic() and (f + 2).dyn_size is None
+    assert not (f + 2).is_dynamic() and (f + 2).lengths is None
 
 
 @pytest.mark.parametrize("op, expected", [
@@ -39,7 +39,7 @@ def test_derived_lengths_by_hand(op, expected):
     d = op(t)
     assert d.is_dynamic() and d.size is None
     assert lengths_of(d) == [expected(n) for n in lens]
-    assert d.dyn_size.dims == (batch,) and d.dyn_size.dtype == "int64" and d.dyn_size.raw.device.type == "cpu"
+    assert d.lengths.dims == (batch,) and d.lengths.dtype == "int64" and d.lengths.raw.device.type == "cpu"
     assert d.get_max_size() == max(expected(n) for n in lens)
 
 
@@ -57,10 +57,10 @@ def test_concat_over_different_batch_dims_broadcasts():
     batch, a = dyn([3, 1])
     b = dt.Dim(dt.Tensor(torch.tensor([1, 2]), (beam,)), name="b")
     c = a + b
-    assert set(c.dyn_size.dims) == {batch, beam}
-    raw = c.dyn_size.raw
+    assert set(c.lengths.dims) == {batch, beam}
+    raw = c.lengths.raw
     expect = torch.tensor([3, 1])[:, None] + torch.tensor([1, 2])[None, :]
-    if c.dyn_size.dims[0] is beam:
+    if c.lengths.dims[0] is beam:
         expect = expect.t()
     assert torch.equal(raw, expect)
 
@@ -96,8 +96,8 @@ def test_derivation():
 def test_lengths_are_lazy_and_computed_once():
     _, t = dyn([4, 2])
     d = t * 2
-    first = d.dyn_size
-    assert d.dyn_size is first  # cached host lengths
+    first = d.lengths
+    assert d.lengths is first  # cached host lengths
 
 
 def test_derived_mask():
@@ -128,14 +128,14 @@ def test_lengths_fuzzed(lens, k, op):
     assert lengths_of(d) == [f(n) for n in lens]
     # The host max comes from the operand's for these monotone ops (no read of the lengths): the same.
     assert d.get_max_size() == max(f(n) for n in lens)
-    assert d.dyn_size.dtype == "int64"
+    assert d.lengths.dtype == "int64"
 
 
 def test_derived_lengths_of_int32_lengths_are_int64():
     batch = dt.Dim(None, name="batch")
     t = dt.Dim(dt.Tensor(torch.tensor([4, 0, 7], dtype=torch.int32), (batch,)), name="t")
     for d in (t + 1, dt.ceildiv(t, 2), t - 5):
-        assert d.dyn_size.dtype == "int64"
+        assert d.lengths.dtype == "int64"
     assert lengths_of(dt.ceildiv(t, 2)) == [2, 0, 4] and (t - 5).get_max_size() == 2
 
 

@@ -41,9 +41,9 @@ def test_dim_math_fold_holds_its_base():
         r = a + 2
     finally:
         gc.set_threshold(*old)
-    assert r.dyn_size.raw.tolist() == [5, 6]
+    assert r.lengths.raw.tolist() == [5, 6]
     gc.collect()
-    assert r.dyn_size.raw.tolist() == [5, 6]
+    assert r.lengths.raw.tolist() == [5, 6]
 
 
 def test_copy_masked_with_a_dim_named_many_times():
@@ -87,8 +87,8 @@ def test_dim_math_on_narrow_lengths_computes_in_int64(dtype):
     """T - 1 of uint8 lengths [0, 2] gave [255, 1] (max 1), and T * 200 wrapped; core and definition."""
     b = dt.Dim(None, name="batch")
     t = dt.Dim(dt.Tensor(torch.tensor([0, 2], dtype=dtype), (b,)), name="time")
-    assert (t - 1).dyn_size.raw.tolist() == [0, 1] and (t - 1).get_max_size() == 1
-    assert (t * 200).dyn_size.raw.tolist() == [0, 400] and (t * 200).get_max_size() == 400
+    assert (t - 1).lengths.raw.tolist() == [0, 1] and (t - 1).get_max_size() == 1
+    assert (t * 200).lengths.raw.tolist() == [0, 400] and (t * 200).get_max_size() == 400
     t2 = dt.Dim(dt.Tensor(torch.tensor([0, 2], dtype=dtype), (b,)), name="time2")
-    assert _dim.dyn_size(_dim.derive(t2, "sub", 1, None, "test")).raw.tolist() == [0, 1]
-    assert _dim.dyn_size(_dim.derive(t2, "mul", 200, None, "test")).raw.tolist() == [0, 400]
+    assert _dim.lengths(_dim.derive(t2, "sub", 1, None, "test")).raw.tolist() == [0, 1]
+    assert _dim.lengths(_dim.derive(t2, "mul", 200, None, "test")).raw.tolist() == [0, 400]

@@ -24,8 +24,8 @@ def test_tensor_and_dims_roundtrip():
     y, time1, feat2 = pickle.loads(pickle.dumps((x, time + 1, feat * 2)))
     b, t, f = y.dims
     assert torch.equal(y.raw, x.raw) and y.name == "x" and y.feature_dim is f
-    assert t.dyn_size.dims[0] is b and t.dyn_size.raw.tolist() == [3, 2]
-    assert time1 is t + 1 and time1.dyn_size.raw.tolist() == [4, 3]
+    assert t.lengths.dims[0] is b and t.lengths.raw.tolist() == [3, 2]
+    assert time1 is t + 1 and time1.lengths.raw.tolist() == [4, 3]
     assert feat2 is f * 2 and feat2.size == 8
     assert b is not batch  # identity is per process: new Dims
 
@@ -44,7 +44,7 @@ def test_module_with_its_input_through_pickle():
 def test_dims_and_tensors_load_with_weights_only():
     batch, time, feat = _batch()
     x = dt.Tensor(torch.randn(2, 3, 4), (batch, time, feat), feature_dim=feat, name="x")
-    state = {"x": x, "lengths": time.dyn_size, "dims": [time + 1, dt.ceildiv(time, 2) - 1, time + time, feat * 2],
+    state = {"x": x, "lengths": time.lengths, "dims": [time + 1, dt.ceildiv(time, 2) - 1, time + time, feat * 2],
              "weight": dt.Tensor(torch.randn(4), (feat,))}
     buf = io.BytesIO()
     torch.save(state, buf)
@@ -53,9 +53,9 @@ def test_dims_and_tensors_load_with_weights_only():
     b, t, f = loaded["x"].dims
     t1, t2, t3, f2 = loaded["dims"]
     assert loaded["x"].name == "x" and loaded["x"].feature_dim is f and loaded["weight"].dims == (f,)
-    assert loaded["lengths"].dims == (b,) and t.dyn_size.raw.tolist() == [3, 2]
+    assert loaded["lengths"].dims == (b,) and t.lengths.raw.tolist() == [3, 2]
     assert t1 is t + 1 and t2 is dt.ceildiv(t, 2) - 1 and t3 is t + t and f2 is f * 2
-    assert t3.dyn_size.raw.tolist() == [6, 4]
+    assert t3.lengths.raw.tolist() == [6, 4]
 
 
 def test_weights_only_loading_checks_what_it_rebuilds():
@@ -93,7 +93,7 @@ DATA = pathlib.Path(__file__).resolve().parent / "data"
 def _check_saved_state(state):
     x, y = state["x"], state["y"]
     batch, time, feat = x.dims
-    assert x.feature_dim is feat and feat.size == 4 and time.dyn_size.raw.tolist() == [3, 2]
+    assert x.feature_dim is feat and feat.size == 4 and time.lengths.raw.tolist() == [3, 2]
     assert y.dims[0] is batch and y.dims[1] is time + 1 and y.sparse_dim.size == 10
     torch.testing.assert_close(y.raw, torch.arange(8).reshape(2, 4))
 

@@ -44,7 +44,7 @@ def test_frames_per_sequence_by_dim_math_match_the_twin():
     _, _, frames = ours.eval().features(audio, samples)
     _, ref_frames = ref.eval().frontend(audio, samples)
     expected = [max(0, (n - 400) // 160 + 1) for n in samples.tolist()]
-    assert frames.dyn_size.raw.tolist() == ref_frames.tolist() == cfg.frames(samples).tolist() == expected
+    assert frames.lengths.raw.tolist() == ref_frames.tolist() == cfg.frames(samples).tolist() == expected
 
 
 @pytest.mark.parametrize("training", [False, True])

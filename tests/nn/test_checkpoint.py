@@ -150,5 +150,5 @@ def test_dims_and_tensors_in_extra_load_without_running_code(tmp_path):
     extra = dt.nn.load_checkpoint(path, Net(a, b, c))
     x2, (t1, a2) = extra["x"], extra["dims"]
     b2, time2, f2 = x2.dims
-    assert torch.equal(x2.raw, x.raw) and x2.feature_dim is f2 and time2.dyn_size.dims == (b2,)
-    assert t1 is time2 + 1 and t1.dyn_size.raw.tolist() == [3, 2] and a2 is f2 * 2
+    assert torch.equal(x2.raw, x.raw) and x2.feature_dim is f2 and time2.lengths.dims == (b2,)
+    assert t1 is time2 + 1 and t1.lengths.raw.tolist() == [3, 2] and a2 is f2 * 2

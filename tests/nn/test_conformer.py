@@ -75,7 +75,7 @@ def _dt_loss(model, feature, x, lengths, targets, target_lengths):
     time = dt.Dim(dt.Tensor(lengths, (batch,)), name="time")
     logits, out_time = model(dt.Tensor(x, (batch, time, feature)), time)
     raw = logits.raw_aligned((out_time, batch, model.vocab))
-    out_lengths = out_time.dyn_size.raw_aligned((batch,))
+    out_lengths = out_time.lengths.raw_aligned((batch,))
     log_probs = F.log_softmax(raw, dim=-1)
     loss = F.ctc_loss(log_probs, targets, out_lengths, target_lengths, blank=CFG.num_labels, reduction="sum",
                       zero_infinity=True)
@@ -94,7 +94,7 @@ def test_conformer_ctc_matches_reference_loss_and_gradients(training):
     target_lengths = torch.tensor([3, 2, 1, 1])
     loss_ref, logits_ref, lens_ref = ref.loss(x, lengths, targets, target_lengths)
     loss, logits, out_time = _dt_loss(model, feature, x, lengths, targets, target_lengths)
-    assert out_time.dyn_size.raw.tolist() == lens_ref.tolist()
+    assert out_time.lengths.raw.tolist() == lens_ref.tolist()
     assert torch.isfinite(loss_ref) and torch.isfinite(loss)
     torch.testing.assert_close(loss, loss_ref, rtol=1e-5, atol=1e-6)
     loss_ref.backward()
@@ -119,7 +119,7 @@ def test_conformer_encoder_batch_independence():
         time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
         h, out_time = model.encoder(dt.Tensor(x, (batch, time, feature)), in_spatial_dim=time)
         full = h.raw_aligned((batch, out_time, model.model_dim))
-        out_lengths = out_time.dyn_size.raw.tolist()
+        out_lengths = out_time.lengths.raw.tolist()
         assert out_lengths == [-(-(-(-n // 2)) // 2) for n in lengths]
         for b, n in enumerate(lengths):
             if n == 0:
@@ -144,7 +144,7 @@ def test_conformer_encoder_training_batch_norm_uses_valid_frames_only():
         batch = dt.Dim(None, name="batch")
         time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
         h, out_time = model.encoder(dt.Tensor(x, (batch, time, feature)), in_spatial_dim=time)
-        mask = torch.arange(h.raw.shape[1])[None, :] < out_time.dyn_size.raw[:, None]
+        mask = torch.arange(h.raw.shape[1])[None, :] < out_time.lengths.raw[:, None]
         outs.append(h.raw_aligned((batch, out_time, model.model_dim))[mask])
     torch.testing.assert_close(outs[0], outs[1])
 
@@ -176,7 +176,7 @@ def test_conv_subsample_lengths_and_layout():
     y, out_time = sub(x, in_spatial_dim=time)
     assert y.dims == (batch, out_time, sub.out_dim)
     assert sub.out_dim.size == 5 * 3  # ceil(10 / 2) = 5 features, then stride 1
-    assert out_time.dyn_size.raw.tolist() == [-(-(-(-n // 2)) // 3) for n in lengths]
+    assert out_time.lengths.raw.tolist() == [-(-(-(-n // 2)) // 3) for n in lengths]
     assert y.raw.shape[1] == out_time.get_max_size()
 
 
@@ -227,7 +227,7 @@ def test_conv_subsample_equals_hand_written_pytorch():
     raw = torch.randn(2, 3, 12, 9)  # one frame more than the longest sequence
     raw[:, 1, 4:] = float("nan")
     y, out_time = module(dt.Tensor(raw, (beam, batch, time, feature)), in_spatial_dim=time)
-    assert out_time.dyn_size.raw.tolist() == [3, 1, 0]
+    assert out_time.lengths.raw.tolist() == [3, 1, 0]
     want, want_lengths = _subsample_by_hand(module, raw.reshape(6, 12, 9), lengths * 2)
     assert want_lengths.tolist() == [3, 1, 0] * 2
     got = y.raw_aligned((beam, batch, out_time, module.out_dim)).reshape(6, -1, 15)
@@ -290,7 +290,7 @@ def test_conformer_ctc_on_a_batch_of_empty_sequences(input_layer, raw_frames):
     batch = dt.Dim(None, name="batch")
     time = dt.Dim(dt.Tensor(torch.tensor([0, 0]), (batch,)), name="time")
     y, out_time = enc(dt.Tensor(torch.randn(2, raw_frames, 8), (batch, time, feature)), in_spatial_dim=time)
-    assert out_time.dyn_size.raw.tolist() == [0, 0]
+    assert out_time.lengths.raw.tolist() == [0, 0]
     target_time = dt.Dim(dt.Tensor(torch.tensor([0, 0]), (batch,)), name="target_time")
     loss = dt.ctc_loss(logits=out(y), targets=dt.Tensor(torch.zeros(2, 1, dtype=torch.int64), (batch, target_time)),
                        input_spatial_dim=out_time, targets_spatial_dim=target_time, blank_index=4)

@@ -42,7 +42,7 @@ def _batch(feature, lengths, pad, seed=1):
 def _valid(y: dt.Tensor, batch, time):
     raw = y.raw.permute(*[y.dims.index(d) for d in (batch, time)], *[i for i, d in enumerate(y.dims)
                                                                     if d is not batch and d is not time])
-    lengths = time.dyn_size.raw.tolist()
+    lengths = time.lengths.raw.tolist()
     return torch.cat([raw[b, :n] for b, n in enumerate(lengths)])
 
 
@@ -59,7 +59,7 @@ def test_frontend_and_encoder_v2_equal_conformer_encoder_v1(pad):
     g2 = torch.autograd.grad(_valid(y2, batch, t2).square().sum(),
                              [raw] + list(front.parameters()) + list(enc.parameters()))
     assert set(y2.dims) == set(y1.dims)
-    torch.testing.assert_close(t2.dyn_size.raw, t1.dyn_size.raw)
+    torch.testing.assert_close(t2.lengths.raw, t1.lengths.raw)
     torch.testing.assert_close(_valid(y2, batch, t2), _valid(y1, batch, t1))
     valid_frames = lambda g: torch.cat([g[b, :n] for b, n in enumerate(lengths)])  # noqa: E731
     torch.testing.assert_close(valid_frames(g2[0]), valid_frames(g1[0]))
@@ -79,7 +79,7 @@ def test_encoder_v2_batch_independence():
     h, out_time = front(dt.Tensor(raw.detach(), (batch, time, feature), feature_dim=feature), in_spatial_dim=time)
     y = _valid(enc(h, spatial_dim=out_time), batch, out_time)
     start = 0
-    for b, (n, m) in enumerate(zip(lengths, out_time.dyn_size.raw.tolist())):
+    for b, (n, m) in enumerate(zip(lengths, out_time.lengths.raw.tolist())):
         _, batch1, time1 = _batch(feature, [n], PAD_NAN)
         h1, t1 = front(dt.Tensor(raw.detach()[b:b + 1, :n], (batch1, time1, feature), feature_dim=feature),
                        in_spatial_dim=time1)

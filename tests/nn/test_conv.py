@@ -36,7 +36,7 @@ def test_conv2d_strided_lengths_and_errors():
     conv = dt.nn.Conv2d(chan_in, chan_out, (3, 3), strides=(2, 2), padding="same")
     x = dt.Tensor(pb.x.raw[:, None], (pb.batch, chan_in, pb.time, pb.feature))
     y, (t2, f2) = conv(x, in_spatial_dims=(pb.time, pb.feature))
-    assert t2.dyn_size.raw.tolist() == [5, 3] and f2.size == 3
+    assert t2.lengths.raw.tolist() == [5, 3] and f2.size == 3
     ref = torch.nn.Conv2d(1, 3, 3, stride=2, padding=1)
     with torch.no_grad():
         ref.weight.copy_(conv.weight.raw)
@@ -64,7 +64,7 @@ def test_transposed_conv1d_vs_torch(groups, padding):
     y, out_time = tconv(pb.x, in_spatial_dim=pb.time)
     crop = 1 if padding == "same" else 0  # 'same': T * 2 frames, (k - s) // 2 cropped on the left
     expected = [n * 2 + (2 if padding == "valid" else 0) for n in lengths]
-    assert out_time.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, out, out_time)
+    assert out_time.lengths.raw.tolist() == expected and y.dims == (pb.batch, out, out_time)
     g = torch.Generator().manual_seed(0)
     for b, (n, m) in enumerate(zip(lengths, expected)):  # each sequence alone through torch's module
         y_ref = ref(pb.x.raw[b:b + 1, :n].transpose(1, 2))[0, :, crop:crop + m]
@@ -110,4 +110,4 @@ def test_conv_modules_with_out_dim_is_in_dim():
     tconv = dt.nn.TransposedConv1d(pb.feature, pb.feature, 2)
     assert tconv.filter_out_dim is not pb.feature and tuple(tconv.weight.raw.shape) == (4, 4, 2)
     y, t = tconv(pb.x, in_spatial_dim=pb.time)
-    assert y.dims == (pb.batch, pb.feature, t) and t.dyn_size.raw.tolist() == [10, 4]
+    assert y.dims == (pb.batch, pb.feature, t) and t.lengths.raw.tolist() == [10, 4]

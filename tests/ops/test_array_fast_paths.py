@@ -23,7 +23,7 @@ def test_slice_dynamic(pad, start):
     b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
     x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
     out, out_dim = both(dt.slice, _slicing.slice, x, axis=b.time, start=start)
-    assert out_dim.dyn_size.raw.tolist() == [max(0, n - start) for n in b.lengths]
+    assert out_dim.lengths.raw.tolist() == [max(0, n - start) for n in b.lengths]
     assert out.feature_dim is b.feature
 
 
@@ -246,7 +246,7 @@ def test_pack_padded_cases_for_the_python_definition():
         dt.pack_padded(b.x, dims=(b.batch, b.time), out_dim=dt.Dim(8, name="pack"))
     # time's lengths vary over batch, which is not packed: each sequence packs on its own (Python)
     out, pack = both(dt.pack_padded, _packing.pack_padded, b.x, dims=(b.time,))
-    assert out.dims == (b.batch, pack, b.feature) and pack.dyn_size.raw.tolist() == [5, 3, 1]
+    assert out.dims == (b.batch, pack, b.feature) and pack.lengths.raw.tolist() == [5, 3, 1]
 
 
 def test_pack_padded_backward():
@@ -530,3 +530,46 @@ def test_fast_paths_match_python_in_any_layout(perm, lengths, extra, start, k, p
     both(dt.scatter, _scatter.scatter, x, indices=labels, indices_dim=b.time, mode="max", fill_value=0.5)
     both(dt.slice, _slicing.slice, x, axis=b.time, start=dt.Tensor(torch.full((len(lengths),), start), (b.batch,)),
          size=dt.Dim(2, name="w"))
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("extra_time", [0, 1])
+def test_cumsum_squeeze_one_hot_fast_paths(pad, extra_time):
+    """cumsum (one cumsum, a dynamic axis masked first), squeeze (one select view) and one_hot (int64: one
+    F.one_hot) against their definitions: dims, markers, values on valid frames, gradients, and the cases
+    they hand over (frames beyond the longest sequence, int32 indices, bad input: the same errors)."""
+    from dimtorch.ops import gather as _gather, shape as _shape
+    b = make_padded_batch((4, 2, 0), pad_value=pad, extra_time=extra_time)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    for axis in (b.time, b.feature, b.batch):
+        both(dt.cumsum, _sort.cumsum, x, axis=axis)
+    grads = []
+    for fn in (dt.cumsum, _sort.cumsum):
+        raw = b.x.raw.clone().requires_grad_(True)
+        y = fn(dt.Tensor(raw, b.x.dims), axis=b.time)
+        torch.where(b.time.get_mask(device=raw.device).raw_aligned(y.dims), y.raw, 0.0).sum().backward()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+    one = dt.Dim(1, name="one")
+    x1 = dt.Tensor(b.x.raw.unsqueeze(1), (b.x.dims[0], one) + b.x.dims[1:], feature_dim=one)
+    y = both(dt.squeeze, _shape.squeeze, x1, axis=one)
+    assert y.feature_dim is None and y.raw._base is not None
+    vocab = dt.Dim(5, name="vocab")
+    t3 = dt.Dim(3, name="t")
+    for dtype in (torch.int64, torch.int32):
+        labels = dt.Tensor(torch.tensor([[1, 4, 0], [2, 2, 3]], dtype=dtype), (b.batch, t3), sparse_dim=vocab)
+        y = both(dt.one_hot, _gather.one_hot, labels)
+        assert y.feature_dim is vocab and y.sparse_dim is None
+    both(dt.cumsum, _sort.cumsum, x, spatial_dim=b.time)  # (RETURNN frontend's name)
+    both(dt.squeeze, _shape.squeeze, x1, one)
+    for fast, slow, args, kwargs in [(dt.squeeze, _shape.squeeze, (b.x,), dict(axis=b.time)),
+                                     (dt.one_hot, _gather.one_hot, (b.x,), {}),
+                                     (dt.cumsum, _sort.cumsum, (b.x,), dict(axis=one)),
+                                     (dt.cumsum, _sort.cumsum, (b.x,), dict(axis=b.time, spatial_dim=b.feature)),
+                                     (dt.cumsum, _sort.cumsum, (), dict(x=b.x, axis=b.time))]:
+        with pytest.raises((ValueError, TypeError)) as e_fast:
+            fast(*args, **kwargs)
+        with pytest.raises((ValueError, TypeError)) as e_slow:
+            slow(*args, **kwargs)
+        assert type(e_fast.value) is type(e_slow.value)
+        assert str(e_fast.value).endswith(str(e_slow.value)), (e_fast.value, e_slow.value)

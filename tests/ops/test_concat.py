@@ -38,7 +38,7 @@ def test_concat_dynamic_time():
     y = dt.Tensor(y_raw, (a.batch, u, a.feature))
     out, d = dt.concat((a.x, a.time), (y, u))
     assert d is a.time + u
-    assert d.dyn_size.raw.tolist() == [5, 5, 2, 1] and out.dims == (a.batch, d, a.feature)
+    assert d.lengths.raw.tolist() == [5, 5, 2, 1] and out.dims == (a.batch, d, a.feature)
     assert out.raw.shape == (4, 5, 3)
     valid = torch.arange(5)[None, :] < torch.tensor([5, 5, 2, 1])[:, None]
     assert (out.raw[~valid] == 0).all(), "padding of the output is zero"
@@ -55,7 +55,7 @@ def test_concat_dynamic_with_static_and_other_order():
     p = dt.Dim(2, name="prefix")
     y = dt.Tensor(torch.randn(2, 2, 2), (p, a.batch, a.feature))  # other dims order than x
     out, d = dt.concat((y, p), (a.x, a.time))
-    assert out.dims == (d, a.batch, a.feature) and d.dyn_size.raw.tolist() == [5, 3]
+    assert out.dims == (d, a.batch, a.feature) and d.lengths.raw.tolist() == [5, 3]
     check_against_torch(
         lambda q, r: dt.concat((q, p), (r, a.time))[0],
         lambda q, r: seq_concat([(q.transpose(0, 1), [2, 2]), (r, [3, 1])], 5).transpose(0, 1),
@@ -65,7 +65,7 @@ def test_concat_dynamic_with_static_and_other_order():
 def test_concat_three_sources_same_dim():
     a = make_padded_batch((3, 0, 2), feature=2)
     out, d = dt.concat((a.x, a.time), (a.x * 2.0, a.time), (a.x, a.time))
-    assert d.dyn_size.raw.tolist() == [9, 0, 6]
+    assert d.lengths.raw.tolist() == [9, 0, 6]
     check_against_torch(lambda q: dt.concat((q, a.time), (q * 2.0, a.time), (q, a.time))[0],
                         lambda q: seq_concat([(q, [3, 0, 2]), (q * 2.0, [3, 0, 2]), (q, [3, 0, 2])], 9),
                         [a.x], mask_padding=False)
@@ -79,7 +79,7 @@ def test_concat_batch_independence():
         t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
         x1 = dt.Tensor(a.x.raw[b:b + 1, :n], (b1, t1, a.feature))
         o1, d1 = dt.concat((x1, t1), (x1 * -1.0, t1))
-        assert d1.dyn_size.raw.tolist() == [2 * n]
+        assert d1.lengths.raw.tolist() == [2 * n]
         torch.testing.assert_close(o1.raw, out.raw[b:b + 1, :2 * n])
 
 
@@ -109,7 +109,7 @@ def test_concat_dims_with_sizes_from_data():
     b1, b2 = dt.Dim(None, name="b1"), dt.Dim(None, name="b2")
     x, y = dt.Tensor(torch.randn(3, 2), (b1, f)), dt.Tensor(torch.randn(2, 2), (f, b2))
     out, d = dt.concat((x, b1), (y, b2))
-    assert d.size is None and d.dyn_size is None and out.dims == (d, f)
+    assert d.size is None and d.lengths is None and out.dims == (d, f)
     check_against_torch(lambda p, q: dt.concat((p, b1), (q, b2), out_dim=d)[0],
                         lambda p, q: torch.cat([p, q.t()]), [x, y])
 
@@ -125,7 +125,7 @@ def test_concat_dynamic_fuzz(lens_x, lens_y, extra):
     y = dt.Tensor(torch.randn(n, max(lens_y) + extra, 2), (a.batch, u, a.feature))
     out, d = dt.concat((a.x, a.time), (y, u))
     sums = [p + q for p, q in zip(lens_x, lens_y)]
-    assert d.dyn_size.raw.tolist() == sums and out.raw.shape[1] == max(sums)
+    assert d.lengths.raw.tolist() == sums and out.raw.shape[1] == max(sums)
     check_against_torch(lambda p, q: dt.concat((p, a.time), (q, u))[0],
                         lambda p, q: seq_concat([(p, lens_x), (q, lens_y)], max(sums)), [a.x, y],
                         mask_padding=False)
@@ -236,7 +236,7 @@ def test_cum_concat_step_appends_after_each_sequence():
     pb = make_padded_batch((3, 1, 0), feature=2, pad_value=float("nan"))
     frame = dt.Tensor(torch.randn(3, 2), (pb.batch, pb.feature))
     y, out = dt.cum_concat_step(frame, prev_accum=pb.x, axis=pb.time)
-    assert out is pb.time + 1 and out.dyn_size.raw.tolist() == [4, 2, 1]
+    assert out is pb.time + 1 and out.lengths.raw.tolist() == [4, 2, 1]
     raw = y.raw_aligned((pb.batch, out, pb.feature))
     for b, n in enumerate((3, 1, 0)):
         torch.testing.assert_close(raw[b, :n], pb.x.raw[b, :n])

@@ -60,7 +60,7 @@ def test_conv3d(padding, strides):
         p = (0, 0, 0) if padding == "valid" else padding
         pads = [(q, q) for q in p]
     want_len = [max(0, (n + sum(pads[0]) - 3) // s[0] + 1) for n in LENGTHS]
-    assert ot.dyn_size.raw.tolist() == want_len
+    assert ot.lengths.raw.tolist() == want_len
     assert (oh.size, ow.size) == ((4 + sum(pads[1]) - 2) // s[1] + 1, (3 + sum(pads[2]) - 3) // s[2] + 1)
 
     def seq_fn(wr, br):
@@ -88,7 +88,7 @@ def test_transposed_conv3d():
     kw = dict(in_dim=ch, out_dim=out, filter_size=ks, strides=(2, 1, 2))
     y, (ot, oh, ow) = dt.transposed_conv(x, filt, in_spatial_dims=[time, h, w], bias=bias, **kw)
     want_len = [n * 2 + 1 for n in LENGTHS]  # T * s + max(k - s, 0)
-    assert ot.dyn_size.raw.tolist() == want_len and (oh.size, ow.size) == (5, 6) and y.dims == (batch, out, ot, oh, ow)
+    assert ot.lengths.raw.tolist() == want_len and (oh.size, ow.size) == (5, 6) and y.dims == (batch, out, ot, oh, ow)
     check_against_torch(
         lambda t, wt, bt: dt.transposed_conv(t, wt, in_spatial_dims=[time, h, w], bias=bt, **kw)[0],
         lambda r, wr, br: per_sequence(r, LENGTHS, lambda seq: F.conv_transpose3d(seq, wr, br, stride=(2, 1, 2)),
@@ -110,7 +110,7 @@ def test_pool3d(mode, pool_size, strides, padding):
     s = pool_size if strides is None else (strides,) * 3 if isinstance(strides, int) else strides
     p = (0, 0, 0) if padding == "valid" else (padding,) * 3 if isinstance(padding, int) else padding
     want_len = [max(0, (n + 2 * p[0] - pool_size[0]) // s[0] + 1) for n in LENGTHS]
-    assert ot.dyn_size.raw.tolist() == want_len
+    assert ot.lengths.raw.tolist() == want_len
 
     def seq_fn(seq):
         if mode == "max":
@@ -137,7 +137,7 @@ def test_nn_conv3d_and_transposed_conv3d_load_torch_weights():
     ref_up = torch.nn.ConvTranspose3d(4, 2, (2, 1, 1), stride=(2, 1, 1))
     up.load_state_dict(ref_up.state_dict())
     z, (zt, zh, zw) = up(y, in_spatial_dims=[ot, oh, ow])
-    assert zt.dyn_size.raw.tolist() == [6, 6] and (zh, zw) == (oh, ow)
+    assert zt.lengths.raw.tolist() == [6, 6] and (zh, zw) == (oh, ow)
     torch.testing.assert_close(z.raw, ref_up(ref(raw)), rtol=1e-5, atol=1e-5)
     mine = dt.Dim(dt.Tensor(torch.tensor([3, 3]), (batch,)), name="mine")
     assert conv(x, in_spatial_dims=[time, h, w], out_spatial_dims=[mine, oh, ow])[1] == (mine, oh, ow)

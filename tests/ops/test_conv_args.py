@@ -25,7 +25,7 @@ def test_conv_out_dims_are_the_ops_dims(padding, k, s, dl):
     assert od is conv_dim
     k_eff = dl * (k - 1) + 1
     want = [ceildiv(n, s) if padding == "same" else max(0, ceildiv(n - (k_eff - 1), s)) for n in lengths]
-    assert od.dyn_size.raw.tolist() == want
+    assert od.lengths.raw.tolist() == want
     if dl == 1:
         _, (pool_dim,) = dt.pool(pb.x, mode="max", pool_size=k, strides=s, padding=padding, in_spatial_dims=[pb.time])
         assert od is pool_dim
@@ -39,11 +39,11 @@ def test_conv_out_dims_int_padding_two_dims_and_size_from_data():
     pb = make_padded_batch([7, 4], feature=3)
     freq = dt.Dim(16, name="freq")
     ot, of = dt.make_conv_out_spatial_dims([pb.time, freq], filter_size=(3, 5), padding=(1, 0), strides=(2, 1))
-    assert ot.dyn_size.raw.tolist() == [ceildiv(7 + 2 - 2, 2), ceildiv(4 + 2 - 2, 2)] and of.size == 12
+    assert ot.lengths.raw.tolist() == [ceildiv(7 + 2 - 2, 2), ceildiv(4 + 2 - 2, 2)] and of.size == 12
     (same,) = dt.make_conv_out_spatial_dims([pb.time], filter_size=3, padding="same")
     assert same is pb.time
     (new,) = dt.make_conv_out_spatial_dims([pb.batch], filter_size=3, padding="valid")
-    assert new.size is None and new.dyn_size is None and new is not pb.batch
+    assert new.size is None and new.lengths is None and new is not pb.batch
 
 
 @pytest.mark.parametrize("padding", ["valid", "same"])
@@ -58,7 +58,7 @@ def test_transposed_conv_out_dims_are_the_ops_dims(padding, k, s, op):
                                     filter_size=[kd], strides=s, padding=padding, output_padding=op)
     assert od is tdim
     (default,) = dt.make_transposed_conv_out_spatial_dims([pb.time], filter_size=k, padding="valid")
-    assert default.dyn_size.raw.tolist() == [5 * k, 2 * k, 0]  # strides default to the filter size
+    assert default.lengths.raw.tolist() == [5 * k, 2 * k, 0]  # strides default to the filter size
 
 
 def test_out_dims_errors():

@@ -30,7 +30,7 @@ def test_conv1d_int_padding(padding, k, s, dl):
     kw = dict(in_dim=pb.feature, out_dim=out_dim, filter_size=[kd], strides=s, dilation=dl, padding=padding)
     y, (ot,) = dt.conv(pb.x, w, in_spatial_dims=[pb.time], bias=bias, **kw)
     expected = [conv_out_len(n, k_eff, s, p) for n in lengths]
-    assert ot.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, out_dim, ot)
+    assert ot.lengths.raw.tolist() == expected and y.dims == (pb.batch, out_dim, ot)
     assert ot is dt.make_conv_out_spatial_dims([pb.time], filter_size=[k], padding=padding, strides=s,
                                                dilation_rate=dl)[0]
 
@@ -55,7 +55,7 @@ def test_conv2d_int_padding_per_dim_matches_torch():
     w = make_filter(cout, cin, (kt, kf))
     kw = dict(in_dim=cin, out_dim=cout, filter_size=[kt, kf], strides=(2, 1), padding=(1, 2))
     y, (ot, of) = dt.conv(x, w, in_spatial_dims=[pb.time, pb.feature], **kw)
-    assert of.size == 6 + 4 - 2 + 1 and ot.dyn_size.raw.tolist() == [(n + 2 - 3) // 2 + 1 for n in lengths]
+    assert of.size == 6 + 4 - 2 + 1 and ot.lengths.raw.tolist() == [(n + 2 - 3) // 2 + 1 for n in lengths]
 
     def oracle(r, wr):
         outs = [F.conv2d(r[b:b + 1, :, :n], wr, stride=(2, 1), padding=(1, 2))[0] for b, n in enumerate(lengths)]
@@ -87,7 +87,7 @@ def test_pool1d_int_padding(mode, k, s, p):
     kw = dict(mode=mode, pool_size=k, strides=s, padding=p)
     y, (ot,) = dt.pool(pb.x, in_spatial_dims=[pb.time], **kw)
     expected = [conv_out_len(n, k, s, pi) for n in lengths]
-    assert ot.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, pb.feature, ot)
+    assert ot.lengths.raw.tolist() == expected and y.dims == (pb.batch, pb.feature, ot)
     assert ot is dt.make_conv_out_spatial_dims([pb.time], filter_size=[k], padding=p, strides=s)[0]
     check_against_torch(lambda t: dt.pool(t, in_spatial_dims=[pb.time], **kw)[0],
                         lambda r: pool_oracle(r, lengths, mode, k, s, pi, max(expected)), [pb.x])
@@ -122,7 +122,7 @@ def test_conv_out_spatial_dims_given():
     w = make_filter(out_dim, pb.feature, (kd,))
     kw = dict(in_dim=pb.feature, out_dim=out_dim, filter_size=[kd], strides=2, padding=1)
     y0, (ot,) = dt.conv(pb.x, w, in_spatial_dims=[pb.time], **kw)
-    mine = lengths_dim(pb.batch, ot.dyn_size.raw.tolist(), "mine")
+    mine = lengths_dim(pb.batch, ot.lengths.raw.tolist(), "mine")
     for _ in range(2):  # the second call takes the cached layout
         y, (got,) = dt.conv(pb.x, w, in_spatial_dims=[pb.time], out_spatial_dims=[mine], **kw)
         assert got is mine and y.dims == (pb.batch, out_dim, mine)
@@ -188,7 +188,7 @@ def test_transposed_conv_out_spatial_dims_given():
     w = dt.Tensor(torch.randn(3, 2, 3), (pb.feature, out_dim, kd))
     kw = dict(in_dim=pb.feature, out_dim=out_dim, filter_size=[kd], strides=2)
     y0, (ot,) = dt.transposed_conv(pb.x, w, in_spatial_dims=[pb.time], **kw)
-    assert ot.dyn_size.raw.tolist() == [9, 5]
+    assert ot.lengths.raw.tolist() == [9, 5]
     mine = lengths_dim(pb.batch, [9, 5], "mine")
     y, (got,) = dt.transposed_conv(pb.x, w, in_spatial_dims=[pb.time], out_spatial_dims=[mine], **kw)
     assert got is mine and y.dims == (pb.batch, out_dim, mine)
@@ -208,9 +208,9 @@ def test_layers_int_padding_and_out_spatial_dims():
         ref.weight.copy_(conv.weight.raw)
         ref.bias.copy_(conv.bias.raw)
     y, ot = conv(pb.x, in_spatial_dim=pb.time)
-    assert ot.dyn_size.raw.tolist() == [5, 3]
+    assert ot.lengths.raw.tolist() == [5, 3]
     for b, n in enumerate(lengths):
-        torch.testing.assert_close(y.raw[b, :, :ot.dyn_size.raw[b]], ref(pb.x.raw[b:b + 1, :n].transpose(1, 2))[0])
+        torch.testing.assert_close(y.raw[b, :, :ot.lengths.raw[b]], ref(pb.x.raw[b:b + 1, :n].transpose(1, 2))[0])
     mine = lengths_dim(pb.batch, [5, 3], "mine")
     assert conv(pb.x, in_spatial_dim=pb.time, out_spatial_dim=mine)[1] is mine
     up = dt.nn.TransposedConv1d(out, pb.feature, 2)

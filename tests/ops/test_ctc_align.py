@@ -150,7 +150,7 @@ def test_ctc_durations_from_path_against_python():
     assert durations.dims == (batch, out_dim) and durations.dtype == "int32"
     for b, n in enumerate(lengths):
         want = _torch_durations(path.raw[:n, b].tolist(), 0)
-        assert out_dim.dyn_size.raw[b] == len(want)
+        assert out_dim.lengths.raw[b] == len(want)
         assert durations.raw[b, :len(want)].tolist() == want and not durations.raw[b, len(want):].any()
     # with the targets' dim: out_spatial_dim by dim math, no host read
     counts = torch.tensor([(len(_torch_durations(path.raw[:n, b].tolist(), 0)) - 1) // 2
@@ -213,8 +213,8 @@ def test_ctc_no_label_loop_blank_durations_against_python():
     assert durations.dims == (batch, out_dim)
     for b, n in enumerate(lengths):
         want = _blank_durations(path.raw[:n, b].tolist(), 2)
-        assert out_dim.dyn_size.raw[b] == len(want) and durations.raw[b, :len(want)].tolist() == want
-    tt = dt.Dim(dt.Tensor(out_dim.dyn_size.raw - 1, (batch,)), name="tt")
+        assert out_dim.lengths.raw[b] == len(want) and durations.raw[b, :len(want)].tolist() == want
+    tt = dt.Dim(dt.Tensor(out_dim.lengths.raw - 1, (batch,)), name="tt")
     d2, o2 = dt.ctc_no_label_loop_blank_durations_from_path(path=path, path_spatial_dim=time, blank_index=2,
                                                             targets_spatial_dim=tt)
     assert o2 is tt + 1 and torch.equal(d2.raw, durations.raw)

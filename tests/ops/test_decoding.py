@@ -42,7 +42,7 @@ def test_ctc_greedy_decode_against_python():
     assert labels.dims == (batch, out_dim) and labels.dtype == "int32" and labels.sparse_dim is wb
     for b, n in enumerate(lengths):
         want = _greedy(logits.raw[b, :n].argmax(-1).tolist(), 3)
-        assert out_dim.dyn_size.raw[b] == len(want)
+        assert out_dim.lengths.raw[b] == len(want)
         assert labels.raw[b, :len(want)].tolist() == want
     # other dims order, blank first, target_dim
     target = dt.Dim(3, name="target")
@@ -52,7 +52,7 @@ def test_ctc_greedy_decode_against_python():
     first, first_dim = dt.ctc_greedy_decode(logits, in_spatial_dim=time, blank_index=2)
     for b, n in enumerate(lengths):
         want = _greedy(logits.raw[b, :n].argmax(-1).tolist(), 2)
-        assert first.raw[b, :len(want)].tolist() == want and first_dim.dyn_size.raw[b] == len(want)
+        assert first.raw[b, :len(want)].tolist() == want and first_dim.lengths.raw[b] == len(want)
 
 
 def test_ctc_greedy_decode_batch_independence():

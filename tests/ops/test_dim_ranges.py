@@ -10,7 +10,7 @@ from helpers import make_padded_batch
 def test_range_over_dim_strided_per_sequence():
     pb = make_padded_batch((5, 3, 0))
     r, out = dt.range_over_dim_strided(pb.time, stride=2)
-    assert r.dims == (out,) and out.dyn_size.raw.tolist() == [3, 2, 0]
+    assert r.dims == (out,) and out.lengths.raw.tolist() == [3, 2, 0]
     torch.testing.assert_close(r.raw, torch.arange(0, 5, 2))
     assert dt.range_over_dim_strided(pb.time, stride=2)[1] is out  # dim math: the same dim
     static, s_out = dt.range_over_dim_strided(dt.Dim(7, name="s"), stride=3, dtype="int32")

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import dimtorch as dt
+from dimtorch._core.errors import torch_keyword_hint
 from dimtorch.ops import elementwise, matmul, reduce
 
 
@@ -128,9 +129,12 @@ def test_lengths_over_a_namesake_of_the_batch_dim(use_definition):
 # unary ops ("takes no keyword arguments"). Ops that take user callables name only the errors of
 # binding their own arguments (tested below: the user's errors are the user's).
 _TAKE_CALLABLES = {"cond", "scan", "while_loop"}
-# Hot Python-only ops left unwrapped: the hint's wrapper frame measured +0.3-2.8 us a call on tiny
-# shapes (conv1d 62 -> 65 us, cumsum 6.4 -> 6.8 us); Python's own message still names the function.
-_HOT = {"conv", "transposed_conv", "pool", "cumsum", "squeeze", "one_hot"}
+# Hot ops without a Python wrapper: their public name is a function of _C (a fast path, or the
+# definition called from C: DIMTORCH_DEFINITION_ONLY), which names the error on the error path only.
+_HOT = ("conv", "transposed_conv", "cumsum", "squeeze", "one_hot")
+# Left unwrapped until it has a C++ fast path: calling its definition from C measured +1.2 K instructions a
+# call (pool_max 1.30 -> 1.37 in bench/gate.py); Python's own message still names the function.
+_UNWRAPPED = {"pool"}
 
 
 def test_every_public_op_with_keywords_hints_at_dim():
@@ -143,16 +147,30 @@ def test_every_public_op_with_keywords_hints_at_dim():
             return "dim" in inspect.signature(op.definition).parameters
         except (TypeError, ValueError):
             return False
-    for name in sorted(set(OPS) - _TAKE_CALLABLES - _HOT - {n for n, op in OPS.items() if has_own_dim(op)}):
+    for name in sorted(set(OPS) - _TAKE_CALLABLES - _UNWRAPPED - {n for n, op in OPS.items() if has_own_dim(op)}):
         with pytest.raises(TypeError) as info:
             getattr(dt, name)(None, dim=1)
         msg = str(info.value)
         if "takes no keyword arguments" in msg:
             continue
         assert msg.startswith(f"dimtorch.{name}()") and "(dimtorch names an axis by its Dim" in msg, msg
-    for name in _HOT:
+    for name in _UNWRAPPED:
         with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument 'dim'"):
             getattr(dt, name)(None, dim=1)
+
+
+@pytest.mark.parametrize("name, hint", [("conv", "in_spatial_dims"), ("transposed_conv", "in_spatial_dims"),
+                                        ("cumsum", "axis"), ("squeeze", "axis")])
+def test_hot_ops_hint_at_their_own_keyword_at_no_cost_per_call(name, hint):
+    """The hot ops give the hint of the keyword to use, as the wrapped ops do, from C (no wrapper frame)."""
+    from dimtorch._op_table import OPS
+    assert name in _HOT and type(getattr(dt, name)).__name__ == "builtin_function_or_method"
+    with pytest.raises(TypeError) as fast:
+        getattr(dt, name)(None, dim=1)
+    assert str(fast.value) == (f"dimtorch.{name}(): {name}() got an unexpected keyword argument 'dim' (dimtorch "
+                               f"names an axis by its Dim, not a number: use {hint}=)")
+    assert str(fast.value).endswith(torch_keyword_hint(f"{name}() got an unexpected keyword argument 'dim'",
+                                                       OPS[name].definition))
 
 
 @pytest.mark.parametrize("name", sorted(_TAKE_CALLABLES))

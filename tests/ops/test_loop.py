@@ -99,18 +99,18 @@ def test_scan_with_cond_lengths_and_state():
         return s < limit
 
     ys, final, new_dim = dt.scan(cond=cond, cond_dims=[batch], initial=zero, ys=zero, body=body)
-    assert new_dim.dyn_size.raw.tolist() == [3, 1, 0] and ys.dims == (new_dim, batch)
+    assert new_dim.lengths.raw.tolist() == [3, 1, 0] and ys.dims == (new_dim, batch)
     assert ys.raw[:, 0].tolist() == [1, 2, 3] and ys.raw[0, 1] == 1
     assert final.raw.tolist() == [2, 0, 0]
     # cond after the body: every entry runs at least once
     ys, final, new_dim = dt.scan(cond=cond, cond_dims=[batch], cond_before_body=False, initial=zero, ys=zero,
                                  body=body)
-    assert new_dim.dyn_size.raw.tolist() == [3, 1, 1]
+    assert new_dim.lengths.raw.tolist() == [3, 1, 1]
     assert final.raw.tolist() == [2, 0, 0]  # the state from before the step whose cond was false
     ys, _, new_dim = dt.scan(cond=cond, cond_dims=[batch], initial=zero, ys=zero, body=body, max_seq_len=2)
-    assert new_dim.dyn_size.raw.tolist() == [2, 1, 0] and ys.raw.shape[0] == 2
+    assert new_dim.lengths.raw.tolist() == [2, 1, 0] and ys.raw.shape[0] == 2
     ys, final, new_dim = dt.scan(cond=lambda _, s: s < -1, cond_dims=[batch], initial=zero, ys=zero, body=body)
-    assert new_dim.dyn_size.raw.tolist() == [0, 0, 0] and ys.raw.shape == (0, 3)
+    assert new_dim.lengths.raw.tolist() == [0, 0, 0] and ys.raw.shape == (0, 3)
 
 
 def test_while_loop_and_cond():

@@ -44,7 +44,7 @@ def test_masked_select_per_sequence(pad, order):
     counts = sel.sum(1)
     x = b.x.copy_transpose(tuple(b.x.dims[i] for i in order))
     y, out_dim = dt.masked_select(x, mask=m, dims=(b.time,))
-    assert out_dim.dyn_size.dims == (b.batch,) and out_dim.dyn_size.raw.tolist() == counts.tolist()
+    assert out_dim.lengths.dims == (b.batch,) and out_dim.lengths.raw.tolist() == counts.tolist()
     assert y.dims == (b.batch, out_dim, b.feature)
     inv = [order.index(i) for i in range(3)]
 
@@ -56,7 +56,7 @@ def test_masked_select_per_sequence(pad, order):
 
     check_against_torch(lambda t: dt.masked_select(t, mask=m, dims=(b.time,))[0], oracle, [x])
     # padding of the result is 0
-    lengths = out_dim.dyn_size.raw
+    lengths = out_dim.lengths.raw
     for i, n in enumerate(lengths.tolist()):
         assert bool((y.raw[i, n:] == 0).all())
 
@@ -78,8 +78,8 @@ def test_masked_select_batch_independence():
         t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
         alone = dt.Tensor(b.x.raw[i:i + 1, :n], (b1, t1, b.feature))
         y1, out1, _ = fn(alone, {b.time: t1}.get)
-        k = int(out_dim.dyn_size.raw[i])
-        assert out1.dyn_size.raw.tolist() == [k]
+        k = int(out_dim.lengths.raw[i])
+        assert out1.lengths.raw.tolist() == [k]
         torch.testing.assert_close(y1.raw[0, :k], y.raw[i, :k])
 
 
@@ -144,7 +144,7 @@ def test_masked_select_given_out_dim_reads_nothing_and_is_checked_on_cpu():
     with pytest.raises(ValueError, match=r"dimtorch.masked_select\(\): mask holds \d+ selected entries, but out_dim "
                                          r"'wrong'\(\d+\) has \d+"):
         dt.masked_select(b.x, mask=m, dims=(b.batch, b.time), out_dim=dt.Dim(flat_dim.size + 1, name="wrong"))
-    wrong = dt.Dim(dt.Tensor(out_dim.dyn_size.raw + 1, (b.batch,)), name="wrong")
+    wrong = dt.Dim(dt.Tensor(out_dim.lengths.raw + 1, (b.batch,)), name="wrong")
     with pytest.raises(ValueError, match=r"dimtorch.masked_select\(\): mask holds \d+ selected entries in row 0 of "
                                          r"\('batch'\(\?\)\), but out_dim 'wrong'\[batch\] has \d+"):
         dt.masked_select(b.x, mask=m, dims=(b.time,), out_dim=wrong)
@@ -200,7 +200,7 @@ def test_masked_select_scatter_property(perm, lengths, extra, seed, pad, per_seq
     if per_sequence:
         for i in range(len(lengths)):
             n = int(sel[i].sum())
-            assert out_dim.dyn_size.raw[i] == n
+            assert out_dim.lengths.raw[i] == n
             torch.testing.assert_close(y.raw_aligned((b.batch, out_dim, b.feature))[i, :n], b.x.raw[i][sel[i]])
     else:
         torch.testing.assert_close(y.raw_aligned((out_dim, b.feature)), b.x.raw[sel])
@@ -234,18 +234,18 @@ def test_masked_select_nested_and_back():
     packed, pack_dim, dim_map = dt.masked_select_nested(state, mask=active, mask_cpu=active, dims=(batch, beam))
     assert pack_dim.size == 4 and packed["none"] is None and packed["const"] is state["const"]
     new_hist = packed["hist"]
-    assert dim_map[hist] is new_hist and new_hist.dyn_size.dims == (pack_dim,)
-    assert new_hist.dyn_size.raw.tolist() == [4, 3, 0, 2]
+    assert dim_map[hist] is new_hist and new_hist.lengths.dims == (pack_dim,)
+    assert new_hist.lengths.raw.tolist() == [4, 3, 0, 2]
     assert packed["labels"].dims == (pack_dim, new_hist) and packed["labels"].raw.shape == (4, 4)
     torch.testing.assert_close(packed["score"].raw, state["score"].raw[active.raw])
     for k, (i, j) in enumerate([(0, 0), (0, 2), (1, 1), (1, 2)]):
-        n = int(new_hist.dyn_size.raw[k])
+        n = int(new_hist.lengths.raw[k])
         assert packed["labels"].raw[k, :n].tolist() == state["labels"].raw[i, j, :n].tolist()
     # Scattered back unchanged: the packed dims map back to their old ones, the state comes back.
     same = dt.masked_scatter_nested(packed, state, mask=active, dims=(batch, beam), in_dim=pack_dim,
                                     masked_select_dim_map=dim_map)
     assert same["hist"] is hist and same["labels"].dims[-1] is hist
-    valid = torch.arange(4) < hist.dyn_size.raw[:, :, None]
+    valid = torch.arange(4) < hist.lengths.raw[:, :, None]
     torch.testing.assert_close(same["labels"].raw_aligned((batch, beam, hist))[valid], state["labels"].raw[valid])
     torch.testing.assert_close(same["score"].raw_aligned((batch, beam)), state["score"].raw)
     # A step on the packed hypotheses (score + 1, one label appended), then scattered back into the old state.
@@ -258,15 +258,15 @@ def test_masked_select_nested_and_back():
     back = dt.masked_scatter_nested(stepped, state, mask=active, mask_cpu=active, dims=(batch, beam), in_dim=pack_dim,
                                     masked_select_dim_map=select_map, masked_scatter_dim_map=scatter_map)
     merged = back["hist"]
-    assert scatter_map[hist] is merged and merged.dyn_size.dims == (batch, beam)
-    expected_len = torch.where(active.raw, state["hist"].dyn_size.raw + 1, state["hist"].dyn_size.raw)
-    assert merged.dyn_size.raw.tolist() == expected_len.tolist()
+    assert scatter_map[hist] is merged and merged.lengths.dims == (batch, beam)
+    expected_len = torch.where(active.raw, state["hist"].lengths.raw + 1, state["hist"].lengths.raw)
+    assert merged.lengths.raw.tolist() == expected_len.tolist()
     torch.testing.assert_close(back["score"].raw_aligned((batch, beam)),
                                torch.where(active.raw, state["score"].raw + 1.0, state["score"].raw))
     labels_back = back["labels"].raw_aligned((batch, beam, merged))
     for i in range(2):
         for j in range(3):
-            n_old = int(state["hist"].dyn_size.raw[i, j])
+            n_old = int(state["hist"].lengths.raw[i, j])
             old = state["labels"].raw[i, j, :n_old].tolist()
             want = old + [7] if active.raw[i, j] else old
             assert labels_back[i, j, :len(want)].tolist() == want
@@ -339,7 +339,7 @@ def test_masked_scatter_fast_path_matches_the_python_definition(pad):
     back = dt.masked_scatter(y, mask=m, dims=(b.time,), in_dim=per_row)
     assert back.dims == (b.batch, b.time, b.feature) and back.feature_dim is b.feature
     torch.testing.assert_close(back.raw, torch.where(_valid(b, m)[:, :, None], b.x.raw, 0.0))
-    cut = dt.Dim(dt.Tensor(per_row.dyn_size.raw - (per_row.dyn_size.raw > 0).long(), (b.batch,)), name="cut")
+    cut = dt.Dim(dt.Tensor(per_row.lengths.raw - (per_row.lengths.raw > 0).long(), (b.batch,)), name="cut")
     with pytest.raises(ValueError, match=r"dimtorch.masked_scatter\(\): mask holds \d+ selected entries in row 0"):
         dt.masked_scatter(dt.Tensor(y.raw, (b.batch, cut, b.feature)), mask=m, dims=(b.time,), in_dim=cut)
 
@@ -358,7 +358,7 @@ def test_masked_select_never_selects_padding_even_where_the_mask_holds(pad):
     check_against_torch(lambda x: dt.masked_select(x, mask=everywhere, dims=(pb.batch, pb.time))[0],
                         lambda x: x[pb.mask], [pb.x])
     rows, rows_dim = dt.masked_select(pb.x, mask=everywhere, dims=(pb.time,))
-    assert rows_dim.dyn_size.raw.tolist() == [4, 1, 3]
+    assert rows_dim.lengths.raw.tolist() == [4, 1, 3]
     assert torch.equal(rows.raw_aligned((pb.batch, rows_dim, pb.feature))[pb.mask], pb.x.raw[pb.mask])
     for b, n in enumerate([4, 1, 3]):  # each sequence alone packs its own frames only
         b1 = dt.Dim(None, name="b1")

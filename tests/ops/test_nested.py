@@ -27,7 +27,7 @@ def test_gather_nested_reorders_beams_and_their_dims():
     dim_map = {}
     out = dt.gather_nested(s, indices=indices, dim_map=dim_map)
     new_hist = dim_map[hist]
-    assert new_hist.dyn_size.raw.tolist() == [[3, 3, 1], [0, 4, 0]] and out["dims"] == (new_hist, f)
+    assert new_hist.lengths.raw.tolist() == [[3, 3, 1], [0, 4, 0]] and out["dims"] == (new_hist, f)
     h = out["state"].h
     assert out["state"].count == 7 and h.dims == (batch, new_beam, f) and out["none"] is None
     assert torch.equal(h.raw, torch.stack([s["state"].h.raw[b, backrefs[b]] for b in range(2)]))
@@ -88,7 +88,7 @@ def test_mask_nested_merges_two_different_dims(pad):
     dim_map = {}
     out, out_dim = dt.mask_nested((new_h, new_hist), mask=mask, mask_value=(h, hist), dim_map=dim_map)
     want_len = torch.where(take_new, old_len + 1, old_len)
-    assert out_dim.dyn_size.raw.tolist() == want_len.tolist()
+    assert out_dim.lengths.raw.tolist() == want_len.tolist()
     assert dim_map[hist] is out_dim and dim_map[new_hist] is out_dim and out.dims == (batch, beam, out_dim)
     for b in range(2):
         for k in range(3):
@@ -104,4 +104,4 @@ def test_mask_nested_merges_two_different_dims(pad):
     valid_old = torch.arange(2)[None, None, :] < old_len[..., None]
     assert torch.equal(leaf.grad, valid_old.float())  # every valid old frame reaches the output once
     cpu = dt.mask_nested((new_h, new_hist), mask=mask, mask_cpu=mask, mask_value=(h, hist))
-    assert cpu[1].dyn_size.raw.tolist() == want_len.tolist()
+    assert cpu[1].lengths.raw.tolist() == want_len.tolist()

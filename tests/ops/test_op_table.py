@@ -102,6 +102,7 @@ FAST_PATH_TESTS = {
     "ops.creation": "ops/test_creation_definitions.py",
     "ops.dim": "capture/test_traceable_types.py",
     "ops.concat": "ops/test_concat.py",
+    "ops.conv": "ops/test_conv_fast_path.py",
     **{module: "ops/test_array_fast_paths.py" for module in (
         "ops.slicing", "ops.stack", "ops.sort", "ops.packing", "ops.scatter", "ops.gather", "ops.pad", "ops.reshape",
         "ops.shape", "ops.masked", "ops.dropout")},

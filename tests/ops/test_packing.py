@@ -107,7 +107,7 @@ def test_pack_padded_per_row(pad, extra):
     batch, hyps, time, f, lengths, x = _hyps_batch(pad, extra)
     y, pack = dt.pack_padded(x, dims=(hyps, time))
     counts = lengths.sum(1)
-    assert pack.dyn_size.dims == (batch,) and pack.dyn_size.raw.tolist() == counts.tolist()
+    assert pack.lengths.dims == (batch,) and pack.lengths.raw.tolist() == counts.tolist()
     assert y.dims == (batch, pack, f) and y.feature_dim is f
 
     def oracle(r):
@@ -152,11 +152,11 @@ def test_pack_padded_per_row_batch_independence_and_errors():
         n = int(lengths[b].max())
         alone, p1 = dt.pack_padded(dt.Tensor(x.raw[b:b + 1, :, :n], (b1, hyps, t1, f)), dims=(hyps, t1))
         k = int(lengths[b].sum())
-        assert p1.dyn_size.raw.tolist() == [k]
+        assert p1.lengths.raw.tolist() == [k]
         torch.testing.assert_close(alone.raw[0, :k], y.raw[b, :k])
     # only time packed: each (batch, hyp) row keeps its frames
     yt, pt = dt.pack_padded(x, dims=(time,))
-    assert yt.dims == (batch, hyps, pt, f) and pt.dyn_size.raw.tolist() == lengths.tolist()
+    assert yt.dims == (batch, hyps, pt, f) and pt.lengths.raw.tolist() == lengths.tolist()
     with pytest.raises(ValueError, match=r"dimtorch\.pack_padded\(\): 'p'\[batch\] does not have the valid-frame "
                                          r"counts \[4, 6\] per row of \('batch'\(\?\)\) as lengths"):
         dt.pack_padded(x, dims=(hyps, time), out_dim=dt.Dim(dt.Tensor(torch.tensor([4, 5]), (batch,)), name="p"))

@@ -45,7 +45,7 @@ def test_pad_dynamic_dim(left, right):
     lengths = [4, 2, 0, 1]
     pb = make_padded_batch(lengths, feature=3, extra_time=1)
     out, (d,) = dt.pad(pb.x, axes=pb.time, padding=(left, right), value=-2.0)
-    assert d.dyn_size.raw.tolist() == [n + left + right for n in lengths]
+    assert d.lengths.raw.tolist() == [n + left + right for n in lengths]
     n_out = 4 + left + right
     assert out.dims == (pb.batch, d, pb.feature) and out.raw.shape == (4, n_out, 3)
     check_against_torch(lambda t: dt.pad(t, axes=pb.time, padding=(left, right), value=-2.0)[0],
@@ -72,7 +72,7 @@ def test_pad_batch_independence():
         t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
         x1 = dt.Tensor(pb.x.raw[b:b + 1, :n], (b1, t1, pb.feature))
         o1, (d1,) = dt.pad(x1, axes=t1, padding=(2, 1))
-        assert d1.dyn_size.raw.tolist() == [n + 3]
+        assert d1.lengths.raw.tolist() == [n + 3]
         torch.testing.assert_close(o1.raw, out.raw[b:b + 1, :n + 3])
 
 
@@ -102,7 +102,7 @@ def test_pad_dynamic_fuzz(lengths, left, right, extra):
         lengths = lengths + [1]
     pb = make_padded_batch(lengths, feature=2, extra_time=extra)
     out, (d,) = dt.pad(pb.x, axes=pb.time, padding=(left, right), value=3.0)
-    assert d.dyn_size.raw.tolist() == [n + left + right for n in lengths]
+    assert d.lengths.raw.tolist() == [n + left + right for n in lengths]
     if left == right == 0:  # (0, 0) leaves x as it is, padding frames included
         assert d is pb.time and out.raw is pb.x.raw
         return
@@ -115,7 +115,7 @@ def test_pad_dim_sized_from_data():
     batch, f = dt.Dim(None, name="batch"), dt.Dim(2, name="f")
     x = dt.Tensor(torch.randn(3, 2), (batch, f))
     out, (b2,) = dt.pad(x, axes=batch, padding=(1, 0))
-    assert b2.size is None and b2.dyn_size is None and out.dims == (b2, f)
+    assert b2.size is None and b2.lengths is None and out.dims == (b2, f)
     assert torch.equal(out.raw, F.pad(x.raw, (0, 0, 1, 0)))
 
 
@@ -124,7 +124,7 @@ def test_pad_dynamic_time_major():
     pb = make_padded_batch(lengths, feature=2, extra_time=1)
     xt = pb.x.copy_transpose((pb.time, pb.feature, pb.batch))
     out, (d,) = dt.pad(xt, axes=pb.time, padding=(1, 1), value=-1.0)
-    assert out.dims == (d, pb.feature, pb.batch) and d.dyn_size.raw.tolist() == [5, 2, 4]
+    assert out.dims == (d, pb.feature, pb.batch) and d.lengths.raw.tolist() == [5, 2, 4]
     check_against_torch(lambda t: dt.pad(t, axes=pb.time, padding=(1, 1), value=-1.0)[0],
                         lambda r: seq_pad(r.permute(2, 0, 1), lengths, 1, 1, 5, -1.0).permute(1, 2, 0), [xt],
                         mask_padding=False)
@@ -184,7 +184,7 @@ def test_pad_modes_dynamic(mode, left, right, pad_value):
     lengths = [3, 5, 3, 4]  # reflect needs padding < every length
     pb = make_padded_batch(lengths, feature=3, extra_time=1, pad_value=pad_value)
     out, (d,) = dt.pad(pb.x, axes=pb.time, padding=(left, right), value=-2.0, mode=mode)
-    assert d is pb.time + (left + right) and d.dyn_size.raw.tolist() == [n + left + right for n in lengths]
+    assert d is pb.time + (left + right) and d.lengths.raw.tolist() == [n + left + right for n in lengths]
     n_out = 5 + left + right
     assert out.dims == (pb.batch, d, pb.feature) and out.raw.shape == (4, n_out, 3)
     check_against_torch(lambda t: dt.pad(t, axes=pb.time, padding=(left, right), value=-2.0, mode=mode)[0],
@@ -201,7 +201,7 @@ def test_pad_modes_batch_independence(mode):
         t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
         x1 = dt.Tensor(pb.x.raw[b:b + 1, :n], (b1, t1, pb.feature))
         o1, (d1,) = dt.pad(x1, axes=t1, padding=(2, 1), mode=mode)
-        assert d1.dyn_size.raw.tolist() == [n + 3] and o1.raw.shape == (1, n + 3, 2)
+        assert d1.lengths.raw.tolist() == [n + 3] and o1.raw.shape == (1, n + 3, 2)
         torch.testing.assert_close(o1.raw, out.raw[b:b + 1, :n + 3])
 
 
@@ -211,7 +211,7 @@ def test_pad_modes_dynamic_time_major_with_static_axis(mode):
     pb = make_padded_batch(lengths, feature=2, extra_time=1)
     xt = pb.x.copy_transpose((pb.time, pb.feature, pb.batch))
     out, (d, f) = dt.pad(xt, axes=(pb.time, pb.feature), padding=((1, 1), (1, 0)), mode=mode)
-    assert out.dims == (d, f, pb.batch) and d.dyn_size.raw.tolist() == [5, 4, 6] and f.size == 3
+    assert out.dims == (d, f, pb.batch) and d.lengths.raw.tolist() == [5, 4, 6] and f.size == 3
 
     def oracle(r):
         r = F.pad(r.permute(2, 0, 1), (1, 0), mode=mode)  # (batch, time, feature + 1)
@@ -249,7 +249,7 @@ def test_pad_modes_dynamic_fuzz(lengths, left, right, extra, mode):
     left, right = min(left, limit), min(right, limit)
     pb = make_padded_batch(lengths, feature=2, extra_time=extra, pad_value=PAD_LARGE)
     out, (d,) = dt.pad(pb.x, axes=pb.time, padding=(left, right), mode=mode, value=5.0)
-    assert d.dyn_size.raw.tolist() == [n + left + right for n in lengths]
+    assert d.lengths.raw.tolist() == [n + left + right for n in lengths]
     if left == right == 0:
         assert d is pb.time and out.raw is pb.x.raw
         return
@@ -330,7 +330,7 @@ def test_pad_modes_dim_sized_from_data(mode):
     batch, f = dt.Dim(None, name="batch"), dt.Dim(2, name="f")
     x = dt.Tensor(torch.randn(3, 2), (batch, f))
     out, (b2,) = dt.pad(x, axes=batch, padding=(2, 1), mode=mode)
-    assert b2.size is None and b2.dyn_size is None and out.dims == (b2, f) and out.raw.shape == (6, 2)
+    assert b2.size is None and b2.lengths is None and out.dims == (b2, f) and out.raw.shape == (6, 2)
     check_against_torch(lambda t: dt.pad(t, axes=batch, padding=(2, 1), mode=mode)[0],
                         lambda r: F.pad(r.t(), (2, 1), mode=mode).t(), [x])
 

@@ -32,7 +32,7 @@ def test_repeat_against_repeat_interleave(pad, order):
     x = b.x.copy_transpose(tuple(b.x.dims[i] for i in order))
     out, out_dim = dt.repeat(x, in_spatial_dim=b.time, repeats=reps)
     expected_lengths = [int(reps.raw[i, :n].sum()) for i, n in enumerate(b.lengths)]
-    assert out_dim.dyn_size.dims == (b.batch,) and out_dim.dyn_size.raw.tolist() == expected_lengths
+    assert out_dim.lengths.dims == (b.batch,) and out_dim.lengths.raw.tolist() == expected_lengths
     assert set(out.dims) == {b.batch, out_dim, b.feature}
     inv = [order.index(i) for i in range(3)]
     oracle = _oracle(b, reps.raw, max(expected_lengths))
@@ -51,8 +51,8 @@ def test_repeat_batch_independence():
         t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
         alone, dim1 = dt.repeat(dt.Tensor(b.x.raw[i:i + 1, :n], (b1, t1, b.feature)), in_spatial_dim=t1,
                                 repeats=dt.Tensor(reps.raw[i:i + 1, :n], (b1, t1)))
-        k = int(out_dim.dyn_size.raw[i])
-        assert dim1.dyn_size.raw.tolist() == [k]
+        k = int(out_dim.lengths.raw[i])
+        assert dim1.lengths.raw.tolist() == [k]
         torch.testing.assert_close(alone.raw_aligned((b1, dim1, b.feature))[0, :k], full[i, :k])
 
 
@@ -62,11 +62,11 @@ def test_repeat_static_dim_and_broadcast_repeats():
     x = dt.Tensor(torch.randn(4, 2), (t, f))
     reps = dt.Tensor(torch.tensor([[1, 0, 2, 1], [0, 0, 3, 0]]), (h, t))
     out, out_dim = dt.repeat(x, in_spatial_dim=t, repeats=reps)
-    assert out_dim.dyn_size.raw.tolist() == [4, 3] and out.dims == (h, out_dim, f)
+    assert out_dim.lengths.raw.tolist() == [4, 3] and out.dims == (h, out_dim, f)
     torch.testing.assert_close(out.raw[0], x.raw.repeat_interleave(reps.raw[0], dim=0))
     torch.testing.assert_close(out.raw[1, :3], x.raw.repeat_interleave(reps.raw[1], dim=0))
     one, one_dim = dt.repeat(x, in_spatial_dim=t, repeats=dt.Tensor(torch.tensor([2, 0, 1, 1], dtype=torch.int32), (t,)))
-    assert one_dim.dyn_size.dims == () and one.dims == (one_dim, f)
+    assert one_dim.lengths.dims == () and one.dims == (one_dim, f)
     torch.testing.assert_close(one.raw, x.raw.repeat_interleave(torch.tensor([2, 0, 1, 1]), dim=0))
 
 
@@ -76,7 +76,7 @@ def test_repeat_max_len_factor():
     reps = dt.Tensor(torch.tensor([1, 9, 0, 3]), (t,))
     out, out_dim = dt.repeat(x, in_spatial_dim=t, repeats=reps, max_len_factor=2)
     # total 13 > 2 * 4: each nonzero keeps 1 (3 frames), the surplus 10 scaled to the budget 5: 9 -> 1 + 4, 3 -> 1 + 1
-    assert out_dim.dyn_size.raw.tolist() == 8 and out.raw.tolist() == [0, 1, 1, 1, 1, 1, 3, 3]
+    assert out_dim.lengths.raw.tolist() == 8 and out.raw.tolist() == [0, 1, 1, 1, 1, 1, 3, 3]
     same, _ = dt.repeat(x, in_spatial_dim=t, repeats=dt.Tensor(torch.tensor([1, 2, 0, 3]), (t,)), max_len_factor=2)
     assert same.raw.tolist() == [0, 1, 1, 3, 3, 3]
 
@@ -116,7 +116,7 @@ def test_limit_repeats_bounds_each_sequence_and_keeps_short_ones():
     x = dt.Tensor(torch.arange(12.0).reshape(3, 4), (batch, t))
     a, a_dim = dt.repeat(x, in_spatial_dim=t, repeats=dt.Tensor(raw, (batch, t)), max_len_factor=2.0)
     b, b_dim = dt.repeat(x, in_spatial_dim=t, repeats=limited)
-    assert a_dim.dyn_size.raw.tolist() == b_dim.dyn_size.raw.tolist()
+    assert a_dim.lengths.raw.tolist() == b_dim.lengths.raw.tolist()
     # idempotent
     again = dt.limit_repeats(limited, in_spatial_dim=t, max_len_factor=2.0)
     assert torch.equal(again.raw, got)
@@ -155,7 +155,7 @@ def test_repeat_fast_path_against_the_definition(pad):
     assert out.dims == (b.batch, out_dim, b.feature) and out.feature_dim is b.feature
     for i, n in enumerate(b.lengths):
         want = torch.repeat_interleave(b.x.raw[i, :n], reps[i, :n].clamp(min=0), dim=0)
-        assert out_dim.dyn_size.raw[i] == want.shape[0]
+        assert out_dim.lengths.raw[i] == want.shape[0]
         torch.testing.assert_close(out.raw[i, :want.shape[0]], want, equal_nan=True)
     raw = b.x.raw.clone().requires_grad_(True)
     y, _ = dt.repeat(dt.Tensor(raw, b.x.dims), in_spatial_dim=b.time, repeats=r)

@@ -46,7 +46,7 @@ def test_merge_dims_from_data_size_gives_dim_none():
     f = dt.Dim(3, name="f")
     x = dt.Tensor(torch.randn(5, 3), (batch, f))
     out, m = dt.merge_dims(x, dims=(batch, f))
-    assert m.size is None and m.dyn_size is None and out.shape == (15,)
+    assert m.size is None and m.lengths is None and out.shape == (15,)
 
 
 def test_merge_dims_errors():
@@ -100,7 +100,7 @@ def test_replace_dim():
     pb = make_padded_batch((3, 1), extra_time=1)
     out, t2 = dt.replace_dim(pb.x, in_dim=pb.time)
     assert t2 is not pb.time and out.dims == (pb.batch, t2, pb.feature) and out.raw is pb.x.raw
-    assert t2.dyn_size.raw.tolist() == [3, 1]
+    assert t2.lengths.raw.tolist() == [3, 1]
     f2 = dt.Dim(4, name="f2")
     out, o = dt.replace_dim(pb.x, in_dim=pb.feature, out_dim=f2)
     assert o is f2 and out.dims == (pb.batch, pb.time, f2) and out.feature_dim is f2
@@ -131,7 +131,7 @@ def test_merge_dims_fast_path_matches_the_python_definition():
 # --- dynamic dims: merge_dims / split_dims ------------------------------------------------------------
 
 def lengths_of(dim):
-    return dim.dyn_size.raw.tolist()
+    return dim.lengths.raw.tolist()
 
 
 def check_each_sequence(fn, pb, out_axis_of):
@@ -197,10 +197,10 @@ def test_merge_dims_dynamic_property(lengths, feature, extra):
 def test_merge_dims_with_the_batch_dim_keeps_padding_frames():
     pb = make_padded_batch((3, 1), feature=2)
     out, m = dt.merge_dims(pb.x, dims=(pb.batch, pb.time))
-    assert m.dyn_size is None and m.size is None and m.name == "batch*time" and out.dims == (m, pb.feature)
+    assert m.lengths is None and m.size is None and m.name == "batch*time" and out.dims == (m, pb.feature)
     torch.testing.assert_close(out.raw, pb.x.raw.reshape(6, 2), equal_nan=True)
     out, m = dt.merge_dims(pb.x, dims=(pb.time, pb.batch, pb.feature))
-    assert m.dyn_size is None and out.dims == (m,)
+    assert m.lengths is None and out.dims == (m,)
     torch.testing.assert_close(out.raw, pb.x.raw.permute(1, 0, 2).reshape(12), equal_nan=True)
     static = dt.Dim(6, name="bt")
     assert dt.merge_dims(pb.x, dims=(pb.batch, pb.time), out_dim=static)[1] is static
@@ -274,7 +274,7 @@ def test_split_dims_dynamic_errors():
         dt.split_dims(pb.x, axis=pb.time, dims=(dt.ceildiv(pb.time, 2), k), pad_to_multiples=False)
     with pytest.raises(ValueError, match=r"the dynamic part of dims must be time // 2 \(or dt\.ceildiv\(time, 2\) to "
                                          r"pad\) by dim math, got 'other'\[batch\]"):
-        dt.split_dims(pb.x, axis=pb.time, dims=(dt.Dim(pb.time.dyn_size, name="other"), k))
+        dt.split_dims(pb.x, axis=pb.time, dims=(dt.Dim(pb.time.lengths, name="other"), k))
     with pytest.raises(ValueError, match=r"dimtorch\.split_dims\(\): splitting the dynamic dim 'time'\[batch\] needs "
                                          r"dims whose first entry is the dynamic part"):
         dt.split_dims(pb.x, axis=pb.time, dims=(k, pb.time // 2))

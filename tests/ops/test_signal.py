@@ -53,7 +53,7 @@ def test_stft_against_positional(step, frame, fft, use_frame, left, even, pad):
                                     window_use_frame_length=use_frame, align_window_left=left,
                                     window_enforce_even=even)
         assert y.dims == (batch, freq, out_time) and freq.size == fft // 2 + 1 and y.feature_dim is freq
-        assert out_time.dyn_size.raw.tolist() == out_lengths
+        assert out_time.lengths.raw.tolist() == out_lengths
         return y
 
     y = run(x)
@@ -79,7 +79,7 @@ def test_stft_other_layouts_and_short_inputs():
     torch.testing.assert_close(y.raw[:, 1], -ref.raw)
     # every sequence shorter than a window: no frames
     y, out_time, _ = dt.stft(x, in_spatial_dim=time, frame_step=2, frame_length=16)
-    assert out_time.dyn_size.raw.tolist() == [0, 0] and y.raw.shape[-1] == 0
+    assert out_time.lengths.raw.tolist() == [0, 0] and y.raw.shape[-1] == 0
     static = dt.Dim(10, name="static")
     signal = torch.randn(10)
     y, out_time, _ = dt.stft(dt.Tensor(signal, (static,)), in_spatial_dim=static, frame_step=3, frame_length=4)

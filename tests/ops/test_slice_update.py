@@ -44,7 +44,7 @@ def test_expand_make_non_empty():
     assert dt.expand_make_non_empty(x, axis=t) == (x, t)
     e = dt.Dim(dt.Tensor(torch.tensor([0, 0]), (b,)), name="e")
     y, out = dt.expand_make_non_empty(dt.Tensor(torch.zeros(2, 0, 3), (b, e, f)), axis=e)
-    assert y.dims == (b, out, f) and y.raw.shape == (2, 1, 3) and out.dyn_size.raw.tolist() == [1, 1]
+    assert y.dims == (b, out, f) and y.raw.shape == (2, 1, 3) and out.lengths.raw.tolist() == [1, 1]
     empty = dt.Dim(0, name="empty")
     z, one = dt.expand_make_non_empty(dt.Tensor(torch.zeros(0), (empty,)), axis=empty)
     assert one.size == 1 and z.raw.tolist() == [0.0]

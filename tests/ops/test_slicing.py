@@ -39,7 +39,7 @@ def test_slice_dynamic(start, end, step):
         return len(range(start, max(e, start), step))
 
     expected = [hand(n) for n in lengths]
-    assert d.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, d, pb.feature)
+    assert d.lengths.raw.tolist() == expected and y.dims == (pb.batch, d, pb.feature)
     assert y.raw.shape[1] == max(expected)
     if end is None or end < 0:
         assert d is dt.slice(pb.x, axis=pb.time, start=start, end=end, step=step)[1]  # dim math: cached
@@ -162,11 +162,11 @@ def test_slice_fast_path_markers():
     pb = make_padded_batch([4, 2], feature=3)
     x = dt.Tensor(pb.x.raw, pb.x.dims, feature_dim=pb.time)
     y, d = dt.slice(x, axis=pb.time, start=1)
-    assert y.feature_dim is None and d.dyn_size.raw.tolist() == [3, 1] and y.raw.shape == (2, 3, 3)
+    assert y.feature_dim is None and d.lengths.raw.tolist() == [3, 1] and y.raw.shape == (2, 3, 3)
     y0, d0 = dt.slice(x, axis=pb.time, start=0)
     assert d0 is pb.time and y0.feature_dim is pb.time
     y9, d9 = dt.slice(x, axis=pb.time, start=9)
-    assert d9.dyn_size.raw.tolist() == [0, 0] and y9.raw.shape == (2, 0, 3)
+    assert d9.lengths.raw.tolist() == [0, 0] and y9.raw.shape == (2, 0, 3)
     with pytest.raises(TypeError, match=r"dimtorch\.slice\(\): x must be a dimtorch\.Tensor, got Tensor"):
         dt.slice(pb.x.raw, axis=pb.time, start=1)
 
@@ -215,7 +215,7 @@ def test_slice_start_tensor_per_sequence(step, pad):
     start = dt.Tensor(torch.tensor(starts, dtype=torch.int32), (pb.batch,))
     y, d = dt.slice(pb.x, axis=pb.time, start=start, step=step)
     expected = [max(0, -(-(n - s) // step)) for n, s in zip(lengths, starts)]
-    assert d.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, d, pb.feature)
+    assert d.lengths.raw.tolist() == expected and y.dims == (pb.batch, d, pb.feature)
 
     def oracle(r):
         rows = []
@@ -231,7 +231,7 @@ def test_slice_start_tensor_per_sequence(step, pad):
         t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
         alone, d1 = dt.slice(dt.Tensor(pb.x.raw[b:b + 1, :n], (b1, t1, pb.feature)), axis=t1,
                              start=dt.Tensor(torch.tensor([s]), (b1,)), step=step)
-        assert d1.dyn_size.raw.tolist() == [expected[b]]
+        assert d1.lengths.raw.tolist() == [expected[b]]
         torch.testing.assert_close(alone.raw[0, :expected[b]], y.raw[b, :expected[b]])
 
 
@@ -248,9 +248,9 @@ def test_slice_start_tensor_with_size_clips_to_each_sequence():
     expected = torch.stack([pb.x.raw[b, frames[b]] for b in range(3)])
     torch.testing.assert_close(y.raw, expected)
     y, d = dt.slice(pb.x, axis=pb.time, start=start, end=dt.Tensor(torch.tensor([4, 3, 1]), (pb.batch,)))
-    assert d.dyn_size.raw.tolist() == [3, 1, 1]
+    assert d.lengths.raw.tolist() == [3, 1, 1]
     y, d = dt.slice(pb.x, axis=pb.time, start=dt.Tensor(torch.tensor(1), ()), end=-1)
-    assert d.dyn_size.raw.tolist() == [4, 1, 0]
+    assert d.lengths.raw.tolist() == [4, 1, 0]
     torch.testing.assert_close(y.raw[0, :4], pb.x.raw[0, 1:5])
 
 
@@ -265,7 +265,7 @@ def test_slice_size_and_out_dim():
     assert d is w and y.dims == (pb.batch, w, pb.feature)
     check_against_torch(lambda t: dt.slice(t, axis=pb.time, start=1, size=w)[0], lambda r: r[:, 1:5], [pb.x])
     y, d = dt.slice(pb.x, axis=pb.time, start=1, size=dt.Tensor(torch.tensor([4, 2, 0]), (pb.batch,)))
-    assert d.dyn_size.raw.tolist() == [4, 2, 0]
+    assert d.lengths.raw.tolist() == [4, 2, 0]
     # out_dim: the result's dim, after checking its sizes
     out = dt.Dim(dt.Tensor(torch.tensor([5, 2, 0]), (pb.batch,)), name="given")
     y, d = dt.slice(pb.x, axis=pb.time, start=1, out_dim=out)
@@ -324,7 +324,7 @@ def test_slice_end_tensor_per_sequence(pad):
     pb = make_padded_batch((5, 3, 2), pad_value=pad)
     end = dt.Tensor(torch.tensor([4, 9, 1]), (pb.batch,))
     out, dim = dt.slice(pb.x, axis=pb.time, start=1, end=end)
-    assert dim.dyn_size.raw.tolist() == [3, 2, 0] and out.dims == (pb.batch, dim, pb.feature)
+    assert dim.lengths.raw.tolist() == [3, 2, 0] and out.dims == (pb.batch, dim, pb.feature)
 
     def oracle(x):
         y = torch.zeros(3, 3, x.shape[2], dtype=x.dtype)
@@ -337,6 +337,6 @@ def test_slice_end_tensor_per_sequence(pad):
         t1 = dt.Dim(dt.Tensor(torch.tensor([n]), (b1,)), name="t1")
         one, d1 = dt.slice(dt.Tensor(pb.x.raw[b:b + 1, :n], (b1, t1, pb.feature)), axis=t1, start=1,
                            end=dt.Tensor(torch.tensor([e]), (b1,)))
-        k = d1.dyn_size.raw.item()
+        k = d1.lengths.raw.item()
         torch.testing.assert_close(one.raw[0, :k], out.raw[b, :k])
     assert dt.slice(pb.x, axis=pb.time, start=None, step=None)[1] is pb.time

@@ -32,7 +32,7 @@ def test_top_k_dynamic_axis_never_selects_padding():
     lengths = [5, 3, 1]
     pb = make_padded_batch(lengths, feature=2, pad_value=1e30, extra_time=1)
     values, idx, k_dim = dt.top_k(pb.x, axis=pb.time, k=3)
-    assert k_dim.dyn_size.raw.tolist() == [3, 3, 1] and values.dims == (pb.batch, k_dim, pb.feature)
+    assert k_dim.lengths.raw.tolist() == [3, 3, 1] and values.dims == (pb.batch, k_dim, pb.feature)
     assert idx.sparse_dim is pb.time
     kl = [3, 3, 1]
     check_against_torch(lambda t: dt.top_k(t, axis=pb.time, k=3)[:2],

@@ -87,7 +87,7 @@ def test_transposed_conv1d(k, s, dl, padding, op, r, groups):
                                   groups=groups, bias=bt)
 
     y, (ot,) = call(pb.x, w, bias)
-    assert ot.dyn_size.raw.tolist() == expected and y.dims == (pb.batch, out_dim, ot)
+    assert ot.lengths.raw.tolist() == expected and y.dims == (pb.batch, out_dim, ot)
     assert y.raw.shape[2] == max(expected)
     check_against_torch(
         lambda t, wt, bt: call(t, wt, bt)[0],
@@ -109,7 +109,7 @@ def test_transposed_conv1d_filter_gradient_ignores_padding():
     leaf = torch.randn(2, 3, 3, requires_grad=True)
     y, (ot,) = dt.transposed_conv(pb.x, dt.Tensor(leaf, (pb.feature, out_dim, kd)), in_dim=pb.feature,
                                   out_dim=out_dim, in_spatial_dims=[pb.time], filter_size=[kd], strides=2)
-    valid = torch.arange(y.raw.shape[2]) < ot.dyn_size.raw[:, None]
+    valid = torch.arange(y.raw.shape[2]) < ot.lengths.raw[:, None]
     torch.where(valid[:, None, :], y.raw, 0).sum().backward()
     assert torch.isfinite(leaf.grad).all()
 
@@ -120,7 +120,7 @@ def test_transposed_conv1d_strides_default_to_filter_size():
     w = dt.Tensor(torch.randn(2, 2, 2), (pb.feature, out_dim, kd))
     y, (ot,) = dt.transposed_conv(pb.x, w, in_dim=pb.feature, out_dim=out_dim, in_spatial_dims=[pb.time],
                                   filter_size=[kd])
-    assert ot is pb.time * 2 and ot.dyn_size.raw.tolist() == [6, 2]
+    assert ot is pb.time * 2 and ot.lengths.raw.tolist() == [6, 2]
     torch.testing.assert_close(y.raw[:1], F.conv_transpose1d(pb.x.raw[:1].transpose(1, 2), w.raw, stride=2))
 
 
@@ -147,7 +147,7 @@ def test_transposed_conv2d_dynamic_time_static_freq(padding, op):
 
     y, (ot, of) = call(x, w, bias)
     expected = [out_len(n, 3, 2, 1, padding, ops[0], 0) for n in lengths]
-    assert ot.dyn_size.raw.tolist() == expected and of.size == out_len(5, 2, 2, 2, padding, ops[1], 1)
+    assert ot.lengths.raw.tolist() == expected and of.size == out_len(5, 2, 2, 2, padding, ops[1], 1)
     assert y.dims == (batch, out_dim, ot, of)
 
     def oracle(r_, wr, br):
@@ -180,7 +180,7 @@ def test_transposed_conv1d_all_sequences_empty_give_the_bias():
     bias = dt.Tensor(torch.tensor([1.0, -2.0]), (out_dim,))
     y, (ot,) = dt.transposed_conv(pb.x, dt.Tensor(torch.randn(2, 2, 5), (pb.feature, out_dim, kd)), in_dim=pb.feature,
                                   out_dim=out_dim, in_spatial_dims=[pb.time], filter_size=[kd], strides=2, bias=bias)
-    assert ot.dyn_size.raw.tolist() == [3, 3]
+    assert ot.lengths.raw.tolist() == [3, 3]
     torch.testing.assert_close(y.raw, bias.raw.view(1, 2, 1).expand(2, 2, 3))
 
 
@@ -202,7 +202,7 @@ def test_transposed_conv1d_lengths_and_batch_independence_fuzzed(lengths, k, s, 
 
     y, ot = call(pb.x, pb.batch, pb.time)
     expected = [out_len(n, k, s, dl, padding, op, r) for n in lengths]
-    assert ot.dyn_size.raw.tolist() == expected and y.raw.shape[2] == max(expected)
+    assert ot.lengths.raw.tolist() == expected and y.raw.shape[2] == max(expected)
     check_lone_sequences(call, pb.x, pb.batch, pb.time, lengths)
 
 

@@ -57,7 +57,7 @@ def test_window_against_each_sequence_alone(size, left, right, stride, padding, 
     else:
         l_ = r_ = 0
         out_lengths = [ceildiv(max(0, n - size + 1), stride) for n in LENGTHS]
-    assert ot.dyn_size.raw.tolist() == out_lengths and y.raw.shape[1] == max(out_lengths)
+    assert ot.lengths.raw.tolist() == out_lengths and y.raw.shape[1] == max(out_lengths)
     check_against_torch(lambda t: dt.window(t, spatial_dim=pb.time, **kw)[0],
                         lambda r: oracle(r, LENGTHS, size, l_, r_, stride, 0.0 if pad_value is None else pad_value,
                                          out_lengths), [pb.x])

@@ -36,13 +36,18 @@ def _same(a, b, pool_ids) -> bool:
             return True
         # Padding may differ: zeroed where the tensor has the dims a dim's lengths are over (a tensor
         # over time alone, as ones(time) makes, has padding frames no mask of it can name).
-        masked = [d for d in a.dims if d.is_dynamic() and all(x in a.dims for x in d.dyn_size.dims)]
+        masked = [d for d in a.dims if d.is_dynamic() and all(x in a.dims for x in d.lengths.dims)]
         va, vb = a.copy_masked(0, dims=masked).raw, b.copy_masked(0, dims=masked).raw
         return torch.equal(va, vb) if va.dtype == torch.bool else torch.equal(va.nan_to_num(), vb.nan_to_num())
     if isinstance(a, dt.Dim) and isinstance(b, dt.Dim):
         return a is b or (id(a) not in pool_ids and id(b) not in pool_ids and a.size == b.size)
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         return type(a) is type(b) and len(a) == len(b) and all(_same(x, y, pool_ids) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):  # (Tensor.raw_aligned: a raw)
+        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+            return False
+        return a.device.type == "meta" or torch.equal(a, b) if a.dtype == torch.bool else (
+            a.device.type == "meta" or torch.equal(a.nan_to_num(), b.nan_to_num()))
     if isinstance(a, float) and math.isnan(a):
         return isinstance(b, float) and math.isnan(b)
     return type(a) is type(b) and a == b

@@ -42,7 +42,7 @@ def _ops(bd, b, c, d, t_only):
         lambda: x.copy_transpose((bd.time, bd.feature, bd.batch)), lambda: x.copy(),
         lambda: x.remaining_dims(bd.time), lambda: x.get_axis(bd.time), lambda: x.shape,
         lambda: x.dims, lambda: x.dtype, lambda: repr(x), lambda: repr(bd.time),
-        lambda: bd.time.get_max_size(), lambda: bd.time.dyn_size, lambda: hash(x),
+        lambda: bd.time.get_max_size(), lambda: bd.time.lengths, lambda: hash(x),
         lambda: dt.Tensor(x.raw, x.dims, feature_dim=bd.feature, name="n"),
     ]
 
@@ -76,7 +76,7 @@ def _refcounts(objs):
 def _watched(bd, b, c, d, t_only):
     tensors = [bd.x, b, c, d, t_only]
     return tensors + [t.raw for t in tensors] + [t.dims for t in tensors] + [bd.batch, bd.time, bd.feature,
-                                                                          bd.time.dyn_size]
+                                                                          bd.time.lengths]
 
 
 def test_input_refcounts_unchanged_by_ops():

@@ -114,9 +114,9 @@ def test_a_derived_dim_outlives_its_operand():
     time_ref = weakref.ref(time)
     del time
     assert time_ref() is None
-    assert longer.derivation is None and longer.dyn_size.raw.tolist() == [7, 5] and longer.get_max_size() == 7
-    assert merged.dyn_size.raw.tolist() == [3, 2]
-    assert (longer + 1).dyn_size.raw.tolist() == [8, 6]  # dim math on it still works
+    assert longer.derivation is None and longer.lengths.raw.tolist() == [7, 5] and longer.get_max_size() == 7
+    assert merged.lengths.raw.tolist() == [3, 2]
+    assert (longer + 1).lengths.raw.tolist() == [8, 6]  # dim math on it still works
     m = longer.get_mask()
     assert m.raw.tolist() == [[True] * 7, [True] * 5 + [False] * 2]
 
@@ -131,7 +131,7 @@ def test_concat_dims_hold_their_second_operand_weakly():
     b_ref = weakref.ref(b)
     del b, ba
     assert b_ref() is None
-    assert ab.derivation is None and ab.dyn_size.raw.tolist() == [4, 2]
+    assert ab.derivation is None and ab.lengths.raw.tolist() == [4, 2]
 
 
 def _rebinding_step(extern, time, feature, model: _Model, i: int) -> None:

@@ -41,7 +41,7 @@ class Model(dt.nn.Module):
     def forward(self, x: dt.Tensor, batch: dt.Dim, time: dt.Dim) -> dict:
         h, t = self.encoder(x, in_spatial_dim=time)
         logits = self.norm(self.output(h))
-        out = {"logits": logits.raw_aligned((batch, t, self.vocab)), "lengths": t.dyn_size.raw_aligned((batch,))}
+        out = {"logits": logits.raw_aligned((batch, t, self.vocab)), "lengths": t.lengths.raw_aligned((batch,))}
         p = dt.softmax(logits, axis=t)
         out["masked_mean"] = dt.reduce_mean(p * logits, axis=t).raw_aligned((batch, self.vocab))
         y, (t2,) = dt.pad(x, axes=time, padding=(1, 2), value=0.0)
@@ -184,7 +184,7 @@ def test_threads_deriving_the_same_dims_get_one_object(tiny_switch_interval):
     for j, t in enumerate(bases):
         first, mask0 = results[0][j]
         assert first[0] is t + 1 and first[1] is dt.ceildiv(t, 2) and first[3] is t + t and first[4].size == 6
-        assert first[0].dyn_size.raw.tolist() == (lengths + j + 1).tolist()
+        assert first[0].lengths.raw.tolist() == (lengths + j + 1).tolist()
         for k in range(1, N_THREADS):
             derived, mask = results[k][j]
             assert all(a is b for a, b in zip(derived, first)), (j, k)

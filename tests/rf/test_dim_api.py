@@ -51,10 +51,15 @@ def test_returnn_constructor_options():
         Dim(Tensor("t", [batch_dim], dtype="int32"), kind=Dim.Types.Batch)
 
 
-def test_declared_lengths_template_refuses_assignment_in_place():
+def test_declared_lengths_template_binds_by_assignment_in_place():
     time = Dim(Tensor("time", [batch_dim], dtype="int32"))
+    template = time.dyn_size_ext
+    template.raw_tensor = torch.tensor([3, 2], dtype=torch.int32)  # RETURNN's in-place binding
+    assert template.raw_tensor is None and template._frozen  # the declaration stays a template
+    assert time.lengths.raw.tolist() == [3, 2] and time.lengths.dims == (batch_dim,) and time.get_max_size() == 3
     with pytest.raises(AttributeError, match=r"raw_tensor = \.\.\.: this Tensor is frozen.*dim\.dyn_size_ext = Tensor"):
-        time.dyn_size_ext.raw_tensor = torch.tensor([3, 2], dtype=torch.int32)
+        time.lengths.raw_tensor = torch.tensor([1, 1], dtype=torch.int32)  # bound lengths: rebind instead
+    time.reset_eager()
 
 
 def test_sizes_of_static_dynamic_and_batch_dims():
@@ -94,7 +99,7 @@ def test_copy_copy_from_declare_same_as():
     b = make_padded_batch(lengths=(3, 1))
     assert b.time.copy() is b.time  # the same dim (dimtorch's dims are identities)
     other = b.time.copy(same_as_self=False, description="time2")
-    assert other is not b.time and other.name == "time2" and other.dyn_size.raw.tolist() == [3, 1]
+    assert other is not b.time and other.name == "time2" and other.lengths.raw.tolist() == [3, 1]
     twice = b.feature.copy(match_priority=1)  # RETURNN's way to have a dim twice (a square matrix)
     assert twice is not b.feature and twice.size == 4
     w = dt.Tensor(torch.randn(4, 4), (twice, b.feature))
@@ -103,12 +108,12 @@ def test_copy_copy_from_declare_same_as():
         b.time.copy(same_as_self=False)
     c = Dim(None, name="copy")
     c.copy_from(b.time)
-    assert c.dyn_size.raw.tolist() == [3, 1] and c is not b.time
+    assert c.lengths.raw.tolist() == [3, 1] and c is not b.time
     m = c.get_mask()
     assert m.dims == (b.batch, c) and m is not b.time.get_mask()
     o = Dim(None, name="out")
     o.declare_same_as(b.time)
-    assert o.same_as is b.time and o.dyn_size.raw.tolist() == [3, 1]
+    assert o.same_as is b.time and o.lengths.raw.tolist() == [3, 1]
     s = Dim(4, name="s")
     s.declare_same_as(b.feature)  # static: the sizes agree
     with pytest.raises(ValueError, match=r"copy_from\(\): dim 'f3'\(3\) cannot take the size of 'feature'\(4\)"):
@@ -127,8 +132,8 @@ def test_dim_math_of_returnn():
     b = make_padded_batch(lengths=(5, 2))
     assert b.time * Dim(2, name="two") is b.time * 2 and Dim(2, name="two2") * b.time is b.time * 2
     half = b.time.ceildiv_right(2)
-    assert half is dt.ceildiv(b.time, 2) and half.dyn_size.raw.tolist() == [3, 1]
-    assert b.time.ceildiv_left(2) is half and b.time.div_right(2).dyn_size.raw.tolist() == [2, 1]
+    assert half is dt.ceildiv(b.time, 2) and half.lengths.raw.tolist() == [3, 1]
+    assert b.time.ceildiv_left(2) is half and b.time.div_right(2).lengths.raw.tolist() == [2, 1]
     with pytest.raises(ValueError, match="a product of dims needs one of them static"):
         b.time * Dim(None, name="other")
     merged, _ = dt.merge_dims(dt.Tensor(torch.zeros(4, 8), (heads, k)), dims=(heads, k))

@@ -54,7 +54,7 @@ def test_rebound_dims_against_positional_torch(pad):
         mean = dt.reduce_mean(x, axis=time).raw
         soft = dt.softmax(x, axis=time).copy_masked(0.0).raw
         y, (out,) = dt.pad(x, axes=time, padding=(1, 2))
-        assert out is padded_time and out.dyn_size.raw.tolist() == [n + 3 for n in lengths]
+        assert out is padded_time and out.lengths.raw.tolist() == [n + 3 for n in lengths]
         total = dt.reduce_sum(y, axis=out).raw
         for b, n in enumerate(lengths):
             seq = raw[b, :n]
@@ -101,13 +101,13 @@ def _ops(x: Tensor, kv: Tensor, batch, time, kv_time, feature, m) -> list:
 
 def _zero_padding(t: Tensor) -> Tensor:
     """t with the padding of its dynamic dims zeroed (those whose lengths' dims t has)."""
-    dims = [d for d in t.dims if d.is_dynamic() and all(b in t.dims for b in d.dyn_size.dims)]
+    dims = [d for d in t.dims if d.is_dynamic() and all(b in t.dims for b in d.lengths.dims)]
     return t.copy_masked(0, dims=dims) if dims else t
 
 
 def _shape_of(t: Tensor) -> list:
     """Each dim by what it is: a static size, or the lengths of a dynamic one."""
-    return [d.size if d.size is not None else d.dyn_size.raw.tolist() if d.is_dynamic() else None for d in t.dims]
+    return [d.size if d.size is not None else d.lengths.raw.tolist() if d.is_dynamic() else None for d in t.dims]
 
 
 def test_every_cache_follows_rebinding():
@@ -144,14 +144,14 @@ def test_derived_dims_keep_their_identity_and_follow():
         concat_a, concat_b = other + time, time + other  # A + T: owned by `other`'s cache, reached from T
         for name, d in derived.items():
             assert d is eval_again(name, time)
-            assert d.dyn_size.raw.tolist() == [formulas[name](n) for n in lengths], name
+            assert d.lengths.raw.tolist() == [formulas[name](n) for n in lengths], name
             assert d.get_max_size() == max(formulas[name](n) for n in lengths)
             assert d.get_mask().raw.shape == (len(lengths), d.get_max_size())
-        assert concat_a.dyn_size.raw.tolist() == [a + b for a, b in zip(other_lengths, lengths)]
-        assert concat_b.dyn_size.raw.tolist() == concat_a.dyn_size.raw.tolist()
+        assert concat_a.lengths.raw.tolist() == [a + b for a, b in zip(other_lengths, lengths)]
+        assert concat_b.lengths.raw.tolist() == concat_a.lengths.raw.tolist()
     a_plus_t = other + time
     time.dyn_size_ext = Tensor("time", [batch_dim], dtype="int32", raw_tensor=_lengths((1, 1, 1)))
-    assert a_plus_t.dyn_size.raw.tolist() == [2, 3, 4]  # rebinding B reaches A + B
+    assert a_plus_t.lengths.raw.tolist() == [2, 3, 4]  # rebinding B reaches A + B
 
 
 def eval_again(name, time):
@@ -163,16 +163,16 @@ def test_unbinding_and_templates():
     time = Dim(Tensor("time", [batch_dim], dtype="int32"))
     t1 = time + 1
     _bind(time, (3, 1))
-    assert time.is_dynamic() and t1.dyn_size.raw.tolist() == [4, 2]
+    assert time.is_dynamic() and t1.lengths.raw.tolist() == [4, 2]
     lengths = time.dyn_size_ext
     assert lengths._frozen and lengths.raw_tensor.dtype == torch.int32
     time.reset_eager()  # unbound: the size comes from data; the declaration stays
-    assert not time.is_dynamic() and time.dyn_size is None and t1.dyn_size is None and not t1.is_dynamic()
+    assert not time.is_dynamic() and time.lengths is None and t1.lengths is None and not t1.is_dynamic()
     assert time.dyn_size_ext.raw_tensor is None and time.dyn_size_ext.dims == (batch_dim,)
     x = Tensor("x", [batch_dim, time], dtype="float32", raw_tensor=torch.zeros(2, 9))  # any size, as Dim(None)
     assert x.shape == (2, 9)
     _bind(time, (2, 5))
-    assert t1.dyn_size.raw.tolist() == [3, 6]
+    assert t1.lengths.raw.tolist() == [3, 6]
     time.dyn_size_ext = None  # forgets the declaration too
     assert time.dyn_size_ext is None
     time.dyn_size_ext = Tensor("time", [batch_dim], dtype="int32")  # declares it again
@@ -200,7 +200,7 @@ def test_binding_errors_name_the_call():
         time.dyn_size_ext = Tensor("l", [f], dtype="int32", raw_tensor=_lengths((1, 2, 3)))
     with pytest.raises(TypeError, match=call + "expected a dimtorch.Tensor or None, got list"):
         time.dyn_size_ext = [1, 2]
-    assert time.dyn_size is None  # every refusal left it unbound
+    assert time.lengths is None  # every refusal left it unbound
     _bind(time, (4, 2))
     with pytest.raises(ValueError, match=r"dim 'time'\[batch\] has max length 4 but raw axis 1 has only size 3"):
         Tensor("x", [batch_dim, time], dtype="float32", raw_tensor=torch.zeros(2, 3))  # a stale (shorter) raw
@@ -243,13 +243,13 @@ def test_tensor_dict_filled_per_batch_returnns_way():
                                              "classes": labels, "classes:size1": _lengths(out_lengths)})
         data, classes = extern["data"], extern["classes"]
         assert data.raw is raw and classes.sparse_dim is vocab and batch_dim.get_dim_value() == len(lengths)
-        assert time.dyn_size.raw.tolist() == list(lengths) and out_time.dyn_size.dims == (batch_dim,)
-        assert out_time.dyn_size.raw.tolist() == list(out_lengths)
+        assert time.lengths.raw.tolist() == list(lengths) and out_time.lengths.dims == (batch_dim,)
+        assert out_time.lengths.raw.tolist() == list(out_lengths)
         back = extern.as_raw_tensor_dict(include_const_sizes=True)
         assert back["data"] is raw and back["data:size1"].tolist() == list(lengths) and back["data:size2"] == 3
         assert int(back["data:size0"]) == len(lengths) and back["classes:size1"].tolist() == list(out_lengths)
         extern.reset_content()
-        assert data.raw_tensor is None and time.dyn_size is None and batch_dim.dyn_size_ext is None
+        assert data.raw_tensor is None and time.lengths is None and batch_dim.dyn_size_ext is None
     tpl = extern.copy_template()
     assert tpl["data"].raw_tensor is None and tpl["data"] is not extern["data"]
     with pytest.raises(KeyError, match="'data:size1' .* is not in the raw dict"):
@@ -263,7 +263,7 @@ def test_tensor_dict_assign_padded():
         raw = _padded(lengths, 3, PAD_LARGE, seed=1)
         extern.assign_padded_({"data": raw}, lengths={time: torch.tensor(lengths)})  # batch: the raw's size
         x = extern["data"]
-        assert batch_dim.get_dim_value() == len(lengths) and time.dyn_size.dims == (batch_dim,)
+        assert batch_dim.get_dim_value() == len(lengths) and time.lengths.dims == (batch_dim,)
         torch.testing.assert_close(dt.reduce_sum(x, axis=time).raw,
                                    torch.stack([raw[b, :n].sum(0) for b, n in enumerate(lengths)]))
     extern.assign_padded_({"data": torch.zeros(2, 3, 3)}, lengths={time: torch.tensor([3, 1]), batch_dim: 2})
@@ -307,7 +307,7 @@ def test_fill_random_binds_and_fills():
     extern = TensorDict({"data": Tensor("data", [batch_dim, time, feature], dtype="float32"),
                          "labels": Tensor("labels", [batch_dim, time], dtype="int32", sparse_dim=vocab)})
     tensor_dict_fill_random_numpy_(extern, dyn_dim_max_sizes={time: 7}, dyn_dim_min_sizes={time: 1})
-    lengths = time.dyn_size.raw
+    lengths = time.lengths.raw
     assert batch_dim.get_dim_value() >= 2 and lengths.dtype == torch.int32 and int(lengths.max()) == 7
     assert int(lengths.min()) >= 1 and extern["data"].shape == (batch_dim.get_dim_value(), 7, 3)
     labels = extern["labels"].raw

@@ -245,4 +245,4 @@ def test_calc_conv_out_lengths_agree_with_returnn_frontend(rf):
     time = dt.Dim(dt.Tensor(torch.tensor([5, 2]), (dt.Dim(None, name="b"),)), name="t")
     out = dtrf.calc_conv_out_length(time, filter_size=3, stride=2, padding="same")
     assert out is dt.make_conv_out_spatial_dims([time], filter_size=3, padding="same", strides=2)[0]
-    assert out.dyn_size.raw.tolist() == [3, 1]
+    assert out.lengths.raw.tolist() == [3, 1]

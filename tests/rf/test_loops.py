@@ -60,7 +60,7 @@ def test_scan_with_cond_makes_lengths(rf):
     rys, (ri, racc), rnew = rf.scan(cond=lambda _, s: s[0] < rlim, cond_dims=[rbatch], body=body,
                                     initial=(rf.zeros([rbatch], dtype="int64"), rf.zeros([rbatch])),
                                     ys=rf.Tensor("y", dims=[rbatch], dtype="float32"))
-    assert new_dim.dyn_size.raw.tolist() == rnew.dyn_size_ext.raw_tensor.tolist() == [3, 1, 4]
+    assert new_dim.lengths.raw.tolist() == rnew.dyn_size_ext.raw_tensor.tolist() == [3, 1, 4]
     torch.testing.assert_close(acc.raw_aligned((batch,)), their_raw(racc, [rbatch]))
     d, r = ys.raw_aligned((new_dim, batch)), their_raw(rys, [rnew, rbatch])
     for b, n in enumerate([3, 1, 4]):

@@ -130,7 +130,7 @@ def test_hooks():
     x = dt.Tensor(torch.randn(2, 3), (b, i))
     seen = []
     h1 = lin.register_forward_hook(lambda m, args, kwargs, result: seen.append((m, args[0])) or None)
-    h2 = drf.setup_post_hook_on_method(lin, "__call__", lambda m, a, k, r: r * 0.0, prepend=False)
+    h2 = drf.hooks.setup_post_hook_on_method(lin, "__call__", lambda m, a, k, r: r * 0.0, prepend=False)
     y = lin(x)
     assert seen and seen[0][0] is lin and seen[0][1] is x and not y.raw.any()
     h2.remove()
@@ -138,7 +138,7 @@ def test_hooks():
     h1.remove()
     assert type(lin) is drf.Linear
     calls = []
-    hm = drf.setup_post_hook_on_method(lin, "extra_repr", lambda m, a, k, r: calls.append(r) or r + "!")
+    hm = drf.hooks.setup_post_hook_on_method(lin, "extra_repr", lambda m, a, k, r: calls.append(r) or r + "!")
     assert lin.extra_repr().endswith("!") and calls
     hm.remove()
     assert not lin.extra_repr().endswith("!")

@@ -87,7 +87,7 @@ def test_conv1d(rf, kernel, strides, groups, padding):
     r = their_raw(ry, [data.rbatch, dims["theirs"], rout])
     d = y.raw_aligned((data.batch, dims["ours"], out)).detach()
     r_lens = dims["theirs"].dyn_size_ext.raw_tensor.tolist()
-    d_lens = dims["ours"].dyn_size.raw.tolist()
+    d_lens = dims["ours"].lengths.raw.tolist()
     assert r_lens == d_lens
     for b, n in enumerate(d_lens):
         torch.testing.assert_close(d[b, :n], r[b, :n].detach(), atol=1e-5, rtol=1e-4)
@@ -107,7 +107,7 @@ def test_conv2d_and_transposed(rf):
     y, (t, fe) = ours(dt.expand_dim(data.x, c), in_spatial_dims=[data.time, data.feat])
     r = their_raw(ry, [data.rbatch, rt, rfe, rout])
     d = y.raw_aligned((data.batch, t, fe, out)).detach()
-    for b, n in enumerate(t.dyn_size.raw.tolist()):
+    for b, n in enumerate(t.lengths.raw.tolist()):
         torch.testing.assert_close(d[b, :n], r[b, :n].detach(), atol=1e-5, rtol=1e-4)
     theirs_t = rf.TransposedConv1d(data.rfeat, rout, 3, padding="valid", strides=2)
     ours_t = drf.TransposedConv1d(data.feat, out, 3, padding="valid", strides=2)
@@ -117,7 +117,7 @@ def test_conv2d_and_transposed(rf):
     y, t = ours_t(data.x, in_spatial_dim=data.time)
     r = their_raw(ry, [data.rbatch, rt, rout])
     d = y.raw_aligned((data.batch, t, out)).detach()
-    for b, n in enumerate(t.dyn_size.raw.tolist()):
+    for b, n in enumerate(t.lengths.raw.tolist()):
         torch.testing.assert_close(d[b, :n], r[b, :n].detach(), atol=1e-5, rtol=1e-4)
 
 

@@ -65,10 +65,10 @@ def test_conformer_conv_subsample(rf):
     ry, rt = theirs(data.rx, in_spatial_dim=data.rtime)
     y, t = ours(data.x, in_spatial_dim=data.time)
     drf.reset_run_ctx()
-    assert t.dyn_size.raw.tolist() == rt.dyn_size_ext.raw_tensor.tolist()
+    assert t.lengths.raw.tolist() == rt.dyn_size_ext.raw_tensor.tolist()
     r = their_raw(ry, [data.rbatch, rt, theirs.out_dim]).detach()
     d = y.raw_aligned((data.batch, t, ours.out_dim))
-    for b, n in enumerate(t.dyn_size.raw.tolist()):
+    for b, n in enumerate(t.lengths.raw.tolist()):
         torch.testing.assert_close(d[b, :n].detach(), r[b, :n], atol=1e-5, rtol=1e-4)
     d.sum().backward()  # NaN input padding reaches no gradient
     for p in ours.parameters():
@@ -130,7 +130,7 @@ def test_conformer_encoder_demo_config(rf):
     assert list(r_coll) == list(d_coll) == ["0", "1"]
     r = their_raw(ry, [data.rbatch, rt, rmodel]).detach()
     d = y.raw_aligned((data.batch, t, model))
-    for b, n in enumerate(t.dyn_size.raw.tolist()):
+    for b, n in enumerate(t.lengths.raw.tolist()):
         torch.testing.assert_close(d[b, :n].detach(), r[b, :n], atol=1e-4, rtol=1e-3)
     # encoder_layer as a config dict (RETURNN's class path): built as dimtorch.rf's layer
     layer = rf.build_dict(ConformerEncoderLayer, ff_dim=rff, num_heads=2, dropout=0.0, att_dropout=0.0)
@@ -174,7 +174,7 @@ def test_conformer_v2_and_frontend(rf):
     drf.reset_run_ctx()
     r = their_raw(ry, [data.rbatch, rt, rmodel]).detach()
     d = y.raw_aligned((data.batch, t, model)).detach()
-    for b, n in enumerate(t.dyn_size.raw.tolist()):
+    for b, n in enumerate(t.lengths.raw.tolist()):
         torch.testing.assert_close(d[b, :n], r[b, :n], atol=1e-4, rtol=1e-3)
 
 

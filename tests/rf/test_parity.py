@@ -399,7 +399,7 @@ def test_scan_with_cond_keeps_returnn_frontends_state_rule(rf):
         for before in (True, False):
             ys, final, new_dim = F.scan(cond=lambda _, s: s < limit, cond_dims=[batch], cond_before_body=before,
                                         initial=zero, ys=template, body=lambda _, s: (s + 1, s + 1))
-            lengths = new_dim.dyn_size_ext.raw_tensor if F is rf else new_dim.dyn_size.raw
+            lengths = new_dim.dyn_size_ext.raw_tensor if F is rf else new_dim.lengths.raw
             raw = final.raw_tensor if F is rf else final.raw
             results[(F is rf, before)] = (lengths.tolist(), raw.tolist())
     for before in (True, False):
@@ -480,7 +480,7 @@ def test_window_valid_on_a_sequence_shorter_than_the_window_differs(rf):
     r, r_out = _window(rf, rf_d, rf_x, padding="valid", stride=2)
     t, t_out = _window(dt, dt_d, dt_x, padding="valid", stride=2)
     assert LENGTHS == (6, 4, 1)
-    assert r_out.dyn_size_ext.raw_tensor.tolist() == [2, 1, 1] and t_out.dyn_size.raw.tolist() == [2, 1, 0]
+    assert r_out.dyn_size_ext.raw_tensor.tolist() == [2, 1, 1] and t_out.lengths.raw.tolist() == [2, 1, 0]
     r_win = next(e for e in r.dims if e.name == "window")
     t_win = t.dims[-1]
     r_raw = r.copy_compatible_to_dims_raw([rf_d.batch, r_out, rf_d.feature, r_win])

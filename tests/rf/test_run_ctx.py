@@ -65,7 +65,7 @@ PROGRAMS = {
 
 
 def _lengths(F, t):
-    return t.dyn_size_ext if hasattr(t, "dyn_size_ext") and not isinstance(t, dt.Dim) else t.dyn_size
+    return t.dyn_size_ext if hasattr(t, "dyn_size_ext") and not isinstance(t, dt.Dim) else t.lengths
 
 
 def _run(F, ctx_mod, x, dims, program):

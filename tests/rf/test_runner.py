@@ -56,7 +56,7 @@ def test_batch_formats():
         bound = runner.bind_batch(ed, batch)
         x = bound["data"]
         assert x.raw.shape == (2, 4) and x.sparse_dim is setup.vocab_dim
-        assert x.dims[1].dyn_size.raw.tolist() == [4, 2]
+        assert x.dims[1].lengths.raw.tolist() == [4, 2]
 
 
 def test_command_line(tmp_path):

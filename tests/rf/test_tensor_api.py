@@ -157,8 +157,8 @@ def test_markers_assigned_on_a_fresh_copy():
 def test_frozen_tensors_refuse_assignment_naming_the_call():
     b = make_padded_batch()
     mask = b.time.get_mask()
-    lengths = b.time.dyn_size
-    for frozen in (mask, lengths, (b.time + 1).dyn_size):
+    lengths = b.time.lengths
+    for frozen in (mask, lengths, (b.time + 1).lengths):
         assert frozen._frozen
         for name, value in (("raw_tensor", frozen.raw), ("raw_tensor", None), ("sparse_dim", b.feature),
                             ("feature_dim", None if frozen.feature_dim is None else frozen.dims[0]),
@@ -285,13 +285,13 @@ def fake_ctx():
 
 def test_mark_as_hands_the_tensor_to_the_run_context(fake_ctx):
     b = make_padded_batch()
-    b.x.mark_as_loss("ce", scale=0.5, as_error=True, use_normalized_loss=True, custom_inv_norm_factor=b.time.dyn_size)
+    b.x.mark_as_loss("ce", scale=0.5, as_error=True, use_normalized_loss=True, custom_inv_norm_factor=b.time.lengths)
     b.x.mark_as_output("out", shape=(b.batch, b.time, b.feature))
     b.time.get_mask().mark_as_default_output(shape=[b.batch, b.time])  # frozen: handing it on is no change
     (kind, t, name, options), out, default = fake_ctx.calls
     assert (kind, name) == ("loss", "ce") and t is b.x
     assert options == dict(scale=0.5, as_error=True, use_normalized_loss=True, use_flatten_frames=True,
-                           custom_inv_norm_factor=b.time.dyn_size)
+                           custom_inv_norm_factor=b.time.lengths)
     assert out == ("output", b.x, "out", (b.batch, b.time, b.feature))
     assert default[0] == "default" and default[2] == [b.batch, b.time]
     with pytest.raises(TypeError, match=r"mark_as_output\(\): name must be a str"):

@@ -38,6 +38,7 @@ def _core_definitions() -> dict:
         "Tensor.__reduce__": _pickle.reduce_tensor,
         "Dim.__init__": _dim.__init__,
         "Dim._rf_new": _rf_dim._rf_new,
+        "Tensor._assign_raw_fallback": _rf_dim.assign_raw_fallback,
         "Dim._mul_dims": _rf_dim._mul_dims,
         "Dim.__reduce__": _pickle.reduce_dim,
         "Dim.get_mask": _mask.get_mask,

@@ -97,7 +97,7 @@ def lengths_positions(dim: Dim, layout: tuple, caller: str, lacks: str) -> list:
     a ValueError naming the call for one that layout lacks ("... which <lacks>"; "{dims}" in lacks stands
     for layout's dims)."""
     pos = []
-    for b in dim.dyn_size.dims:
+    for b in dim.lengths.dims:
         if b not in layout:  # Dim equality is identity
             raise ValueError(f"{caller}: the lengths of {dim_str(dim)} vary over {dim_str(b)}, which "
                              f"{lacks.format(dims=dims_str(layout))}")

@@ -23,7 +23,7 @@ def positions(shape, axis: int, device, dtype=torch.int64) -> torch.Tensor:
 
 def lengths_in(dim: Dim, dims: Sequence[Dim]) -> bool:
     """Whether every dim the lengths of dynamic `dim` vary over is among `dims`."""
-    return all(any(b is d for d in dims) for b in dim.dyn_size.dims)
+    return all(any(b is d for d in dims) for b in dim.lengths.dims)
 
 
 def valid_mask(dims: Sequence[Dim], shape, device, among: Optional[Sequence[Dim]] = None) -> Optional[torch.Tensor]:
@@ -34,7 +34,7 @@ def valid_mask(dims: Sequence[Dim], shape, device, among: Optional[Sequence[Dim]
     dims = tuple(dims)
     mask = None
     for d in dims:
-        if d.dyn_size is None or (among is not None and not any(d is e for e in among)):
+        if d.lengths is None or (among is not None and not any(d is e for e in among)):
             continue
         if not lengths_in(d, dims):
             continue
@@ -55,7 +55,7 @@ def padded_size(dim: Dim, caller: str) -> int:
     has a dim sized from data: an error naming the call."""
     if dim.size is not None:
         return dim.size
-    if dim.dyn_size is None:
+    if dim.lengths is None:
         raise ValueError(f"{caller}: dim {dim_str(dim)} takes its size from data, so a new tensor over it has no "
                          f"size; make it from an existing tensor")
     raise ValueError(f"{caller}: while tracing, dim {dim_str(dim)} has lengths and no tensor over it gives its padded "

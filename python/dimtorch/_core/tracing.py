@@ -55,7 +55,7 @@ def force_in_graph():
 def lengths_raw(dim, dims, device) -> torch.Tensor:
     """The lengths of dynamic `dim` as a raw int tensor on `device`, its axes aligned to `dims` (a
     tuple of Dims holding the lengths' batch dims; size 1 for the other dims of `dims`)."""
-    raw = dim.dyn_size.raw_aligned(tuple(dims))
+    raw = dim.lengths.raw_aligned(tuple(dims))
     return raw if raw.device == device else raw.to(device, non_blocking=True)
 
 

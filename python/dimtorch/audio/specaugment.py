@@ -40,7 +40,7 @@ _MASK, _LENGTHS = 0, 2  # kinds of dimtorch._C._dim_cached_raw (src/core/mask.h)
 
 def _lengths_positions(caller: str, axis: Dim, batch: tuple) -> tuple:
     """Positions in `batch` of the dims axis's lengths vary over (Dim equality is identity)."""
-    lengths_dims = axis.dyn_size.dims
+    lengths_dims = axis.lengths.dims
     if not all(d in batch for d in lengths_dims):
         raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over dims that are not batch dims here "
                          f"({dims_str(lengths_dims)}; batch dims: {dims_str(batch)})")
@@ -50,7 +50,7 @@ def _lengths_positions(caller: str, axis: Dim, batch: tuple) -> tuple:
 def _lengths(caller: str, axis: Dim, batch: tuple, device, traced: bool):
     """The frames of `axis` per sequence: its static size, or its lengths aligned to `batch` (the device copy
     cached on the dim; made in the graph while `traced`)."""
-    if axis.dyn_size is None:
+    if axis.lengths is None:
         return axis.size
     pos = _lengths_positions(caller, axis, batch)
     if traced:
@@ -247,7 +247,7 @@ def specaugment(x: Tensor, *, spatial_dim: Dim, feature_dim: Optional[Dim] = Non
     conds = []
     if factor > 0 and max_consecutive_spatial_dims > 0:
         c = s0 + s1 + 2 * s2
-        if spatial_dim.dyn_size is None:
+        if spatial_dim.lengths is None:
             longest = spatial_dim.size
         elif not _tracing.tracing():
             longest = spatial_dim.get_max_size()  # (kept on the host: no device read)
@@ -256,7 +256,7 @@ def specaugment(x: Tensor, *, spatial_dim: Dim, feature_dim: Optional[Dim] = Non
         else:
             raise NotImplementedError(f"{caller}: num_masks_per_seq=False takes the count range from the longest "
                                       f"sequence, a host value a graph does not have; use num_masks_per_seq=None")
-        if per_seq and spatial_dim.dyn_size is not None:
+        if per_seq and spatial_dim.lengths is not None:
             lengths = spatial_dim.get_size_tensor(x.raw.device)
             lo = Tensor(lengths.raw.clamp(max=s1 + s2), lengths.dims)
             hi = Tensor(torch.minimum((lengths.raw // factor).clamp(min=2) * c, lengths.raw), lengths.dims)

@@ -53,7 +53,7 @@ def _check_x(module: Module, x, in_dim: Dim, axis: Optional[Dim], what: str = "x
 def _valid_frames(axis: Dim, lead: tuple, device) -> Optional[torch.Tensor]:
     """bool raw (*lead, T) (size 1 for lead dims the lengths do not depend on), True on the valid
     frames of `axis`; None when axis has no lengths. The dim's cached mask: no device read."""
-    if axis.dyn_size is None:
+    if axis.lengths is None:
         return None
     order = lead + (axis,)
     mask = axis.get_mask(dims_order=order, device=device)
@@ -63,7 +63,7 @@ def _valid_frames(axis: Dim, lead: tuple, device) -> Optional[torch.Tensor]:
 def _valid_frames_in_graph(axis: Dim, lead: tuple, device, size) -> Optional[torch.Tensor]:
     """While tracing, _valid_frames built in the graph from the lengths, with `size` frames (the
     raw size of axis in the tensor it masks)."""
-    if axis.dyn_size is None:
+    if axis.lengths is None:
         return None
     order = lead + (axis,)
     return _tracing.mask_raw(axis, order, (1,) * len(lead) + (size,), device)

@@ -8,10 +8,9 @@ import torch.nn.functional as F
 
 from .. import _C
 from .._C import Dim, Tensor
-from .._C import dropout as _dropout
+from .._C import dropout as _dropout, merge_dims  # the public op (its C++ fast path)
 from .._core.args import dim_str, dims_str
 from ..ops.conv_args import out_spatial_dim
-from ..ops.shape import merge_dims
 from .attention import RelPosSelfAttention
 from .builders import make_ff, make_norm, make_self_att
 from .conv import Conv1d, Conv2d
@@ -123,7 +122,13 @@ class ConformerConvBlock(Module):
         glu_axis = h.dims.index(self.glu_dim)
         h = Tensor(F.glu(h.raw, dim=glu_axis), h.dims[:glu_axis] + (self.in_dim,) + h.dims[glu_axis + 1:],
                    feature_dim=self.in_dim)
+        dims = h.dims
         h, _ = self.depthwise_conv(h, in_spatial_dim=spatial_dim)  # 'same', stride 1: spatial_dim again
+        # dt.conv gives (..., in_dim, time): back to the input's order (a view), so that the norm, the
+        # Linear and the residual add run on (..., time, in_dim) memory as in hand-written code (~1% of
+        # a small training step, measured).
+        if h.dims != dims:
+            h = h.copy_transpose(dims)
         h = _C.silu(self.norm(h))
         return self.positionwise_conv2(h)
 
@@ -173,7 +178,7 @@ class ConformerEncoderLayer(Module):
     def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
         if type(x) is Tensor and spatial_dim in x.dims:  # (else the submodules' checks name the problem)
             x = narrow_to_longest(x, spatial_dim)
-            if self.zero_padding and spatial_dim.dyn_size is not None:
+            if self.zero_padding and spatial_dim.lengths is not None:
                 x = x.copy_masked(0.0)
         x = 0.5 * self._drop(self.ffn1(self.ffn1_layer_norm(x))) + x
         x = self._drop(self.self_att(self.self_att_layer_norm(x), axis=spatial_dim)) + x
@@ -223,7 +228,7 @@ class ConformerEncoder(Module):
             x, spatial_dim = self.input_layer(x, in_spatial_dim=in_spatial_dim)
         else:
             spatial_dim = in_spatial_dim
-        if not isinstance(self.input_layer, ConformerConvSubsample) and spatial_dim.dyn_size is not None:
+        if not isinstance(self.input_layer, ConformerConvSubsample) and spatial_dim.lengths is not None:
             x = x.copy_masked(0.0)
         x = self.input_projection(x)
         if self.training and self.dropout:

@@ -116,7 +116,7 @@ class ConformerEncoderV2(Module):
             got = dims_str(x.dims) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"dimtorch.nn.ConformerEncoderV2(): x must be a dimtorch.Tensor over spatial_dim "
                              f"{dim_str(spatial_dim) if isinstance(spatial_dim, Dim) else spatial_dim!r}, got {got}")
-        if spatial_dim.dyn_size is not None:
+        if spatial_dim.lengths is not None:
             x = narrow_to_longest(x, spatial_dim).copy_masked(0.0)
         return self.layers(x, spatial_dim=spatial_dim, collected_outputs=collected_outputs)
 

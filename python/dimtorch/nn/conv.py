@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple, Union
 
+from .. import _C
 from .._C import Dim, Tensor
-from ..ops.conv import conv, transposed_conv
+from ..ops.conv import transposed_conv
 from .._core.args import dim_str
 from . import init as _init
 from .linear import check_in_dim
@@ -53,9 +54,9 @@ class _Conv(Module):
     def _conv(self, x: Tensor, in_spatial_dims, out_spatial_dims) -> Tuple[Tensor, tuple]:
         if not isinstance(x, Tensor) or self.in_dim not in x.dims:
             check_in_dim(self, x, self.in_dim)
-        return conv(x, self.weight, in_dim=self.in_dim, out_dim=self.out_dim, in_spatial_dims=in_spatial_dims,
-                    out_spatial_dims=out_spatial_dims, filter_size=self.filter_dims, strides=self.strides, dilation=self.dilation,
-                    padding=self.padding, groups=self.groups, bias=self.bias)
+        return _C.conv(x, self.weight, in_dim=self.in_dim, out_dim=self.out_dim, in_spatial_dims=in_spatial_dims,
+                       out_spatial_dims=out_spatial_dims, filter_size=self.filter_dims, strides=self.strides,
+                       dilation=self.dilation, padding=self.padding, groups=self.groups, bias=self.bias)
 
     def extra_repr(self) -> str:
         return (f"in_dim={dim_str(self.in_dim)}, out_dim={dim_str(self.out_dim)}, "

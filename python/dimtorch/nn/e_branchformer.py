@@ -87,7 +87,7 @@ class FeedForwardConvGated(Module):
 
     def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
         _check_x("FeedForwardConvGated()", x, self.out_dim, spatial_dim)
-        if self.zero_padding and spatial_dim.dyn_size is not None:
+        if self.zero_padding and spatial_dim.lengths is not None:
             x = x.copy_masked(0.0)
         h = self.activation(self.linear_ff(x))
         gate, rest = _split(h, axis=self.gated_dim, out_dims=[self.ff_dim, self.ff_dim])
@@ -202,7 +202,7 @@ class EBranchformerLayer(Module):
     def forward(self, x: Tensor, *, spatial_dim: Dim) -> Tensor:
         _check_x("EBranchformerLayer()", x, self.out_dim, spatial_dim)
         x = narrow_to_longest(x, spatial_dim)
-        if self.zero_padding and spatial_dim.dyn_size is not None:
+        if self.zero_padding and spatial_dim.lengths is not None:
             x = x.copy_masked(0.0)
         out = self.out_dim
         x = 0.5 * _drop(self, self.ffn1(self.ffn1_layer_norm(x)), self.dropout, out) + x

@@ -12,7 +12,7 @@ def narrow_to_longest(x: Tensor, spatial_dim: Dim) -> Tensor:
     are padding); x itself when it has none. Layers whose convolutions return the longest length (dt.conv
     narrows to it) call this first, so that their residual sums see one raw size. While tracing, x is
     kept as it is (the ops keep the raw size there)."""
-    if spatial_dim.dyn_size is None or tracing():
+    if spatial_dim.lengths is None or tracing():
         return x
     a = x.dims.index(spatial_dim)
     n = spatial_dim.get_max_size()

@@ -139,17 +139,19 @@ class _NamedMember:
         if obj is None:
             return self
         name = self.name
-        d = obj.__dict__
-        parametrized = d.get("_dt_parametrized")
-        if parametrized and name in parametrized:
-            return _read_parametrized(obj, name, parametrized[name])
         if dynamo_tracing():  # no cache while Dynamo traces (see Module.__getattr__)
             return obj.__getattr__(name)
+        d = obj.__dict__
         views = d.get("_dt_views")
         if views is not None:
+            # A parametrized name has no cached view (_dt_member keeps none for it), so a hit needs
+            # no parametrization check: that check runs on misses only.
             v = views.get(name)
             if v is not None and d[v[0]].get(name) is v[1]:
                 return v[2]
+        parametrized = d.get("_dt_parametrized")
+        if parametrized and name in parametrized:
+            return _read_parametrized(obj, name, parametrized[name])
         modules = d.get("_modules")
         if modules is not None:
             m = modules.get(name)
@@ -293,8 +295,8 @@ class Module(torch.nn.Module):
                 except ValueError as e:
                     raise ValueError(f"{type(self).__name__}.{name}: the registered tensor of shape "
                                      f"{tuple(raw.shape)} does not fit its dims ({dims_str(dims)}): {e}") from None
-                if not _tracing.tracing():
-                    views[name] = (key, raw, tensor)
+                if name not in d.get("_dt_parametrized", ()) and not _tracing.tracing():
+                    views[name] = (key, raw, tensor)  # (see _NamedMember.__get__: none for a parametrized name)
                 return tensor
         return torch.nn.Module.__getattr__(self, name)
 

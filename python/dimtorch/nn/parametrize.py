@@ -63,6 +63,7 @@ def register_parametrization(module: Module, param_name: str, parametrization: C
         module.add_module(param_name, parametrization)
     module.__dict__.setdefault("_dt_parametrized", {})[param_name] = (
         parametrization if keep_existing_param else None, keep_existing_param)
+    module.__dict__.get("_dt_views", {}).pop(param_name, None)  # reads of the name now miss the view cache
     return module
 
 

@@ -118,7 +118,7 @@ class LSTM(Module):
         weights = self._flat_weights()
         args = (self.with_bias, self.num_layers, self.dropout, self.training, self.bidirectional)
         if spatial_dim.is_dynamic():
-            lengths = spatial_dim.dyn_size
+            lengths = spatial_dim.lengths
             for d in lengths.dims:
                 if not any(d is e for e in batch_dims):
                     raise ValueError(f"{caller}: the lengths of {dim_str(spatial_dim)} are over {dim_str(d)}, "

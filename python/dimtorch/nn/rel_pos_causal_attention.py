@@ -125,7 +125,7 @@ class RelPosCausalSelfAttention(CausalSelfAttention):
             if state is not None and not _is_empty(state):
                 raise ValueError(f"{type(self).__name__}(): a state is only for step-by-step calls (axis=None) or an "
                                  f"empty initial state; got axis {dim_str(axis)} and a state with history")
-            if axis.dyn_size is not None and self.zero_padding:
+            if axis.lengths is not None and self.zero_padding:
                 # x's padding zeroed before the projection (not after, as SelfAttention does): no NaN * 0 in
                 # the attention then, nor in the projection's weight gradient. (A container whose padding is
                 # finite turns zero_padding off.)

@@ -66,7 +66,7 @@ class TransformerEncoderLayer(Module):
         if spatial_dim not in x.dims:
             raise ValueError(f"TransformerEncoderLayer(): x lacks the spatial_dim {dim_str(spatial_dim)} "
                              f"(x dims: {dims_str(x.dims)})")
-        if self.zero_padding and spatial_dim.dyn_size is not None:
+        if self.zero_padding and spatial_dim.lengths is not None:
             x = x.copy_masked(0.0)
         h = self.self_att(self.self_att_layer_norm(x), axis=spatial_dim)
         if isinstance(h, tuple):  # a causal attention's (y, state)
@@ -176,7 +176,7 @@ class TransformerEncoder(Module):
         x = _dropout_in_training(self, x, self.input_dropout)
         if self.input_embedding_proj is not None:
             x = self.input_embedding_proj(x)
-        if spatial_dim.dyn_size is not None:
+        if spatial_dim.lengths is not None:
             x = x.copy_masked(0.0)  # once here; see TransformerEncoderLayer
         for key, layer in self.layers.items():
             x = layer(x, spatial_dim=spatial_dim)

@@ -102,8 +102,8 @@ class ZoneoutLSTM(Module):
             raise ValueError(f"{caller}: x lacks the spatial_dim {dim_str(spatial_dim)} (x dims: {dims_str(x.dims)})")
         batch_dims, batch_shape, n_batch = batch_layout(x, spatial_dim, self.in_dim)
         out = self.out_dim.size
-        if spatial_dim is not None and spatial_dim.dyn_size is not None:
-            for d in spatial_dim.dyn_size.dims:
+        if spatial_dim is not None and spatial_dim.lengths is not None:
+            for d in spatial_dim.lengths.dims:
                 if not any(d is e for e in batch_dims):
                     raise ValueError(f"{caller}: the lengths of {dim_str(spatial_dim)} are over {dim_str(d)}, "
                                      f"which x lacks (x dims: {dims_str(x.dims)})")
@@ -122,7 +122,7 @@ class ZoneoutLSTM(Module):
                     self._state(h, c, batch_dims, batch_shape))
         n_time = z.shape[1]
         valid = None
-        if spatial_dim.dyn_size is not None:
+        if spatial_dim.lengths is not None:
             order = batch_dims + (spatial_dim,)
             if _tracing.tracing():  # the mask in the graph, at the raw's padded size (not the host max)
                 valid = _tracing.mask_raw(spatial_dim, order, [*batch_shape, n_time], raw.device)

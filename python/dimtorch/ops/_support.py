@@ -154,7 +154,7 @@ def axes_arg(x: Tensor, axis, caller: str) -> list:
 
 def has_lengths(d: Dim) -> bool:
     """Whether d has per-sequence lengths (given, or derived by dim math from dims that have)."""
-    return d.dyn_size is not None
+    return d.lengths is not None
 
 
 def masked_by_reduction(x: Tensor, i: int, reduced) -> bool:
@@ -165,12 +165,12 @@ def masked_by_reduction(x: Tensor, i: int, reduced) -> bool:
         return False
     if i in reduced:
         return True
-    return any(index_of(x.dims, b) in reduced for b in d.dyn_size.dims)
+    return any(index_of(x.dims, b) in reduced for b in d.lengths.dims)
 
 
 def check_lengths_dims(d: Dim, dims: tuple, caller: str) -> None:
     """The mask of d over `dims` needs the dims its lengths vary over (src/core/mask.cpp lengths_positions)."""
-    for b in d.dyn_size.dims:
+    for b in d.lengths.dims:
         if index_of(dims, b) < 0:
             among = (d, b, dims)
             raise ValueError(f"{caller}: the lengths of dim {dim_str(d, among)} are over {dim_str(b, among)}, which "

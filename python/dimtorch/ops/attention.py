@@ -84,7 +84,7 @@ def _positions(d: Dim, order: tuple) -> Optional[tuple]:
     """Axes in `order` of d's lengths dims, then of d (src/core/mask.h's layout), or None when order
     lacks a lengths dim (every frame then counts as valid)."""
     pos = []
-    for b in d.dyn_size.dims:
+    for b in d.lengths.dims:
         if not _has(order, b):
             return None
         pos.append(next(i for i, e in enumerate(order) if e is b))
@@ -119,17 +119,17 @@ def _make_plan(caller: str, query: Tensor, keys: Tensor, values: Tensor, key_dim
     # whose gradient (0 * NaN) would reach the keys and values of valid frames.
     q_masks = []
     for d in q_spatial:
-        if d.dyn_size is not None:
+        if d.lengths is not None:
             pos = _positions(d, batch + q_spatial)
             if pos is not None:
                 i = query.dims.index(d)
                 q_masks.append((i, pos, len(batch + q_spatial)))
     plan.q_masks = tuple(q_masks)
     plan.key_mask = None
-    if axis.dyn_size is not None:
+    if axis.lengths is not None:
         pos = _positions(axis, batch + (axis,))
         if pos is None:
-            missing = [d for d in axis.dyn_size.dims if not _has(batch, d)]
+            missing = [d for d in axis.lengths.dims if not _has(batch, d)]
             raise ValueError(f"{caller}: the lengths of axis {dim_str(axis)} vary over ({dims_str(missing)}), "
                              f"which the inputs lack")
         plan.key_mask = pos

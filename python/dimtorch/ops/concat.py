@@ -23,9 +23,9 @@ _dim_cache.on_forget(lambda dim: _INDEX_CACHE.pop(dim, None))  # new lengths bou
 
 def _length_raw(dim: Dim, bdims: tuple) -> torch.Tensor:
     """Host int64 lengths of `dim` laid out over `bdims` (size 1 for dims they do not vary over)."""
-    if dim.dyn_size is None:
+    if dim.lengths is None:
         return torch.full([1] * len(bdims), dim.size, dtype=torch.int64)
-    return dim.dyn_size.raw_aligned(bdims).to(torch.int64)
+    return dim.lengths.raw_aligned(bdims).to(torch.int64)
 
 
 def _gather_index(canonical: Dim, cat_dims: list, sizes: tuple, bdims: tuple, out_dims: tuple, axis: int,
@@ -70,7 +70,7 @@ def _gather_index_in_graph(cat_dims: list, sizes: tuple, out_dims: tuple, axis: 
     index = torch.full_like(frames, total)  # -> the zero frame
     start, offset = 0, 0
     for size, d in zip(sizes, cat_dims):
-        length = d.size if d.dyn_size is None else _tracing.lengths_raw(d, out_dims, device).to(torch.int64)
+        length = d.size if d.lengths is None else _tracing.lengths_raw(d, out_dims, device).to(torch.int64)
         inside = (frames >= start) & (frames < start + length)
         index = torch.where(inside, frames - start + offset, index)
         start = start + length
@@ -126,7 +126,7 @@ def concat(*sources, allow_broadcast: bool = False, out_dim: Optional[Dim] = Non
         check_tensor(x, _CALLER, what=f"source {i}'s tensor")
         axis_of(x, d, _CALLER, what=f"source {i}'s dim", of=f"source {i}'s tensor")
         pairs.append((x, d))
-    if handle_dynamic_dims is False and any(d.dyn_size is not None for _, d in pairs):
+    if handle_dynamic_dims is False and any(d.lengths is not None for _, d in pairs):
         raise NotImplementedError(
             f"{_CALLER}: handle_dynamic_dims=False (the raws one after the other, a shorter sequence's padding "
             f"between its frames) makes results depend on the batch; dimtorch concatenates sequence by sequence")
@@ -154,7 +154,7 @@ def concat(*sources, allow_broadcast: bool = False, out_dim: Optional[Dim] = Non
         order = x0.dims[:axis] + (d,) + x0.dims[axis + 1:]
         raws.append(x.raw if x.dims == order else x.raw_aligned(order))
 
-    dynamic = any(d.dyn_size is not None for d in cat_dims)
+    dynamic = any(d.lengths is not None for d in cat_dims)
     all_static = all(d.size is not None for d in cat_dims)
     if dynamic or all_static:
         canonical = cat_dims[0]
@@ -168,10 +168,10 @@ def concat(*sources, allow_broadcast: bool = False, out_dim: Optional[Dim] = Non
         raise TypeError(f"{_CALLER}: out_dim must be a Dim, got {type(out_dim).__name__}")
     elif out_dim is not canonical and canonical is not None:
         if dynamic and _tracing.tracing():
-            ok = out_dim.dyn_size is not None
+            ok = out_dim.lengths is not None
         elif dynamic:
-            ok = out_dim.dyn_size is not None and torch.equal(
-                _length_raw(out_dim, out_dim.dyn_size.dims), _length_raw(canonical, out_dim.dyn_size.dims))
+            ok = out_dim.lengths is not None and torch.equal(
+                _length_raw(out_dim, out_dim.lengths.dims), _length_raw(canonical, out_dim.lengths.dims))
         else:
             ok = out_dim.size == canonical.size
         if not ok:
@@ -187,8 +187,8 @@ def concat(*sources, allow_broadcast: bool = False, out_dim: Optional[Dim] = Non
     # Batch dims the lengths vary over, in the output's order; all must be dims of the tensors.
     bset = []
     for d in cat_dims:
-        if d.dyn_size is not None:
-            for b in d.dyn_size.dims:
+        if d.lengths is not None:
+            for b in d.lengths.dims:
                 if not any(b is o for o in others):
                     raise ValueError(f"{_CALLER}: the lengths of {dim_str(d)} vary over {dim_str(b)}, "
                                      f"which is not a dim of the tensors ({dims_str(others)})")
@@ -237,10 +237,10 @@ def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatia
     if out_spatial_dim is None:
         out_spatial_dim = new_dim
     elif out_spatial_dim is not new_dim and not (
-            isinstance(out_spatial_dim, Dim) and (out_spatial_dim.size == new_dim.size if new_dim.dyn_size is None else
-                                                  out_spatial_dim.dyn_size is not None and torch.equal(
-                                                      _length_raw(out_spatial_dim, new_dim.dyn_size.dims),
-                                                      _length_raw(new_dim, new_dim.dyn_size.dims)))):
+            isinstance(out_spatial_dim, Dim) and (out_spatial_dim.size == new_dim.size if new_dim.lengths is None else
+                                                  out_spatial_dim.lengths is not None and torch.equal(
+                                                      _length_raw(out_spatial_dim, new_dim.lengths.dims),
+                                                      _length_raw(new_dim, new_dim.lengths.dims)))):
         raise ValueError(f"{caller}: out_spatial_dim {out_spatial_dim!r} does not have the lengths of "
                          f"{dim_str(axis)} + 1")
     raw = prev_accum.raw
@@ -251,7 +251,7 @@ def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatia
     frame = source.raw if source.dims == dims[:a] + dims[a + 1:] else source.raw_aligned(dims[:a] + dims[a + 1:])
     frame = frame.unsqueeze(a)
     out_dims = dims[:a] + (out_spatial_dim,) + dims[a + 1:]
-    if axis.dyn_size is None:
+    if axis.lengths is None:
         out = torch.cat((raw, frame.expand(raw.shape[:a] + (1,) + raw.shape[a + 1:])), a)
     else:
         pos = lengths_positions(axis, dims, caller, "prev_accum lacks")

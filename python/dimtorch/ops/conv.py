@@ -255,7 +255,7 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
         _filter_size(caller, plan.args[2], spatial)  # raises: the filter has plan.n spatial dims
     if plan.transposed:
         for d in spatial:
-            if d.size is None and d.dyn_size is None:
+            if d.size is None and d.lengths is None:
                 raise ValueError(f"{caller}: spatial dim {dim_str(d)} takes its size from data; it needs lengths "
                                  f"or a size")
     dims, shape = x.dims, x.raw.shape
@@ -269,7 +269,7 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
     lay.spatial_arg = list(in_spatial_dims) if type(in_spatial_dims) is list else in_spatial_dims
     lay.out_arg = list(out_spatial_dims) if type(out_spatial_dims) is list else out_spatial_dims
     # Zeroed padding of x never reaches valid output frames or the filter's gradient.
-    lay.masked = any(d.dyn_size is not None for d in spatial)
+    lay.masked = any(d.lengths is not None for d in spatial)
     lay.perm = plan_perm(order)
     lead = tuple(dims[i] for i in rest)
     lead_shape = tuple(shape[i] for i in rest)
@@ -281,7 +281,7 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
         lay.unmerge = lead_shape
     lay.narrow_in = []
     for i, d in enumerate(spatial):
-        if d.dyn_size is not None and not in_graph and sizes[i] > d.get_max_size():
+        if d.lengths is not None and not in_graph and sizes[i] > d.get_max_size():
             sizes[i] = d.get_max_size()
             lay.narrow_in.append((2 + i, sizes[i]))
     lay.fit_pad = short_pads(caller, sizes, spatial, plan.need)
@@ -305,11 +305,11 @@ def _narrow_out(out_shape, lay: _Layout, plan: _Plan, in_graph: bool = False) ->
     steps = []
     for i, (d, crop) in enumerate(zip(lay.out_spatial, plan.crops)):
         have = out_shape[2 + i]
-        if in_graph and d.dyn_size is not None:
+        if in_graph and d.lengths is not None:
             if crop:
                 steps.append((2 + i, crop, have - crop))
             continue
-        size = d.size if d.size is not None else d.get_max_size() if d.dyn_size is not None else have
+        size = d.size if d.size is not None else d.get_max_size() if d.lengths is not None else have
         if have != size:
             steps.append((2 + i, min(crop, have - size), size))
     return steps

@@ -12,7 +12,7 @@ from ._support import names_errors
 
 
 def is_dynamic(d: Dim) -> bool:
-    return d.dyn_size is not None
+    return d.lengths is not None
 
 
 def per_dim(caller: str, what: str, value, n: int, minimum: int = 1) -> tuple:
@@ -52,7 +52,7 @@ def out_spatial_dim(d: Dim, k_eff: int, stride: int, padding) -> Dim:
     """valid: ceildiv(T - (k_eff - 1), s) = (T - k_eff) // s + 1 (0 when T < k_eff);
     same: ceildiv(T, s); an int p: valid over T + 2p. By dim math, so lengths follow on the host
     (and static sizes stay static)."""
-    if d.size is None and d.dyn_size is None:
+    if d.size is None and d.lengths is None:
         return Dim(None, name=f"{d.name}:conv")  # size from data: the raw result decides
     if type(padding) is int:
         d, padding = (d + 2 * padding if padding else d), "valid"
@@ -76,7 +76,7 @@ def conv_padding(caller: str, padding, n: int):
 
 
 def _lengths_str(d: Dim) -> str:
-    return f"size {d.size}" if d.dyn_size is None else f"lengths {d.dyn_size.raw.tolist()}"
+    return f"size {d.size}" if d.lengths is None else f"lengths {d.lengths.raw.tolist()}"
 
 
 def given_out_spatial_dims(caller: str, given, computed: Sequence[Dim], other_dims: Sequence[Dim],
@@ -98,13 +98,13 @@ def given_out_spatial_dims(caller: str, given, computed: Sequence[Dim], other_di
     for i, (g, c) in enumerate(zip(dims, computed)):
         if g is c:
             continue
-        if c.dyn_size is None and c.size is None:
-            fits = g.dyn_size is None and g.size is None
-        elif c.dyn_size is None:
-            fits = g.dyn_size is None and g.size == c.size
+        if c.lengths is None and c.size is None:
+            fits = g.lengths is None and g.size is None
+        elif c.lengths is None:
+            fits = g.lengths is None and g.size == c.size
         else:
-            fits = g.dyn_size is not None and g.dyn_size.dims == c.dyn_size.dims and (
-                not check_lengths or torch.equal(g.dyn_size.raw, c.dyn_size.raw))
+            fits = g.lengths is not None and g.lengths.dims == c.lengths.dims and (
+                not check_lengths or torch.equal(g.lengths.raw, c.lengths.raw))
         if not fits:
             raise ValueError(f"{caller}: out_spatial_dims[{i}] {dim_str(g)} ({_lengths_str(g)}) does not match the "
                              f"output dim {dim_str(c)} ({_lengths_str(c)})")
@@ -196,7 +196,7 @@ def make_transposed_conv_out_spatial_dims(in_spatial_dims: Sequence[Dim], *, fil
     out = []
     for d, k, s, dl, p, op in zip(dims, sizes, strides, dilation, pads, output_padding):
         check_padding(caller, p)
-        if d.size is None and d.dyn_size is None:
+        if d.size is None and d.lengths is None:
             out.append(Dim(None, name=f"{d.name}:transposed_conv"))
             continue
         extra, _ = transposed_extra(dl * (k - 1) + 1, s, p, op, 0)

@@ -26,7 +26,7 @@ _LEADING = tuple(tuple(range(k)) for k in range(25))  # positions 0..k-1: length
 
 def _lengths_positions(dim: Dim, order: tuple, what: str, caller: str) -> tuple:
     """Positions in `order` of the dims dim's lengths vary over; an error naming `what` if one is missing."""
-    lengths_dims = dim.dyn_size.dims
+    lengths_dims = dim.lengths.dims
     if order[:len(lengths_dims)] == lengths_dims:  # the common layout (Dim equality is identity)
         return _LEADING[len(lengths_dims)]
     pos = []
@@ -42,7 +42,7 @@ def _lengths_positions(dim: Dim, order: tuple, what: str, caller: str) -> tuple:
 def _lengths(dim: Dim, batch: tuple, shape: tuple, device, what: str, caller: str, traced: bool) -> torch.Tensor:
     """dim's lengths as an int64 raw of the batch `shape` (axes in `batch` order) on device; a static dim's size
     everywhere. The device copy is cached on the dim (made in the graph while `traced`)."""
-    if dim.dyn_size is None:
+    if dim.lengths is None:
         if dim.size is None:
             raise ValueError(f"{caller}: {what} {dim_str(dim)} takes its size from data; it needs lengths or a "
                              f"static size")
@@ -61,7 +61,7 @@ def _frames(dim: Dim, order: tuple, shape: tuple, device, what: str, caller: str
             traced: bool) -> Optional[torch.Tensor]:
     """Bool raw broadcastable to `shape` (axes in `order`, which holds dim), True on dim's valid frames; None
     for a dim without lengths. Cached on the dim (built in the graph while `traced`)."""
-    if dim.dyn_size is None:
+    if dim.lengths is None:
         return None
     pos = _lengths_positions(dim, order, what, caller)
     if traced:
@@ -286,7 +286,7 @@ def _durations(state: torch.Tensor, frames: Optional[torch.Tensor], n_out: int, 
 def _out_size(out_dim: Dim, caller: str, traced: bool) -> int:
     if out_dim.size is not None:
         return out_dim.size
-    if out_dim.dyn_size is None:
+    if out_dim.lengths is None:
         raise ValueError(f"{caller}: out_spatial_dim {dim_str(out_dim)} takes its size from data; it needs lengths")
     if traced:
         raise NotImplementedError(f"{caller}: the size of out_spatial_dim {dim_str(out_dim)} is read from its host "

@@ -18,10 +18,10 @@ _MASK, _LENGTHS = 0, 2  # kinds of dimtorch._C._dim_cached_raw (src/core/mask.h)
 def _lengths_raw(dim: Dim, order: tuple, device) -> torch.Tensor:
     """dim's lengths laid out for the batch dims `order` (size 1 for dims they do not vary over), on
     device (cached on the dim); a static dim's size as a 0-dim tensor."""
-    if dim.dyn_size is None:
+    if dim.lengths is None:
         return torch.full((), dim.get_max_size(), dtype=torch.int64, device=device)
     pos = []
-    for b in dim.dyn_size.dims:
+    for b in dim.lengths.dims:
         if not any(e is b for e in order):
             raise ValueError(f"the lengths of {dim_str(dim)} vary over {dim_str(b)}, which the inputs lack")
         pos.append(next(i for i, e in enumerate(order) if e is b))
@@ -54,7 +54,7 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     labels = raw.argmax(-1)  # (*batch, T)
     prev = torch.constant_pad_nd(labels[..., :-1], (1, 0), blank_index)  # (F.pad's Python: +1 us)
     keep = (labels != prev) & (labels != blank_index)
-    if in_spatial_dim.dyn_size is not None:
+    if in_spatial_dim.lengths is not None:
         order = batch + (in_spatial_dim,)
         pos = lengths_positions(in_spatial_dim, batch, caller, "the logits lack")
         keep &= _C._dim_cached_raw(_MASK, in_spatial_dim, tuple(pos) + (len(batch),), len(order), labels.shape[-1],
@@ -64,8 +64,8 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     if out_spatial_dim is None:
         out_spatial_dim = Dim(Tensor(counts_host, batch), name="ctc_decoded")
         n_out = out_spatial_dim.get_max_size() if counts_host.numel() else 0  # (the new dim's, read once)
-    elif not isinstance(out_spatial_dim, Dim) or out_spatial_dim.dyn_size is None or \
-            not torch.equal(out_spatial_dim.dyn_size.raw_aligned(batch).to(torch.int64).expand(counts_host.shape),
+    elif not isinstance(out_spatial_dim, Dim) or out_spatial_dim.lengths is None or \
+            not torch.equal(out_spatial_dim.lengths.raw_aligned(batch).to(torch.int64).expand(counts_host.shape),
                             counts_host):
         raise ValueError(f"{caller}: out_spatial_dim must have the decoded lengths {counts_host.tolist()}, got "
                          f"{out_spatial_dim!r}")

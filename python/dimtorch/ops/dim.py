@@ -76,10 +76,10 @@ def _has_lengths(dim) -> bool:
 def _operand(dim):
     """A dim-math operand as a number to compute with: its lengths (a Tensor, as int64: uint8 or int32
     lengths would wrap in T - 1 or T * k) or its static size."""
-    lengths = dyn_size(dim)
-    if lengths is not None:
-        raw = lengths.raw
-        return lengths if raw.dtype == torch.int64 else Tensor(raw.to(torch.int64), lengths.dims)
+    lens = lengths(dim)
+    if lens is not None:
+        raw = lens.raw
+        return lens if raw.dtype == torch.int64 else Tensor(raw.to(torch.int64), lens.dims)
     if dim.size is not None:
         return dim.size
     raise ValueError(f"dimtorch dim math: {dim_str(dim)} takes its size from data; derived lengths need "
@@ -90,7 +90,7 @@ def _never_negative(op: str, k: int) -> bool:
     return {"add": k >= 0, "sub": k <= 0, "concat": True}.get(op, k > 0)
 
 
-def dyn_size(self):
+def lengths(self):
     """Lengths Tensor (over batch dims), or None: given at construction, or derived by dim math from
     the operands' lengths (int64, never below 0)."""
     if self._lengths is not None:
@@ -129,7 +129,7 @@ def dimension(self):
     return self.size
 
 
-PROPERTIES = {"dyn_size": dyn_size, "dimension": dimension}
+PROPERTIES = {"lengths": lengths, "dimension": dimension}
 
 
 def is_static(self) -> bool:

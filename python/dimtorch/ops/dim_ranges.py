@@ -70,10 +70,10 @@ def linspace_over_dim(dim: Dim, start: Union[float, Tensor] = 0.0, end: Union[fl
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: dim must be a Dim, got {type(dim).__name__}")
     indices = range_over_dim(dim, dtype=dtype or "float32", device=device)
-    if dim.dyn_size is None:
+    if dim.lengths is None:
         n = float(max(dim.size, 1))
     else:
-        lengths = dim.dyn_size
+        lengths = dim.lengths
         n = Tensor(torch.clamp(lengths.raw, min=1).to(device=indices.raw.device, dtype=indices.raw.dtype),
                    lengths.dims)
     out = indices / n if isinstance(n, float) else combine(indices, n, "truediv", allow_broadcast_all_sources=True)

@@ -42,7 +42,7 @@ def gather(x: Tensor, /, *, indices: Union[Tensor, int], axis: Optional[Dim] = N
         raise TypeError(f"{caller}: clip_to_valid must be a bool, got {clip_to_valid!r}")
     if isinstance(indices, int) and not isinstance(indices, bool):
         size = x.raw.shape[a]
-        if clip_to_valid and axis.dyn_size is not None:
+        if clip_to_valid and axis.lengths is not None:
             # torch.full, not torch.tensor: a tensor from Python data is a blocking host-to-device copy.
             indices = Tensor(torch.full((), indices, dtype=torch.int64, device=x.raw.device), (), sparse_dim=axis)
         else:
@@ -126,7 +126,7 @@ def _clipped(indices: Tensor, x: Tensor, a: int, axis: Dim, caller: str) -> Tens
     """indices clipped into [0, size - 1] of axis, or per sequence into [0, length - 1] (over the
     lengths' dims too): torch.clamp on the device, with the lengths' cached device copy."""
     raw = indices.raw
-    lengths = axis.dyn_size
+    lengths = axis.lengths
     if lengths is None:
         return Tensor(raw.clamp(0, max(x.raw.shape[a] - 1, 0)), indices.dims, sparse_dim=axis)
     for b in lengths.dims:

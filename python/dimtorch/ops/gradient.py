@@ -79,7 +79,7 @@ def scaled_gradient_ext(source: Tensor, *, scale: Union[float, Tensor] = 1.0,
         axis = axis_of(source, scale_shift_by_sum_over_axis, caller, what="scale_shift_by_sum_over_axis",
                        of="source")
         d = scale_shift_by_sum_over_axis
-        if d.dyn_size is not None:
+        if d.lengths is not None:
             valid = mask_raw(d, source.dims, source.raw.shape, source.raw.device)
     return keep_markers(source, _ScaledGradient.apply(source.raw, factor, offset, axis, valid), source.dims)
 

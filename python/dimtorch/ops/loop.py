@@ -181,7 +181,7 @@ def _unstacked(xs, spatial_dim: Dim, n: int, caller: str) -> list:
                                  f"(its dims: {dims_str(leaf.dims)})")
             axis = leaf.dims.index(spatial_dim)
             rest = leaf.dims[:axis] + leaf.dims[axis + 1:]
-            lengths = spatial_dim.dyn_size
+            lengths = spatial_dim.lengths
             if lengths is not None and all(d in leaf.dims for d in lengths.dims):
                 # Steps beyond a sequence's end see 0, not garbage: their outputs are padding, and a
                 # NaN there would still reach valid gradients (0 * NaN) through the state.
@@ -321,7 +321,7 @@ def _device_of(*trees) -> torch.device:
 def _step_masks(spatial_dim: Dim, n: int, device) -> Optional[list]:
     """Per step i, the bool Tensor over the lengths' dims: i < length (views of the dim's cached mask
     on the state's device)."""
-    lengths = spatial_dim.dyn_size
+    lengths = spatial_dim.lengths
     if lengths is None:
         return None
     order = tuple(lengths.dims) + (spatial_dim,)

@@ -30,7 +30,7 @@ def _valid_mask_raw(dims: tuple, shape, device) -> Optional[torch.Tensor]:
     mask = None
     ndim = len(dims)
     for i, d in enumerate(dims):
-        lengths = d.dyn_size
+        lengths = d.lengths
         if lengths is None:
             continue
         try:
@@ -155,7 +155,7 @@ def _host_lengths(d: Dim, batch_dims: tuple, batch_shape: list, n_batch: int, wh
         if device is not None:
             return torch.full((n_batch,), d.size, dtype=torch.int64, device=device)
         return torch.full((n_batch,), d.size, dtype=torch.int64)
-    lengths = d.dyn_size
+    lengths = d.lengths
     for b in lengths.dims:
         if not any(b is e for e in batch_dims):
             raise ValueError(f"{caller}: the lengths of {what} {dim_str(d)} are over {dim_str(b)}, "
@@ -175,7 +175,7 @@ def _ctc_loss_one_batch_dim(logits, targets, t_dim: Dim, tt_dim: Dim, blank_inde
     if len(td) != 2 or len(ld) != 3:
         return None
     batch = td[0] if td[1] is tt_dim else td[1] if td[0] is tt_dim else None
-    lengths, target_lengths = t_dim.dyn_size, tt_dim.dyn_size
+    lengths, target_lengths = t_dim.lengths, tt_dim.lengths
     if batch is None or lengths is None or target_lengths is None or lengths.dims != (batch,) or \
             target_lengths.dims != (batch,) or lengths.dtype != "int64" or target_lengths.dtype != "int64":
         return None

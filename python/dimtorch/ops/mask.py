@@ -29,7 +29,7 @@ def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
     While tracing, built in the graph at the dim's padded size (_in_graph.padded_size: an error
     while a dynamic dim has none without a tensor over it; take masks from tensors then)."""
     caller = "dimtorch.Dim.get_mask()"
-    lengths = dim.dyn_size
+    lengths = dim.lengths
     if lengths is None:
         raise ValueError(f"{caller}: dim {dim!r} has no lengths (it is static or takes its size from "
                          f"data), so it has no mask")
@@ -63,7 +63,7 @@ def get_size_tensor(dim: Dim, device=None) -> Tensor:
     """Sizes of `dim` as a Tensor: its lengths (over batch dims) on `device` (copied once and
     cached), or a 0-dim int64 Tensor with the static size. While tracing, the lengths are copied
     in the graph (nothing cached)."""
-    if dim.dyn_size is None:
+    if dim.lengths is None:
         size = dim.size
         bound = dim._bound_size  # a batch dim's size bound for the step (RETURNN's batch_dim.dyn_size_ext)
         if size is None and bound is not None:
@@ -73,7 +73,7 @@ def get_size_tensor(dim: Dim, device=None) -> Tensor:
                              f"it has no size without a tensor")
         # torch.full, not torch.tensor: a tensor from Python data is a blocking host-to-device copy.
         return Tensor(torch.full((), size, dtype=torch.int64, device=_device(device, "dimtorch.Dim.get_size_tensor()")), ())
-    lengths = dim.dyn_size
+    lengths = dim.lengths
     if _tracing.tracing():
         device = _device(device, "dimtorch.Dim.get_size_tensor()")
         return Tensor(_tracing.lengths_raw(dim, lengths.dims, device), lengths.dims)
@@ -93,7 +93,7 @@ def sequence_mask(dims, device=None) -> Tensor:
     device = _device(device, caller)
     mask = None
     for d in dims:
-        if d.dyn_size is None:
+        if d.lengths is None:
             continue
         m = get_mask(d, dims_order=dims, device=device)
         mask = m if mask is None else logical_and(mask, m, allow_broadcast_all_sources=True)
@@ -111,11 +111,11 @@ def last_frame_position_of_dim(dim: Dim, *, device=None, allow_scalar_on_cpu: bo
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")
     allow_scalar_on_cpu = flag(allow_scalar_on_cpu, caller, "allow_scalar_on_cpu")
-    if dim.dyn_size is None and dim.size is not None and allow_scalar_on_cpu and device is None:
+    if dim.lengths is None and dim.size is not None and allow_scalar_on_cpu and device is None:
         return dim.size - 1
     key = ("last_frame", device)
     raw = _dim_cache.lookup(dim, key)
     if raw is None:
         size = get_size_tensor(dim, device=device)
         raw = _dim_cache.store(dim, key, size.raw - 1)
-    return Tensor(raw, dim.dyn_size.dims if dim.dyn_size is not None else ())
+    return Tensor(raw, dim.lengths.dims if dim.lengths is not None else ())

@@ -37,7 +37,7 @@ class _Selection:
             if d not in sizes:
                 raise ValueError(f"{caller}: dims entry {dim_str(d)} is not a dim of mask (mask dims: "
                                  f"{dims_str(mask_dims)})")
-            lengths = d.dyn_size
+            lengths = d.lengths
             if lengths is not None:
                 dynamic.append((d, lengths))
                 # Its lengths vary over batch dims: they join the mask's dims.
@@ -47,7 +47,7 @@ class _Selection:
                         sizes[b] = n
         other = tuple(d for d in order if d not in dims) if len(order) > len(dims) else ()
         for d in other:
-            if d.dyn_size is not None:
+            if d.lengths is not None:
                 raise ValueError(f"{caller}: mask dim {dim_str(d)} is dynamic and not in dims; the counts of "
                                  f"selected entries would vary over it (dims: {dims_str(dims)}; mask dims: "
                                  f"{dims_str(mask_dims)})")
@@ -149,9 +149,9 @@ def _rest(t: Tensor, sel: _Selection, caller: str, what: str, skip: Optional[Dim
 def _row_lengths(dim: Dim, sel: _Selection, caller: str, what: str) -> Optional[torch.Tensor]:
     """Host int64 lengths of `dim` per row of sel.other (over sel.other, in its order); None for a
     static dim. Errors when a dynamic dim's lengths vary over other dims than sel.other."""
-    if dim.dyn_size is None:
+    if dim.lengths is None:
         return None
-    lengths = dim.dyn_size
+    lengths = dim.lengths
     if set(map(id, lengths.dims)) != set(map(id, sel.other)):
         raise ValueError(f"{caller}: the lengths of {what} {dim_str(dim)} vary over ({dims_str(lengths.dims)}), but "
                          f"the rows of mask are over ({dims_str(sel.other)}) (dims: {dims_str(sel.dims)})")
@@ -180,7 +180,7 @@ def _given_size(out_dim: Dim, sel: _Selection, caller: str) -> int:
     if not sel.other and out_dim.size is None:
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} must be static when dims are all of mask's dims "
                          f"(one count)")
-    if out_dim.size is None and out_dim.dyn_size is None:
+    if out_dim.size is None and out_dim.lengths is None:
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; give it the counts")
     lengths = _row_lengths(out_dim, sel, caller, "out_dim")
     _check_counts(sel, out_dim, lengths, caller, "out_dim")

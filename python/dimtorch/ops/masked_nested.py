@@ -41,8 +41,8 @@ def _host_mask(mask: Tensor, mask_cpu: Optional[Tensor]) -> Tensor:
 
 def _sizes_of(dim: Dim) -> Tensor:
     """A dim's lengths, or its static size as a 0-dim int64 host Tensor."""
-    if dim.dyn_size is not None:
-        return dim.dyn_size
+    if dim.lengths is not None:
+        return dim.lengths
     import torch  # noqa: PLC0415
     return Tensor(torch.tensor(dim.get_max_size(), dtype=torch.int64), ())
 
@@ -83,9 +83,9 @@ def masked_select_nested(s, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, 
     dim_map = {} if dim_map is None else dim_map
 
     def map_dim(d: Dim) -> Dim:
-        if d in dim_map or d.dyn_size is None or not any(b in dims for b in d.dyn_size.dims):
+        if d in dim_map or d.lengths is None or not any(b in dims for b in d.lengths.dims):
             return dim_map.get(d, d)
-        lengths, _ = masked_select(d.dyn_size, mask=host_mask, dims=dims, out_dim=out_dim)
+        lengths, _ = masked_select(d.lengths, mask=host_mask, dims=dims, out_dim=out_dim)
         dim_map[d] = Dim(lengths, name=d.name)
         return dim_map[d]
 

@@ -16,7 +16,7 @@ def _masked_for_reduce(t: Tensor, reduce_axes: list, caller: str) -> torch.Tenso
     """t's raw with the padding of its reduced dims zeroed, for those whose lengths' dims t holds
     (an operand without them cannot hold that padding: left as it is)."""
     axes = [i for i in reduce_axes
-            if has_lengths(t.dims[i]) and all(index_of(t.dims, b) >= 0 for b in t.dims[i].dyn_size.dims)]
+            if has_lengths(t.dims[i]) and all(index_of(t.dims, b) >= 0 for b in t.dims[i].lengths.dims)]
     return masked_raw(t, axes, 0, caller)[0]
 
 

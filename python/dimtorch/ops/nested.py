@@ -89,11 +89,11 @@ def gather_nested(s: Any, *, indices: Tensor, dim_map: Optional[Dict[Dim, Dim]] 
     for leaf in leaves:
         dims = leaf.dims if isinstance(leaf, Tensor) else (leaf,) if isinstance(leaf, Dim) else ()
         for d in dims:
-            if d.dyn_size is None or d in dim_map or axis not in d.dyn_size.dims:
+            if d.lengths is None or d in dim_map or axis not in d.lengths.dims:
                 continue
             if host_indices is None:
                 host_indices = Tensor(to_host(indices.raw), indices.dims, sparse_dim=axis)  # a device read
-            dim_map[d] = Dim(gather(d.dyn_size, indices=host_indices, axis=axis), name=f"{d.name}_gathered")
+            dim_map[d] = Dim(gather(d.lengths, indices=host_indices, axis=axis), name=f"{d.name}_gathered")
     out = []
     for leaf in leaves:
         if isinstance(leaf, Tensor):
@@ -223,8 +223,8 @@ def _merged_dim(a: Dim, b: Dim, mask: Tensor, mask_cpu: Optional[Tensor], allow_
     allow_dim_extension: lengths over none of the mask's dims)."""
     sizes = []
     for d in (a, b):
-        if d.dyn_size is not None:
-            sizes.append(d.dyn_size)
+        if d.lengths is not None:
+            sizes.append(d.lengths)
         elif d.size is not None:
             sizes.append(d.size)
         else:

@@ -23,7 +23,7 @@ def normalize(a: Tensor, *, axis: Union[Dim, Sequence[Dim]], epsilon: float = 1e
         axis_of(a, d, caller, what="axis")
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
         raise TypeError(f"{caller}: epsilon must be a number, got {type(epsilon).__name__}")
-    if any(d.dyn_size is not None for d in axes):
+    if any(d.lengths is not None for d in axes):
         a = a.copy_masked(0.0)
     mean, variance = moments(a, axes)
     return (a - mean) * rsqrt(variance + epsilon)

@@ -28,8 +28,8 @@ def _row_dims(dims: tuple, x_dims: tuple, caller: str) -> tuple:
     own. In x's order, then the lengths' order; dims with lengths of their own cannot be rows."""
     rows = []
     for d in dims:
-        if d.dyn_size is not None:
-            for b in d.dyn_size.dims:
+        if d.lengths is not None:
+            for b in d.lengths.dims:
                 if b not in dims and b not in rows:  # Dim equality is identity
                     rows.append(b)
     rows.sort(key=lambda b: x_dims.index(b) if b in x_dims else len(x_dims))
@@ -39,7 +39,7 @@ def _row_dims(dims: tuple, x_dims: tuple, caller: str) -> tuple:
 def _sizes(dims: tuple, x: Optional[Tensor], caller: str) -> list:
     """Raw size of each dim: dynamic dims their max length, static their size, dims sized from data
     the size they have in x or in the lengths of a dynamic dim among dims (host values)."""
-    return [d.get_max_size() if d.dyn_size is not None else _size_without_lengths(d, dims, x, caller) for d in dims]
+    return [d.get_max_size() if d.lengths is not None else _size_without_lengths(d, dims, x, caller) for d in dims]
 
 
 def _size_without_lengths(d: Dim, dims: tuple, x: Optional[Tensor], caller: str) -> int:
@@ -48,8 +48,8 @@ def _size_without_lengths(d: Dim, dims: tuple, x: Optional[Tensor], caller: str)
         return d.size
     if x is not None and any(d is e for e in x.dims):
         return x.raw.shape[x.dims.index(d)]
-    found = [e.dyn_size.raw.shape[e.dyn_size.dims.index(d)] for e in dims
-             if e.dyn_size is not None and any(d is b for b in e.dyn_size.dims)]
+    found = [e.lengths.raw.shape[e.lengths.dims.index(d)] for e in dims
+             if e.lengths is not None and any(d is b for b in e.lengths.dims)]
     if not found:
         raise ValueError(f"{caller}: the size of {dim_str(d)} is unknown (it takes its size from data)")
     return found[0]
@@ -59,9 +59,9 @@ def _host_valid(dims: tuple, sizes: list) -> torch.Tensor:
     """bool raw over `dims` (of these sizes) on the host: True where a frame is valid in every dynamic dim."""
     valid = torch.ones(sizes, dtype=torch.bool)
     for i, d in enumerate(dims):
-        if d.dyn_size is None:
+        if d.lengths is None:
             continue
-        lengths = d.dyn_size
+        lengths = d.lengths
         lens = Tensor(lengths.raw.to(torch.int64), lengths.dims).raw_aligned(dims)
         shape = [1] * len(dims)
         shape[i] = sizes[i]
@@ -73,7 +73,7 @@ def _valid_index(dims: tuple, sizes: list, device) -> torch.Tensor:
     """int64 positions on `device`, in the row-major order of `dims`, of the frames valid in every
     dynamic dim among dims; computed from host lengths once per dims and sizes, then cached weakly on
     the first dynamic dim (its device copy does not wait for the device)."""
-    owner = next((d for d in dims if d.dyn_size is not None), None)
+    owner = next((d for d in dims if d.lengths is not None), None)
     # Weak refs: the other dims stay out of the owner's lifetime, and a dead one's id is not reused here.
     key = (tuple(map(weakref.ref, dims)), tuple(sizes), device)
     if owner is not None:
@@ -171,7 +171,7 @@ def _packing_order(dims: tuple, sizes, device):
 def _valid_count(dims: tuple, sizes) -> torch.Tensor:
     """While tracing, the 0-dim int64 number of valid frames of `dims` (raw `sizes`), computed
     where the lengths live (the pack dim's lengths stay with the other lengths)."""
-    device = next((d.dyn_size.raw.device for d in dims if d.dyn_size is not None), torch.device("cpu"))
+    device = next((d.lengths.raw.device for d in dims if d.lengths is not None), torch.device("cpu"))
     mask = _in_graph.valid_mask(dims, sizes, device)
     if mask is None:
         n = 1
@@ -191,7 +191,7 @@ def _pack_in_graph(x: Tensor, dims: tuple, out_dim: Optional[Dim], caller: str):
         out_dim = Dim(Tensor(_valid_count(dims, sizes), ()), name="pack")
     elif not isinstance(out_dim, Dim):
         raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
-    elif out_dim.dyn_size is None or out_dim.dyn_size.dims:
+    elif out_dim.lengths is None or out_dim.lengths.dims:
         raise ValueError(f"{caller}: while tracing, the pack dim has the number of valid frames as 0-dim lengths "
                          f"(its size is data); out_dim {dim_str(out_dim)} must be such a dim, or give none")
     flat = raw.reshape((index.shape[0],) + tuple(raw.shape[len(dims):]))
@@ -200,12 +200,12 @@ def _pack_in_graph(x: Tensor, dims: tuple, out_dim: Optional[Dim], caller: str):
 
 def _unpack_in_graph(x: Tensor, a: int, dims: tuple, in_dim: Dim, caller: str) -> Tensor:
     """unpack_padded while tracing (see its docstring)."""
-    if in_dim.dyn_size is None or in_dim.dyn_size.dims:
+    if in_dim.lengths is None or in_dim.lengths.dims:
         raise ValueError(f"{caller}: while tracing, in_dim must be a pack dim of pack_padded traced too (lengths: "
                          f"the 0-dim count of valid frames), got {dim_str(in_dim)}")
     n = x.raw.shape[a]
     known = 1
-    unknown = [i for i, d in enumerate(dims) if d.dyn_size is not None]
+    unknown = [i for i, d in enumerate(dims) if d.lengths is not None]
     if len(unknown) != 1:
         raise ValueError(f"{caller}: while tracing, dims must hold exactly one dynamic dim (its padded size is "
                          f"in_dim's size over the others'), got ({dims_str(dims)})")
@@ -280,7 +280,7 @@ def _row_index(dims: tuple, rows: tuple, sizes: list, row_sizes: list, device):
     (rows, packed) order, padding frames pointing at the row's other frames; the same with padding
     frames pointing one past the end; the counts per row over rows, int64 on the host). From host
     lengths, cached weakly on the first dynamic dim; device copies do not wait for the device."""
-    owner = next(d for d in dims if d.dyn_size is not None)
+    owner = next(d for d in dims if d.lengths is not None)
     key = ("rows", len(rows), tuple(map(weakref.ref, rows + dims)), tuple(row_sizes + sizes), device)
     hit = _dim_cache.lookup(owner, key)
     if hit is not None:
@@ -305,7 +305,7 @@ def _row_layout(x: Tensor, dims: tuple, rows: tuple, sized_by: Optional[Tensor],
     """Packing `dims` per row of `rows` (pack and unpack): (sizes of dims, by _sizes(dims, sized_by), sizes of
     the rows, _row_index's entry); rows must not have lengths of their own."""
     for b in rows:
-        if b.dyn_size is not None:
+        if b.lengths is not None:
             raise ValueError(f"{caller}: the lengths of dims vary over {dim_str(b)}, which has lengths of its own")
     sizes = _sizes(dims, sized_by, caller)
     row_sizes = [_row_size(b, dims, x) for b in rows]
@@ -341,14 +341,14 @@ def _row_size(b: Dim, dims: tuple, x: Tensor) -> int:
     if b.size is not None:
         return b.size
     for d in dims:
-        if d.dyn_size is not None and b in d.dyn_size.dims:
-            return d.dyn_size.raw.shape[d.dyn_size.dims.index(b)]
+        if d.lengths is not None and b in d.lengths.dims:
+            return d.lengths.raw.shape[d.lengths.dims.index(b)]
     raise AssertionError("a row dim comes from the lengths of a packed dim")
 
 
 def _check_row_dim(dim: Dim, counts: torch.Tensor, rows: tuple, caller: str) -> None:
     """A given pack dim must have the packed counts as lengths, over the row dims."""
-    lengths = dim.dyn_size
+    lengths = dim.lengths
     fits = lengths is not None and set(map(id, lengths.dims)) == set(map(id, rows)) and torch.equal(
         lengths.raw_aligned(rows).to(torch.int64), counts)
     if not fits:

@@ -37,14 +37,14 @@ def _pairs(axes: tuple, padding) -> list:
 
 
 def _out_dim(d: Dim, left: int, right: int) -> Dim:
-    if d.size is None and d.dyn_size is None:
+    if d.size is None and d.lengths is None:
         return d if left == right == 0 else Dim(None, name=f"{d.name}+pad")
     return d + (left + right)  # dim math: the same object as left + d + right
 
 
 def _check_sizes(d: Dim, left: int, right: int, shortest: int, mode: str) -> None:
     """torch's limits of each mode, applied to the shortest sequence (or the size) of d."""
-    what = f"{dim_str(d)} has a sequence of length {shortest}" if d.dyn_size is not None else \
+    what = f"{dim_str(d)} has a sequence of length {shortest}" if d.lengths is not None else \
         f"{dim_str(d)} has size {shortest}"
     if mode == "reflect" and max(left, right) >= shortest:
         raise ValueError(f"{_CALLER}: mode 'reflect' needs padding smaller than the length of every sequence, "
@@ -90,7 +90,7 @@ def _pad_dynamic_modes(raw: torch.Tensor, dims: list, a: int, d: Dim, od: Dim, l
     """Non-constant padding of the dynamic dim d (axis a of raw, dims order `dims` with od at a):
     one gather with an index from the host lengths (copied to the device without waiting), then
     `value` beyond each sequence's new end by od's cached mask."""
-    lengths = d.dyn_size
+    lengths = d.lengths
     n_out = od.get_max_size()
     lens = lengths.raw.to(torch.int64).unsqueeze(-1)
     p = torch.arange(n_out, dtype=torch.int64) - left
@@ -112,7 +112,7 @@ def _pad_dynamic_constant(raw: torch.Tensor, dims: list, a: int, d: Dim, od: Dim
     each sequence's own end (x's padding moved right, and the right padding) are where the mask of
     left + d is False. That mask is cached on the dim per layout and device: one F.pad and one
     where per call."""
-    lengths = d.dyn_size
+    lengths = d.lengths
     n_out = od.get_max_size()
     size = raw.shape[a]
     k = raw.dim() - 1 - a
@@ -134,10 +134,10 @@ def _value_region(raw: torch.Tensor, dims: list, padded: list, mode: str) -> tor
     for d, left, right, od in padded:
         a = dims.index(od)
         n_out = raw.shape[a]
-        if mode != "constant" and d.dyn_size is None:
+        if mode != "constant" and d.lengths is None:
             continue
-        if d.dyn_size is not None:
-            pos = tuple(dims.index(b) for b in d.dyn_size.dims) + (a,)
+        if d.lengths is not None:
+            pos = tuple(dims.index(b) for b in d.lengths.dims) + (a,)
             end = od if mode != "constant" else d + left
             if _tracing.tracing():
                 kept = _tracing.mask_raw(end, tuple(dims), raw.shape, raw.device)
@@ -232,7 +232,7 @@ def pad(x: Tensor, /, *, axes: Union[Dim, Sequence[Dim]], padding, out_dims: Opt
     if handle_dynamic_dims is not None and not isinstance(handle_dynamic_dims, bool):
         raise TypeError(f"{_CALLER}: handle_dynamic_dims must be None or a bool, got "
                         f"{type(handle_dynamic_dims).__name__}")
-    if handle_dynamic_dims is False and any(d.dyn_size is not None and (l or r) for d, (l, r) in zip(axes, pairs)):
+    if handle_dynamic_dims is False and any(d.lengths is not None and (l or r) for d, (l, r) in zip(axes, pairs)):
         raise NotImplementedError(
             f"{_CALLER}: handle_dynamic_dims=False (padding a dynamic dim at the end of the raw axis, after "
             f"the padding of shorter sequences) makes a sequence's result depend on the batch; dimtorch pads "
@@ -253,11 +253,11 @@ def pad(x: Tensor, /, *, axes: Union[Dim, Sequence[Dim]], padding, out_dims: Opt
     out_dims = [_out_dim(d, left, right) for d, (left, right) in zip(axes, pairs)]
     padded = [(d, left, right, od) for d, (left, right), od in zip(axes, pairs, out_dims) if left or right]
     for d, left, right, _ in padded:
-        if d.dyn_size is None:
+        if d.lengths is None:
             if mode != "constant":
                 _check_sizes(d, left, right, raw.shape[dims.index(d)], mode)
             continue
-        for b in d.dyn_size.dims:
+        for b in d.lengths.dims:
             if not any(b is e for e in dims):
                 raise ValueError(f"{_CALLER}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is "
                                  f"not a dim of x (dims: {dims_str(x.dims)})")
@@ -265,10 +265,10 @@ def pad(x: Tensor, /, *, axes: Union[Dim, Sequence[Dim]], padding, out_dims: Opt
                 raise ValueError(f"{_CALLER}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is "
                                  f"padded too (axes: {dims_str(axes)})")
         if mode != "constant" and not _tracing.tracing():
-            _check_sizes(d, left, right, int(d.dyn_size.raw.min()) if d.dyn_size.raw.numel() else 0, mode)
+            _check_sizes(d, left, right, int(d.lengths.raw.min()) if d.lengths.raw.numel() else 0, mode)
 
     # Static dims (and dims sized from data) first, in one call; F.pad lists pairs from the last axis.
-    static = [(dims.index(d), left, right) for d, left, right, _ in padded if d.dyn_size is None]
+    static = [(dims.index(d), left, right) for d, left, right, _ in padded if d.lengths is None]
     if static and mode == "constant":
         flat = [0] * (2 * raw.dim())
         for a, left, right in static:
@@ -279,11 +279,11 @@ def pad(x: Tensor, /, *, axes: Union[Dim, Sequence[Dim]], padding, out_dims: Opt
     elif static:
         raw = _pad_static_modes(raw, static, mode)
     for d, left, right, od in padded:
-        if d.dyn_size is None:
+        if d.lengths is None:
             dims[dims.index(d)] = od
-    in_graph = any(d.dyn_size is not None for d, *_ in padded) and _tracing.tracing()
+    in_graph = any(d.lengths is not None for d, *_ in padded) and _tracing.tracing()
     for d, left, right, od in padded:
-        if d.dyn_size is None:
+        if d.lengths is None:
             continue
         a = dims.index(d)
         dims[a] = od
@@ -310,13 +310,13 @@ def _given_out_dims(dims: list, made: list, given: tuple, raw: torch.Tensor):
     for m, g in zip(made, given):
         if g is m:
             continue
-        if m.dyn_size is None:
+        if m.lengths is None:
             size = raw.shape[dims.index(m)] if m in dims else m.size
-            if g.dyn_size is not None or (g.size is not None and g.size != size):
+            if g.lengths is not None or (g.size is not None and g.size != size):
                 raise ValueError(f"{_CALLER}: out_dims gives {dim_str(g)} for a padded axis of size {size} "
                                  f"({dim_str(m)})")
-        elif g.dyn_size is None or g.dyn_size.dims != m.dyn_size.dims or \
-                not torch.equal(g.dyn_size.raw, m.dyn_size.raw):
+        elif g.lengths is None or g.lengths.dims != m.lengths.dims or \
+                not torch.equal(g.lengths.raw, m.lengths.raw):
             raise ValueError(f"{_CALLER}: out_dims gives {dim_str(g)}, whose lengths are not those of the "
                              f"padded axis {dim_str(m)}")
         if m in dims:

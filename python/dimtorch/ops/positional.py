@@ -284,7 +284,7 @@ def apply_rope(x: Tensor, pos_enc: Tensor, feat_dim: Dim) -> Tensor:
         if pe.shape[i] not in (1, raw.shape[i]):
             # a dynamic dim whose raws have different padding (e.g. x padded past the longest sequence)
             n = min(pe.shape[i], raw.shape[i])
-            if d.dyn_size is None or n < d.get_max_size():
+            if d.lengths is None or n < d.get_max_size():
                 raise ValueError(f"{caller}: dim {dim_str(d)} has raw size {raw.shape[i]} in x but {pe.shape[i]} in "
                                  f"pos_enc")
             raw, pe = raw.narrow(i, 0, n), pe.narrow(i, 0, n)

@@ -64,7 +64,7 @@ def mean_count(r: Reduction, mask: torch.Tensor) -> torch.Tensor:
     if len(r.mask_axes) == 1 and r.mask_axes[0] in reduced:
         m = r.mask_axes[0]
         d = x.dims[m]
-        ldims = d.dyn_size.dims
+        ldims = d.lengths.dims
         if all(index_of(x.dims, b) in reduced for b in ldims):
             # The dim and all its lengths' dims are reduced: the total of the lengths.
             others = [shape[i] for i in reduced if i != m and index_of(ldims, x.dims[i]) < 0]
@@ -80,7 +80,7 @@ def mean_count(r: Reduction, mask: torch.Tensor) -> torch.Tensor:
     # General case: valid frames of the reduced axes that the mask covers, times the sizes of the others.
     covered = list(r.mask_axes)
     for i in r.mask_axes:
-        covered += [index_of(x.dims, b) for b in x.dims[i].dyn_size.dims]
+        covered += [index_of(x.dims, b) for b in x.dims[i].lengths.dims]
     count = torch.sum(mask, r.dim)
     others = [shape[i] for i in reduced if i not in covered]
     if others:
@@ -211,7 +211,7 @@ def _log_count(r: Reduction, caller: str):
     if len(r.mask_axes) == 1 and r.mask_axes[0] in r.reduced:
         m = r.mask_axes[0]
         d = x.dims[m]
-        pos = tuple(index_of(r.out_dims, b) for b in d.dyn_size.dims)
+        pos = tuple(index_of(r.out_dims, b) for b in d.lengths.dims)
         if all(p >= 0 for p in pos):
             if tracing():
                 lengths = lengths_raw(d, r.out_dims, x.raw.device)
@@ -227,9 +227,9 @@ def _logmeanexp_over_one_dim(x: Tensor, axis: Dim) -> Optional[Tensor]:
     """The common call in few steps, or None: one dim of x, either static or with lengths over dims that
     stay in the output, and no other dim of x whose lengths vary along it."""
     for d in x.dims:
-        if d is not axis and d.dyn_size is not None and index_of(d.dyn_size.dims, axis) >= 0:
+        if d is not axis and d.lengths is not None and index_of(d.lengths.dims, axis) >= 0:
             return None
-    lengths = axis.dyn_size
+    lengths = axis.lengths
     if lengths is None:
         i = index_of(x.dims, axis)
         if i < 0:

@@ -37,7 +37,7 @@ def _masked_limited(repeats: Tensor, in_spatial_dim: Dim, max_len_factor, caller
     r = repeats.raw_aligned(layout)
     if r.dtype != torch.int64:
         r = r.to(torch.int64)
-    lengths = in_spatial_dim.dyn_size
+    lengths = in_spatial_dim.lengths
     if lengths is not None:
         for b in lengths.dims:
             if b not in batch:  # Dim equality is identity
@@ -132,10 +132,10 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
 def _check_out_dim(out_dim: Dim, new_lengths: torch.Tensor, batch: tuple, caller: str) -> None:
     if not isinstance(out_dim, Dim):
         raise TypeError(f"{caller}: out_spatial_dim must be a Dim, got {type(out_dim).__name__}")
-    if out_dim.dyn_size is None:
+    if out_dim.lengths is None:
         fits = out_dim.size is not None and bool((new_lengths == out_dim.size).all())
     else:
-        given = out_dim.dyn_size
+        given = out_dim.lengths
         fits = set(map(id, given.dims)) == set(map(id, batch)) and bool(
             (given.raw_aligned(batch).to(torch.int64) == new_lengths).all())
     if not fits:

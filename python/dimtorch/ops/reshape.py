@@ -38,7 +38,7 @@ def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> 
     total = math.prod(in_sizes)
     sizes, free = [], []
     for i, d in enumerate(out_dims):
-        if d.size is None and d.dyn_size is None:
+        if d.size is None and d.lengths is None:
             free.append(i)
             sizes.append(1)
         else:
@@ -58,12 +58,12 @@ def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> 
 def _within(out_dim: Dim, in_dim: Dim) -> bool:
     """Whether every valid frame of out_dim is known, from host lengths, to be a valid frame of the
     dynamic in_dim (no frame of in_dim's padding can land in out_dim's valid frames)."""
-    lengths = in_dim.dyn_size
+    lengths = in_dim.lengths
     if out_dim.get_max_size() > in_dim.get_max_size():
         return False  # the sequence with the longest out length is longer than any in length
-    if out_dim.dyn_size is None:
+    if out_dim.lengths is None:
         return out_dim.size is not None and (lengths.raw.numel() == 0 or out_dim.size <= int(lengths.raw.min()))
-    out_lengths = out_dim.dyn_size
+    out_lengths = out_dim.lengths
     if set(map(id, out_lengths.dims)) != set(map(id, lengths.dims)):
         return False
     return bool((out_lengths.raw_aligned(lengths.dims) <= lengths.raw).all())
@@ -100,7 +100,7 @@ def replace_dim_v2(source: Tensor, *, in_dim: Dim, out_dim: Dim, allow_expand: b
         raw = raw.narrow(a, 0, new)
     elif new > old:
         raw = torch.constant_pad_nd(raw, (0, 0) * (raw.dim() - 1 - a) + (0, new - old))
-    lengths = in_dim.dyn_size
+    lengths = in_dim.lengths
     if lengths is not None and all(b in source.dims for b in lengths.dims) and not _within(out_dim, in_dim):
         pos = tuple(source.dims.index(b) for b in lengths.dims) + (a,)
         mask = _C._dim_cached_raw(_MASK, in_dim, pos, raw.dim(), new, raw.device)

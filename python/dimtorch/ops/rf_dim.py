@@ -23,6 +23,7 @@ from .._C import Dim, Tensor, ceildiv
 from .._core import dim_cache as _dim_cache
 from .._core.args import dim_str
 from .._core.global_dims import DimTypes
+from .._core.raw_input import as_torch, is_numpy
 from ._support import flag
 
 _BIND = "dimtorch.Dim.dyn_size_ext = ..."
@@ -84,7 +85,7 @@ def _rf_new(dimension=None, name=None, *, size=None, kind=None, description=None
     if template is not None:
         if kind is DimTypes.Batch:
             raise ValueError(f"{caller}: a batch dim takes its size from data or a 0-dim size, not lengths")
-        d._lengths_template = template
+        _declare_lengths(d, template)
     return d
 
 
@@ -101,12 +102,58 @@ def bind_lengths(dim: Dim, lengths) -> None:
     _forget(_C._dim_bind(dim, lengths))
 
 
+# A declared dim's lengths template -> the dims declared with it (weakly), so that RETURNN's
+# `dim.dyn_size_ext.raw_tensor = lengths` binds them (the template itself is frozen: it stays the
+# declaration). Keyed by id; an entry counts only while that dim still has that template.
+_TEMPLATE_OWNERS: dict[int, list] = {}
+
+
+def _declare_lengths(dim: Dim, template: Tensor) -> None:
+    dim._lengths_template = template
+    owners = _TEMPLATE_OWNERS.setdefault(id(template), [])
+    owners[:] = [r for r in owners if r() is not None and r()._lengths_template is template]
+    owners.append(weakref.ref(dim))
+
+
+def _template_owners(template: Tensor) -> list:
+    refs = _TEMPLATE_OWNERS.get(id(template), ())
+    dims = [d for d in (r() for r in refs) if d is not None and d._lengths_template is template]
+    if not dims:
+        _TEMPLATE_OWNERS.pop(id(template), None)
+    return dims
+
+
+def assign_raw_fallback(tensor: Tensor, value):
+    """`tensor.raw_tensor = value` where dimtorch's setter refuses it (Tensor._assign_raw_fallback,
+    called by the C setter on its failure paths only): a numpy raw is converted to torch once; the
+    raw of a declared dim's lengths template binds that dim (RETURNN's in-place binding). Anything
+    else: NotImplemented (the setter raises its own error)."""
+    raw = torch.as_tensor(value) if is_numpy(value) else value
+    if not isinstance(raw, torch.Tensor):
+        return NotImplemented
+    if tensor._frozen:
+        owners = _template_owners(tensor) if tensor.raw_tensor is None else ()
+        if not owners:
+            return NotImplemented
+        try:
+            lengths = Tensor(tensor.name or "lengths", dims=tensor.dims, dtype=tensor.dtype, raw_tensor=raw)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"dimtorch.Tensor.raw_tensor = ... (the lengths of {dim_str(owners[0])}): {e}") from None
+        for dim in owners:
+            _set_dyn_size_ext(dim, lengths)
+        return None
+    if raw is value:
+        return NotImplemented
+    tensor.raw_tensor = raw
+    return None
+
+
 def _get_dyn_size_ext(self):
     """The lengths Tensor (given, bound or derived), the 0-dim size bound to a batch dim, the
     lengths declared without data (a template), or None (a static dim, or one without any)."""
     if self.size is not None:
         return None
-    lengths = self.dyn_size
+    lengths = self.lengths
     if lengths is not None:
         return lengths
     bound = self._bound_size
@@ -131,10 +178,10 @@ def _set_dyn_size_ext(self, value) -> None:
                              f"({', '.join(dim_str(d) for d in value.dims)})")
         if self._bound_size is not None:
             _C._dim_bind_size(self, None)
-        if self.dyn_size is not None:
+        if self.lengths is not None:
             bind_lengths(self, None)
         if not batch:
-            self._lengths_template = value
+            _declare_lengths(self, value)
         return
     if batch:
         if value.dims:
@@ -161,11 +208,11 @@ def reset_raw(self, *, only_self: bool = False, include_parents: bool = False) -
         _C._dim_bind_size(self, None)
         _forget((self,))
         return
-    lengths = self.dyn_size
+    lengths = self.lengths
     if lengths is None:
         return
     if self._lengths_template is None:
-        self._lengths_template = lengths.copy_template()
+        _declare_lengths(self, lengths.copy_template())
     bind_lengths(self, None)
 
 
@@ -222,7 +269,7 @@ def get_dim_value_tensor(self):
     bound = self._bound_size
     if bound is not None:
         return bound
-    lengths = self.dyn_size
+    lengths = self.lengths
     n = get_dim_value(self)
     dtype = lengths.raw.dtype if lengths is not None else torch.int32
     return Tensor(torch.full((), n, dtype=dtype), ())
@@ -267,8 +314,26 @@ def _description(self):
     return self.name if d is None else d
 
 
+def _dyn_size(self):
+    """RETURNN's dyn_size: the raw (torch) of dyn_size_ext, or None. dimtorch's own code reads the
+    lengths as a Tensor: dim.lengths (dyn_size_ext, which also gives a bound batch size)."""
+    lengths = _get_dyn_size_ext(self)
+    return None if lengths is None else lengths.raw_tensor
+
+
+def _set_dyn_size(self, raw) -> None:
+    """dim.dyn_size = raw lengths (RETURNN): binds them over the dims the lengths were declared or
+    last bound with (as dyn_size_ext = Tensor(..., raw_tensor=raw))."""
+    template = _get_dyn_size_ext(self)
+    if template is None:
+        raise ValueError(f"dimtorch.Dim.dyn_size = ...: dim {dim_str(self)} has no lengths declared (no "
+                         f"dyn_size_ext) to take the dims of the raw lengths from; bind dyn_size_ext instead")
+    _set_dyn_size_ext(self, Tensor(as_torch(raw, "dimtorch.Dim.dyn_size = ..."), template.dims))
+
+
 PROPERTIES = {
     "dyn_size_ext": property(_get_dyn_size_ext, _set_dyn_size_ext),
+    "dyn_size": property(_dyn_size, _set_dyn_size),
     "kind": property(_kind, _set_kind),
     "description": property(_description, doc="RETURNN's description: the one given, else the name."),
     "capacity": property(lambda self: _attr(self, "capacity"), doc="The declared upper bound of the size, or None."),
@@ -295,11 +360,11 @@ def copy(self, same_as_self: bool = True, description=None, kind=None, match_pri
     if self.size is not None:
         new = Dim(self.size, name)
     else:
-        lengths = self.dyn_size
+        lengths = self.lengths
         new = Dim(lengths, name) if lengths is not None else Dim(None, name)
         if lengths is None:
             if self._lengths_template is not None:
-                new._lengths_template = self._lengths_template
+                _declare_lengths(new, self._lengths_template)
             elif self._bound_size is not None:
                 _C._dim_bind_size(new, self._bound_size)
     attrs = dict(self._rf_attrs or {})

@@ -174,7 +174,17 @@ def copy_compatible_to(self, data: Tensor, add_dims: bool = True, unbroadcast: b
         raise ValueError(f"{caller}: sparse_dim {self.sparse_dim!r} differs from data's {data.sparse_dim!r}")
     if check_dtype and data.dtype != self.dtype:
         raise ValueError(f"{caller}: dtype {self.dtype} differs from data's {data.dtype}")
-    return copy_compatible_to_dims(self, data.dims, add_dims=add_dims, unbroadcast=unbroadcast)
+    unbroadcast = flag(unbroadcast, caller, "unbroadcast")
+    if unbroadcast or not flag(add_dims, caller, "add_dims") or set(data.dims) <= set(self.dims) \
+            or not set(self.dims) <= set(data.dims):  # (no dim to add, or the error: copy_compatible_to_dims's)
+        return copy_compatible_to_dims(self, data.dims, add_dims=add_dims, unbroadcast=unbroadcast)
+    # As RETURNN: a dim the tensor lacks becomes a new broadcast dim of size 1 in its place (the
+    # template's own dim where that is static 1), not the template's dim: the values do not vary
+    # along it, and a size-0 or dynamic template dim would be wrong for them.
+    dims = [d if d in self.dims or d.size == 1 else Dim(1, name=f"{d.name or 'unnamed'}_dummy_dim1")
+            for d in data.dims]
+    return Tensor(self.raw_aligned(data.dims), dims, sparse_dim=self.sparse_dim, feature_dim=self.feature_dim,
+                  name=self.name)
 
 
 def verify_out_shape(self, out_shape, allow_missing_implicit_dims: bool = False) -> None:

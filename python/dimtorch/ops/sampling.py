@@ -57,7 +57,7 @@ def random_choice_with_replacement(dims: Sequence[Dim], *, probs: Tensor, axis: 
     new = tuple(d for d in dims if d not in common)
     if any(d.size is None for d in new):
         raise ValueError(f"{caller}: the dims of the draws not in probs must be static, got ({dims_str(new)})")
-    p = probs.copy_masked(0.0).raw if axis.dyn_size is not None else probs.raw
+    p = probs.copy_masked(0.0).raw if axis.lengths is not None else probs.raw
     p = Tensor(p, probs.dims).raw_aligned(common + (axis,))
     n = math.prod(d.size for d in new)
     flat = p.reshape(-1, p.shape[-1])

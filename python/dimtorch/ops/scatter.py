@@ -107,12 +107,12 @@ def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[D
         if d in x_dims:  # Dim equality is identity
             raise ValueError(f"{caller}: out_dim {dim_str(d)} is already a dim of x (dims: {dims_str(x_dims)})")
     # Only a dynamic out_dim or indices dim reads lengths: the in-graph form differs there alone.
-    in_graph = ((any(d.size is None for d in out_dims_given) or any(d.dyn_size is not None for d in in_dims))
+    in_graph = ((any(d.size is None for d in out_dims_given) or any(d.lengths is not None for d in in_dims))
                 and _tracing.tracing())
     if len(out_dims_given) == 1:
         n_out = out_dim.size
         if n_out is None:
-            if out_dim.dyn_size is None:
+            if out_dim.lengths is None:
                 raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; it needs a size")
             n_out = _in_graph.padded_size(out_dim, caller) if in_graph else out_dim.get_max_size()
     else:
@@ -130,10 +130,10 @@ def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[D
         sx, si = x_shape[x_dims.index(d)], i_shape[i]
         if sx != si:
             raise ValueError(f"{caller}: dim {dim_str(d)} has size {sx} in x but {si} in indices")
-        if d.dyn_size is not None:
+        if d.lengths is not None:
             dynamic.append(d)
     if (mode == "sum" and fill_value in (None, 0) and use_mask and len(out_dims_given) == 1 and len(in_dims) == 1
-            and (in_dims[0].dyn_size is None or len(dynamic) == 1)):
+            and (in_dims[0].lengths is None or len(dynamic) == 1)):
         # One indices dim: one scatter_add_ along it, x in its own layout. The padding of a dynamic
         # one is sent to an extra last row that is cut off: no where over x, garbage indices unused.
         d = in_dims[0]
@@ -141,7 +141,7 @@ def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[D
         ir = indices.raw_aligned(x_dims)
         out_shape = list(x_shape)
         out_shape[a] = n_out
-        if d.dyn_size is not None:
+        if d.lengths is not None:
             pos = lengths_positions(d, x_dims, caller, "is not a dim of x (dims: {dims})")
             pos.append(a)
             if in_graph:
@@ -154,7 +154,7 @@ def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[D
             ir = ir.to(torch.int64)
         # expand_as, not expand(shape): torch parses a Size argument element by element.
         raw = xr.new_zeros(out_shape).scatter_add_(a, ir.expand_as(xr), xr)
-        if d.dyn_size is not None:
+        if d.lengths is not None:
             raw = raw.narrow(a, 0, n_out)
         return keep_markers(x, raw, x_dims[:a] + (out_dim,) + x_dims[a + 1:])
     return _scatter_reduce(x, indices, in_dims, out_dims_given, n_out, mode, fill_value, use_mask, caller)
@@ -215,10 +215,10 @@ def _scatter_reduce(x: Tensor, indices: Tensor, in_dims: tuple, out_dims: tuple,
                     use_mask: bool, caller: str) -> Tensor:
     """Every mode: one indices dim in x's own layout (indices aligned to it, as torch broadcasts), several
     flattened to one axis first (x as (batch dims, indices dims, rest))."""
-    masked = use_mask and any(d.dyn_size is not None for d in in_dims)
+    masked = use_mask and any(d.lengths is not None for d in in_dims)
     if masked:
         for d in in_dims:
-            for b in d.dyn_size.dims if d.dyn_size is not None else ():
+            for b in d.lengths.dims if d.lengths is not None else ():
                 if b not in x.dims:  # Dim equality is identity
                     raise ValueError(f"{caller}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not "
                                      f"a dim of x (dims: {dims_str(x.dims)})")
@@ -232,7 +232,7 @@ def _scatter_reduce(x: Tensor, indices: Tensor, in_dims: tuple, out_dims: tuple,
         in_set = set(map(id, in_dims))
         wanted = set(id(b) for b in indices.dims)
         if masked:
-            wanted.update(id(b) for d in in_dims if d.dyn_size is not None for b in d.dyn_size.dims)
+            wanted.update(id(b) for d in in_dims if d.lengths is not None for b in d.lengths.dims)
         common = tuple(b for b in x.dims if id(b) in wanted and id(b) not in in_set)
         rest = tuple(b for b in x.dims if id(b) not in wanted and id(b) not in in_set)
         layout, a = common + in_dims + rest, len(common)
@@ -243,11 +243,11 @@ def _scatter_reduce(x: Tensor, indices: Tensor, in_dims: tuple, out_dims: tuple,
     valid = None
     if masked:
         for d in in_dims:
-            if d.dyn_size is not None:
+            if d.lengths is not None:
                 if _tracing.tracing():
                     m = _tracing.mask_raw(d, layout, xr.shape, xr.device)
                 else:
-                    pos = tuple(layout.index(b) for b in d.dyn_size.dims) + (layout.index(d),)
+                    pos = tuple(layout.index(b) for b in d.lengths.dims) + (layout.index(d),)
                     m = _C._dim_cached_raw(_MASK, d, pos, len(layout), xr.shape[layout.index(d)], xr.device)
                 valid = m if valid is None else valid & m
     if len(in_dims) > 1:

@@ -21,7 +21,7 @@ _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/core/mask.h)
 
 def _lengths_over(dim: Dim) -> tuple:
     """The dims a dynamic dim's lengths vary over (batch dims); () for other dims."""
-    return tuple(dim.dyn_size.dims) if dim.dyn_size is not None else ()
+    return tuple(dim.lengths.dims) if dim.lengths is not None else ()
 
 
 def _check_lengths_kept(x: Tensor, merged: Sequence[Dim], caller: str) -> None:
@@ -39,7 +39,7 @@ def _check_lengths_kept(x: Tensor, merged: Sequence[Dim], caller: str) -> None:
 
 def _same_lengths(a: Dim, b: Dim) -> bool:
     """Whether two dynamic dims have equal host lengths (over the same batch dims)."""
-    la, lb = a.dyn_size, b.dyn_size
+    la, lb = a.lengths, b.lengths
     if la is None or lb is None or len(la.dims) != len(lb.dims):
         return False
     if not all(any(d is e for e in lb.dims) for d in la.dims):
@@ -50,7 +50,7 @@ def _same_lengths(a: Dim, b: Dim) -> bool:
 def _same_lengths_in_graph(a: Dim, b: Dim) -> bool:
     """While tracing, _same_lengths up to the values (comparing them reads them): both dynamic over
     the same dims."""
-    la, lb = a.dyn_size, b.dyn_size
+    la, lb = a.lengths, b.lengths
     return (la is not None and lb is not None and len(la.dims) == len(lb.dims)
             and all(any(d is e for e in lb.dims) for d in la.dims))
 
@@ -80,7 +80,7 @@ def merge_dims(x: Tensor, /, *, dims: Sequence[Dim], out_dim: Optional[Dim] = No
     _check_lengths_kept(x, dims, caller)
     sizes = [x.raw.shape[a] for a in axes]
     total = math.prod(sizes)
-    dynamic = [d for d in dims if d.dyn_size is not None]
+    dynamic = [d for d in dims if d.lengths is not None]
     with_padding = any(any(b is m for m in dims) for d in dynamic for b in _lengths_over(d))
     canonical = None  # the dynamic out dim by dim math
     if dynamic and not with_padding:
@@ -114,7 +114,7 @@ def merge_dims(x: Tensor, /, *, dims: Sequence[Dim], out_dim: Optional[Dim] = No
                                              _same_lengths(out_dim, canonical)):
             raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not have the lengths of the merged dim "
                              f"{dim_str(canonical)} (dims: {dims_str(dims)}, sizes {sizes})")
-    elif out_dim.dyn_size is not None or (out_dim.size is not None and out_dim.size != total):
+    elif out_dim.lengths is not None or (out_dim.size is not None and out_dim.size != total):
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not fit the merged size {total} "
                          f"(dims: {dims_str(dims)}, sizes {sizes})")
     return _regroup(x, axes, [total], (out_dim,)), out_dim
@@ -145,7 +145,7 @@ def _split_dynamic(x: Tensor, a: int, axis: Dim, dims: tuple, pad_to_multiples, 
     if k < 1:
         raise ValueError(f"{caller}: the static dims {dims_str(dims[1:])} have no frames")
     floor_dim, ceil_dim = axis // k, ceildiv(axis, k)
-    lengths = axis.dyn_size
+    lengths = axis.lengths
     if dims[0] is ceil_dim and (k == 1 or pad_to_multiples is not False):
         pad = True
     elif dims[0] is floor_dim and not pad_to_multiples:
@@ -225,7 +225,7 @@ def split_dims(x: Tensor, /, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples
     for d in dims:
         if any(d is e for e in x.dims if e is not axis):
             raise ValueError(f"{caller}: {dim_str(d)} is already a dim of x (dims: {dims_str(x.dims)})")
-    if axis.dyn_size is not None:
+    if axis.lengths is not None:
         raw = _split_dynamic(x, a, axis, dims, pad_to_multiples, pad_value, caller)
         return keep_markers(x, raw, x.dims[:a] + dims + x.dims[a + 1:])
     for d in dims:
@@ -306,8 +306,8 @@ def replace_dim(x: Tensor, /, *, in_dim: Dim, out_dim: Optional[Dim] = None) -> 
     a = axis_of(x, in_dim, caller, what="in_dim")
     size = x.raw.shape[a]
     if out_dim is None:
-        if in_dim.dyn_size is not None:
-            out_dim = Dim(in_dim.dyn_size, name=in_dim.name)
+        if in_dim.lengths is not None:
+            out_dim = Dim(in_dim.lengths, name=in_dim.name)
         else:
             out_dim = Dim(in_dim.size, name=in_dim.name)
     elif not isinstance(out_dim, Dim):
@@ -316,7 +316,7 @@ def replace_dim(x: Tensor, /, *, in_dim: Dim, out_dim: Optional[Dim] = None) -> 
         if any(d is out_dim for d in x.dims if d is not in_dim):
             raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of x (dims: {dims_str(x.dims)})")
         fits = (out_dim.size == size if out_dim.size is not None
-                else out_dim.dyn_size is None or _tracing.tracing() or out_dim.get_max_size() <= size)
+                else out_dim.lengths is None or _tracing.tracing() or out_dim.get_max_size() <= size)
         if not fits:
             raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not fit the size {size} of "
                              f"in_dim {dim_str(in_dim)}")

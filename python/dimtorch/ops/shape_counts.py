@@ -18,10 +18,10 @@ def _padded_size(dim: Dim, dims: tuple, caller: str) -> int:
     the lengths of another of `dims`."""
     if dim.size is not None:
         return dim.size
-    if dim.dyn_size is not None:
+    if dim.lengths is not None:
         return dim.get_max_size()
     for d in dims:
-        lengths = d.dyn_size
+        lengths = d.lengths
         if lengths is not None and dim in lengths.dims:  # Dim equality is identity
             return lengths.raw.shape[lengths.dims.index(dim)]
     raise ValueError(f"{caller}: dim {dim_str(dim)} takes its size from data and no lengths of the other dims "
@@ -39,18 +39,18 @@ def num_elements_of_shape(dims: Union[Dim, Sequence[Dim]], *, use_mask: bool = T
     an int64 Tensor on `device`."""
     caller = "dimtorch.num_elements_of_shape()"
     dims = dims_arg(dims, caller, "dims")
-    if not use_mask or all(d.dyn_size is None for d in dims):
+    if not use_mask or all(d.lengths is None for d in dims):
         n = math.prod(_padded_size(d, dims, caller) for d in dims)
     else:
         # a dim that the lengths of another vary over is summed over (in the count), not multiplied
-        length_dims = [e for d in dims if d.dyn_size is not None for e in d.dyn_size.dims]
+        length_dims = [e for d in dims if d.lengths is not None for e in d.lengths.dims]
         factor, count = 1, None
         for d in dims:
-            if d.dyn_size is None:
+            if d.lengths is None:
                 if d not in length_dims:  # Dim equality is identity
                     factor *= _padded_size(d, dims, caller)
             else:
-                count = d.dyn_size if count is None else combine(count, d.dyn_size, "mul",
+                count = d.lengths if count is None else combine(count, d.lengths, "mul",
                                                                  allow_broadcast_all_sources=True)
         inner = [d for d in count.dims if d in dims]  # Dim equality is identity
         if inner:
@@ -75,7 +75,7 @@ def masked_fraction_of_shape(dims: Union[Dim, Sequence[Dim]], *, inverse: bool =
     elements; 1 when no dim of `dims` is dynamic."""
     caller = "dimtorch.masked_fraction_of_shape()"
     dims = dims_arg(dims, caller, "dims")
-    if all(d.dyn_size is None for d in dims):
+    if all(d.lengths is None for d in dims):
         return 1
     valid = num_elements_of_shape(dims, device=device)
     total = float(math.prod(_padded_size(d, dims, caller) for d in dims))

@@ -76,8 +76,8 @@ def stft(x: Tensor, *, in_spatial_dim: Dim, frame_step: int, frame_length: int, 
                          f"got {out_dim!r}")
     if any(d is out_dim or d is out_spatial_dim for d in x.dims if d is not in_spatial_dim):
         raise ValueError(f"{caller}: out_dim and out_spatial_dim must not be dims of x (dims: {dims_str(x.dims)})")
-    masked = use_mask is not False and in_spatial_dim.dyn_size is not None and \
-        all(d in x.dims for d in in_spatial_dim.dyn_size.dims)
+    masked = use_mask is not False and in_spatial_dim.lengths is not None and \
+        all(d in x.dims for d in in_spatial_dim.lengths.dims)
     if masked:
         x = x.copy_masked(0, (in_spatial_dim,))
     batch = x.dims[:axis] + x.dims[axis + 1:]

@@ -58,7 +58,7 @@ def expand_make_non_empty(source: Tensor, *, axis: Dim, out_dim: Optional[Dim] =
     if raw.shape[a] > 0:
         return source, axis
     if out_dim is None:
-        lengths = axis.dyn_size
+        lengths = axis.lengths
         if lengths is None:
             out_dim = Dim(1, name=f"{axis.name}_non_empty")
         else:

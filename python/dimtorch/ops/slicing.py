@@ -26,7 +26,7 @@ def _lengths_in(lengths: Tensor, dims: tuple) -> bool:
 
 def _lengths_over_x(x: Tensor, axis: Dim, caller: str) -> Tensor:
     """Host lengths of the dynamic `axis`, after checking that they vary only over dims of x."""
-    lengths = axis.dyn_size
+    lengths = axis.lengths
     for b in lengths.dims:
         if b not in x.dims:  # Dim equality is identity
             raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which is not a dim "
@@ -94,7 +94,7 @@ def slice(x: Tensor, /, *, axis: Dim, start=None, end=None, step=None, size=None
         raise ValueError(f"{caller}: step must be >= 1, got {step}")
     raw = x.raw
     size = raw.shape[a]
-    lengths = axis.dyn_size
+    lengths = axis.lengths
     in_graph = False  # the in-graph form differs only for a dynamic axis
     if lengths is None:
         if axis.size is not None:
@@ -140,7 +140,7 @@ def slice(x: Tensor, /, *, axis: Dim, start=None, end=None, step=None, size=None
     raw = raw.narrow(a, s, e - s)
     if step > 1:
         raw = raw[(builtins.slice(None),) * a + (builtins.slice(None, None, step),)]
-    if out_dim.dyn_size is not None and not in_graph and raw.shape[a] > out_dim.get_max_size():
+    if out_dim.lengths is not None and not in_graph and raw.shape[a] > out_dim.get_max_size():
         raw = raw.narrow(a, 0, out_dim.get_max_size())
     dims = x.dims[:a] + (out_dim,) + x.dims[a + 1:]
     return keep_markers(x, raw, dims), out_dim
@@ -201,12 +201,12 @@ def shift_left(x: Tensor, /, *, axis: Dim, amount: int = 1, pad_value=0) -> Tens
         return x
     n = x.raw.shape[a]
     raw = _shifted(x.raw, a, amount, pad_value, earlier=True)
-    if axis.dyn_size is not None and _tracing.tracing():
+    if axis.lengths is not None and _tracing.tracing():
         _lengths_over_x(x, axis, caller)  # its check
         keep = _in_graph.positions(raw.shape, a, raw.device) < (
             _tracing.lengths_raw(axis, x.dims, raw.device).to(torch.int64) - amount)
         raw = torch.where(keep, raw, pad_value)
-    elif axis.dyn_size is not None:
+    elif axis.lengths is not None:
         key = ("shift_left", amount, n, tuple(map(id, x.dims)), raw.device)
         keep = _dim_cache.lookup(axis, key)
         if keep is None:
@@ -234,7 +234,7 @@ def reverse_sequence(x: Tensor, /, *, axis: Dim, handle_dynamic_dims: bool = Tru
     dims = x.dims
     a = dims.index(axis)
     raw = x.raw
-    if axis.dyn_size is None or not handle_dynamic_dims:
+    if axis.lengths is None or not handle_dynamic_dims:
         return Tensor(raw.flip(a), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
     index = _reverse_index_in_graph(x, axis) if _tracing.tracing() else _reverse_index(x, axis)
     return Tensor(raw.gather(a, index), dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
@@ -274,7 +274,7 @@ def _size_dim(size, caller: str) -> Dim:
     """The out dim a `size` argument stands for: the Dim itself, a static Dim for an int, a dynamic
     Dim with the Tensor as lengths (moved to the host if it is not there: that waits for the device)."""
     if isinstance(size, Dim):
-        if size.size is None and size.dyn_size is None:
+        if size.size is None and size.lengths is None:
             raise ValueError(f"{caller}: size {dim_str(size)} takes its size from data; it needs a size")
         return size
     if _int_arg(size):
@@ -292,8 +292,8 @@ def _size_dim(size, caller: str) -> Dim:
 
 def _sizes(dim: Dim) -> Tensor:
     """A dim's host lengths, or its size as a 0-dim host Tensor."""
-    if dim.dyn_size is not None:
-        return dim.dyn_size
+    if dim.lengths is not None:
+        return dim.lengths
     return Tensor(torch.tensor(dim.get_max_size(), dtype=torch.int64), ())
 
 
@@ -301,11 +301,11 @@ def _same_sizes(a: Dim, b: Dim) -> bool:
     """Whether two dims have the same size, or the same host lengths over the same dims."""
     if a is b:
         return True
-    if (a.dyn_size is None) != (b.dyn_size is None):
+    if (a.lengths is None) != (b.lengths is None):
         return False
-    if a.dyn_size is None:
+    if a.lengths is None:
         return a.size == b.size
-    la, lb = a.dyn_size, b.dyn_size
+    la, lb = a.lengths, b.lengths
     return set(map(id, la.dims)) == set(map(id, lb.dims)) and torch.equal(
         la.raw.to(torch.int64), lb.raw_aligned(la.dims).to(torch.int64))
 
@@ -348,11 +348,11 @@ def slice_window(x: Tensor, a: int, axis: Dim, start, end, step, size, out_dim, 
         return (out, dim) if dim is computed else (keep_markers(x, out.raw, out.dims[:a] + (dim,) + out.dims[a + 1:]), dim)
     dim = _as_out_dim(_size_dim(size, caller), out_dim, caller)
     n_raw = x.raw.shape[a]
-    s = start + n_raw if start < 0 and axis.dyn_size is None else start
+    s = start + n_raw if start < 0 and axis.lengths is None else start
     n = dim.get_max_size()
     if s < 0 or s + n > n_raw:
         raise ValueError(f"{caller}: frames {start}:{start}+{n} are out of range of {dim_str(axis)} (size {n_raw})")
-    if axis.dyn_size is not None or dim.dyn_size is not None:
+    if axis.lengths is not None or dim.lengths is not None:
         # Each sequence's window must lie within it (host lengths): its frames never read padding.
         over = compare(combine(_sizes(dim), s, "add"), _sizes(axis), "greater", allow_broadcast_all_sources=True)
         if bool(reduce_any(over, axis=over.dims).raw) if over.dims else bool(over.raw):

@@ -38,9 +38,9 @@ def _masked(x: Tensor, axes: Sequence[Dim], value, caller: str) -> torch.Tensor:
     dim's max length dropped), by the mask cached on each dim for x's layout. While tracing, frames
     beyond the max length are kept (masked too) and the mask is built in the graph."""
     raw, dims = x.raw, x.dims
-    in_graph = any(d.dyn_size is not None for d in axes) and _tracing.tracing()
+    in_graph = any(d.lengths is not None for d in axes) and _tracing.tracing()
     for d in axes:
-        lengths = d.dyn_size
+        lengths = d.lengths
         if lengths is None:
             continue
         pos = []
@@ -104,13 +104,13 @@ def top_k(x: Tensor, /, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim, N
     raw = _masked(x, axes, _lowest(x.raw, caller), caller)
     sizes = [raw.shape[p] for p in positions]
     total = math.prod(sizes)
-    dynamic_k = len(axes) == 1 and axes[0].dyn_size is not None and k_dim is None
+    dynamic_k = len(axes) == 1 and axes[0].lengths is not None and k_dim is None
     k_raw = (torch.sym_min(k_int, total) if _tracing.tracing() else min(k_int, total)) if dynamic_k else k_int
     if k_raw > total:
         raise ValueError(f"{caller}: k={k_int} is larger than the {total} entries of axis ({dims_str(axes)})")
     if k_dim is None:
         if dynamic_k:
-            lengths = axes[0].dyn_size
+            lengths = axes[0].lengths
             k_dim = Dim(Tensor(lengths.raw.to(torch.int64).clamp(max=k_int), lengths.dims), name=f"top{k_int}")
         else:
             k_dim = Dim(k_int, name=f"top{k_int}")
@@ -169,7 +169,7 @@ def cumsum(x: Tensor, /, *, spatial_dim: Optional[Dim] = None, axis: Optional[Di
     dims = x.dims
     a = dims.index(axis)
     raw = x.raw
-    lengths = axis.dyn_size
+    lengths = axis.lengths
     if lengths is not None:
         if _tracing.tracing():
             raw = _masked(x, (axis,), 0, caller)
@@ -208,7 +208,7 @@ def search_sorted(sorted_seq: Tensor, values: Tensor, *, axis: Dim, side: str = 
         if n_seq != n_val:
             raise ValueError(f"{caller}: dim {dim_str(d)} has size {n_seq} in sorted_seq but {n_val} in values")
     seq = sorted_seq.raw
-    if axis.dyn_size is not None and sorted_seq.raw.dtype != torch.bool:
+    if axis.lengths is not None and sorted_seq.raw.dtype != torch.bool:
         seq = _masked(sorted_seq, (axis,), _highest(seq, caller), caller)  # padding sorts last
     perm = [sorted_seq.dims.index(d) for d in shared] + [a]
     if perm != list(range(len(perm))):
@@ -226,9 +226,9 @@ def search_sorted(sorted_seq: Tensor, values: Tensor, *, axis: Dim, side: str = 
     if shared and len(rest) != 1:
         out = out.reshape(shared_sizes + rest_sizes)
     out_dims = shared + rest
-    if axis.dyn_size is not None:
+    if axis.lengths is not None:
         # Values beyond a sequence's last valid entry (and NaN) land past its padding: at most its length.
-        lengths = _C._dim_cached_raw(2, axis, tuple(out_dims.index(b) for b in axis.dyn_size.dims), len(out_dims), 0,
+        lengths = _C._dim_cached_raw(2, axis, tuple(out_dims.index(b) for b in axis.lengths.dims), len(out_dims), 0,
                                      out.device)
         out = torch.minimum(out, lengths.to(out.dtype))
     return Tensor(out, out_dims, sparse_dim=axis)
@@ -237,17 +237,17 @@ def search_sorted(sorted_seq: Tensor, values: Tensor, *, axis: Dim, side: str = 
 def _valid_frames(x: Tensor, axis: Dim, caller: str):
     """Bool raw broadcastable to x's raw, True on axis's valid frames (frames beyond the longest sequence
     included, as False); None for an axis without lengths. Cached on the dim (in the graph while tracing)."""
-    if axis.dyn_size is None:
+    if axis.lengths is None:
         return None
     dims = x.dims
-    for b in axis.dyn_size.dims:
+    for b in axis.lengths.dims:
         if b not in dims:  # Dim equality is identity
             raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which is not a dim "
                              f"of the input (dims: {dims_str(dims)})")
     if _tracing.tracing():
         return _tracing.mask_raw(axis, dims, x.raw.shape, x.raw.device)
     a = dims.index(axis)
-    pos = tuple(dims.index(b) for b in axis.dyn_size.dims) + (a,)
+    pos = tuple(dims.index(b) for b in axis.lengths.dims) + (a,)
     return _C._dim_cached_raw(_MASK, axis, pos, len(dims), x.raw.shape[a], x.raw.device)
 
 

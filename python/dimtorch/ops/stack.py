@@ -13,15 +13,15 @@ from ._support import names_errors
 
 def _part_lengths(d: Dim, bdims: tuple, caller: str) -> torch.Tensor:
     """Host int64 lengths of an out dim of split, over `bdims` (size 1 where they do not vary)."""
-    if d.dyn_size is None:
+    if d.lengths is None:
         return torch.full([1] * len(bdims), d.size, dtype=torch.int64)
     _part_lengths_over(d, bdims, caller)
-    return d.dyn_size.raw_aligned(bdims).to(torch.int64)
+    return d.lengths.raw_aligned(bdims).to(torch.int64)
 
 
 def _part_lengths_over(d: Dim, bdims: tuple, caller: str) -> None:
     """Errors when the lengths of the out dim d vary over a dim the axis' lengths do not."""
-    for b in d.dyn_size.dims:
+    for b in d.lengths.dims:
         if not any(b is e for e in bdims):
             raise ValueError(f"{caller}: the lengths of out dim {dim_str(d)} vary over {dim_str(b)}, the axis' "
                              f"lengths do not (they vary over: {dims_str(bdims)})")
@@ -64,7 +64,7 @@ def _split_dynamic_in_graph(x: Tensor, a: int, out_dims: tuple) -> list:
 
 def _split_dynamic(x: Tensor, a: int, axis: Dim, out_dims: tuple, caller: str) -> list:
     """Parts of the dynamic `axis`, sequence by sequence (see split)."""
-    lengths = axis.dyn_size
+    lengths = axis.lengths
     bdims = tuple(lengths.dims)
     for b in bdims:
         if not any(b is e for e in x.dims):
@@ -72,7 +72,7 @@ def _split_dynamic(x: Tensor, a: int, axis: Dim, out_dims: tuple, caller: str) -
                              f"of x (dims: {dims_str(x.dims)})")
     if _tracing.tracing():
         for d in out_dims:  # the checks of _part_lengths; the sums are not compared (that reads them)
-            if d.dyn_size is not None:
+            if d.lengths is not None:
                 _part_lengths_over(d, bdims, caller)
         return _split_dynamic_in_graph(x, a, out_dims)
     parts = [_part_lengths(d, bdims, caller) for d in out_dims]
@@ -125,10 +125,10 @@ def split(x: Tensor, /, *, axis: Dim, out_dims: Sequence[Dim]) -> tuple:
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
     out_dims = dims_arg(out_dims, caller, "out_dims")
-    dynamic = axis.dyn_size is not None
+    dynamic = axis.lengths is not None
     dims = x.dims
     for d in out_dims:
-        if not isinstance(d, Dim) or (d.size is None and not (dynamic and d.dyn_size is not None)):
+        if not isinstance(d, Dim) or (d.size is None and not (dynamic and d.lengths is not None)):
             what = "static or dynamic Dims" if dynamic else "static Dims"
             raise ValueError(f"{caller}: out_dims must be {what}, got {out_dims!r}")
         if d is not axis and d in dims:  # Dim equality is identity
@@ -152,7 +152,7 @@ def split(x: Tensor, /, *, axis: Dim, out_dims: Sequence[Dim]) -> tuple:
 def _fits_dynamic(out_dim: Dim, n: int, dims: tuple) -> bool:
     """Whether a dynamic out_dim takes n stacked frames: its longest sequence (host) has n frames and
     its lengths vary over dims of the tensors."""
-    lengths = out_dim.dyn_size
+    lengths = out_dim.lengths
     if lengths is None or _tracing.tracing():
         return lengths is not None and all(any(b is d for d in dims) for b in lengths.dims)
     return out_dim.get_max_size() == n and all(any(b is d for d in dims) for b in lengths.dims)
@@ -215,7 +215,7 @@ def unstack(x: Tensor, /, *, axis: Dim) -> tuple:
     check_tensor(x, caller)
     a = axis_of(x, axis, caller, what="axis")
     raw = x.raw
-    if axis.dyn_size is not None and not _tracing.tracing() and axis.get_max_size() < raw.shape[a]:
+    if axis.lengths is not None and not _tracing.tracing() and axis.get_max_size() < raw.shape[a]:
         raw = raw.narrow(a, 0, axis.get_max_size())
     dims = x.dims[:a] + x.dims[a + 1:]
     return tuple(keep_markers(x, r, dims) for r in torch.unbind(raw, a))

@@ -12,6 +12,7 @@ import torch
 from .._core import tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.dtypes import dtype_name
+from .._core.raw_input import is_numpy
 from .._core.args import dim_str, dims_arg, dims_str, namesakes_note
 from .elementwise import TENSOR_OPERATORS
 
@@ -99,9 +100,11 @@ def _init_rf(self, name, dims=None, dtype=None, *, sparse_dim=None, feature_dim=
         raise ValueError(f"{_CTOR}: only RETURNN's Tensor version 2 is supported, got version={version!r}")
     if control_flow_ctx is not None:
         raise ValueError(f"{_CTOR}: control_flow_ctx is RETURNN's graph mode; dimtorch runs eagerly")
+    if is_numpy(raw_tensor):  # RETURNN code fills extern data and lengths with numpy: converted once
+        raw_tensor = torch.as_tensor(raw_tensor)
     if raw_tensor is not None and not isinstance(raw_tensor, torch.Tensor):
-        raise TypeError(f"{_CTOR}: raw_tensor must be a torch.Tensor or None, got {type(raw_tensor).__name__} "
-                        f"(dimtorch runs on torch only: torch.from_numpy() a numpy array)")
+        raise TypeError(f"{_CTOR}: raw_tensor must be a torch.Tensor (or a numpy array) or None, got "
+                        f"{type(raw_tensor).__name__}")
     if sparse_dim is not None and not isinstance(sparse_dim, Dim):
         raise TypeError(f"{_CTOR}: sparse_dim must be a Dim or None, got {type(sparse_dim).__name__}")
     if feature_dim_axis is not NOT_SPECIFIED and feature_dim_axis is not None:
@@ -293,6 +296,11 @@ def get_axis(self, dim) -> int:
     return self.dims.index(dim)
 
 
+def _lengths_dims_in(dim: Dim, dims) -> bool:
+    lengths = dim.lengths
+    return lengths is None or all(b in dims for b in lengths.dims)
+
+
 def copy_masked(self, value, dims=None) -> Tensor:
     """The padding frames of the dynamic dims (all, or those in `dims`) set to `value`."""
     caller = "dimtorch.Tensor.copy_masked()"
@@ -308,6 +316,9 @@ def copy_masked(self, value, dims=None) -> Tensor:
                                  f"(dims: {dims_str(self.dims, d)}){namesakes_note(d, self.dims)}")
             if d.is_dynamic():
                 masked.append(d)
+    # A dim whose lengths are over a dim the tensor lacks is left unmasked, as RETURNN does (e.g. a
+    # dim of one beam's lengths on a tensor without the beam): which frames are padding is not known.
+    masked = [d for d in masked if _lengths_dims_in(d, self.dims)]
     if not masked:
         return _keep(self, self.raw, self.dims)
     mask = None

@@ -96,7 +96,7 @@ def window(source: Tensor, *, spatial_dim: Dim, window_dim: Dim, window_right: O
     if left or right or extra:
         raw = _pad(raw, [0, 0] * (raw.dim() - a - 1) + [left, right + extra], "constant", pad_value)
     out = raw.unfold(a, size, stride)
-    want = out_dim.size if out_dim.dyn_size is None else None if in_graph else out_dim.get_max_size()
+    want = out_dim.size if out_dim.lengths is None else None if in_graph else out_dim.get_max_size()
     if want is not None and out.shape[a] != want:
         out = out.narrow(a, 0, want)
     feature_dim = None if source.feature_dim is spatial_dim else source.feature_dim
@@ -108,7 +108,7 @@ def _padded(source: Tensor, a: int, spatial_dim: Dim, padding: str, pad_value, u
     """source's raw, narrowed to the longest sequence, with each shorter sequence's padding set to
     pad_value where a "same" window reaches it. While tracing: masked in the graph, not narrowed."""
     raw = source.raw
-    if spatial_dim.dyn_size is None or padding == "valid":
+    if spatial_dim.lengths is None or padding == "valid":
         return raw
     if in_graph:
         return _in_graph.masked(raw, source.dims, pad_value, among=(spatial_dim,)) if use_mask else raw

@@ -76,6 +76,6 @@ def finite_padding_inside(layers) -> None:
 def zero_padding(module, x: Tensor, spatial_dim: Dim) -> Tensor:
     """x with its padding frames along spatial_dim zeroed when module.zero_padding (NaN there would reach
     the weight gradients of per-frame layers as 0 * NaN)."""
-    if module.zero_padding and spatial_dim.dyn_size is not None:
+    if module.zero_padding and spatial_dim.lengths is not None:
         return x.copy_masked(0.0, (spatial_dim,))
     return x

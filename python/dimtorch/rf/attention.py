@@ -234,7 +234,7 @@ class CausalSelfAttention(SelfAttentionBase):
                 accum = axis
             else:
                 k_prev, v_prev, accum_prev = history
-                if accum_prev.dyn_size is not None:
+                if accum_prev.lengths is not None:
                     raise NotImplementedError(f"{caller}: a full sequence after a history with lengths: not yet")
                 prev = k_prev.shape[-2]
                 k = torch.cat((k_prev.expand(*k.shape[:-2], -1, -1), self._new_keys(k, prev)), dim=-2)
@@ -251,7 +251,7 @@ class CausalSelfAttention(SelfAttentionBase):
             accum = Dim(1, name="self_att_accum")
         else:
             k_prev, v_prev, accum_prev = history
-            if accum_prev.dyn_size is None:
+            if accum_prev.lengths is None:
                 prev = k_prev.shape[-2]
                 k = torch.cat((k_prev.expand(*k.shape[:-2], -1, -1), self._new_keys(k, prev)), dim=-2)
                 v = torch.cat((v_prev.expand(*v.shape[:-2], -1, -1), v), dim=-2)
@@ -268,7 +268,7 @@ class CausalSelfAttention(SelfAttentionBase):
         if state is None:
             return None
         accum = state.accum_axis
-        if accum.dyn_size is None and accum.size == 0:
+        if accum.lengths is None and accum.size == 0:
             return None
         try:
             k = self._state_raw(state.k_accum, accum, self.key_dim_per_head, lead)
@@ -544,7 +544,7 @@ class CrossAttention(Module):
         """The keys and values of the encoder: State(k=, v=, kv_axis=axis), k and v over (encoder's batch dims,
         num_heads, axis, per-head dim)."""
         lead = _lead(self, encoder, self.encoder_dim, axis, what="encoder")
-        if axis.dyn_size is not None:  # NaN padding would reach the kv weight's gradient (0 * NaN)
+        if axis.lengths is not None:  # NaN padding would reach the kv weight's gradient (0 * NaN)
             encoder = encoder.copy_masked(0.0, (axis,))
         kv = _aligned(self.kv(encoder), lead + (axis, self.kv_dim_total))
         k, v = _split_heads(kv, self.num_heads.size, (self.key_dim_per_head.size, self.value_dim_per_head.size))
@@ -573,7 +573,7 @@ class CrossAttention(Module):
             raise ValueError(f"dimtorch.rf.CrossAttention(): the encoder has dims ({dims_str(enc_lead)}) that q lacks "
                              f"(q dims: {dims_str(q.dims)})")
         vr = _aligned(v, q_lead + (heads, kv_axis, vd))
-        valid = self._frame_mask_cache.get(kv_axis, q_lead, kr.device, kr) if kv_axis.dyn_size is not None else None
+        valid = self._frame_mask_cache.get(kv_axis, q_lead, kr.device, kr) if kv_axis.lengths is not None else None
         mask = valid[..., None, None, :] if valid is not None else None
         p = self.att_dropout if self.att_dropout and self.training else 0.0
         out = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, dropout_p=p)  # (*q_lead, H, R, dv)

@@ -43,5 +43,7 @@ def is_executing_eagerly() -> bool:
 
 
 def is_backend_raw_tensor_dim_tag_independent() -> bool:
-    """True: a torch.Tensor knows nothing of dims."""
-    return True
+    """False: dimtorch caches the raws it makes from a dim's lengths (masks, index tensors) per Dim
+    object, so two dims with equal lengths (Dim.copy_from) get equal but separate raws; RETURNN's
+    torch backend shares them across such copies, which is what True promises (its test_dim_mask)."""
+    return False

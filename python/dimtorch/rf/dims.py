@@ -34,7 +34,7 @@ def dim_match_priority_when_needed(dim: Dim, *other_dims: Dim) -> Dim:
     holds dim (dim itself otherwise)."""
     if not any(d is dim for d in other_dims):
         return dim
-    return Dim(dim.dyn_size if dim.dyn_size is not None else dim.size, name=f"{dim.name}'")
+    return Dim(dim.lengths if dim.lengths is not None else dim.size, name=f"{dim.name}'")
 
 
 def use_mask_default(*, default: Optional[bool] = None, default_false_for_behavior_version_up_to: Optional[int] = None,

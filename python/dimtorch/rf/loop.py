@@ -68,7 +68,7 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
         return None, new_s
 
     bind_dim = None
-    if spatial_dim is not None and spatial_dim.dyn_size is None and spatial_dim.size is None:
+    if spatial_dim is not None and spatial_dim.lengths is None and spatial_dim.size is None:
         # a declared dim without lengths: loop on cond, then the dim gets the step counts (RETURNN's way)
         bind_dim, spatial_dim = spatial_dim, None
     _, final, out_dim = _loop.scan(spatial_dim=spatial_dim, cond_dims=cond_dims, cond_before_body=cond_before_body,
@@ -103,7 +103,7 @@ def _like(new, old):
 def _bind_lengths(dim: Dim, source: Dim, caller: str) -> None:
     """Gives the declared `dim` the lengths of `source` (the loop's new dim), through the Dim API of
     dimtorch.rf.tensor (RETURNN's `dim.dyn_size_ext = lengths`)."""
-    lengths = source.dyn_size
+    lengths = source.lengths
     try:
         dim.dyn_size_ext = lengths if lengths is not None else Tensor(
             __import__("torch").tensor(source.size), ())

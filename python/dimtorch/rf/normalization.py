@@ -114,7 +114,7 @@ class BatchNorm(Module):
             raise ValueError(f"dimtorch.rf.BatchNorm(): source lacks the in_dim {dim_str(self.in_dim)} (source: "
                              f"{dims_str(source.dims) if isinstance(source, Tensor) else type(source).__name__})")
         training = self.training
-        masked = self.use_mask is not False and any(d.dyn_size is not None for d in source.dims if d is not self.in_dim)
+        masked = self.use_mask is not False and any(d.lengths is not None for d in source.dims if d is not self.in_dim)
         if not masked:
             return self._fused(source, training)
         axis = [d for d in source.dims if d is not self.in_dim]

@@ -47,6 +47,19 @@ def _check_dims(dims, caller: str) -> tuple:
     return dims
 
 
+def _same_layout(value: Tensor, dims: tuple) -> bool:
+    """Whether value's raw is the parameter's layout though its dims are other Dims (RETURNN code
+    sets `initial` from a Tensor over e.g. `3 * out_dim` for a parameter over its qkv dim, and RETURNN
+    copies the raw): as many dims, and each either the parameter's dim at that position or a dim
+    the parameter lacks with that dim's size (never a parameter's dim at another position)."""
+    if len(value.dims) != len(dims):
+        return False
+    for v, d, n in zip(value.dims, dims, value.raw.shape):
+        if v is not d and (any(v is e for e in dims) or d.size is None or n != d.size):
+            return False
+    return True
+
+
 def _raw_value(value, dims: tuple, caller: str) -> Union[torch.Tensor, int, float, bool]:
     """`value` as something raw.copy_() takes: a Tensor over the parameter's dims (any order) aligned
     to them, a torch Tensor or numpy array of the shape, or a number."""
@@ -54,6 +67,8 @@ def _raw_value(value, dims: tuple, caller: str) -> Union[torch.Tensor, int, floa
         if len(value.dims) != len(dims) or not all(any(e is d for e in value.dims) for d in dims):
             if all(any(e is d for e in dims) for d in value.dims):  # fewer dims: broadcast
                 return value.raw_aligned(dims)
+            if _same_layout(value, dims):  # other Dims of the same sizes in place: the raw, as RETURNN
+                return value.raw
             raise ValueError(f"{caller}: the value has dims ({dims_str(value.dims)}), the parameter "
                              f"({dims_str(dims)})")
         return value.raw if value.dims == dims else value.raw_aligned(dims)

@@ -285,8 +285,8 @@ def _default_dim_order(tensor: Tensor) -> tuple:
     from ._dims import is_batch_dim
     dims = list(tensor.dims)
     first = [d for d in dims if is_batch_dim(d)]
-    dynamic = [d for d in dims if not is_batch_dim(d) and d.dyn_size is not None]
-    rest = [d for d in dims if not is_batch_dim(d) and d.dyn_size is None]
+    dynamic = [d for d in dims if not is_batch_dim(d) and d.lengths is not None]
+    rest = [d for d in dims if not is_batch_dim(d) and d.lengths is None]
     return tuple(first + dynamic + rest)
 
 
@@ -340,7 +340,7 @@ class Loss:
         from ..ops.shape_counts import num_elements_of_shape
         if not self.loss.dims:
             return 1
-        if all(d.dyn_size is None for d in self.loss.dims):
+        if all(d.lengths is None for d in self.loss.dims):
             return self.loss.raw.numel()  # (dims whose size comes from data: the raw's)
         try:
             return num_elements_of_shape(self.loss.dims)

@@ -75,9 +75,9 @@ class TensorArray:
         n = len(items)
         first = items[0] if items else self.tensor_template
         dims = first.dims
-        if axis.dyn_size is None and axis.size is not None and axis.size != n:
+        if axis.lengths is None and axis.size is not None and axis.size != n:
             raise ValueError(f"{caller}: axis {dim_str(axis)} has size {axis.size}, the array has {n} items")
-        if axis.dyn_size is not None and axis.get_max_size() > n:
+        if axis.lengths is not None and axis.get_max_size() > n:
             raise ValueError(f"{caller}: axis {dim_str(axis)} has sequences of up to {axis.get_max_size()} frames, "
                              f"the array has {n} items")
         raws = []

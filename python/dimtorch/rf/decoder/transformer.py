@@ -272,7 +272,7 @@ class TransformerDecoder(Module):
         if step:
             new_state.pos = pos + 1
         else:
-            lengths = spatial_dim.dyn_size
+            lengths = spatial_dim.lengths
             new_state.pos = pos + (lengths if lengths is not None else spatial_dim.get_max_size())
         for name, layer in self.layers.items():
             x, new_state[name] = layer(x, spatial_dim=spatial_dim, state=state[name],

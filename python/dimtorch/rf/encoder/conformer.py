@@ -299,7 +299,7 @@ class ConformerEncoder(ISeqDownsamplingEncoder):
             x, out_spatial_dim = self.input_layer(source, in_spatial_dim=in_spatial_dim)
         else:
             x, out_spatial_dim = source, in_spatial_dim
-        if out_spatial_dim.dyn_size is not None:
+        if out_spatial_dim.lengths is not None:
             x = x.copy_masked(0.0)  # finite padding for the layers (NaN there would reach valid gradients)
         if self.input_projection is not None and self.input_projection.in_dim in x.dims:
             x = self.input_projection(x)

@@ -38,7 +38,7 @@ class ConformerFrontend(ISeqDownsamplingEncoder):
             x, out_spatial_dim = self.input_layer(source, in_spatial_dim=in_spatial_dim)
         else:
             x, out_spatial_dim = source, in_spatial_dim
-        if out_spatial_dim.dyn_size is not None:
+        if out_spatial_dim.lengths is not None:
             x = x.copy_masked(0.0)
         x = self.input_projection(x) if self.input_projection is not None else x
         if self.input_embedding_scale != 1.0:
@@ -68,6 +68,6 @@ class ConformerEncoderV2(ISeqFramewiseEncoder):
         finite_padding_inside(self.layers)
 
     def __call__(self, x: Tensor, *, spatial_dim: Dim, collected_outputs: Optional[Dict[str, Tensor]] = None) -> Tensor:
-        if spatial_dim.dyn_size is not None:
+        if spatial_dim.lengths is not None:
             x = x.copy_masked(0.0)
         return self.layers(x, spatial_dim=spatial_dim, collected_outputs=collected_outputs)

@@ -133,7 +133,7 @@ class TransformerEncoder(Module):
         if self.input_embedding is not None:
             x = self.input_embedding(source) * self.input_embedding_scale
         else:
-            x = source.copy_masked(0.0) if spatial_dim.dyn_size is not None else source
+            x = source.copy_masked(0.0) if spatial_dim.lengths is not None else source
         if self.pos_enc is not None:
             x = x + self.pos_enc(spatial_dim=spatial_dim)
         x = _dropout(self, x, self.input_dropout)

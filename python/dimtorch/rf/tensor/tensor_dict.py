@@ -224,7 +224,7 @@ def _lengths_dims(d: Dim, value: Tensor, caller: str) -> tuple:
     template = d._lengths_template
     if template is not None:
         return template.dims
-    bound = d.dyn_size
+    bound = d.lengths
     if bound is not None:
         return bound.dims
     batch = tuple(b for b in value.dims if b.is_batch_dim())

@@ -33,7 +33,7 @@ def _bind_dim(d: Dim, rnd, max_sizes, min_sizes, holder: Tensor) -> None:
             size = int(max_sizes.get(d, rnd.randint(2, 20)))
             d.dyn_size_ext = Tensor(d.name or "batch", [], dtype="int32", raw_tensor=torch.tensor(size, dtype=torch.int32))
         return
-    if d.dyn_size is not None:
+    if d.lengths is not None:
         return
     template = d._lengths_template
     dims = template.dims if template is not None else tuple(b for b in holder.dims if b.is_batch_dim())

@@ -1,0 +1,222 @@
+// Fast path of conv (definition: python/dimtorch/ops/conv.py) for its common call: the filter in
+// torch's layout (out_dim, in_dim // groups, *filter_size), the spatial dims static or dynamic with
+// inputs at least one window long, padding "valid", "same" with equal sides or ints, no given out
+// dims. x's padding zeroed (one where with the cached mask), its axes permuted to (rest, in_dim,
+// *spatial) (a view; rest merged into one batch axis unless it is one dim), one torch conv; the out
+// dims by dim math (cached on the dims). Every other case, every error included, goes to the Python
+// definition.
+#include "core/args.h"
+#include "core/backend.h"
+#include "core/dim.h"
+#include "core/exports.h"
+#include "core/functions.h"
+#include "core/mask.h"
+#include "core/python_fallback.h"
+#include "core/tensor.h"
+#include "ops/conv_args.h"
+#include "ops/fast_path_util.h"
+
+namespace dimtorch {
+
+namespace {
+
+using namespace conv_args;
+
+DIMTORCH_PYTHON_FALLBACK(conv_fallback, "conv")
+DIMTORCH_DEFINITION_ONLY(f_transposed_conv, "transposed_conv")
+
+/// x's raw with the padding of its dynamic dims zeroed (as x.copy_masked(0)), or NULL with no
+/// error set when the mask cannot be made here (lengths over dims x lacks: the definition says so).
+PyObject* zero_padding(TensorObject* x) {
+  int axes[kMaxDims];
+  int n = 0;
+  for (int i = 0; i < tensor_ndim(x); ++i)
+    if (dim_has_lengths(as_dim(PyTuple_GET_ITEM(x->dims, i)))) axes[n++] = i;
+  PyObject* raw = masked_raw(x, axes, n, backend::T.zero, nullptr, "dimtorch.conv()");
+  if (!raw) PyErr_Clear();
+  return raw;
+}
+
+/// conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size,
+/// padding="valid", strides=None, dilation_rate=None, groups=None, bias=None, use_mask=None,
+/// dilation=None) -> (tensor, out_spatial_dims). None is 1 for strides, dilation and groups;
+/// dilation_rate is dilation (RETURNN frontend's name); use_mask changes nothing (see the definition).
+PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "filter", "in_dim", "out_dim", "in_spatial_dims", "filter_size",
+                                      "out_spatial_dims", "strides", "dilation", "padding", "groups", "bias",
+                                      "use_mask", "dilation_rate"};
+  const char* caller = "dimtorch.conv()";
+  PyObject* v[14];
+  if (!parse_args(args, nargs, kwnames, names, 14, 2, 6, v, caller, 1)) {
+    PyErr_Clear();
+    return conv_fallback(args, nargs, kwnames);
+  }
+#define FALLBACK() return conv_fallback(args, nargs, kwnames)
+  for (int i : {7, 8, 10, 11, 13})  // None: the default
+    if (v[i] == Py_None) v[i] = nullptr;
+  if (v[13]) {  // dilation_rate: dilation's other name (both given: the definition's error)
+    if (v[8]) FALLBACK();
+    v[8] = v[13];
+  }
+  PyObject *in_dim = v[2], *out_dim = v[3], *bias = v[11];
+  if (!is_tensor(v[0]) || !is_tensor(v[1]) || !is_dim(in_dim) || !is_dim(out_dim) || (v[6] && v[6] != Py_None))
+    FALLBACK();
+  TensorObject* x = as_tensor(v[0]);
+  TensorObject* filter = as_tensor(v[1]);
+  Py_ssize_t in_size = as_dim(in_dim)->size, out_size = as_dim(out_dim)->size, groups = 1;
+  if (in_size < 0 || out_size < 0 || (v[10] && (!fast_path::exact_int(v[10], &groups) || groups < 1)) ||
+      in_size % groups || out_size % groups)
+    FALLBACK();
+  PyObject* spatial[kMaxSpatial];
+  int n;
+  Py_ssize_t strides[kMaxSpatial], dilation[kMaxSpatial], pads[kMaxSpatial];
+  Padding kind;
+  if (!spatial_dims(v[4], spatial, &n) || !per_dim(v[7], n, 1, 1, strides) || !per_dim(v[8], n, 1, 1, dilation) ||
+      !padding(v[9], n, &kind, pads))
+    FALLBACK();
+  // filter_size: n static Dims (one Dim for n == 1); the filter's dims exactly (out_dim, filter_in, *filter_size).
+  PyObject* fs = v[5];
+  PyObject* const* fs_items = &fs;
+  if (!is_dim(fs)) {
+    if ((!PyTuple_CheckExact(fs) && !PyList_CheckExact(fs)) || PySequence_Fast_GET_SIZE(fs) != n) FALLBACK();
+    fs_items = PySequence_Fast_ITEMS(fs);
+  } else if (n != 1) {
+    FALLBACK();
+  }
+  Ref filter_in = Ref::borrow(in_dim);
+  if (groups > 1 && !(filter_in = Ref(dim_derive(as_dim(in_dim), DimOp::kFloorDiv, groups, nullptr, caller)))) {
+    PyErr_Clear();
+    FALLBACK();
+  }
+  if (filter_in.get() == out_dim || tensor_ndim(filter) != 2 + n || PyTuple_GET_ITEM(filter->dims, 0) != out_dim ||
+      PyTuple_GET_ITEM(filter->dims, 1) != filter_in.get())
+    FALLBACK();
+  Py_ssize_t k_eff[kMaxSpatial];
+  for (int i = 0; i < n; ++i) {
+    PyObject* f = fs_items[i];
+    if (!is_dim(f) || as_dim(f)->size < 1 || PyTuple_GET_ITEM(filter->dims, 2 + i) != f) FALLBACK();
+    k_eff[i] = dilation[i] * (as_dim(f)->size - 1) + 1;
+  }
+  if (bias && (!is_tensor(bias) || tensor_ndim(as_tensor(bias)) != 1 ||
+               PyTuple_GET_ITEM(as_tensor(bias)->dims, 0) != out_dim))
+    FALLBACK();
+  // torch's padding: the ints, or "same"'s k_eff - 1 frames when both sides get as many.
+  Py_ssize_t torch_pad[kMaxSpatial];
+  for (int i = 0; i < n; ++i) {
+    torch_pad[i] = pads[i];
+    if (kind == Padding::kSame) {
+      if ((k_eff[i] - 1) % 2) FALLBACK();  // an uneven 'same' pads explicitly: the definition does it
+      torch_pad[i] = (k_eff[i] - 1) / 2;
+    }
+  }
+  // x's layout: rest (x's other dims, in order), in_dim, the spatial dims.
+  int nd = static_cast<int>(tensor_ndim(x));
+  int ci = dims_index(x->dims, in_dim);
+  int pos[kMaxSpatial];
+  bool is_spatial[kMaxDims] = {};
+  bool dynamic = false;
+  if (ci < 0) FALLBACK();
+  for (int i = 0; i < n; ++i) {
+    pos[i] = dims_index(x->dims, spatial[i]);
+    if (pos[i] < 0 || pos[i] == ci) FALLBACK();
+    is_spatial[pos[i]] = true;
+    DimObject* d = as_dim(spatial[i]);
+    if (d->size < 0 && !dim_has_lengths(d)) FALLBACK();  // size from data: a new out dim per call
+    dynamic = dynamic || dim_has_lengths(d);
+  }
+  int order[kMaxDims], n_rest = 0;
+  Py_ssize_t lead = 1;
+  for (int i = 0; i < nd; ++i)
+    if (i != ci && !is_spatial[i]) {
+      order[n_rest++] = i;
+      lead *= x->sizes[i];
+    }
+  order[n_rest] = ci;
+  for (int i = 0; i < n; ++i) order[n_rest + 1 + i] = pos[i];
+  // Sizes the conv sees: a dynamic axis narrowed to its longest sequence; each at least one window.
+  Py_ssize_t sizes[kMaxSpatial], out_sizes[kMaxSpatial];
+  bool narrow = false;
+  for (int i = 0; i < n; ++i) {
+    sizes[i] = x->sizes[pos[i]];
+    Py_ssize_t longest = axis_size(spatial[i]);
+    if (longest == -2) return nullptr;
+    if (longest < sizes[i]) {
+      sizes[i] = longest;
+      narrow = true;
+    }
+    // No full window (or no frame at all): the definition pads or says so.
+    if (sizes[i] < 1 || sizes[i] + 2 * torch_pad[i] < k_eff[i]) FALLBACK();
+    out_sizes[i] = (sizes[i] + 2 * torch_pad[i] - k_eff[i]) / strides[i] + 1;
+  }
+  Ref out_spatial(PyTuple_New(n));
+  if (!out_spatial) return nullptr;
+  for (int i = 0; i < n; ++i) {
+    PyObject* od = out_spatial_dim(spatial[i], k_eff[i], strides[i], kind, pads[i], caller);
+    if (!od) {
+      PyErr_Clear();
+      FALLBACK();
+    }
+    PyTuple_SET_ITEM(out_spatial.get(), i, od);
+    if (axis_size(od) != out_sizes[i]) FALLBACK();  // (the definition narrows its result)
+  }
+#undef FALLBACK
+  Ref raw(dynamic ? zero_padding(x) : Py_NewRef(x->raw));
+  if (!raw) return conv_fallback(args, nargs, kwnames);
+  // (in the definition's order: permute, merge, narrow; so that torch gets the same strides)
+  if (!(raw = Ref(permuted(raw.get(), order, nd)))) return nullptr;
+  Py_ssize_t shape[2 + kMaxSpatial];
+  if (n_rest != 1) {
+    shape[0] = lead;
+    shape[1] = in_size;
+    for (int i = 0; i < n; ++i) shape[2 + i] = x->sizes[pos[i]];
+    if (!(raw = Ref(reshaped(raw.get(), shape, 2 + n)))) return nullptr;
+  }
+  for (int i = 0; narrow && i < n; ++i)
+    if (sizes[i] < x->sizes[pos[i]] && !(raw = Ref(fast_path::narrowed(raw.get(), 2 + i, 0, sizes[i]))))
+      return nullptr;
+  Ref stride_arg(int_arg(strides, n)), pad_arg(int_arg(torch_pad, n)), dilation_arg(int_arg(dilation, n));
+  Ref groups_arg(PyLong_FromSsize_t(groups));
+  if (!stride_arg || !pad_arg || !dilation_arg || !groups_arg) return nullptr;
+  PyObject* conv_args[7] = {raw.get(), filter->raw, bias ? as_tensor(bias)->raw : Py_None, stride_arg.get(),
+                            pad_arg.get(), dilation_arg.get(), groups_arg.get()};
+  Ref out(PyObject_Vectorcall(backend::T.conv[n - 1], conv_args, 7, nullptr));
+  if (!out) return nullptr;
+  // The output: x's other dims, out_dim, the out spatial dims.
+  int nd_out = n_rest + 1 + n;
+  Py_ssize_t out_shape[kMaxDims];
+  Ref out_dims(PyTuple_New(nd_out));
+  if (!out_dims) return nullptr;
+  for (int j = 0; j < n_rest; ++j) {
+    PyTuple_SET_ITEM(out_dims.get(), j, Py_NewRef(PyTuple_GET_ITEM(x->dims, order[j])));
+    out_shape[j] = x->sizes[order[j]];
+  }
+  PyTuple_SET_ITEM(out_dims.get(), n_rest, Py_NewRef(out_dim));
+  out_shape[n_rest] = out_size;
+  for (int i = 0; i < n; ++i) {
+    PyTuple_SET_ITEM(out_dims.get(), n_rest + 1 + i, Py_NewRef(PyTuple_GET_ITEM(out_spatial.get(), i)));
+    out_shape[n_rest + 1 + i] = out_sizes[i];
+  }
+  if (n_rest != 1 && !(out = Ref(reshaped(out.get(), out_shape, nd_out)))) return nullptr;
+  Ref t(tensor_make(out.release(), out_dims.get(), out_shape, nullptr, out_dim));
+  if (!t) return nullptr;
+  return PyTuple_Pack(2, t.get(), out_spatial.get());
+}
+
+PyMethodDef kFunctions[] = {
+    {"conv", DIMTORCH_OP(f_conv), METH_FASTCALL | METH_KEYWORDS,
+     "conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size, padding='valid', "
+     "strides=None, dilation_rate=None, groups=None, bias=None, use_mask=None, dilation=None) -> (tensor, "
+     "out_spatial_dims): see "
+     "dimtorch.ops.conv.conv; the common call is one torch conv here (and one where with the cached mask "
+     "for dynamic spatial dims)."},
+    {"transposed_conv", DIMTORCH_OP(f_transposed_conv), METH_FASTCALL | METH_KEYWORDS,
+     "transposed_conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, ...) -> (tensor, out_spatial_dims): see "
+     "dimtorch.ops.conv.transposed_conv (no fast path: the definition, called from here so that its errors are "
+     "named and dim= gets a hint; ~1 K instructions a call, ~0.3 % of a tiny transposed conv)."},
+    {nullptr}};
+
+}  // namespace
+
+bool export_ops_conv(PyObject* module) { return add_functions(module, kFunctions); }
+
+}  // namespace dimtorch
