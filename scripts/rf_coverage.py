@@ -51,7 +51,7 @@ TABLE = {
         _rf("convert_to_tensor", "name=, shape= taken; keep_scalar_on_cpu keeps a scalar off the default device"),
         _rf("constant", "convert_to_tensor (the package's rf.constant is rf.const's)", path="array_."),
         _rf("copy", "Tensor.copy()"),
-        _rf("cast"), _rf("merge_dims"), _rf("split_dims"), _rf("reshape"), _rf("split", "a tuple, as rf"),
+        _rf("cast"), _rf("merge_dims", "the feature marker follows a merge of the feature dim, as rf (dt.merge_dims drops it)"), _rf("split_dims"), _rf("reshape"), _rf("split", "a tuple, as rf"),
         _rf("expand_dim"), _rf("expand_dims", "one view, the new dims first in the given order"), _rf("squeeze"),
         _rf("window", "a view (unfold); int stride (a Tensor stride and a dynamic window_dim: not yet); \"valid\" on a "
                       "sequence shorter than the window: 0 frames (see Differences)"),
@@ -69,7 +69,8 @@ TABLE = {
         _rf("masked_scatter"), _rf("sequence_mask", "like= (a TensorLayout): not taken"),
         _rf("pack_padded", "enforce_sorted=True: not implemented (as in rf)"),
         _rf("pad_packed", "dt.unpack_padded"),
-        _rf("gather", "axis= defaults to the indices' sparse_dim; indices without a sparse_dim gather along axis"),
+        _rf("gather", "axis= defaults to the indices' sparse_dim; indices without a sparse_dim gather along axis; "
+              "indices over axis itself index it anew (a beam backtrack)"),
         _rf("scatter"),
         _rf("scatter_mean"), _rf("scatter_argmax", "dt.scatter(mode=\"argmax\"), invalid_idx as its fill_value"),
         _rf("scatter_logsumexp"), _rf("scatter_logmeanexp"),
@@ -78,7 +79,7 @@ TABLE = {
                      "out_dim is read on the host)"),
         _rf("shift_right"), _rf("shift_left"), _rf("reverse_sequence"), _rf("where"),
         _rf("sort", "(values, indices, out_dim): axis replaced by a new dim of its size or lengths; always stable"),
-        _rf("search_sorted"), _rf("sparse_to_dense"), _rf("one_hot"),
+        _rf("search_sorted"), _rf("sparse_to_dense", "an int label too (axis= then required)"), _rf("one_hot"),
         _rf("top_k_mask", "int k (a Tensor k: not yet); padding never selected"),
         _rf("top_p_mask", "padding never selected"),
         _rf("repeat", "its out dim's lengths are read from the device"), _rf("limit_repeats"),
@@ -163,11 +164,11 @@ TABLE = {
         _rf("get_default_dim_size_device", "\"cpu\": lengths always live on the host"),
     ],
     "dims": [
-        _rf("range_over_dim", "dtype None: int64 (rf: int32)"),
+        _rf("range_over_dim", "dtype None: int64 (rf: int32); a float dtype has no sparse_dim, as rf"),
         _rf("range_over_dim_strided", "stride an int (a device Tensor stride: not taken, dims' lengths are host values)"),
         _rf("range_over_merged_dims", "the first dim may be dynamic (T * k, the dim merge_dims makes)"),
         _rf("linspace_over_dim", "per sequence over a dynamic dim, as rf"),
-        _rf("replace_dim", "a new dim named as in_dim (rf: \"new-dim\")"),
+        _rf("replace_dim", "a new dim named as in_dim (rf: \"new-dim\"); an unknown out_dim (Dim(None)) takes in_dim's lengths, as rf"),
         _rf("replace_dim_v2", "frames beyond each sequence's old length are 0 (rf: the raw padding)"),
         _rf("set_sparse_dim", "a new Tensor over the same raw"),
         _rf("dim_match_priority_when_needed", "dims are identities: a distinct dim of the same size (or lengths) "
@@ -272,7 +273,8 @@ TABLE = {
         ("remove_parametrization", S, "dt.nn.remove_parametrization", ""),
         ("is_parametrized", S, "dt.nn.is_parametrized", ""),
     ],
-    "piecewise_linear": [("PiecewiseLinear", NA, None, "schedules: torch's LR schedulers")],
+    "piecewise_linear": [_rf("PiecewiseLinear", "elementwise on a Tensor (torch.searchsorted); for LR schedules "
+                                                "torch's schedulers remain the usual way")],
     "rand": [
         _rf("set_random_seed", "torch.manual_seed"), _rf("get_random_state", "torch's generator states"),
         _rf("set_random_state", "torch's generator states"),

@@ -165,12 +165,12 @@ def test_conv_new_dims_of_one_structure_each_get_their_lengths():
         w = dt.Tensor(torch.randn(4, 4, 3, generator=torch.Generator().manual_seed(9)), (out, chan, kd))
         for fn in (dt.conv, _conv.conv):
             y, (ot,) = fn(x, w, in_dim=chan, out_dim=out, in_spatial_dims=[time], filter_size=[kd], padding="valid")
-            assert ot is time - 2 and ot.dyn_size.raw.tolist() == [max(0, n - 2) for n in lengths]
+            assert ot is time - 2 and ot.lengths.raw.tolist() == [max(0, n - 2) for n in lengths]
             assert y.dims == (batch, out, ot)
         wt = dt.Tensor(torch.randn(4, 4, 3, generator=torch.Generator().manual_seed(9)), (chan, out, kd))
         y, (ot,) = dt.transposed_conv(x, wt, in_dim=chan, out_dim=out, in_spatial_dims=[time], filter_size=[kd],
                                       strides=2)
-        assert y.dims == (batch, out, ot) and ot.dyn_size.raw.tolist() == [2 * n + 1 for n in lengths]
+        assert y.dims == (batch, out, ot) and ot.lengths.raw.tolist() == [2 * n + 1 for n in lengths]
 
 
 def test_transposed_conv_is_its_definition_called_from_c():

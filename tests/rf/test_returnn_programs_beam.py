@@ -3,14 +3,10 @@ RETURNN frontend and, with only its import lines edited, on dimtorch.rf (tests/r
 hypotheses, their scores and lengths must agree (top_k over [beam, vocab] with nested indices, gather by
 backrefs without axis=, a loop ended by a host read, TensorArray stacked onto a dim with lengths over
 batch and beam). Skipped without `returnn` (pip install .[bench])."""
-import pytest
-
 import dimtorch.rf  # noqa: F401  (imported before the tests: its module-level dims are no test's leak)
 from rf_programs import both, compare_outputs, make_batch, run_forward, unbind
 
 
-@pytest.mark.xfail(reason="needs rf.sparse_to_dense with an int label, rf.merge_dims keeping the feature marker and "
-                          "rf.gather over the gathered axis (being fixed on branch rffn)", strict=False)
 def test_beam_search_gives_returnns_hypotheses():
     ref, ref_model, ours, our_model = both("beam_search")
     try:

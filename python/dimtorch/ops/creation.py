@@ -200,8 +200,9 @@ def random_truncated_normal(dims: DimsArg, *, dtype=None, device=None, sparse_di
 
 
 def range_over_dim(dim: Dim, *, dtype=None, device=None) -> Tensor:
-    """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim`; dtype
-    None is int64. While tracing, a dynamic dim is an error (no tensor gives its padded size)."""
+    """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim` for an
+    integer dtype (a float range indexes nothing: no sparse_dim, as RETURNN frontend); dtype None is
+    int64. While tracing, a dynamic dim is an error (no tensor gives its padded size)."""
     caller = "dimtorch.range_over_dim()"
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")
@@ -211,6 +212,8 @@ def range_over_dim(dim: Dim, *, dtype=None, device=None) -> Tensor:
         device = _default_device.get()
     with naming_errors(caller):  # the device goes to torch as it is
         raw = torch.arange(size, dtype=torch_dtype, device=device)
+    if torch_dtype.is_floating_point or torch_dtype.is_complex or torch_dtype is torch.bool:
+        return Tensor(raw, (dim,))
     return Tensor(raw, (dim,), sparse_dim=dim)
 
 

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from .. import _C
 from .._C import Dim, Tensor, clip
+from .._core import default_device as _default_device
 from .._core.args import axis_of, check_tensor, dim_str, dims_str, keep_markers
 from ._support import names_errors
 
@@ -23,7 +24,10 @@ def gather(x: Tensor, /, *, indices: Union[Tensor, int], axis: Optional[Dim] = N
     frontend). With an int, the one frame at that index (axis removed). With an int Tensor whose
     sparse_dim is `axis` or None (positions computed in a loop body often have none), the output
     dims are x's dims with `axis` replaced by the dims of indices that x lacks; dims in both are
-    batch dims (each batch entry gathers with its own indices). Indices must be in range
+    batch dims (each batch entry gathers with its own indices). Indices over `axis` itself (RETURNN's
+    beam backtrack: `gather(target, indices=range_over_dim(beam))`, back-pointers over the beam they
+    point into) are new positions along axis: the output keeps axis, now indexed by them (as RETURNN
+    frontend, where axis counts among the indices' own dims). Indices must be in range
     everywhere, their padding included (out-of-range values raise torch's error; nothing here
     reads them on the host).
 
@@ -58,8 +62,6 @@ def gather(x: Tensor, /, *, indices: Union[Tensor, int], axis: Optional[Dim] = N
     if indices.sparse_dim is not axis and indices.sparse_dim is not None:
         raise ValueError(f"{caller}: the sparse_dim of indices is {dim_str(indices.sparse_dim)}, but axis is "
                          f"{dim_str(axis)} (indices dims: {dims_str(indices.dims)})")
-    if any(d is axis for d in indices.dims):
-        raise ValueError(f"{caller}: indices have axis {dim_str(axis)} among their dims ({dims_str(indices.dims)})")
     if clip_to_valid:
         indices = _clipped(indices, x, a, axis, caller)
 
@@ -162,13 +164,18 @@ def one_hot(indices: Tensor, /) -> Tensor:
 
 
 @names_errors("dimtorch.sparse_to_dense()")
-def sparse_to_dense(labels: Tensor, *, label_value, other_value, axis: Dim = None) -> Tensor:
+def sparse_to_dense(labels: Union[Tensor, int], *, label_value, other_value, axis: Dim = None) -> Tensor:
     """Dense tensor over labels' dims then `axis` (default: labels' sparse_dim; static): label_value
     where the position along axis equals the label, other_value elsewhere (rf.sparse_to_dense; one_hot
     with chosen values). Values are Python scalars (dtype as torch.where gives it: float32 for
     floats, int64 for ints) or 0-dim Tensors. A label outside [0, size) gives other_value everywhere;
-    nothing reads the labels on the host."""
+    nothing reads the labels on the host. An int label (RETURNN frontend takes raw scalars; axis is
+    then required) is a label over no dims: the result is over (axis,) alone, on the default device."""
     caller = "dimtorch.sparse_to_dense()"
+    if isinstance(labels, int) and not isinstance(labels, bool):
+        if not isinstance(axis, Dim):
+            raise TypeError(f"{caller}: an int label needs axis (a Dim), got {type(axis).__name__}")
+        labels = Tensor(torch.full((), labels, dtype=torch.int64, device=_default_device.get()), ())
     check_tensor(labels, caller, what="labels")
     if labels.raw.dtype not in _INT_DTYPES:
         raise TypeError(f"{caller}: labels must be of an integer dtype, got {labels.dtype}")

@@ -10,6 +10,7 @@ import torch
 from .._core import dim_cache as _dim_cache, in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from . import rf_dim as _rf_dim
 from ._support import names_errors
 
 
@@ -101,7 +102,9 @@ def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = Fal
     The packed size is data-dependent: it is the number of valid frames, taken from the HOST
     lengths of the dynamic dims (never read from the device), and so is the index of the frames
     kept (made once per dims and layout, copied to x's device without waiting). A new pack_dim is
-    static with that size.
+    static with that size. A given out_dim declared `Dim(None)` (no size, no lengths: RETURNN
+    frontend's way to name it) takes the result: its size from data, or, packing per row, the
+    counts per row bound as its lengths (as `Dim.dyn_size_ext = ...` binds them).
 
     The common call (dims leading x, one of them dynamic) is dimtorch._C.pack_padded, which keeps
     its index on the dim and comes here for the others.
@@ -233,7 +236,7 @@ def _pack_dim(out_dim: Optional[Dim], total: int, dims: tuple, caller: str) -> D
         return Dim(total, name="pack")
     if not isinstance(out_dim, Dim):
         raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
-    if out_dim.size != total:
+    if out_dim.size != total and not _unknown(out_dim):  # a Dim(None): its size comes from data
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not fit the {total} valid frames of "
                          f"({dims_str(dims)})")
     return out_dim
@@ -318,7 +321,11 @@ def _pack_rows(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[Dim], call
     if out_dim is not None and not isinstance(out_dim, Dim):
         raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
     pack = Dim(Tensor(counts, rows), name="pack") if out_dim is None else out_dim
-    if out_dim is not None:
+    if out_dim is not None and _unknown(out_dim):
+        # a declared Dim(None) (RETURNN frontend's way to name the packed dim): it takes the counts per row
+        # as its lengths, bound as Dim.dyn_size_ext binds them (eager only; the counts are on the host)
+        _rf_dim.bind_lengths(out_dim, Tensor(counts, rows))
+    elif out_dim is not None:
         _check_row_dim(out_dim, counts, rows, caller)
     rest = tuple(d for d in x.dims if d not in dims and d not in rows)  # Dim equality is identity
     rest_sizes = [x.raw.shape[x.dims.index(d)] for d in rest]
@@ -344,6 +351,11 @@ def _row_size(b: Dim, dims: tuple, x: Tensor) -> int:
         if d.lengths is not None and b in d.lengths.dims:
             return d.lengths.raw.shape[d.lengths.dims.index(b)]
     raise AssertionError("a row dim comes from the lengths of a packed dim")
+
+
+def _unknown(dim: Dim) -> bool:
+    """A dim with neither a size nor lengths (declared Dim(None), nothing bound)."""
+    return dim.size is None and dim.lengths is None and getattr(dim, "_bound_size", None) is None
 
 
 def _check_row_dim(dim: Dim, counts: torch.Tensor, rows: tuple, caller: str) -> None:

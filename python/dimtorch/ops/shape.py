@@ -249,17 +249,24 @@ def split_dims(x: Tensor, /, *, axis: Dim, dims: Sequence[Dim], pad_to_multiples
 
 
 def expand_dim(x: Tensor, /, dim: Dim) -> Tensor:
-    """x broadcast over the new static `dim`, put first; a view (torch expand), no copy."""
+    """x broadcast over the new `dim`, put first; a view (torch expand), no copy. dim is static, or a
+    dim whose size comes from data with a size bound to it (RETURNN's batch_dim bound per batch:
+    `batch_dim.dyn_size_ext = ...`, host int)."""
     caller = "dimtorch.expand_dim()"
     check_tensor(x, caller)
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: dim must be a Dim, got {type(dim).__name__}")
-    if dim.size is None:
-        raise ValueError(f"{caller}: dim {dim_str(dim)} must be static (a size known without data)")
+    size = dim.size
+    if size is None and dim.lengths is None:
+        size = getattr(dim, "_bound_size", None)
+        size = None if size is None else int(size.raw) if isinstance(size, Tensor) else int(size)
+    if size is None:
+        raise ValueError(f"{caller}: dim {dim_str(dim)} must be static (a size known without data) or have a "
+                         f"size bound to it")
     if any(d is dim for d in x.dims):
         raise ValueError(f"{caller}: dim {dim_str(dim)} is already a dim of x (dims: {dims_str(x.dims)})")
     with naming_errors(caller):  # a size past torch's limits
-        raw = x.raw.unsqueeze(0).expand(dim.size, *x.raw.shape)
+        raw = x.raw.unsqueeze(0).expand(size, *x.raw.shape)
     return keep_markers(x, raw, (dim,) + x.dims)
 
 

@@ -301,10 +301,13 @@ def _same_sizes(a: Dim, b: Dim) -> bool:
     """Whether two dims have the same size, or the same host lengths over the same dims."""
     if a is b:
         return True
-    if (a.lengths is None) != (b.lengths is None):
-        return False
-    if a.lengths is None:
+    if a.lengths is None and b.lengths is None:
         return a.size == b.size
+    if a.lengths is None or b.lengths is None:
+        # a static dim and a dynamic one (e.g. lengths over no dims, a single sequence's dim): the same
+        # sizes when every length is the static size
+        static, dynamic = (a, b) if a.lengths is None else (b, a)
+        return static.size is not None and bool((dynamic.lengths.raw == static.size).all())
     la, lb = a.lengths, b.lengths
     return set(map(id, la.dims)) == set(map(id, lb.dims)) and torch.equal(
         la.raw.to(torch.int64), lb.raw_aligned(la.dims).to(torch.int64))

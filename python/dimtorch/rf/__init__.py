@@ -39,6 +39,7 @@ from .normalization import *  # noqa: E402,F401,F403
 from .parameter import *  # noqa: E402,F401,F403
 from .parametrizations import *  # noqa: E402,F401,F403
 from .parametrize import *  # noqa: E402,F401,F403
+from .piecewise_linear import *  # noqa: E402,F401,F403
 from .rand import *  # noqa: E402,F401,F403
 from .rec import *  # noqa: E402,F401,F403
 from .reduce import *  # noqa: E402,F401,F403

@@ -23,7 +23,6 @@ __all__ = [
 convert_to_tensor = _dt.convert_to_tensor
 constant = _dt.convert_to_tensor  # rf.array_.constant; the package's rf.constant is rf.const.constant
 cast = _dt.cast
-merge_dims = _dt.merge_dims
 split_dims = _dt.split_dims
 reshape = _dt.reshape
 split = _dt.split
@@ -63,9 +62,25 @@ complex_as_real = _dt.complex_as_real
 make_complex = _dt.make_complex
 
 
+_merge_dims = _dt.merge_dims
+
+
+def merge_dims(source: Tensor, *, dims, out_dim: Optional[Dim] = None) -> Tuple[Tensor, Dim]:
+    """dimtorch.merge_dims, and, as RETURNN frontend, the feature marker follows the merge: when the
+    source's feature_dim is among `dims`, the result's feature_dim is out_dim (dimtorch's op drops a
+    marker whose dim is gone)."""
+    out, out_dim = _merge_dims(source, dims=dims, out_dim=out_dim)
+    feature = source.feature_dim
+    if feature is not None and any(d is feature for d in dims):
+        out = Tensor(out.raw, out.dims, sparse_dim=out.sparse_dim, feature_dim=out_dim)
+    return out, out_dim
+
+
 def copy(tensor: Tensor) -> Tensor:
-    """A new Tensor object over the same raw (Tensor.copy())."""
-    return tensor.copy()
+    """A copy of the values (torch's clone: differentiable, a new raw), markers kept, as RETURNN frontend's
+    rf.copy: a later in-place change of the source (Parameter.assign) does not show in it. (Tensor.copy()
+    is the new object over the same raw.)"""
+    return Tensor(tensor.raw.clone(), tensor.dims, sparse_dim=tensor.sparse_dim, feature_dim=tensor.feature_dim)
 
 
 def concat_features(*sources: Tensor, allow_broadcast=False) -> Tensor:

@@ -235,7 +235,11 @@ class CausalSelfAttention(SelfAttentionBase):
             else:
                 k_prev, v_prev, accum_prev = history
                 if accum_prev.lengths is not None:
-                    raise NotImplementedError(f"{caller}: a full sequence after a history with lengths: not yet")
+                    k, v, accum, mask = self._concat_per_sequence(q, k, v, history, lead, axis, caller)
+                    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self._dropout_p())
+                    new = CausalSelfAttentionState(k_accum=Tensor(k, lead + (heads, accum, kd)),
+                                                   v_accum=Tensor(v, lead + (heads, accum, vd)), accum_axis=accum)
+                    return self._output(out, lead, axis), new
                 prev = k_prev.shape[-2]
                 k = torch.cat((k_prev.expand(*k.shape[:-2], -1, -1), self._new_keys(k, prev)), dim=-2)
                 v = torch.cat((v_prev.expand(*v.shape[:-2], -1, -1), v), dim=-2)
@@ -285,6 +289,30 @@ class CausalSelfAttention(SelfAttentionBase):
         if extra:
             raise ValueError(f"dims ({dims_str(extra)}) are not among the source's batch dims")
         return t.raw_aligned(lead + (self.num_heads, accum, per_head))
+
+    def _concat_per_sequence(self, q, k, v, history, lead: tuple, axis: Dim, caller: str):
+        """A chunk's k, v after each sequence's history of its own length (dt.concat: hist + axis, each
+        sequence's frames right after its history), and the mask: chunk frame i of a sequence with a
+        history of n frames sees keys 0..n+i (so never a padded key of a valid query)."""
+        from ..ops.concat import concat
+        if type(self)._new_keys is not CausalSelfAttention._new_keys or \
+                type(self)._attend_after is not CausalSelfAttention._attend_after:
+            raise NotImplementedError(f"{caller}: a full sequence after a history with lengths: not yet for "
+                                      f"positional variants")
+        k_prev, v_prev, hist = history
+        heads, kd, vd = self.num_heads, self.key_dim_per_head, self.value_dim_per_head
+        k_prev = k_prev.expand(*k.shape[:-2], -1, -1)
+        v_prev = v_prev.expand(*v.shape[:-2], -1, -1)
+        k_new, new_dim = concat((Tensor(k_prev, lead + (heads, hist, kd)), hist), (Tensor(k, lead + (heads, axis, kd)), axis))
+        v_new, _ = concat((Tensor(v_prev, lead + (heads, hist, vd)), hist), (Tensor(v, lead + (heads, axis, vd)), axis),
+                          out_dim=new_dim)
+        k = k_new.raw_aligned(lead + (heads, new_dim, kd))
+        v = v_new.raw_aligned(lead + (heads, new_dim, vd))
+        n = hist.lengths.raw_aligned(lead).to(device=q.device, non_blocking=True)  # host lengths, sent once
+        i = torch.arange(q.shape[-2], device=q.device)
+        j = torch.arange(k.shape[-2], device=q.device)
+        mask = j <= (n[..., None, None] + i[:, None])  # (*lead, T, hist + T)
+        return k, v, new_dim, mask.unsqueeze(-3)
 
     def _append_per_sequence(self, k, v, history, lead: tuple, caller: str):
         """This step's k, v after each sequence's last frame of a history with lengths (dt.cum_concat_step)."""

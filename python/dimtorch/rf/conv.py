@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple, Union
 
+from .. import _C
 from .._C import Dim, Tensor
 from .._core.args import dim_str, dims_str
-from ..ops.conv import conv as _conv, transposed_conv as _transposed_conv
 from . import init as _init
 from ._functional import (  # noqa: F401  (RETURNN's rf.conv module has the functions too)
     calc_conv_out_length, calc_transposed_conv_out_length, conv, make_conv_out_spatial_dims,
@@ -86,7 +86,7 @@ class _Conv(Module):
     def _run(self, source, in_spatial_dims, out_spatial_dims):
         if not isinstance(source, Tensor) or self.in_dim not in source.dims:
             _check_source(self, source, self.in_dim)
-        return _conv(source, self.filter, in_dim=self.in_dim, out_dim=self.out_dim,
+        return _C.conv(source, self.filter, in_dim=self.in_dim, out_dim=self.out_dim,
                      in_spatial_dims=tuple(in_spatial_dims),
                      out_spatial_dims=tuple(out_spatial_dims) if out_spatial_dims is not None else None,
                      filter_size=self.filter_size, strides=self.strides if self.strides is not None else 1,
@@ -154,7 +154,7 @@ class _TransposedConv(Module):
     def _run(self, source, in_spatial_dims, out_spatial_dims):
         if not isinstance(source, Tensor) or self.in_dim not in source.dims:
             _check_source(self, source, self.in_dim)
-        return _transposed_conv(source, self.filter, in_dim=self.in_dim, out_dim=self.out_dim,
+        return _C.transposed_conv(source, self.filter, in_dim=self.in_dim, out_dim=self.out_dim,
                                 in_spatial_dims=tuple(in_spatial_dims),
                                 out_spatial_dims=tuple(out_spatial_dims) if out_spatial_dims is not None else None,
                                 filter_size=self.filter_size, strides=self.strides, padding=self.padding,

@@ -16,11 +16,21 @@ range_over_dim = _dt.range_over_dim
 range_over_dim_strided = _dt.range_over_dim_strided
 range_over_merged_dims = _dt.range_over_merged_dims
 linspace_over_dim = _dt.linspace_over_dim
-replace_dim = _dt.replace_dim
+_replace_dim = _dt.replace_dim
 replace_dim_v2 = _dt.replace_dim_v2
 num_elements_of_shape = _dt.num_elements_of_shape
 masked_fraction_of_shape = _dt.masked_fraction_of_shape
 last_frame_position_of_dim = _dt.last_frame_position_of_dim
+
+
+def replace_dim(source: Tensor, *, in_dim: Dim, out_dim: Optional[Dim] = None):
+    """dimtorch.replace_dim; as RETURNN frontend, an out_dim not known yet (declared `Dim(None)`: no size,
+    no lengths) first takes in_dim's lengths (bound as `out_dim.dyn_size_ext = ...` binds them), so that
+    ops over it mask the same padding (dimtorch's op would keep it a dim whose size comes from data)."""
+    if (out_dim is not None and in_dim.lengths is not None and out_dim.size is None and out_dim.lengths is None
+            and getattr(out_dim, "_bound_size", None) is None):
+        out_dim.dyn_size_ext = in_dim.lengths
+    return _replace_dim(source, in_dim=in_dim, out_dim=out_dim)
 
 
 def set_sparse_dim(source: Tensor, sparse_dim: Dim) -> Tensor:
