@@ -87,10 +87,16 @@ def sync_batch_norms(model: torch.nn.Module, impl: str) -> None:
         sync_batch_norm(model)
 
 
-def parallelize(model: torch.nn.Module, impl: str, world: World, fsdp: bool) -> torch.nn.Module:
+def parallelize(model: torch.nn.Module, impl: str, world: World, fsdp: bool,
+                compile_kwargs: Optional[dict] = None) -> torch.nn.Module:
     """The module the training step calls: LossModule(model), wrapped in DDP, or with FSDP2 applied
     to each encoder and decoder layer and then the whole (fully_shard; dt.nn.fully_shard for the
-    dimtorch model, whose layers take and return dimtorch Tensors)."""
+    dimtorch model, whose layers take and return dimtorch Tensors).
+
+    compile_kwargs (FSDP only): each layer is torch.compile'd (fullgraph, with these arguments) before
+    it is sharded, as PyTorch's FSDP2 recipes (torchtitan) do: FSDP2's all-gather and reduce-scatter hooks
+    run eagerly around each compiled layer (Dynamo skips FSDP's hooks: a whole-model graph would break at
+    every layer); the front end, the loss and the root's hooks stay eager."""
     module = LossModule(model)
     if not world.distributed:
         return module
@@ -101,8 +107,13 @@ def parallelize(model: torch.nn.Module, impl: str, world: World, fsdp: bool) -> 
             shard = dt.nn.fully_shard
         else:
             from torch.distributed.fsdp import fully_shard as shard
-        for layer in list(model.encoder.layers) + list(getattr(getattr(model, "decoder", None), "layers", [])):
-            shard(layer)
+        stacks = [model.encoder.layers] + ([model.decoder.layers] if hasattr(getattr(model, "decoder", None),
+                                                                          "layers") else [])
+        for layers in stacks:
+            for i, layer in enumerate(layers):
+                if compile_kwargs is not None:
+                    layer = layers[i] = torch.compile(layer, fullgraph=True, **compile_kwargs)
+                shard(layer)
         shard(module)
         return module
     # device_ids=None: DDP leaves the inputs where they are (the lengths stay on the host).

@@ -29,6 +29,7 @@ combined batch. Evaluation is shared by the ranks; rank 0 writes the plot, summa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -187,6 +188,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         "evaluation stays eager")
     p.add_argument("--compile-mode", choices=("default", "reduce-overhead", "max-autotune"), default="default",
                    help="torch.compile's mode (reduce-overhead: CUDA graphs, on a GPU)")
+    p.add_argument("--compile-backend", default="inductor",
+                   help="torch.compile's backend (aot_eager: Dynamo and AOTAutograd without code generation, a quick "
+                        "check of the capture; --compile-mode is inductor's)")
     p.add_argument("--pad-to-multiple", type=int, default=1,
                    help="pad each batch's time axes (input frames, target labels) to a multiple of this: fewer "
                         "distinct shapes, e.g. for static graphs (1: no padding)")
@@ -198,9 +202,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.pad_to_multiple < 1:
         p.error("--pad-to-multiple must be >= 1")
-    if args.compile and args.fsdp:
-        p.error("--compile with --fsdp: not supported by this demo (FSDP2 under torch.compile needs its own "
-                "set-up); use DDP (no --fsdp) or no --compile")
     if args.steps is not None and args.steps < 0:
         p.error("--steps must be >= 0")
     if args.minutes is None and args.steps is None:
@@ -594,16 +595,23 @@ def run(args, world: World) -> dict:
             if device.type == "cuda" and cuda_rngs and world.rank < len(cuda_rngs):
                 torch.cuda.set_rng_state(cuda_rngs[world.rank], device)
     model.to(device)
-    module = parallelize(model, args.impl, world, args.fsdp)
-    params = list(module.parameters())
+    compile_kwargs = None
+    if args.compile:
+        compile_kwargs = dict(dynamic=True, backend=args.compile_backend)
+        if args.compile_backend == "inductor":
+            compile_kwargs["mode"] = args.compile_mode
     if args.compile:
         # torch 2.13's inductor settings without which the step recompiles per batch shape or fails
         # (demo/compiling.py), the same for both models.
         apply_compile_settings()
+    # With --fsdp --compile, parallelize compiles each sharded layer (FSDP2's hooks stay eager around it).
+    module = parallelize(model, args.impl, world, args.fsdp, compile_kwargs=compile_kwargs if args.fsdp else None)
+    params = list(module.parameters())
+    if args.compile and not args.fsdp:
         # One graph for the forward and loss (its backward compiled with it), with dynamic sizes from the
         # first batch on: every later batch shape reuses it. Under DDP, Dynamo's DDP optimizer cuts the
-        # graph at the gradient buckets, so fullgraph is left to the single process.
-        module = torch.compile(module, fullgraph=not world.distributed, dynamic=True, mode=args.compile_mode)
+        # graph at the gradient buckets (a graph per bucket), so fullgraph is left to the single process.
+        module = torch.compile(module, fullgraph=not world.distributed, **compile_kwargs)
     clock = CompileClock(args.compile)
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     if state is not None:
@@ -640,7 +648,10 @@ def run(args, world: World) -> dict:
                             world_size=world.world_size)
     if args.fsdp:  # the sharded parameters are gathered by the whole module's forward, on every rank
         def eval_forward(b):
-            return module(b.features, b.targets, HostLengths(b.feature_lengths, b.target_lengths))
+            # Evaluation stays eager with --compile too (the layers compiled for training run their eager
+            # code): a rank without dev data steps through an empty stand-in batch.
+            with torch.compiler.set_stance("force_eager") if args.compile else contextlib.nullcontext():
+                return module(b.features, b.targets, HostLengths(b.feature_lengths, b.target_lengths))
     else:
         def eval_forward(b):
             return model.loss(*b)
@@ -755,7 +766,7 @@ def run(args, world: World) -> dict:
         "task_config": task_cfg.to_dict(),
         "step": step, "steps_this_run": step - start_step, "train_seconds_this_run": round(train_s, 2),
         "median_step_seconds": statistics.median(step_times) if step_times else None,
-        "compile": {"mode": args.compile_mode, "graphs": clock.graphs, "steps_that_compiled": clock.steps,
+        "compile": {"mode": args.compile_mode, "backend": args.compile_backend, "graphs": clock.graphs, "steps_that_compiled": clock.steps,
                     "seconds": round(clock.seconds, 2)}
         if args.compile else None,
         "steps_per_s": (step - start_step) / train_s if train_s > 0 else None,

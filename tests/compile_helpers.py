@@ -83,3 +83,97 @@ def eager_random_in_inductor():
         yield
     finally:
         cfg.fallback_random = old
+
+
+# --- every op of the op table in the three tracers (tests/capture/test_compile.py) ----------------------
+
+OP_BATCHES = [  # (lengths, label lengths, padding value, seed): the second batch has other B, T and S
+    ((7, 4, 6), (5, 2, 3), float("nan"), 0),
+    ((9, 3, 8, 5, 9), (6, 2, 6, 1, 4), 1e30, 1),
+]
+
+
+def op_inputs(lengths, label_lengths, pad, seed, feature: int):
+    """(features (B, T, F) with `pad` in the padding, lengths, labels (B, S) with garbage padding, label lengths)."""
+    g = torch.Generator().manual_seed(seed)
+    b, t, s = len(lengths), max(lengths), max(label_lengths)
+    raw = torch.randn(b, t, feature, generator=g)
+    labels = torch.randint(1, feature, (b, s), generator=g)
+    for i, (n, m) in enumerate(zip(lengths, label_lengths)):
+        raw[i, n:] = pad
+        labels[i, m:] = feature - 1
+    return raw, torch.tensor(lengths), labels, torch.tensor(label_lengths)
+
+
+def canonical(outs, detach: bool = False) -> list:
+    """Outputs as raws with their padding set to 0 (what padding holds is not specified); Dims and None
+    skipped; complex as its real part, bool as float."""
+    flat = []
+
+    def walk(o):
+        if isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, dt.Tensor):
+            r = o.raw
+            if r.dtype.is_complex:
+                r = torch.view_as_real(r)[..., 0]
+            if r.dtype == torch.bool:
+                r = r.to(torch.float32)
+            masked = [d for d in o.dims if d.dyn_size is not None and all(b in o.dims for b in d.dyn_size.dims)]
+            if masked:
+                r = dt.Tensor(r, o.dims).copy_masked(0.0 if r.dtype.is_floating_point else 0, dims=masked).raw
+            flat.append(r.detach() if detach else r)
+        elif isinstance(o, torch.Tensor):
+            flat.append(o.detach() if detach else o)
+        elif isinstance(o, (int, float)) and not isinstance(o, bool):
+            flat.append(torch.tensor(float(o)))
+        elif o is not None and not isinstance(o, dt.Dim):
+            raise TypeError(f"output of type {type(o).__name__}")
+    walk(outs)
+    return flat
+
+
+def _position_weights(o: torch.Tensor) -> torch.Tensor:
+    """A weight per position (so that gradients at every position are compared, padding included)."""
+    w = torch.ones((), dtype=o.dtype)
+    for i in range(o.dim()):
+        view = [1] * o.dim()
+        view[i] = o.shape[i]
+        w = w + torch.arange(o.shape[i], dtype=o.dtype).reshape(view) * (0.1 * (i + 1))
+    return w
+
+
+def weighted_grad(outs, raw: torch.Tensor):
+    """Gradient w.r.t. raw of the position-weighted sum of the float outputs (None when none needs one)."""
+    total = None
+    for o in outs:
+        if isinstance(o, torch.Tensor) and o.requires_grad and o.dtype.is_floating_point:
+            v = (o.nan_to_num(0.0, 0.0, 0.0) * _position_weights(o)).sum()
+            total = v if total is None else total + v
+    if total is None:
+        return None
+    (g,) = torch.autograd.grad(total, [raw], allow_unused=True)
+    return torch.zeros_like(raw) if g is None else g
+
+
+def differs(got, want, what: str, rtol: float = 1e-4, atol: float = 1e-4):
+    """None when each output equals on the common extent of every axis (padded sizes may differ: a traced
+    data-dependent size is its bound), else a message."""
+    if len(got) != len(want):
+        return f"{what}: {len(got)} outputs vs {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.dim() != w.dim():
+            return f"{what}[{i}]: shape {tuple(g.shape)} vs {tuple(w.shape)}"
+        common = tuple(slice(0, min(a, b)) for a, b in zip(g.shape, w.shape))
+        gs, ws = g.detach()[common], w.detach()[common]
+        if gs.dtype != ws.dtype:
+            gs, ws = gs.double(), ws.double()
+        try:
+            torch.testing.assert_close(gs, ws, rtol=rtol, atol=atol, equal_nan=True)
+        except AssertionError as e:
+            return f"{what}[{i}] differs: {str(e).splitlines()[0]} (shapes {tuple(g.shape)} vs {tuple(w.shape)})"
+    return None

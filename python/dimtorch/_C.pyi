@@ -58,6 +58,7 @@ class Dim:
     derivation: Optional[tuple]
     _lengths: Optional[Tensor]
     _math_cache: dict
+    _padded_size: Any
     @property
     def _message_id(self) -> str: ...
     def is_static(self) -> bool: ...

@@ -80,6 +80,14 @@ bool init() {
   PyObject* parameter = plain ? PyObject_GetAttrString(parameter_mod.get(), "Parameter") : nullptr;
   if (!parameter) return false;
   T.plain_type = reinterpret_cast<PyTypeObject*>(plain);
+  PyObject* symint = PyObject_GetAttrString(t, "SymInt");
+  if (!symint) return false;
+  if (!PyType_Check(symint)) {
+    Py_DECREF(symint);
+    PyErr_SetString(PyExc_ImportError, "dimtorch: torch.SymInt is not a type");
+    return false;
+  }
+  T.symint_type = reinterpret_cast<PyTypeObject*>(symint);
   T.parameter_type = reinterpret_cast<PyTypeObject*>(parameter);
   bool ok = get_attr(t, "dtype", &T.dtype_type) && get_attr(t, "device", &T.device_type) && get_attr(tb, "permute", &T.permute) &&
             get_attr(tb, "view", &T.view) && get_attr(tb, "reshape", &T.reshape) &&

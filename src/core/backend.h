@@ -20,6 +20,7 @@ struct Table {
   PyTypeObject* parameter_type = nullptr;  // torch.nn.Parameter
   PyObject* dtype_type = nullptr;       // torch.dtype
   PyObject* device_type = nullptr;      // torch.device
+  PyTypeObject* symint_type = nullptr;  // torch.SymInt: a symbolic size while tracing
   // Unbound TensorBase methods, called with the raw as first argument.
   PyObject* permute = nullptr;
   PyObject* view = nullptr;
@@ -115,6 +116,8 @@ inline bool is_raw(PyObject* o) { return PyObject_TypeCheck(o, T.tensor_type); }
 inline bool is_plain_raw(PyObject* o) {
   return Py_TYPE(o) == T.plain_type || Py_TYPE(o) == T.parameter_type;
 }
+/// Whether o is a torch.SymInt (a symbolic size of make_fx/torch.export). Not an int subclass.
+inline bool is_symint(PyObject* o) { return PyObject_TypeCheck(o, T.symint_type); }
 /// Whether o is a torch.device.
 inline bool is_device(PyObject* o) {
   return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(T.device_type));

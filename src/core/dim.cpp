@@ -139,6 +139,7 @@ DimObject* dim_alloc() {
   d->extra = nullptr;
   d->sealed = true;
   d->message_id = 0;
+  d->traced_size = false;
   ++g_live_dims;
   PyObject_GC_Track(d);
   return d;
@@ -207,6 +208,12 @@ PyObject* dim_create(PyObject* size, PyObject* name) {
   return reinterpret_cast<PyObject*>(d);
 }
 
+/// Whether Dim(size) is made by the Python definition: traced lengths, or a symbolic size (make_fx,
+/// torch.export: Dim(raw.shape[0])). An int costs one type check, as before.
+inline bool needs_definition(PyObject* size) {
+  return !PyLong_CheckExact(size) && (is_traced_tensor(size) || backend::is_symint(size));
+}
+
 PyObject* dim_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   PyObject* size = nullptr;
@@ -238,9 +245,9 @@ PyObject* dim_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObje
   if (size && is_template(size)) {  // RETURNN's Dim(Tensor("time", [batch_dim], dtype="int32"))
     return call_definition("Dim._rf_new", args, nargs, kwnames);
   }
-  if (size && is_traced_tensor(size)) {
-    /* Lengths being traced (make_fx, torch.export) have no host values: the Python definition
-       keeps them as they are, unread. */
+  if (size && needs_definition(size)) {
+    /* Lengths being traced (make_fx, torch.export) have no host values, and a symbolic size is the
+       trace's: the Python definition keeps them as they are, unread. */
     Ref self(dim_tp_alloc(&DimType, 0));
     if (!self) return nullptr;
     PyObject* stack[3] = {self.get(), size, name ? name : Py_None};
@@ -262,7 +269,7 @@ int dim_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* name = nullptr;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:Dim", const_cast<char**>(kw), &size, &name))
     return -1;
-  if (size && is_traced_tensor(size)) {
+  if (size && needs_definition(size)) {
     PyObject* stack[3] = {self, size, name ? name : Py_None};
     Ref r(call_definition("Dim.__init__", stack, 3, nullptr));
     return r ? 0 : -1;
@@ -327,7 +334,10 @@ PyObject* get_name(PyObject* self, void*) {
 }
 PyObject* get_size(PyObject* self, void*) {
   Py_ssize_t s = as_dim(self)->size;
-  if (s < 0) Py_RETURN_NONE;
+  if (s < 0) {
+    if (as_dim(self)->traced_size) return call_definition("Dim._traced_size", &self, 1, nullptr);
+    Py_RETURN_NONE;
+  }
   return PyLong_FromSsize_t(s);
 }
 PyObject* get_dyn_size(PyObject* self, void*) {
@@ -355,13 +365,8 @@ PyObject* m_is_dynamic(PyObject* self, PyObject*) {
   DimObject* d = as_dim(self);
   return PyBool_FromLong(dim_has_lengths(d));
 }
-/// Whether the dim's lengths (given or derived) are being traced: no host values to read.
-bool traced_lengths(DimObject* d) {
-  PyObject* lengths = dim_has_lengths(d) ? dim_dyn_size(d) : nullptr;
-  return lengths && is_traced_tensor(lengths);
-}
 PyObject* m_get_max_size(PyObject* self, PyObject*) {
-  if (traced_lengths(as_dim(self))) return call_definition("Dim.get_max_size", &self, 1, nullptr);
+  if (dim_is_traced(as_dim(self))) return call_definition("Dim.get_max_size", &self, 1, nullptr);
   if (PyErr_Occurred()) return nullptr;
   Py_ssize_t m = dim_max_size(as_dim(self));
   if (m == -2) return nullptr;
@@ -384,7 +389,7 @@ PyObject* m_get_mask(PyObject* self, PyObject* const* args, Py_ssize_t nargs, Py
   DimObject* d = as_dim(self);
   if (!parse_args(args, nargs, kw, names, 2, 2, 0, v, "dimtorch.Dim.get_mask()")) return nullptr;
   PyObject* dims_order = v[0] && v[0] != Py_None ? v[0] : nullptr;
-  if (traced_lengths(d)) return call_method_definition("Dim.get_mask", self, args, nargs, kw);
+  if (dim_is_traced(d)) return call_method_definition("Dim.get_mask", self, args, nargs, kw);
   if (PyErr_Occurred()) return nullptr;
   PyObject* device = v[1] && v[1] != Py_None ? v[1] : backend::cpu_device();
   if (!device) return nullptr;
@@ -453,11 +458,22 @@ int set_name(PyObject* self, PyObject* value, void*) {
   d->name = Py_NewRef(value);
   return 0;
 }
+/* Dim(SymInt) under make_fx/torch.export: the trace's table keeps the size (dimtorch._core.sizes), so that
+   no Dim holds a SymInt (and through it the trace's ShapeEnv) past the trace; the flag routes the
+   getter there. */
+int set_traced_size(PyObject* self, PyObject* value) {
+  PyObject* stack[2] = {self, value};
+  Ref r(call_definition("Dim._set_traced_size", stack, 2, nullptr));
+  if (!r) return -1;
+  as_dim(self)->traced_size = true;
+  return 0;
+}
 int set_size(PyObject* self, PyObject* value, void*) {
   DimObject* d = as_dim(self);
   if (!settable(d, value, d->size < 0, "size"))
     return -1;
   if (value == Py_None) return 0;
+  if (backend::is_symint(value)) return set_traced_size(self, value);
   Py_ssize_t n = PyLong_Check(value) && !PyBool_Check(value) ? PyLong_AsSsize_t(value) : -1;
   if (n < 0) {
     PyErr_Clear();
@@ -550,6 +566,14 @@ int set_math_cache(PyObject* self, PyObject* value, void*) {
   return 0;
 }
 
+/* The padded size bound to the dim while Dynamo traces (dimtorch._core.sizes): Dynamo keeps a store to
+   this attribute as the object's state in the trace, and replays the store after the graph through
+   this setter, which drops it, so that no Dim keeps a traced size. Read (by Dynamo only: a torch scan's
+   body under make_fx/export is traced by Dynamo), it is the size bound in the make_fx/export trace
+   around, else None. */
+PyObject* get_padded_size(PyObject* self, void*) { return call_definition("Dim._padded_size", &self, 1, nullptr); }
+int set_padded_size(PyObject*, PyObject*, void*) { return 0; }
+
 PyObject* get_message_id(PyObject* self, void*) {
   return PyUnicode_FromString(dim_message_id(self).c_str());
 }
@@ -568,6 +592,10 @@ PyGetSetDef dim_getset[] = {
      nullptr},
     {"_lengths", get_lengths, set_lengths, "The lengths given at construction, or None.", nullptr},
     {"_math_cache", get_math_cache, set_math_cache, "Dim math results made from this dim.", nullptr},
+    {"_padded_size", get_padded_size, set_padded_size,
+     "The padded size bound to the dim while torch.compile traces (dimtorch._core.sizes); None "
+     "outside a trace.",
+     nullptr},
     {"_message_id", get_message_id, nullptr,
      "'#n': the number error messages append to tell this Dim from others of its name.", nullptr},
     {nullptr}};
@@ -611,6 +639,7 @@ std::string describe_dim_plain(DimObject* d) {
     return s + "]";
   }
   if (d->derive_op != DimOp::kNone) return s + "[derived]";
+  if (d->traced_size) return s + "(symbolic)";
   return s + "(?)";
 }
 }  // namespace
@@ -619,6 +648,17 @@ std::string describe_dim(PyObject* dim) {
   if (!is_dim(dim)) return to_std_string(dim);
   std::string s = describe_dim_plain(as_dim(dim));
   return dim_has_namesake(dim, nullptr) ? s + dim_message_id(dim) : s;
+}
+
+bool dim_is_traced(DimObject* d) {
+  if (d->traced_size) return true;
+  if (d->size >= 0 || !dim_has_lengths(d)) return false;
+  PyObject* lengths = dim_dyn_size(d);
+  if (!lengths) {
+    PyErr_Clear();
+    return false;
+  }
+  return is_traced_tensor(lengths);
 }
 
 bool dim_has_lengths(DimObject* d) {

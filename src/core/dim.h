@@ -33,6 +33,10 @@ struct DimObject {
   /* False only for a Dim made by object.__new__(Dim) (torch.compile replays a Dim made in a graph
      that way) until its fields are set through the setters, each once. */
   bool sealed;
+  /* Made while make_fx or non-strict torch.export trace from a symbolic size (Dim(SymInt)), or derived
+     by dim math from such a dim: its size lives in the trace's table (dimtorch._core.sizes), never
+     here; `size` stays -1. (In the padding after `sealed`: the struct does not grow.) */
+  bool traced_size;
   /* Error messages tell apart different Dims of one name by this number (message_dims.cpp);
      0 until a message first needs it. */
   Py_ssize_t message_id;
@@ -59,6 +63,10 @@ Py_ssize_t dim_min_size(DimObject* d);
 Py_ssize_t dim_total_size(DimObject* d);
 /// Whether the dim has per-sequence lengths (given, or derived by dim math from dims that have).
 bool dim_has_lengths(DimObject* d);
+/// Whether the dim's size or lengths are being traced (make_fx, torch.export): a symbolic size, or
+/// lengths whose raw is not plain; such a dim has no host size. For failure paths: it may fetch the
+/// lengths of a derived dim (false, and no error, when that fails).
+bool dim_is_traced(DimObject* d);
 /// Short description for messages: 'time'[batch], 'feature'(80), 'batch'(?); with `#id` appended
 /// when another Dim object of the same name is in the message (MessageDims).
 std::string describe_dim(PyObject* dim);

@@ -267,8 +267,8 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
     return nullptr;
   }
   if (op == DimOp::kConcat) {
-    bool a_from_data = a->size < 0 && !dim_has_lengths(a);
-    bool b_from_data = b->size < 0 && !dim_has_lengths(b);
+    bool a_from_data = a->size < 0 && !a->traced_size && !dim_has_lengths(a);
+    bool b_from_data = b->size < 0 && !b->traced_size && !dim_has_lengths(b);
     if (a_from_data != b_from_data) {
       PyErr_Format(PyExc_ValueError,
                    "%s: %s + %s: a dim whose size comes from data has neither a static size nor "
@@ -308,6 +308,7 @@ PyObject* dim_derive(DimObject* a, DimOp op, Py_ssize_t k, DimObject* b, const c
   d->derive_a = a;
   d->derive_b = Py_XNewRef(other.get());
   d->derive_k = k;
+  d->traced_size = a->traced_size || (b && b->traced_size);  // its size is the same math on theirs
   /* The lengths now, while the operands are surely alive: once cached, the dim may outlive
      them. This calls torch, which may let another thread in: that one may have cached the same
      dim meanwhile, which then wins. */

@@ -384,7 +384,20 @@ PyObject* tensor_copy_masked(PyObject* self, PyObject* const* args, Py_ssize_t n
 
 namespace {
 
+/* While make_fx/torch.export trace, a symbolic size or a dim whose lengths are traced: the raw is built
+   in the graph by the definition (dimtorch._core.in_graph.dim_cached_raw), nothing cached; converting
+   the SymInt here would fix the traced size in the graph. Eagerly: one exact-int check. */
+bool cached_raw_in_graph(PyObject* args) {
+  if (PyTuple_GET_SIZE(args) != 6 || !is_dim(PyTuple_GET_ITEM(args, 1))) return false;
+  PyObject* size = PyTuple_GET_ITEM(args, 4);
+  if (!PyLong_CheckExact(size) && backend::is_symint(size)) return true;
+  DimObject* d = as_dim(PyTuple_GET_ITEM(args, 1));
+  return d->dyn_size ? is_traced_tensor(d->dyn_size) : dim_is_traced(d);
+}
+
 PyObject* f_dim_cached_raw(PyObject*, PyObject* args) {
+  if (cached_raw_in_graph(args))
+    return call_definition("_dim_cached_raw", &PyTuple_GET_ITEM(args, 0), 6, nullptr);
   int kind, ndim;
   Py_ssize_t size;
   PyObject *dim, *pos_seq, *device;

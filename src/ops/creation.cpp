@@ -4,6 +4,7 @@
 
 #include "core/args.h"
 #include "core/backend.h"
+#include "core/definitions.h"
 #include "core/dim.h"
 #include "core/functions.h"
 #include "core/tensor.h"
@@ -64,13 +65,14 @@ PyObject* create(Fill kind, PyObject* const* args, Py_ssize_t nargs, PyObject* k
         return nullptr;
       }
     sizes[i] = dim_max_size(as_dim(d));
-    if (sizes[i] == -2) return nullptr;
     if (sizes[i] < 0) {
-      PyErr_Format(PyExc_ValueError,
-                   "%s: dim %R takes its size from data, so a new tensor over it has no size; make "
-                   "it from an existing tensor (zeros_like) or give the dim a size",
-                   caller, d);
-      return nullptr;
+      /* No host size: a dim sized from data (its size may come from the lengths of a dim beside it),
+         or a dim being traced (its size is the trace's). The definition knows both, and names the
+         error (dimtorch._core.sizes). Only this path pays for the check. */
+      if (sizes[i] == -2 && !dim_is_traced(as_dim(d))) return nullptr;
+      PyErr_Clear();
+      return call_definition(kind == Fill::kZeros ? "zeros" : kind == Fill::kOnes ? "ones" : "full", args,
+                             nargs, kwnames);
     }
     PyTuple_SET_ITEM(shape.get(), i, PyLong_FromSsize_t(sizes[i]));
   }

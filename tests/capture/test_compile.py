@@ -1,5 +1,6 @@
-"""torch.compile(fullgraph=True) of dimtorch code: every dt.nn layer and a sample of ops from each family,
-forward and backward, against eager on padded batches (NaN/1e30 padding); graph and recompile counts.
+"""torch.compile(fullgraph=True) of dimtorch code: every dt.nn layer, forward and backward, against eager on padded
+batches (NaN/1e30 padding), graph and recompile counts; and every op of the op table (compile_cases.py) in
+symbolic make_fx (by default), torch.export and torch.compile (marked slow).
 
 Each case is a function of raws (the batch's features and host lengths), as a compiled training step
 is: it makes its dims from the lengths inside the graph, so lengths are graph inputs and a new batch
@@ -12,8 +13,13 @@ import copy
 import pytest
 import torch
 
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import compile_cases
 import dimtorch as dt
-from compile_helpers import Compiled, assert_same, grads, padded
+from compile_helpers import (OP_BATCHES, Compiled, assert_same, canonical, differs, grads, op_inputs, padded,
+                             weighted_grad)
+from dimtorch._op_table import OPS as OPS_TABLE
 
 F = 4
 BATCHES = [(5, 3, 0), (4, 5, 2), (5, 1, 5)]  # the same padded size (5): one graph for all
@@ -185,49 +191,169 @@ def test_frame_loops_compile_once_for_every_length():
     _check("ZoneoutLSTM lengths", LAYERS["ZoneoutLSTM training"], batches=batches, max_graphs=2)
 
 
-# ---- ops, a sample of each family -------------------------------------------------------------
+# ---- every op of the op table, in torch.compile, torch.export and make_fx ---------------------------------
+#
+# Each case of compile_cases.py (one per row of the op table, and variants) is a function of raws made
+# into the batch's dims inside the traced function. Cases are traced a group of families at a time (one
+# traced function returning every output of the group: a trace costs seconds), forward and backward, on a
+# batch with NaN padding, then run on a batch of other sizes (B, T, S) with 1e30 padding; outputs (padding
+# set to 0) and the gradient w.r.t. the features equal eager's. torch.compile: fullgraph, dynamic, no
+# recompile on the second batch. A group that fails is traced again case by case to name the cases.
 
-def _op(call, batches=BATCHES):
-    def make(d: Dims):
-        return _layer(d, None, lambda _, x, b, t: call(d, x, b, t))
-    make.batches = batches
-    return make
-
-
-OPS = {
-    "elementwise": _op(lambda d, x, b, t: [_masked(dt.where(x > 0.0, x * 2.0 + 1.0, -x), b, t, d.feat)]),
-    "reduce masked": _op(lambda d, x, b, t: [dt.reduce_mean(x, axis=t).raw, dt.reduce_max(x, axis=t).raw,
-                                          dt.reduce_logsumexp(x, axis=t).raw, dt.reduce_sum(x, axis=(t, d.feat)).raw]),
-    "argmax": _op(lambda d, x, b, t: [dt.reduce_argmax(x, axis=t).raw.float()]),
-    "softmax masked": _op(lambda d, x, b, t: [_masked(dt.softmax(x, axis=t), b, t, d.feat),
-                                           _masked(dt.log_softmax(x, axis=t), b, t, d.feat)]),
-    "matmul": _op(lambda d, x, b, t: [dt.matmul(x.copy_masked(0.0), x.copy_masked(0.0), reduce=t).raw]),
-    "moments": _op(lambda d, x, b, t: list(r.raw for r in dt.moments(x, axis=(b, t)))),
-    "concat": _op(lambda d, x, b, t: [_masked(y, b, od, d.feat) for y, od in [dt.concat((x, t), (x * 2.0, t))]]),
-    "pad": _op(lambda d, x, b, t: [_masked(y, b, od, d.feat) for y, (od,) in [dt.pad(x, axes=t, padding=(2, 1), value=0.5)]]),
-    "pad reflect": _op(lambda d, x, b, t: [_masked(y, b, od, d.feat) for y, (od,) in
-                                        [dt.pad(x.copy_masked(0.0), axes=t, padding=(0, 1), mode="replicate")]],
-                       batches=[(5, 3, 1), (4, 5, 2)]),
-    "slice": _op(lambda d, x, b, t: [_masked(y, b, od, d.feat) for y, od in [dt.slice(x, axis=t, start=1)]]),
-    "shift_right": _op(lambda d, x, b, t: [_masked(dt.shift_right(x, axis=t, amount=1), b, t, d.feat)]),
-    "reverse_sequence": _op(lambda d, x, b, t: [_masked(dt.reverse_sequence(x, axis=t), b, t, d.feat)]),
-    "gather": _op(lambda d, x, b, t: [_masked(dt.gather(x, indices=dt.reduce_argmax(x, axis=d.feat), axis=d.feat), b, t)]),
-    "conv+pool": _op(lambda d, x, b, t: [_masked(y, b, od, d.feat) for y, (od,) in
-                                      [dt.pool(x, mode="max", pool_size=2, strides=2, padding="same",
-                                               in_spatial_dims=[t])]]),
-    "top_k": _op(lambda d, x, b, t: [v.raw_aligned((b, k, d.feat)) for v, _, k in [dt.top_k(x.copy_masked(0.0), axis=t, k=1)]]),
-    "cumsum": _op(lambda d, x, b, t: [_masked(dt.cumsum(x, axis=t), b, t, d.feat)]),
-    "split/merge": _op(lambda d, x, b, t: [_masked(y, b, t, m) for y, m in [dt.merge_dims(
-        dt.split_dims(x, axis=d.feat, dims=(d.half_a, d.half_b)), dims=(d.half_a, d.half_b))]]),
-    "cross_entropy": _op(lambda d, x, b, t: [_masked(dt.cross_entropy(
-        estimated=x, target=dt.Tensor(torch.zeros_like(x.raw[..., 0], dtype=torch.long), x.dims[:2],
-                                      sparse_dim=d.feat), axis=d.feat), b, t)]),
+_GROUPS = {  # group -> the families (modules of dimtorch.ops) whose cases it traces together
+    "elementwise": ("elementwise",),
+    "reduce, matmul, norms": ("reduce", "matmul", "normalization", "reduce_out", "normalize", "gating", "safe_log"),
+    "shape and arrays": ("pad", "concat", "gather", "shape", "slicing", "stack", "sort", "reshape", "dim",
+                         "slice_update", "complex", "window"),
+    "packing, scatter, masked": ("packing", "scatter", "masked", "masked_nested", "repeat", "nested"),
+    "creation, masks, ranges": ("creation", "mask", "dim_ranges", "shape_counts", "positional", "sampling",
+                                "dropout"),
+    "conv, pool, signal": ("conv", "pool", "conv_args", "signal", "attention"),
+    "losses, CTC, decoding": ("loss", "label_smoothing", "gradient", "ctc_align", "decoding", "assert_"),
+    "loops": ("loop",),
+}
+_SCENARIO_GROUPS = {  # variants and scenarios beyond the table -> group
+    "scatter into a dynamic dim": "packing, scatter, masked", "pack_padded per row (dims=(time,))":
+    "packing, scatter, masked", "unpack_padded per row": "packing, scatter, masked", "masked_select per row":
+    "packing, scatter, masked", "repeat with max_len_factor": "packing, scatter, masked",
+    "ctc_durations_from_path without targets_spatial_dim": "losses, CTC, decoding",
+    "conv strided (valid)": "conv, pool, signal", "get_mask": "creation, masks, ranges",
+    "zeros over (batch, time, heads)": "creation, masks, ranges",
+    "random_uniform over (batch, time)": "creation, masks, ranges", "ranges over time and time - 1":
+    "creation, masks, ranges",
+}
+# torch's own limits, per tracer: these cases are traced forward only there (outputs detached).
+_FORWARD_ONLY = {
+    "make_fx": {"scan": "torch 2.13: the backward of a torch scan under symbolic make_fx mixes fake modes"},
 }
 
 
-@pytest.mark.parametrize("case", OPS)
-def test_op_compiles_to_one_graph(case):
-    _check(case, OPS[case], batches=OPS[case].batches, rtol=1e-4, atol=1e-4)
+def _family(op_name: str) -> str:
+    return OPS_TABLE[op_name].definition.__module__.rsplit(".", 1)[1]
+
+
+def _cases_of(group: str) -> dict:
+    cases = {n: c for n, c in compile_cases.CASES.items() if _family(n) in _GROUPS[group]}
+    cases.update({n: compile_cases.SCENARIOS[n] for n, g in _SCENARIO_GROUPS.items() if g == group})
+    return cases
+
+
+def test_every_op_of_the_op_table_has_a_traced_case():
+    """A new op cannot land without a case here (and its family in a group)."""
+    assert set(OPS_TABLE) <= set(compile_cases.CASES), sorted(set(OPS_TABLE) - set(compile_cases.CASES))
+    grouped = {f for families in _GROUPS.values() for f in families}
+    assert {_family(n) for n in OPS_TABLE} <= grouped, sorted({_family(n) for n in OPS_TABLE} - grouped)
+    assert set(_SCENARIO_GROUPS) == set(compile_cases.SCENARIOS)
+
+
+def _traced_fn(cases: dict, static, forward_only=()):
+    def fn(raw, lengths, labels, label_lengths):
+        e = compile_cases.E(raw, lengths, labels, label_lengths, static)
+        no_grad = compile_cases.E(raw.detach(), lengths, labels, label_lengths, static) if forward_only else None
+        return tuple(r for name, case in cases.items()
+                     for r in (canonical(case(no_grad)) if name in forward_only else canonical(case(e))))
+    return fn
+
+
+def _eager(fn, batch):
+    torch.manual_seed(0)  # random ops draw the same numbers in eager and in the graphs (torch's generator)
+    raw = batch[0].clone().requires_grad_(True)
+    outs = fn(raw, *batch[1:])
+    return [o.detach() for o in outs], weighted_grad(outs, raw)
+
+
+def _compare_runs(call, fn, batches) -> list:
+    """call(raw, *rest) -> (outputs, gradient or None) per batch, against eager; the differences found."""
+    notes = []
+    for k, batch in enumerate(batches):
+        want, want_grad = _eager(fn, batch)
+        torch.manual_seed(0)
+        got, got_grad = call(batch)
+        notes.append(differs(got, want, f"batch {k} outputs"))
+        if want_grad is not None:
+            notes.append(differs([got_grad], [want_grad], f"batch {k} gradient"))
+    return [n for n in notes if n]
+
+
+def _with_grad(call):
+    def run(batch):
+        raw = batch[0].clone().requires_grad_(True)
+        outs = call(raw, *batch[1:])
+        return [o.detach() for o in outs], weighted_grad(outs, raw)
+    return run
+
+
+def _via_compile(fn, batches) -> list:
+    compiled = Compiled(fn, dynamic=True)
+    notes = _compare_runs(_with_grad(compiled), fn, batches[:1])
+    with torch._dynamo.config.patch(error_on_recompile=True):  # the second batch reuses the graph
+        notes += _compare_runs(_with_grad(compiled), fn, batches[1:])
+    return notes
+
+
+def _via_export(fn, batches) -> list:
+    class Step(torch.nn.Module):
+        def forward(self, raw, lengths, labels, label_lengths):
+            return fn(raw, lengths, labels, label_lengths)
+    b, t, s = torch.export.Dim("B", min=2, max=64), torch.export.Dim("T", min=5, max=512), \
+        torch.export.Dim("S", min=3, max=256)  # (T from 5: a strided conv's T - 2 would be specialized at 1)
+    shapes = {"raw": {0: b, 1: t}, "lengths": {0: b}, "labels": {0: b, 1: s}, "label_lengths": {0: b}}
+    torch.manual_seed(0)
+    program = torch.export.export(Step(), batches[0][:4], dynamic_shapes=shapes, strict=False)
+    return _compare_runs(_with_grad(program.module()), fn, batches)
+
+
+def _via_make_fx(fn, batches) -> list:
+    def forward_backward(raw, lengths, labels, label_lengths):
+        raw = raw.detach().requires_grad_(True)
+        outs = fn(raw, lengths, labels, label_lengths)
+        g = weighted_grad(outs, raw)
+        return tuple(o.detach() for o in outs) + ((g,) if g is not None else ())
+
+    torch.manual_seed(0)
+    graph = make_fx(forward_backward, tracing_mode="symbolic")(*batches[0][:4])
+    has_grad = _eager(fn, batches[0])[1] is not None
+
+    def run(batch):
+        got = list(graph(*batch[:4]))
+        return got[:-1] if has_grad else got, got[-1] if has_grad else None
+    return _compare_runs(run, fn, batches)
+
+
+_TRACERS = {"compile": _via_compile, "export": _via_export, "make_fx": _via_make_fx}
+
+
+def _check_cases(cases: dict, tracer: str) -> list:
+    static = compile_cases.static_dims()
+    forward_only = _FORWARD_ONLY.get(tracer, {})
+    fn = _traced_fn(cases, static, forward_only)
+    batches = [op_inputs(*b[:2], b[2], b[3], compile_cases.F) for b in OP_BATCHES]
+    try:
+        return _TRACERS[tracer](fn, batches)
+    except Exception as e:  # noqa: BLE001 (the test names it)
+        return [f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"]
+    finally:
+        torch._dynamo.reset()  # the compiled code holds the dims of its guards
+
+
+# make_fx (about a minute for every op) runs by default; torch.export and torch.compile (inductor's code
+# generation: tens of minutes on 2 cores) are marked slow.
+@pytest.mark.parametrize("tracer", [pytest.param(t, marks=() if t == "make_fx" else pytest.mark.slow)
+                                    for t in _TRACERS])
+@pytest.mark.parametrize("group", list(_GROUPS))
+def test_every_op_traces_like_eager(group, tracer):
+    """Forward and backward of every case of the group, traced once, equal eager on two batches of other
+    sizes (NaN, then 1e30 padding); compile: one graph (no recompile)."""
+    cases = _cases_of(group)
+    if not _check_cases(cases, tracer):
+        return
+    failing = {}
+    for name, case in cases.items():  # name the cases that fail
+        notes = _check_cases({name: case}, tracer)
+        if notes:
+            failing[name] = notes[0]
+    pytest.fail(f"{tracer}, {group}: " + ("; ".join(f"{n}: {m}" for n, m in failing.items()) or
+                                          "the group fails, no case alone does"))
 
 
 def test_ctc_loss_compiles():

@@ -275,12 +275,17 @@ def test_scatter_dynamic(order):
         run_meta_in_graph(fn, env)
 
 
-def test_scatter_into_dynamic_out_dim_is_an_error_in_graph():
+def test_scatter_into_dynamic_out_dim_in_graph():
+    """A dynamic out dim made from lengths alone (no tensor over it in the trace) takes the max of its lengths
+    read in the graph as its padded size (dimtorch._core.sizes, rule 4): eager's size and values."""
     env = _index_env((0, 1, 2))
     target = dt.Dim(dt.Tensor(torch.tensor([4, 2, 1, 3]), (env["batch"],)), name="target")
     idx = dt.Tensor(env["j"].raw, env["j"].dims, sparse_dim=target)
-    with _tracing.force_in_graph(), pytest.raises(ValueError, match=r"scatter\(\): while tracing, dim 'target'"):
-        scatter(env["x"], indices=idx, indices_dim=env["time"])
+    eager = scatter(env["x"], indices=idx, indices_dim=env["time"])
+    with _tracing.force_in_graph():
+        graph = scatter(env["x"], indices=idx, indices_dim=env["time"])
+    assert graph.dims == eager.dims
+    torch.testing.assert_close(graph.copy_masked(0.0).raw, eager.copy_masked(0.0).raw)
 
 
 def test_gather_one_hot_sparse_to_dense_have_no_host_reads():

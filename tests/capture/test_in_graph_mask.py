@@ -5,7 +5,7 @@ import torch
 import dimtorch as dt
 from dimtorch import _C
 from dimtorch.ops import creation as _creation, mask as _mask
-from dimtorch._core import in_graph as _in_graph, tracing as _tracing
+from dimtorch._core import sizes as _sizes, tracing as _tracing
 from dimtorch._op_table import OPS
 from in_graph_helpers import no_host_reads, padded_env
 
@@ -20,28 +20,36 @@ def test_get_size_tensor_in_graph_is_the_lengths_uncached():
     assert static.dims == () and int(static.raw) == 3
 
 
-def test_tensorless_masks_and_creation_need_a_padded_size_in_graph():
+def test_tensorless_masks_and_creation_take_the_padded_size_of_the_trace():
+    """Without a tensor over a dynamic dim in the trace, its padded size is the max of its lengths read in
+    the graph (dimtorch._core.sizes, rule 4): here eager's. A size bound first wins (a raw over the dim)."""
     env = padded_env((5, 3, 0, 2))
-    t = env["time"]
+    b, t = env["batch"], env["time"]
     with _tracing.force_in_graph():
-        for call in (lambda: _mask.get_mask(t), lambda: _mask.sequence_mask((env["batch"], t)),
-                     lambda: _creation.range_over_dim(t), lambda: _creation.random_uniform((env["feature"], t))):
-            with pytest.raises(ValueError, match="while tracing, dim 'time'.* has lengths and no tensor"):
-                call()
+        assert _mask.get_mask(t).raw.shape == (4, 5)
+        assert _mask.sequence_mask((b, t)).raw.shape == (4, 5)
+        assert _creation.range_over_dim(t).raw.tolist() == [0, 1, 2, 3, 4]
+        assert _creation.random_uniform((env["feature"], t)).raw.shape == (3, 5)
+    with _tracing.force_in_graph():
+        _sizes.bind(t, 7)  # (as Tensor() binds it to its raw's size)
+        assert _creation.zeros((b, t)).raw.shape == (4, 7)
+    with _tracing.force_in_graph():  # (bound sizes live as long as the trace: here the block)
+        assert _creation.zeros((b, t)).raw.shape == (4, 5)
+    with _tracing.force_in_graph():
         with no_host_reads():  # static dims need none
             assert _creation.range_over_dim(env["feature"]).raw.tolist() == [0, 1, 2]
             _creation.random_normal((env["feature"],), seed=1)
 
 
 @pytest.mark.parametrize("order", ["lengths_first", "dim_first"])
-def test_get_mask_in_graph_at_a_padded_size(monkeypatch, order):
-    """Given a padded size (the hook _in_graph.padded_size), the in-graph mask is the eager one."""
+def test_get_mask_in_graph_at_a_padded_size(order):
+    """Given a padded size (bound in the trace), the in-graph mask is the eager one."""
     env = padded_env((5, 3, 0, 2))
     b, t = env["batch"], env["time"]
     dims = (b, t) if order == "lengths_first" else (t, b)
     eager = t.get_mask(dims_order=dims)
-    monkeypatch.setattr(_in_graph, "padded_size", lambda d, caller: 5)
     with _tracing.force_in_graph(), no_host_reads():
+        _sizes.bind(t, 5)
         graph = _mask.get_mask(t, dims_order=dims)
         seq = _mask.sequence_mask(dims)
     assert graph.dims == eager.dims == seq.dims

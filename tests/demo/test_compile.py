@@ -84,3 +84,21 @@ def test_demo_trains_compiled(tmp_path):
     finally:
         restore()
         torch._dynamo.reset()
+
+
+@pytest.mark.slow
+def test_demo_trains_compiled_with_the_attention_decoder(tmp_path):
+    """--compile --decoder aed: the joint CTC + attention-decoder step compiles (one dynamic graph; the
+    decoder's greedy evaluation stays eager) and trains (issue 23, deliverable 3)."""
+    restore = apply_compile_settings()
+    try:
+        summary = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(tmp_path),
+                              "--steps", "2",
+                              "--eval-every", "2", "--compile", "--decoder", "aed"])
+        assert summary["step"] == 2 and summary["decoder"] == "aed"
+        assert summary["compile"]["steps_that_compiled"] <= 2, summary["compile"]
+        assert torch.isfinite(torch.tensor(summary["final_train_loss"]))
+        assert summary["final_dev_aed_ler"] is not None
+    finally:
+        restore()
+        torch._dynamo.reset()

@@ -194,3 +194,19 @@ def test_a_rank_dying_ends_the_job_with_a_message_and_an_intact_checkpoint(tmp_p
     assert "The last good checkpoint" in output and "is intact; continue with --resume" in output  # rank 0
     state = load_checkpoint(out / "checkpoint.pt", "dimtorch")
     assert state["step"] >= 2 and not list(out.glob("*.tmp"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_torchrun_trains_compiled(tmp_path, parallel):
+    """--compile under torchrun: DDP compiles the whole step (Dynamo's DDP optimizer splits the graph at the
+    gradient buckets, so not fullgraph); FSDP2 compiles each sharded layer (fullgraph) with FSDP's hooks
+    eager around it, as PyTorch's FSDP2 recipes do (demo/distributed.py parallelize). Issue 23, deliverable 3.
+    Backend aot_eager (Dynamo and AOTAutograd: the capture; inductor's code generation would take minutes per
+    rank here, and is tested on one process by test_compile.py)."""
+    out = tmp_path / parallel
+    run = _torchrun(2, "--compile", "--compile-backend", "aot_eager", "--steps", "2", "--out", str(out),
+                    *(["--fsdp"] if parallel == "fsdp" else []), timeout=900)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["step"] == 2 and summary["parallel"] == parallel and summary["compile"]["graphs"] >= 1, run.stdout
+    assert torch.isfinite(torch.tensor(summary["final_train_loss"]))

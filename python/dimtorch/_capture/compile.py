@@ -23,7 +23,7 @@ from ..ops import (
     concat as _concat, dim as _dim, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
     slicing as _slicing, tensor as _tensor,
 )
-from .._core import data_dependent as _data_dependent, tracing as _tracing
+from .._core import data_dependent as _data_dependent, in_graph as _in_graph, sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._op_table import OPS
 
@@ -43,6 +43,12 @@ def _core_definitions() -> dict:
         "Dim.__reduce__": _pickle.reduce_dim,
         "Dim.get_mask": _mask.get_mask,
         "Dim.get_size_tensor": _mask.get_size_tensor,
+        # Dim(SymInt) while make_fx/export trace: its size is the trace's (dimtorch._core.sizes)
+        "Dim._traced_size": _sizes.traced_size,
+        "Dim._set_traced_size": _sizes.set_traced_size,
+        "Dim._padded_size": _sizes.outer_bound,
+        # a traced dim's mask and lengths, built in the graph (the core's cache holds no traced raw)
+        "_dim_cached_raw": _in_graph.dim_cached_raw,
         # index builders the fast paths cache per dim
         "_reverse_index": _slicing._reverse_index,
         "_valid_index": _packing._valid_index,
@@ -102,6 +108,7 @@ def _install_polyfills() -> None:
         if op.fast_path is not None:
             substitute(op.fast_path, op.definition)
     substitute(_C._merged_dim, _dim.merged_dim)
+    substitute(_C._dim_cached_raw, _in_graph.dim_cached_raw)
     substitute(Tensor.__init__, _tensor.__init__)
     substitute(Dim.__init__, _dim.__init__)
     for name, fn in _tensor.METHODS.items():

@@ -5,15 +5,33 @@ them (an op module importing another op module for a helper would tie the two to
 """
 from __future__ import annotations
 
+from . import tracing as _tracing
 from .._C import Dim, Tensor
 
 
 def dim_str(dim: Dim, among=()) -> str:
     """`'name'(size)` or `'name'[batch]`: a dim as error messages show it; `#n` appended when
     another Dim object of its name is in `among` (Dims and sequences of Dims: the message's others)."""
+    if _tracing.dynamo_tracing():
+        return _traced_dim_str(dim)
     r = repr(dim)
     s = r[4:-1] if r.startswith("Dim{") and r.endswith("}") else r
     return s + dim._message_id if isinstance(dim, Dim) and has_namesake(dim, among) else s
+
+
+def _traced_dim_str(dim) -> str:
+    """dim_str while Dynamo traces, from the Dim's fields: Dynamo cannot trace the C type's repr (every
+    message would read "untraceable user-defined __repr__" instead of dimtorch's). No `#n` there."""
+    if not isinstance(dim, Dim):
+        return str(dim)
+    s = "'" + (dim.name if dim.name is not None else "<unnamed>") + "'"
+    size = dim.size
+    if size is not None:
+        return s + ("(" + str(size) + ")" if type(size) is int else "(symbolic)")
+    lengths = dim._lengths  # (not dyn_size: that would compute a derived dim's lengths in the graph)
+    if lengths is not None:
+        return s + "[" + ",".join(b.name if b.name is not None else "<unnamed>" for b in lengths.dims) + "]"
+    return s + ("[derived]" if dim.derivation is not None else "(?)")
 
 
 def dims_str(dims, among=()) -> str:

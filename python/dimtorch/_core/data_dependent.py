@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from . import tracing as _tracing
+
 _CPU = torch.device("cpu")
 
 
@@ -24,9 +26,10 @@ def select_rows(x: torch.Tensor, flat_mask: torch.Tensor) -> torch.Tensor:
 
 
 def checkable(raw: torch.Tensor) -> bool:
-    """Whether `raw` can be read on the host without waiting for a device: on the CPU (not meta).
-    Ops use this to check data-dependent promises (counts, ranges) where the check is free."""
-    return raw.device == _CPU
+    """Whether `raw` can be read on the host without waiting for a device: on the CPU (not meta), and
+    not being traced (a graph holds no host check). Ops use this to check data-dependent promises
+    (counts, ranges) where the check is free."""
+    return raw.device == _CPU and not _tracing.tracing()
 
 
 def read_bool(raw: torch.Tensor) -> bool:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import weakref
 
+import torch
+
 from .._C import Dim
 
 # id(dim) -> (weak ref to dim, {key: value}). Keyed by id, not by a WeakKeyDictionary, so that a hit
 # costs one dict lookup and no new weak ref; the ref's callback drops the entry when the dim dies
 # (before its id can be reused).
 _CACHE: dict = {}
-_MAX_PER_DIM = 16  # layouts seen per dim are few; the oldest is dropped beyond this
+_MAX_PER_DIM = 16
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # layouts seen per dim are few; the oldest is dropped beyond this
 
 
 def _forget(key: int, ref: weakref.ref) -> None:
@@ -38,7 +41,10 @@ def lookup(dim: Dim, key):
 
 def store(dim: Dim, key, value):
     """Stores value for (dim, key) until the dim dies; returns value. Values must not refer to
-    Tensors or Dims (they would keep the dim alive)."""
+    Tensors or Dims (they would keep the dim alive). A raw of a trace (a FakeTensor, a tensor of
+    symbolic sizes) is returned unstored: it must not outlive its trace nor reach an eager call."""
+    if isinstance(value, torch.Tensor) and type(value) not in _PLAIN:
+        return value
     i = id(dim)
     entry = _CACHE.get(i)
     if entry is None or entry[0]() is not dim:

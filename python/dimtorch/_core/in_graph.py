@@ -9,9 +9,8 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import tracing as _tracing
+from . import sizes as _sizes, tracing as _tracing
 from .._C import Dim
-from .args import dim_str
 
 
 def positions(shape, axis: int, device, dtype=torch.int64) -> torch.Tensor:
@@ -49,18 +48,37 @@ def masked(raw: torch.Tensor, dims: Sequence[Dim], value, among: Optional[Sequen
     return raw if mask is None else torch.where(mask, raw, value)
 
 
-def padded_size(dim: Dim, caller: str) -> int:
-    """The raw size of a new tensor over `dim` while tracing: its static size. A dynamic dim has
-    none without a tensor over it (its max length is data, read on the host only in eager), nor
-    has a dim sized from data: an error naming the call."""
-    if dim.size is not None:
-        return dim.size
-    if dim.lengths is None:
-        raise ValueError(f"{caller}: dim {dim_str(dim)} takes its size from data, so a new tensor over it has no "
-                         f"size; make it from an existing tensor")
-    raise ValueError(f"{caller}: while tracing, dim {dim_str(dim)} has lengths and no tensor over it gives its padded "
-                     f"size (its max length is data, read on the host only in eager); derive the result from a "
-                     f"tensor over the dim instead")
+def padded_size(dim: Dim, caller: str, beside=()):
+    """The raw size of a new tensor over `dim` while tracing: its static size, else the size bound to it
+    in the trace (dimtorch._core.sizes.padded_size, which names the call when there is none)."""
+    return _sizes.padded_size(dim, caller, beside)
+
+
+def dim_cached_raw(kind: int, dim: Dim, pos, ndim: int, size, device) -> torch.Tensor:
+    """The in-graph form of dimtorch._C._dim_cached_raw (src/core/mask.h), nothing cached: dim's mask
+    (kind 0: True on valid frames, dim at axis pos[k] of raw size `size`), its lengths clamped to >= 1
+    as float32 (kind 1) or its lengths (kind 2), laid out for `ndim` axes with the lengths' dims at
+    pos[:k] (size 1 on the other axes)."""
+    lengths = dim.lengths.raw
+    k = lengths.dim()
+    at = [int(p) for p in pos[:k]]
+    order = sorted(range(k), key=lambda i: at[i])
+    if order != list(range(k)):
+        lengths = lengths.permute(order)
+    shape = [1] * ndim
+    for j, i in enumerate(order):
+        shape[at[i]] = lengths.shape[j]
+    lengths = lengths.reshape(shape)
+    device = torch.device(device) if device is not None else lengths.device
+    if lengths.device != device:
+        lengths = lengths.to(device, non_blocking=True)
+    if kind == 2:
+        return lengths
+    if kind == 1:
+        return lengths.clamp_min(1).to(torch.float32)
+    view = [1] * ndim
+    view[int(pos[k])] = size
+    return torch.arange(size, device=device).reshape(view) < lengths
 
 
 def scan_frames(step, init, frames: Sequence[Optional[torch.Tensor]], *, dim: int = 0, reverse: bool = False):
@@ -78,4 +96,5 @@ def scan_frames(step, init, frames: Sequence[Optional[torch.Tensor]], *, dim: in
         carries = new if isinstance(new, tuple) else (new,)
         return new, (out.clone() if any(out is c for c in carries) else out)  # (outs may not alias the carry)
 
-    return scan(body, init, [f for f in frames if f is not None], dim=dim, reverse=reverse)
+    with _sizes.scan_body_sizes():
+        return scan(body, init, [f for f in frames if f is not None], dim=dim, reverse=reverse)

@@ -10,10 +10,12 @@ graph inputs, masks are built in the graph from them, and sizes come from the ra
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import torch
 
 _forced = False
+_forced_sizes = None  # the sizes bound under force_in_graph (dimtorch._core.sizes): a table per block
 # Bound once: tracing() runs on eager calls of Python-composed ops (~0.1 us saved per call). Dynamo
 # folds torch.compiler.is_compiling to True by the function object, so a bound name works there too.
 _is_compiling = torch.compiler.is_compiling
@@ -43,13 +45,20 @@ def dynamo_tracing() -> bool:
 
 @contextlib.contextmanager
 def force_in_graph():
-    """Runs op definitions' in-graph forms eagerly (tests compare them with the eager forms)."""
-    global _forced
+    """Runs op definitions' in-graph forms eagerly (tests compare them with the eager forms). Sizes bound
+    to dims in the block (dimtorch._core.sizes) are forgotten after it, as after a trace."""
+    global _forced, _forced_sizes
     old, _forced = _forced, True
+    old_sizes, _forced_sizes = _forced_sizes, weakref.WeakKeyDictionary()
     try:
         yield
     finally:
-        _forced = old
+        _forced, _forced_sizes = old, old_sizes
+
+
+def forced_sizes():
+    """The sizes table of the innermost force_in_graph block (None outside one)."""
+    return _forced_sizes
 
 
 def lengths_raw(dim, dims, device) -> torch.Tensor:

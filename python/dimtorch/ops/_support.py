@@ -8,7 +8,8 @@ import torch
 from .._C import Dim, Tensor
 from .._core.args import dim_str, dims_arg, has_namesake, namesakes_note
 from .._core.errors import torch_keyword_hint
-from .._core.tracing import mask_raw, tracing
+from .._core import sizes as _sizes
+from .._core.tracing import dynamo_tracing, mask_raw, tracing
 
 MAX_DIMS = 24  # kMaxDims of src/core/common.h
 
@@ -77,7 +78,7 @@ def describe_dims(dims, sizes=None, among=()) -> str:
         name = d.name if d.name is not None else "<unnamed>"
         if sizes is not None:
             part = f"{name}:{sizes[i]}"
-        elif d.size is not None:
+        elif d.size is not None and not dynamo_tracing():  # (Dynamo cannot format a traced size)
             part = f"{name}({d.size})"
         else:
             part = str(name)
@@ -199,21 +200,11 @@ def masked_raw(x: Tensor, axes, fill, caller: str):
     return torch.where(mask, x.raw, fill), mask
 
 
-def padded_size(d: Dim, caller: str):
-    """The raw size of a new tensor's axis over `d`: its static size, or a dynamic dim's longest
-    sequence. That max is a host read of the lengths, which eager ops may make but a graph must
-    not: while tracing, a dynamic dim has no size until a tensor over it gives one. None for a dim
-    that takes its size from data."""
-    if d.size is not None:
-        return d.size
-    if not has_lengths(d):
-        return None
-    if tracing():
-        raise NotImplementedError(
-            f"{caller}: a new tensor over the dynamic dim {dim_str(d)} needs its padded size, which is not "
-            f"known while tracing (it would be read from the host lengths); make it from a tensor over that "
-            f"dim instead (dimtorch.zeros_like, dimtorch.ones_like, or an op of such a tensor)")
-    return d.get_max_size()
+def padded_size(d: Dim, caller: str, beside=(), what: str = "dim"):
+    """The raw size of a new tensor's axis over `d` (`beside`: that tensor's other dims): its static size,
+    eagerly a dynamic dim's longest sequence (a host int the core keeps), while tracing the size bound in
+    the trace (dimtorch._core.sizes.padded_size, which names the call when there is none)."""
+    return _sizes.padded_size(d, caller, beside, what)
 
 
 _INT32_ONES: dict = {}  # (shape, device) -> contiguous int32 ones; a few shapes kept

@@ -236,7 +236,7 @@ def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatia
     new_dim = axis + 1
     if out_spatial_dim is None:
         out_spatial_dim = new_dim
-    elif out_spatial_dim is not new_dim and not (
+    elif out_spatial_dim is not new_dim and not _tracing.tracing() and not (
             isinstance(out_spatial_dim, Dim) and (out_spatial_dim.size == new_dim.size if new_dim.lengths is None else
                                                   out_spatial_dim.lengths is not None and torch.equal(
                                                       _length_raw(out_spatial_dim, new_dim.lengths.dims),
@@ -244,9 +244,10 @@ def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatia
         raise ValueError(f"{caller}: out_spatial_dim {out_spatial_dim!r} does not have the lengths of "
                          f"{dim_str(axis)} + 1")
     raw = prev_accum.raw
-    n = axis.get_max_size()
-    if raw.shape[a] > n:
-        raw = raw.narrow(a, 0, n)
+    if not _tracing.tracing():  # (eagerly a raw padded past the longest sequence is cut to it)
+        n = axis.get_max_size()  # (eager)
+        if raw.shape[a] > n:
+            raw = raw.narrow(a, 0, n)
     dims = prev_accum.dims
     frame = source.raw if source.dims == dims[:a] + dims[a + 1:] else source.raw_aligned(dims[:a] + dims[a + 1:])
     frame = frame.unsqueeze(a)

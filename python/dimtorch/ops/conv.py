@@ -5,10 +5,12 @@ import math
 import weakref
 from typing import Optional, Sequence, Union
 
+import torch
 import torch.nn.functional as F
 
 from .._core import dim_cache as _dim_cache, in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
+from .conv_op import convolution
 from .conv_args import (check_padding, conv_padding, given_out_spatial_dims, out_spatial_dim, per_dim, permuted,
                          plan_perm, same_pads, short_pads, spatial_dims, transposed_extra, transposed_out_dim)
 from .pool import pool  # noqa: F401  (dimtorch/__init__.py imports it from here)
@@ -306,7 +308,12 @@ def _narrow_out(out_shape, lay: _Layout, plan: _Plan, in_graph: bool = False) ->
     for i, (d, crop) in enumerate(zip(lay.out_spatial, plan.crops)):
         have = out_shape[2 + i]
         if in_graph and d.lengths is not None:
-            if crop:
+            n = len(lay.out_spatial)
+            if lay.fit_pad is not None and lay.fit_pad[2 * (n - 1 - i) + 1] > 0:
+                # The axis was shorter than one window (a raw size the trace specializes): no sequence has a
+                # frame of output, so the fitted window's frame goes, as eagerly (narrowed to the max length).
+                steps.append((2 + i, 0, 0))
+            elif crop:
                 steps.append((2 + i, crop, have - crop))
             continue
         size = d.size if d.size is not None else d.get_max_size() if d.lengths is not None else have
@@ -358,7 +365,11 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
         raw = F.pad(raw, lay.fit_pad)
     if plan.pre_pad is not None:
         raw = F.pad(raw, plan.pre_pad)
-    out = plan.fn(raw, filter.raw if plan.aligned else filter.raw_aligned(plan.want), b, *plan.torch_args)
+    w = filter.raw if plan.aligned else filter.raw_aligned(plan.want)
+    if in_graph and raw.device.type == "cpu" and plan.n == 1:
+        out = _conv_op_in_graph(plan, raw, w, b)
+    else:
+        out = plan.fn(raw, w, b, *plan.torch_args)
     if in_graph:
         narrow_out = _narrow_out(out.shape, lay, plan, True)
     else:
@@ -370,6 +381,19 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
     if lay.unmerge is not None:
         out = out.reshape(lay.unmerge + tuple(out.shape[1:]))
     return Tensor(out, lay.out_dims, feature_dim=out_dim), lay.out_spatial
+
+
+def _conv_op_in_graph(plan: _Plan, raw: torch.Tensor, w: torch.Tensor, b) -> torch.Tensor:
+    """plan.fn of a 1-D convolution while tracing on the CPU, as dimtorch::convolution (ops/conv_op.py): torch's
+    fake convolution would guard on the CPU backend that the batch size selects (a second graph at 16
+    sequences)."""
+    n = plan.n
+    if plan.transposed:
+        strides, padding, output_padding, groups, dilation = plan.torch_args
+    else:
+        (strides, padding, dilation, groups), output_padding = plan.torch_args, (0,) * n
+    padding = [padding] * n if type(padding) is int else list(padding)
+    return convolution(raw, w, b, list(strides), padding, list(dilation), plan.transposed, list(output_padding), groups)
 
 
 # --- the ops ------------------------------------------------------------------------------------------

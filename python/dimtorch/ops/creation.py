@@ -2,12 +2,13 @@
 Python-only *_like, random_*, range_over_dim and convert_to_tensor."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence, Union
 
 import torch
 
 from .._C import Dim, Tensor
-from .._core import default_device as _default_device, in_graph as _in_graph, tracing as _tracing
+from .._core import default_device as _default_device, sizes as _sizes
 from .._core.args import dim_str, dims_arg
 from .._core.dtypes import dtype_from, to_torch_dtype
 from .._core.errors import naming_errors
@@ -23,11 +24,7 @@ def _create(make, dims, dtype, device, sparse_dim, feature_dim, caller: str) -> 
     for i, d in enumerate(dims):
         if index_of(dims[:i], d) >= 0:
             raise ValueError(f"{caller}: dim {dim_str(d)} appears twice (dims: {describe_dims(dims)})")
-        size = padded_size(d, caller)
-        if size is None:
-            raise ValueError(f"{caller}: dim {d!r} takes its size from data, so a new tensor over it has no size; "
-                             f"make it from an existing tensor (zeros_like) or give the dim a size")
-        shape.append(size)
+        shape.append(padded_size(d, caller, dims))
     if sparse_dim is not None and not isinstance(sparse_dim, Dim):
         raise TypeError(f"{caller}: sparse_dim must be a Dim or None, got {tp_name(sparse_dim)}")
     if feature_dim is not None and (not isinstance(feature_dim, Dim) or index_of(dims, feature_dim) < 0):
@@ -68,20 +65,9 @@ DimsArg = Union[Dim, Sequence[Dim]]
 
 
 def _shape(dims: tuple, caller: str) -> list:
-    """Raw sizes of a new tensor over dims: max sizes (padded sizes while tracing, see
-    _in_graph.padded_size)."""
-    if _tracing.tracing():
-        return [_in_graph.padded_size(d, caller) for d in dims]
-    shape = []
-    for d in dims:
-        size = d.get_max_size()
-        if size is None:
-            raise ValueError(
-                f"{caller}: dim {d!r} takes its size from data, so a new tensor over it has no size; "
-                f"make it from an existing tensor (zeros_like) or give the dim a size"
-            )
-        shape.append(size)
-    return shape
+    """Raw sizes of a new tensor over dims: max sizes eagerly, the sizes bound in the trace while tracing
+    (dimtorch._core.sizes)."""
+    return _sizes.padded_sizes(dims, caller)
 
 
 def _like(x: Tensor, fill, dtype, caller: str) -> Tensor:
@@ -132,8 +118,8 @@ def random_uniform(dims: DimsArg, *, dtype=None, device=None, sparse_dim=None, f
     minval None is 0; maxval None is the size of `sparse_dim` for an integer dtype with a static
     sparse_dim (uniform over its indices), else 1. dtype None: int64 with a sparse_dim, else torch's
     default float dtype. An integer dtype draws integers (Tensor.random_). `seed` or `generator`
-    make it repeatable. While tracing, a dynamic dim among dims is an error (no tensor gives its
-    padded size)."""
+    make it repeatable. While tracing, a dynamic dim's padded size is the one bound in the trace
+    (dimtorch._core.sizes)."""
     caller = "dimtorch.random_uniform()"
     dims = dims_arg(dims, caller, "dims")
     _check_sparse_dim(sparse_dim, caller)
@@ -163,8 +149,8 @@ def random_uniform(dims: DimsArg, *, dtype=None, device=None, sparse_dim=None, f
 def random_normal(dims: DimsArg, *, dtype=None, device=None, sparse_dim=None, feature_dim=None, mean=0.0,
                   stddev=1.0, seed=None, generator: Optional[torch.Generator] = None) -> Tensor:
     """Normal values N(mean, stddev²) over `dims` (RETURNN frontend's signature; dtype None: torch's
-    default float dtype); `seed` or `generator` make it repeatable. While tracing, a dynamic dim
-    among dims is an error (no tensor gives its padded size)."""
+    default float dtype); `seed` or `generator` make it repeatable. While tracing, a dynamic
+    dim's padded size is the one bound in the trace (dimtorch._core.sizes)."""
     caller = "dimtorch.random_normal()"
     dims = dims_arg(dims, caller, "dims")
     _check_sparse_dim(sparse_dim, caller)
@@ -182,7 +168,9 @@ def random_truncated_normal(dims: DimsArg, *, dtype=None, device=None, sparse_di
                             stddev=1.0, minval=None, maxval=None, seed=None,
                             generator: Optional[torch.Generator] = None) -> Tensor:
     """Normal values N(mean, stddev²) over `dims`, redrawn into [minval, maxval] (default: mean -+ 2 stddev,
-    RETURNN's), by torch.nn.init.trunc_normal_; `seed` or `generator` make it repeatable."""
+    RETURNN's), by the inverse of the normal CDF on uniform values in the CDF's range (the draw of
+    torch.nn.init.trunc_normal_, written out so that torch.compile traces it); `seed` or `generator` make it
+    repeatable."""
     caller = "dimtorch.random_truncated_normal()"
     dims = dims_arg(dims, caller, "dims")
     _check_sparse_dim(sparse_dim, caller)
@@ -193,16 +181,23 @@ def random_truncated_normal(dims: DimsArg, *, dtype=None, device=None, sparse_di
         raise ValueError(f"{caller}: minval must be below maxval, got [{low}, {high}]")
     if device is None:
         device = _default_device.get()
+    cdf_low, cdf_high = _normal_cdf((low - mean) / stddev), _normal_cdf((high - mean) / stddev)
     with naming_errors(caller):  # device, bounds, seed and generator go to torch as they are
         raw = torch.empty(shape, dtype=torch_dtype, device=device)
-        torch.nn.init.trunc_normal_(raw, mean, stddev, low, high, generator=_generator(seed, generator, device, caller))
+        raw.uniform_(2 * cdf_low - 1, 2 * cdf_high - 1, generator=_generator(seed, generator, device, caller))
+        raw = raw.erfinv_().mul_(stddev * math.sqrt(2.0)).add_(mean).clamp_(min=low, max=high)
     return Tensor(raw, dims, sparse_dim=sparse_dim, feature_dim=feature_dim)
+
+
+def _normal_cdf(x: float) -> float:
+    return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
 
 def range_over_dim(dim: Dim, *, dtype=None, device=None) -> Tensor:
     """0, 1, ..., size-1 over `dim` (its max size for a dynamic dim), with sparse_dim `dim` for an
     integer dtype (a float range indexes nothing: no sparse_dim, as RETURNN frontend); dtype None is
-    int64. While tracing, a dynamic dim is an error (no tensor gives its padded size)."""
+    int64. While tracing, a dynamic dim's
+    max size is its padded size in the trace."""
     caller = "dimtorch.range_over_dim()"
     if not isinstance(dim, Dim):
         raise TypeError(f"{caller}: expected a Dim, got {type(dim).__name__}")

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _C
-from .._core import in_graph as _in_graph, tracing as _tracing
+from .._core import in_graph as _in_graph, sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.data_dependent import to_host
 from .._core.dtypes import is_integer
@@ -185,7 +185,10 @@ def ctc_best_path(*, logits: Tensor, logits_normalized: bool = False, targets: T
         raise ValueError(f"{caller}: input_spatial_dim and targets_spatial_dim must each be in one of logits and "
                          f"targets only (logits dims: {dims_str(logits.dims)}, targets dims: "
                          f"{dims_str(targets.dims)})")
-    lp = logits.raw_aligned((input_spatial_dim,) + batch + (class_dim,))
+    # The path is piecewise constant in the scores: no gradient flows through it (eagerly neither), and a
+    # traced Viterbi scan over values that need one would be differentiated for nothing (torch 2.13's scan
+    # backward fails on its integer outputs).
+    lp = logits.raw_aligned((input_spatial_dim,) + batch + (class_dim,)).detach()
     tg = targets.raw_aligned(batch + (targets_spatial_dim,))
     batch_shape = tuple(torch.broadcast_shapes(lp.shape[1:-1], tg.shape[:-1]))
     n_time, n_labels, device = lp.shape[0], tg.shape[-1], lp.device
@@ -244,10 +247,11 @@ def _check_lengths(dim: Dim, want: torch.Tensor, batch: tuple, what: str, caller
 
 
 def _out_dim(counts: torch.Tensor, batch: tuple, targets_spatial_dim, out_spatial_dim, to_out, check: bool,
-             stop: bool, caller: str, traced: bool) -> Tuple[Dim, bool]:
+             stop: bool, caller: str, traced: bool, n_frames) -> Tuple[Dim, bool]:
     """(out_spatial_dim, whether states past its size may occur) for label counts (*batch) of a path.
     out_spatial_dim: given, else to_out(targets_spatial_dim) by dim math; without targets_spatial_dim, a new
-    dim over the counts, read on the host (the size depends on data). With check and stop, the given dims'
+    dim over the counts, read on the host (the size depends on data; while tracing the counts stay in the
+    graph and the new dim's padded size is bounded by the path's `n_frames`). With check and stop, the given dims'
     lengths are asserted on the device (no wait) to match the counts (to_out of them for out_spatial_dim);
     with stop False nothing is checked (a report would need a device read), and states past the end are
     dropped."""
@@ -256,10 +260,11 @@ def _out_dim(counts: torch.Tensor, batch: tuple, targets_spatial_dim, out_spatia
             raise TypeError(f"{caller}: {name} must be a Dim, got {type(d).__name__}")
     checked = check and stop
     if targets_spatial_dim is None:
-        if traced:
-            raise NotImplementedError(f"{caller}: without targets_spatial_dim the label counts are read on the "
-                                      f"host, which a graph cannot; give targets_spatial_dim")
-        targets_spatial_dim = Dim(Tensor(to_host(counts), batch), name="target_spatial")
+        if traced:  # the counts stay in the graph; the padded size is bounded by the path's frames
+            targets_spatial_dim = Dim(Tensor(counts, batch), name="target_spatial")
+            _sizes.bind(targets_spatial_dim, n_frames)
+        else:
+            targets_spatial_dim = Dim(Tensor(to_host(counts), batch), name="target_spatial")
     elif checked:
         _check_lengths(targets_spatial_dim, counts, batch, "targets_spatial_dim", caller, traced)
     if out_spatial_dim is None:
@@ -288,10 +293,7 @@ def _out_size(out_dim: Dim, caller: str, traced: bool) -> int:
         return out_dim.size
     if out_dim.lengths is None:
         raise ValueError(f"{caller}: out_spatial_dim {dim_str(out_dim)} takes its size from data; it needs lengths")
-    if traced:
-        raise NotImplementedError(f"{caller}: the size of out_spatial_dim {dim_str(out_dim)} is read from its host "
-                                  f"lengths, which a graph cannot")
-    return out_dim.get_max_size()
+    return _sizes.padded_size(out_dim, caller)  # (while tracing: its padded size in the trace)
 
 
 def _times_2_plus_1(d):
@@ -333,7 +335,7 @@ def ctc_durations_from_path(*, path: Tensor, path_spatial_dim: Dim, blank_index:
         new_label = new_label & frames
     seen = new_label.cumsum(-1)  # labels begun so far: the blank after label k is state 2 k
     out_dim, clamp = _out_dim(seen[..., -1] if raw.shape[-1] else seen.sum(-1), batch, targets_spatial_dim,
-                              out_spatial_dim, _times_2_plus_1, check, stop, caller, traced)
+                              out_spatial_dim, _times_2_plus_1, check, stop, caller, traced, raw.shape[-1])
     state = 2 * seen - is_label.to(torch.int64)
     return Tensor(_durations(state, frames, _out_size(out_dim, caller, traced), clamp, traced), batch + (out_dim,)), out_dim
 
@@ -356,7 +358,7 @@ def ctc_no_label_loop_blank_durations_from_path(*, path: Tensor, path_spatial_di
         is_label = is_label & frames
     seen = is_label.cumsum(-1)
     out_dim, clamp = _out_dim(seen[..., -1] if raw.shape[-1] else seen.sum(-1), batch, targets_spatial_dim,
-                              out_spatial_dim, _plus_1, check, stop, caller, traced)
+                              out_spatial_dim, _plus_1, check, stop, caller, traced, raw.shape[-1])
     n_out = _out_size(out_dim, caller, traced)
     state = torch.where(is_label, n_out, seen)  # label frames count nowhere
     return Tensor(_durations(state, frames, n_out, clamp, traced), batch + (out_dim,)), out_dim

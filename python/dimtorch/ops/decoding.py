@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 import torch
 
 from .. import _C
+from .._core import in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.data_dependent import to_host
 from .._core.dtypes import to_torch_dtype
@@ -60,6 +61,9 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
         keep &= _C._dim_cached_raw(_MASK, in_spatial_dim, tuple(pos) + (len(batch),), len(order), labels.shape[-1],
                                    labels.device)  # the dim's cached mask
     counts = keep.sum(-1)
+    if _tracing.tracing():
+        return _greedy_in_graph(labels, keep, counts, batch, out_spatial_dim, target_dim if target_dim is not None
+                                else wb)
     counts_host = to_host(counts)  # the new dim's lengths: a device read
     if out_spatial_dim is None:
         out_spatial_dim = Dim(Tensor(counts_host, batch), name="ctc_decoded")
@@ -74,6 +78,20 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     position = torch.where(keep, keep.cumsum(-1) - 1, n_out)  # dropped frames go to an extra column
     out = labels.new_zeros(labels.shape[:-1] + (n_out + 1,)).scatter_(-1, position, labels)[..., :n_out]
     sparse = target_dim if target_dim is not None else wb
+    return Tensor(out.to(torch.int32), batch + (out_spatial_dim,), sparse_dim=sparse), out_spatial_dim
+
+
+def _greedy_in_graph(labels, keep, counts, batch: tuple, out_spatial_dim, sparse) -> Tuple[Tensor, Dim]:
+    """ctc_greedy_decode while tracing: the decoded dim's lengths are the counts, in the graph, and its
+    padded size the input's frames (a static bound: no size read from data, no device sync)."""
+    if out_spatial_dim is None:
+        out_spatial_dim = Dim(Tensor(counts, batch), name="ctc_decoded")
+    elif not isinstance(out_spatial_dim, Dim) or out_spatial_dim.dyn_size is None:
+        raise ValueError(f"dimtorch.ctc_greedy_decode(): out_spatial_dim must be a dynamic Dim with the decoded "
+                         f"lengths, got {out_spatial_dim!r}")
+    n = labels.shape[-1]
+    position = torch.where(keep, keep.cumsum(-1) - 1, n)  # dropped frames go to an extra column
+    out = labels.new_zeros(labels.shape[:-1] + (n + 1,)).scatter_(-1, position, labels)[..., :n]
     return Tensor(out.to(torch.int32), batch + (out_spatial_dim,), sparse_dim=sparse), out_spatial_dim
 
 
@@ -104,6 +122,8 @@ def edit_distance(a: Tensor, a_spatial_dim: Dim, b: Tensor, b_spatial_dim: Dim, 
         lb = _lengths_raw(b_spatial_dim, batch, device)
     except ValueError as e:
         raise ValueError(f"{caller}: {e}") from None
+    if _tracing.tracing():
+        return Tensor(_edit_distance_in_graph(ra, rb, la, lb).to(out_dtype), batch)
     n_a, n_b = a_spatial_dim.get_max_size(), b_spatial_dim.get_max_size()
     ra, rb = ra[..., :n_a], rb[..., :n_b]
     shape = torch.broadcast_shapes(ra.shape[:-1], rb.shape[:-1], la.shape, lb.shape)
@@ -122,6 +142,29 @@ def edit_distance(a: Tensor, a_spatial_dim: Dim, b: Tensor, b_spatial_dim: Dim, 
         final = torch.where(ends[..., i:i + 1], row, final)
     index = lb.expand(shape).unsqueeze(-1)
     return Tensor(final.gather(-1, index).squeeze(-1).to(out_dtype), batch)
+
+
+def _edit_distance_in_graph(ra, rb, la, lb) -> torch.Tensor:
+    """edit_distance's rows while tracing: the loop over a's frames as one torch scan over the raw's
+    (symbolic) size, so one graph serves every length (a Python loop would be unrolled per length)."""
+    n_b = rb.shape[-1]
+    shape = torch.broadcast_shapes(ra.shape[:-1], rb.shape[:-1], la.shape, lb.shape)
+    device = ra.device
+    row0 = torch.arange(n_b + 1, device=device).expand(shape + (n_b + 1,)).clone()  # D[0][j] = j
+    costs = (ra.unsqueeze(-1) != rb.unsqueeze(-2)).expand(shape + (ra.shape[-1], n_b)).movedim(-2, 0)
+    steps = torch.arange(1, ra.shape[-1] + 1, device=device)
+    ends = (la.unsqueeze(0) == steps.reshape((-1,) + (1,) * la.dim())).expand((ra.shape[-1],) + shape)
+
+    def step(carry, cost, end, i):  # (closes over no sizes: a scan body takes tensors only)
+        row, final = carry
+        j = torch.arange(row.shape[-1], device=row.device)
+        candidate = torch.minimum(row[..., :-1] + cost, row[..., 1:] + 1)  # substitute / delete, j >= 1
+        candidate = torch.cat((i.expand(row[..., :1].shape), candidate), -1)  # D[i][0] = i
+        row = torch.cummin(candidate - j, dim=-1).values + j  # then insertions along j
+        return (row, torch.where(end.unsqueeze(-1), row, final)), i + 0  # (a scan must give an output)
+
+    (_, final), _ = _in_graph.scan_frames(step, (row0, row0.clone()), [costs, ends, steps])
+    return final.gather(-1, lb.expand(shape).unsqueeze(-1)).squeeze(-1)
 
 
 __all__ = ["ctc_greedy_decode", "edit_distance"]

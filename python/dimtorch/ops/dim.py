@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from .._C import Dim, Tensor, combine
+from .._core import tracing as _tracing
 from .._core.args import dim_str, dims_str
 
 _CTOR = "dimtorch.Dim()"
@@ -21,8 +22,8 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//"}
 
 
 def __init__(self, size=None, name=None, *, dimension=None):
-    """Dim(size=None, name=None): static (an int), size from data (None), or dynamic (an integer
-    Tensor of lengths over batch dims)."""
+    """Dim(size=None, name=None): static (an int; while tracing also a symbolic size such as
+    raw.shape[0]), size from data (None), or dynamic (an integer Tensor of lengths over batch dims)."""
     if dimension is not None:
         if size is not None:
             raise TypeError(f"{_CTOR} got multiple values for argument 'size'")
@@ -32,6 +33,10 @@ def __init__(self, size=None, name=None, *, dimension=None):
     lengths = None
     if size is None:
         pass
+    elif isinstance(size, torch.SymInt) or (_tracing.dynamo_tracing() and isinstance(size, int)):
+        # A symbolic size while tracing, Dim(raw.shape[0]) (Dynamo reports a SymInt as an int): checked
+        # in the graph, not on the host (a host `size < 0` would guard on, or fail for, unbacked sizes).
+        torch._check(size >= 0, lambda: f"{_CTOR}: size must be >= 0")
     elif isinstance(size, int) and not isinstance(size, bool):
         if size < 0:
             raise ValueError(f"{_CTOR}: size must be >= 0, got {size}")
@@ -40,7 +45,7 @@ def __init__(self, size=None, name=None, *, dimension=None):
             raise TypeError(f"{_CTOR}: lengths must be an integer Tensor, got dtype {size.dtype} "
                             f"(dims: {dims_str(size.dims)})")
         for b in size.dims:
-            if b._lengths is not None or b.derivation is not None:
+            if (b._lengths is not None or b.derivation is not None) and not _traced_pack_dim(b):
                 raise ValueError(f"{_CTOR}: lengths must be over batch dims without lengths of their "
                                  f"own, but dim {dim_str(b)} has lengths (dims: {dims_str(size.dims)})")
         lengths, size = size, None
@@ -57,6 +62,12 @@ def __init__(self, size=None, name=None, *, dimension=None):
     self._lengths = lengths
     self.derivation = None
     self._math_cache = {}
+
+
+def _traced_pack_dim(b) -> bool:
+    """Whether b is a pack dim of a traced pack/masked_select (0-dim lengths: its valid frames are a prefix
+    of its padded size): while tracing, lengths may vary over it, as eagerly over the static pack dim."""
+    return b._lengths is not None and not b._lengths.dims and _tracing.tracing()
 
 
 # ---- lengths and sizes ------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def range_over_merged_dims(dims: Sequence[Dim], *, dtype: Optional[str] = None, 
         raise ValueError(f"{caller}: dims is empty")
     if any(d.size is None for d in dims[1:]):
         raise ValueError(f"{caller}: only the first of dims may be dynamic (dims: {dims_str(dims)})")
-    k = math.prod(d.size for d in dims[1:])
+    k = math.prod([d.size for d in dims[1:]])  # (a list: Dynamo traces no generator here)
     if dims[0].size is None:
         merged = dims[0] * k  # dim math: merge_dims makes the same dim (T * k)
     else:

@@ -10,29 +10,7 @@ from .._C import Dim, Tensor
 from .._core.args import axis_of, check_tensor, dims_str, keep_markers
 from .._core.tracing import mask_raw
 from ._support import names_errors
-
-
-class _ScaledGradient(torch.autograd.Function):
-    """x as it is; backward: grad * scale (+ shift, times sum |grad| over one axis' valid frames)."""
-
-    @staticmethod
-    def forward(ctx, x, scale, shift, sum_axis, valid):
-        ctx.scale, ctx.shift, ctx.sum_axis, ctx.valid = scale, shift, sum_axis, valid
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        out = grad
-        if isinstance(ctx.scale, torch.Tensor) or ctx.scale != 1.0:
-            out = out * ctx.scale
-        if ctx.shift is not None:
-            if ctx.sum_axis is None:
-                out = out + ctx.shift
-            else:
-                # Padding frames' gradient (whatever it holds) stays out of the sum: batch independence.
-                size = grad.abs() if ctx.valid is None else torch.where(ctx.valid, grad, 0.0).abs()
-                out = out + ctx.shift * size.sum(ctx.sum_axis, keepdim=True)
-        return out, None, None, None, None
+from .gradient_op import scaled_grad
 
 
 def _factor(value, x: Tensor, caller: str, what: str):
@@ -58,7 +36,7 @@ def scaled_gradient(source: Tensor, scale: Union[float, Tensor]) -> Tensor:
     factor = _factor(scale, source, caller, "scale")
     if not isinstance(factor, torch.Tensor) and factor == 0.0:
         return keep_markers(source, source.raw.detach(), source.dims)
-    return keep_markers(source, _ScaledGradient.apply(source.raw, factor, None, None, None), source.dims)
+    return keep_markers(source, scaled_grad(source.raw, factor, None, None, None), source.dims)
 
 
 @names_errors("dimtorch.scaled_gradient_ext()")
@@ -81,7 +59,7 @@ def scaled_gradient_ext(source: Tensor, *, scale: Union[float, Tensor] = 1.0,
         d = scale_shift_by_sum_over_axis
         if d.lengths is not None:
             valid = mask_raw(d, source.dims, source.raw.shape, source.raw.device)
-    return keep_markers(source, _ScaledGradient.apply(source.raw, factor, offset, axis, valid), source.dims)
+    return keep_markers(source, scaled_grad(source.raw, factor, offset, axis, valid), source.dims)
 
 
 __all__ = ["scaled_gradient", "scaled_gradient_ext"]

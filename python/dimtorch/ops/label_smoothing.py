@@ -11,20 +11,7 @@ from .._C import Dim, Tensor
 from .._core.args import axis_of, check_tensor, dim_str, dims_str
 from .._core.dtypes import is_integer
 from ._support import names_errors
-
-
-class _SmoothedGradient(torch.autograd.Function):
-    """Identity forward; backward grad * scale + shift * sum(|grad|) over the label axis."""
-
-    @staticmethod
-    def forward(ctx, x, scale, shift, axis):
-        ctx.scale, ctx.shift, ctx.axis = scale, shift, axis
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        total = grad.abs().sum(dim=ctx.axis, keepdim=True)
-        return grad * ctx.scale + ctx.shift * total, None, None, None
+from .gradient_op import scaled_grad
 
 
 def _aligned(value, dims: tuple, device) -> Union[float, torch.Tensor]:
@@ -95,7 +82,7 @@ def label_smoothed_log_prob_gradient(log_prob: Tensor, smoothing: Union[Tensor, 
         factor = factor.to(raw.dtype)
     if isinstance(shift, torch.Tensor):
         shift = shift.to(raw.dtype)
-    out = _SmoothedGradient.apply(raw, factor, shift, a)
+    out = scaled_grad(raw, factor, shift, a, None)  # grad * factor + shift * sum(|grad|) over the labels
     return Tensor(out, dims, sparse_dim=log_prob.sparse_dim, feature_dim=log_prob.feature_dim)
 
 

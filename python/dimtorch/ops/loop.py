@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._C import Dim, Tensor, cast, logical_and, where
+from .._core import in_graph as _in_graph, sizes as _sizes, tracing as _tracing
 from .._core.data_dependent import read_bool, read_int, to_host
 from .mask import get_mask
 from .._core.args import dim_str, dims_arg, dims_str
@@ -227,6 +228,8 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
         if cond is not None or max_seq_len is not None or cond_dims is not None:
             raise ValueError(f"{caller}: with spatial_dim {dim_str(spatial_dim)} the loop length is known; "
                              f"cond, cond_dims and max_seq_len are for spatial_dim=None")
+        if _tracing.tracing() and not return_tensor_arrays:
+            return _scan_in_graph(spatial_dim, initial, xs, ys, body, outputs, caller)
         n = spatial_dim.get_max_size()
         if n is None:
             raise ValueError(f"{caller}: spatial_dim {dim_str(spatial_dim)} takes its size from data; give xs' dim "
@@ -271,6 +274,101 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
     else:
         new_dim = Dim(_lengths_over(lengths, running, cond_dims, caller), name="scan")
     return outputs.stacked(new_dim, return_tensor_arrays), state, new_dim
+
+
+def _scan_in_graph(spatial_dim: Dim, initial, xs, ys, body, outputs: "_Outputs", caller: str):
+    """scan over spatial_dim while tracing: the frame loop as one torch scan over the dim's padded size in
+    the trace (symbolic), so one graph serves every length, where a Python loop would be unrolled per
+    length. The semantics are the eager loop's: xs' padding zeroed, each step's frame mask from the
+    lengths (in the graph), state Tensors kept per sequence by where(frame < length, new, old). In the
+    graph, state leaves must keep their dims (a Tensor may not grow) and other leaves their values."""
+    n = _sizes.padded_size(spatial_dim, caller, what="spatial_dim")
+    lengths = spatial_dim.dyn_size
+    state_leaves, state_spec = _flatten(initial)
+    state_at = [i for i, leaf in enumerate(state_leaves) if isinstance(leaf, Tensor)]
+    x_leaves, x_spec = _flatten(xs) if xs is not None else ([], None)
+    x_at = [i for i, leaf in enumerate(x_leaves) if isinstance(leaf, Tensor)]
+    x_raws, x_meta = [], {}
+    for i in x_at:
+        leaf = x_leaves[i]
+        if spatial_dim not in leaf.dims:
+            raise ValueError(f"{caller}: an xs Tensor lacks spatial_dim {dim_str(spatial_dim)} (its dims: "
+                             f"{dims_str(leaf.dims)})")
+        if lengths is not None and all(d in leaf.dims for d in lengths.dims):
+            leaf = leaf.copy_masked(0, (spatial_dim,))  # (as eagerly: steps beyond a sequence's end see 0)
+        rest = tuple(d for d in leaf.dims if d is not spatial_dim)
+        x_raws.append(leaf.raw_aligned((spatial_dim,) + rest))
+        x_meta[i] = (rest, leaf.sparse_dim, leaf.feature_dim if leaf.feature_dim is not spatial_dim else None)
+    templates = outputs.templates
+    out_at = [i for i, t in enumerate(templates) if t is not None]
+    frames = torch.arange(n, device=_device_of(initial, xs))
+
+    def step(carry, frame, *x_frames):
+        leaves = list(state_leaves)
+        for i, raw in zip(state_at, carry):
+            old = state_leaves[i]
+            leaves[i] = Tensor(raw, old.dims, sparse_dim=old.sparse_dim, feature_dim=old.feature_dim)
+        state = pytree.tree_unflatten(leaves, state_spec)
+        x = None
+        if x_spec is not None:
+            given = list(x_leaves)
+            for i, raw in zip(x_at, x_frames):
+                rest, sparse_dim, feature_dim = x_meta[i]
+                given[i] = Tensor(raw, rest, sparse_dim=sparse_dim, feature_dim=feature_dim)
+            x = pytree.tree_unflatten(given, x_spec)
+        y, new_state = _call_body(body, x, state, caller)
+        if lengths is not None:
+            mask = Tensor(frame < lengths.raw, lengths.dims)
+            new_state = _masked_state(new_state, state, mask, caller)
+        new_leaves, spec = _flatten(new_state)
+        if spec != state_spec:
+            raise ValueError(f"{caller}: body returned a state of another structure than initial's: {spec} vs "
+                             f"{state_spec}")
+        new_carry = [_kept_leaf(new_leaves[i], state_leaves[i], caller) for i in state_at]
+        for i, (new, old) in enumerate(zip(new_leaves, state_leaves)):
+            if i not in state_at and new is not old and new != old:
+                raise ValueError(f"{caller}: while tracing, a state leaf that is not a Tensor must stay as it is "
+                                 f"(the loop runs as one torch scan); got {new!r} after {old!r}")
+        y_leaves, y_spec = _flatten(y)
+        if y_spec != outputs.spec:
+            raise ValueError(f"{caller}: body's outputs have another structure than the ys templates: {y_spec} vs "
+                             f"{outputs.spec}")
+        outs = [_output_raw(y_leaves[i], templates[i], i, caller) for i in out_at] or [frame.clone()]
+        inputs = list(carry) + list(x_frames)
+        new_carry = [r.clone() if any(r is a for a in inputs) else r for r in new_carry]  # (no output may alias
+        outs = [r.clone() if any(r is a for a in inputs + new_carry) else r for r in outs]  # an input or another)
+        return new_carry, outs
+
+    carry, stacked = _in_graph.scan_frames(step, [state_leaves[i].raw for i in state_at], [frames] + x_raws)
+    leaves = list(state_leaves)
+    for i, raw in zip(state_at, carry):
+        old = state_leaves[i]
+        leaves[i] = Tensor(raw, old.dims, sparse_dim=old.sparse_dim, feature_dim=old.feature_dim)
+    out = [None] * len(templates)
+    for i, raw in zip(out_at, stacked):
+        t = templates[i]
+        out[i] = Tensor(raw, (spatial_dim,) + tuple(t.dims), sparse_dim=t.sparse_dim,
+                        feature_dim=t.feature_dim if t.feature_dim in t.dims else None)
+    return pytree.tree_unflatten(out, outputs.spec), pytree.tree_unflatten(leaves, state_spec), spatial_dim
+
+
+def _kept_leaf(new, old: Tensor, caller: str) -> torch.Tensor:
+    """A state Tensor's raw after a traced step, in the dims order it came in (its dims must stay)."""
+    if not isinstance(new, Tensor) or len(new.dims) != len(old.dims) or not all(d in old.dims for d in new.dims):
+        shown = f"({dims_str(new.dims)})" if isinstance(new, Tensor) else type(new).__name__
+        raise ValueError(f"{caller}: while tracing, a state Tensor must keep its dims ({dims_str(old.dims)}) (the loop "
+                         f"runs as one torch scan); body returned {shown}")
+    raw = new.raw if new.dims == old.dims else new.raw_aligned(old.dims)
+    return raw if raw.dtype == old.raw.dtype else raw.to(old.raw.dtype)
+
+
+def _output_raw(leaf, template: Tensor, i: int, caller: str) -> torch.Tensor:
+    """A step's output raw in its template's dims order."""
+    if not isinstance(leaf, Tensor) or len(leaf.dims) != len(template.dims) or \
+            not all(d in template.dims for d in leaf.dims):
+        shown = f"({dims_str(leaf.dims)})" if isinstance(leaf, Tensor) else type(leaf).__name__
+        raise ValueError(f"{caller}: output {i} is {shown}, its template has dims ({dims_str(template.dims)})")
+    return leaf.raw if leaf.dims == template.dims else leaf.raw_aligned(template.dims)
 
 
 def _lengths_over(lengths: Tensor, running: Tensor, cond_dims: tuple, caller: str) -> Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import _C
-from .._core import dim_cache as _dim_cache, in_graph as _in_graph, tracing as _tracing
+from .._core import dim_cache as _dim_cache, sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.args import dims_arg
 from ._support import flag, names_errors
@@ -26,8 +26,7 @@ def _device(device, caller: str) -> torch.device:
 def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
     """Bool Tensor, True on the valid frames of `dim`, over its lengths' dims and `dim` itself, in
     the order these have in `dims_order` (default: lengths' dims, then `dim`). Cached on the dim.
-    While tracing, built in the graph at the dim's padded size (_in_graph.padded_size: an error
-    while a dynamic dim has none without a tensor over it; take masks from tensors then)."""
+    While tracing, built in the graph at the dim's padded size in the trace (dimtorch._core.sizes)."""
     caller = "dimtorch.Dim.get_mask()"
     lengths = dim.lengths
     if lengths is None:
@@ -46,7 +45,7 @@ def get_mask(dim: Dim, dims_order=None, device=None) -> Tensor:
                          f"{len(order)}")
     if _tracing.tracing():
         shape = [1] * len(order)
-        shape[order.index(dim)] = _in_graph.padded_size(dim, caller)
+        shape[order.index(dim)] = _sizes.padded_size(dim, caller, order)
         return Tensor(_tracing.mask_raw(dim, tuple(order), shape, _device(device, caller)).expand(
             *[_size_in_mask(d, lengths, dim, shape[i]) for i, d in enumerate(order)]), tuple(order))
     pos = tuple(next(i for i, d in enumerate(order) if d is r) for r in relevant)
@@ -113,6 +112,9 @@ def last_frame_position_of_dim(dim: Dim, *, device=None, allow_scalar_on_cpu: bo
     allow_scalar_on_cpu = flag(allow_scalar_on_cpu, caller, "allow_scalar_on_cpu")
     if dim.lengths is None and dim.size is not None and allow_scalar_on_cpu and device is None:
         return dim.size - 1
+    if _tracing.tracing():  # in the graph: no per-dim cache holds a traced raw
+        size = get_size_tensor(dim, device=device)
+        return Tensor(size.raw - 1, size.dims)
     key = ("last_frame", device)
     raw = _dim_cache.lookup(dim, key)
     if raw is None:

@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 import torch
 
 from .. import _C
+from .._core import sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.data_dependent import checkable, select_rows, to_host
 from .._core.args import check_tensor, dim_str, dims_arg, dims_str, keep_markers
@@ -91,6 +92,11 @@ def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim:
     or with the counts per row as lengths) is trusted and nothing is read: it is checked against the
     mask only where that is free (a mask on the CPU).
 
+    While tracing the count is not read: out_dim is dynamic, its lengths the counts computed in the graph
+    (0-dim when all of mask's dims are packed, over the other mask dims otherwise) and its padded size
+    the static bound (the number of entries of `dims`); the selected entries come first, then zeros.
+    A given out_dim is trusted (static of the count, or with the counts as lengths).
+
     The common call (all of the mask's dims, leading the tensor in the mask's order, no out_dim) is
     dimtorch._C.masked_select, which comes here for the others."""
     caller = "dimtorch.masked_select()"
@@ -109,6 +115,8 @@ def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim:
     if len(sel.dims) > 1:
         x = x.reshape(sel.other_sizes + [sel.n_flat] + rest_sizes)
     flat = sel.flat
+    if out_dim is None and _tracing.tracing():
+        out_dim = _bounded_out_dim(sel)
     if not sel.other:
         if out_dim is None:
             raw = select_rows(x, flat)
@@ -128,6 +136,14 @@ def masked_select(tensor: Tensor, *, mask: Tensor, dims: Sequence[Dim], out_dim:
     index = pos.view(sel.other_sizes + [sel.n_flat] + [1] * len(rest)).expand(x.shape)
     raw = x.new_zeros(sel.other_sizes + [n + 1] + rest_sizes).scatter_add_(n_other, index, x).narrow(n_other, 0, n)
     return keep_markers(tensor, raw, sel.other + (out_dim,) + rest), out_dim
+
+
+def _bounded_out_dim(sel: _Selection) -> Dim:
+    """While tracing: masked_select's out dim without a data-dependent size, its lengths the counts
+    (in the graph) and its padded size the bound n_flat (no device read, no unbacked size)."""
+    out_dim = Dim(Tensor(sel.counts(), sel.other), name="masked_select")
+    _sizes.bind(out_dim, sel.n_flat)
+    return out_dim
 
 
 def _rest(t: Tensor, sel: _Selection, caller: str, what: str, skip: Optional[Dim] = None):
@@ -177,6 +193,8 @@ def _check_counts(sel: _Selection, dim: Dim, lengths: Optional[torch.Tensor], ca
 
 def _given_size(out_dim: Dim, sel: _Selection, caller: str) -> int:
     """The raw size of a given out_dim of masked_select, after checking it fits the selection."""
+    if _tracing.tracing() and out_dim.dyn_size is not None:  # (the traced form: counts as lengths)
+        return _sizes.padded_size(out_dim, caller)
     if not sel.other and out_dim.size is None:
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} must be static when dims are all of mask's dims "
                          f"(one count)")

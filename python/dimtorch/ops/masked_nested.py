@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
 
+import torch
+
+from .._core import sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.data_dependent import to_host
 from .masked import _Selection, masked_scatter, masked_select
@@ -23,19 +26,23 @@ def _map(fn, caller: str, *trees):
             if not same:
                 raise ValueError(f"{caller}: the trees differ in structure: {type(first).__name__} of "
                                  f"{len(first)} vs {type(t).__name__}")
+    # (lists, not generators: Dynamo traces these)
     if isinstance(first, dict):
-        return type(first)((k, _map(fn, caller, *(t[k] for t in trees))) for k in first)
+        return type(first)([(k, _map(fn, caller, *[t[k] for t in trees])) for k in first])
     if isinstance(first, tuple) and hasattr(first, "_fields"):  # a namedtuple
-        return type(first)(*(_map(fn, caller, *items) for items in zip(*trees)))
+        return type(first)(*[_map(fn, caller, *items) for items in zip(*trees)])
     if isinstance(first, (list, tuple)):
-        return type(first)(_map(fn, caller, *items) for items in zip(*trees))
+        return type(first)([_map(fn, caller, *items) for items in zip(*trees)])
     return fn(*trees)
 
 
 def _host_mask(mask: Tensor, mask_cpu: Optional[Tensor]) -> Tensor:
-    """The mask on the host, for new lengths: mask_cpu when given, else a copy (waits for the device)."""
+    """The mask on the host, for new lengths: mask_cpu when given, else a copy (waits for the device).
+    While tracing the mask itself: new lengths are computed in the graph."""
     if mask_cpu is not None:
         return mask_cpu
+    if _tracing.tracing():
+        return mask
     return Tensor(to_host(mask.raw), mask.dims)
 
 
@@ -43,15 +50,14 @@ def _sizes_of(dim: Dim) -> Tensor:
     """A dim's lengths, or its static size as a 0-dim int64 host Tensor."""
     if dim.lengths is not None:
         return dim.lengths
-    import torch  # noqa: PLC0415
-    return Tensor(torch.tensor(dim.get_max_size(), dtype=torch.int64), ())
+    return Tensor(torch.full((), dim.size, dtype=torch.int64), ())
 
 
 def _with_dim(t: Tensor, dim: Dim) -> Tensor:
     """t broadcast over `dim` (put first) when it lacks it; a view."""
     if dim in t.dims:
         return t
-    n = dim.get_max_size()
+    n = _sizes.padded_size(dim, "dimtorch.masked_scatter_nested()")
     return Tensor(t.raw.unsqueeze(0).expand((n,) + tuple(t.raw.shape)), (dim,) + t.dims,
                   sparse_dim=t.sparse_dim, feature_dim=t.feature_dim)
 
@@ -87,6 +93,8 @@ def masked_select_nested(s, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, 
             return dim_map.get(d, d)
         lengths, _ = masked_select(d.lengths, mask=host_mask, dims=dims, out_dim=out_dim)
         dim_map[d] = Dim(lengths, name=d.name)
+        if _tracing.tracing():  # (its padded size: the one it had; no size read from data)
+            _sizes.bind(dim_map[d], _sizes.padded_size(d, caller))
         return dim_map[d]
 
     def select(x):
@@ -114,6 +122,10 @@ def _new_out_dim(host_mask: Tensor, dims: tuple, caller: str) -> Dim:
     """The out dim masked_select would make for this mask (counts from the host mask)."""
     sel = _Selection(host_mask, dims, caller)
     counts = sel.counts()
+    if _tracing.tracing():  # the counts as lengths, the padded size bounded (masked_select's traced form)
+        out_dim = Dim(Tensor(counts, sel.other), name="masked_select")
+        _sizes.bind(out_dim, sel.n_flat)
+        return out_dim
     if not sel.other:
         return Dim(int(counts), name="masked_select")
     return Dim(Tensor(counts, sel.other), name="masked_select")
@@ -160,6 +172,8 @@ def masked_scatter_nested(s, backup, *, mask: Tensor, mask_cpu: Optional[Tensor]
         source = _with_dim(_sizes_of(sd), in_dim)
         lengths = masked_scatter(source, _sizes_of(bd), mask=host_mask, dims=dims, in_dim=in_dim)
         new = Dim(lengths, name=bd.name)
+        if _tracing.tracing():  # (its padded size: the larger of the two; no size read from data)
+            _sizes.bind(new, torch.sym_max(_sizes.padded_size(sd, caller), _sizes.padded_size(bd, caller)))
         merged[orig] = merged[sd] = merged[bd] = new
 
     def scatter(st, bt):

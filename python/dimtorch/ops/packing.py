@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from .._core import dim_cache as _dim_cache, in_graph as _in_graph, tracing as _tracing
+from .._core import dim_cache as _dim_cache, in_graph as _in_graph, sizes as _dim_sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
 from . import rf_dim as _rf_dim
@@ -116,7 +116,9 @@ def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = Fal
     0-dim tensor holding the number of valid frames (over no batch dims), with the static upper
     bound prod(raw sizes of dims) as its raw size; the valid frames come first, in the order
     above, then the padding frames (whatever x held there). A given out_dim must be such a dim
-    (its lengths are not compared with the count: that reads them)."""
+    (its lengths are not compared with the count: that reads them). Packed per row, pack_dim's
+    lengths are the counts per row (in the graph) and its padded size the same bound, prod(raw sizes
+    of dims); each row's valid frames first, then its padding frames."""
     caller = "dimtorch.pack_padded()"
     check_tensor(x, caller)
     if enforce_sorted is not False:
@@ -130,8 +132,7 @@ def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = Fal
     rows = _row_dims(dims, x_dims, caller)
     if rows:
         if _tracing.tracing():
-            raise NotImplementedError(f"{caller}: packing per row (lengths that vary over a dim not packed) "
-                                      f"has no in-graph form yet: its pack dim is sized from host lengths")
+            return _pack_rows_in_graph(x, dims, rows, out_dim, caller)
         return _pack_rows(x, dims, rows, out_dim, caller)
     if _tracing.tracing():
         return _pack_in_graph(x, dims, out_dim, caller)
@@ -252,7 +253,8 @@ def unpack_padded(x: Tensor, /, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
 
     While tracing, in_dim must be the pack dim of a traced pack_padded (0-dim lengths, raw size the
     product of the padded sizes of dims) and dims must hold one dynamic dim: its padded size is
-    in_dim's raw size over the product of the others'. Positions are built in the graph."""
+    in_dim's raw size over the product of the others'. Positions are built in the graph. Packed per
+    row, in_dim has the counts per row as lengths, and dims take their padded sizes in the trace."""
     caller = "dimtorch.unpack_padded()"
     check_tensor(x, caller)
     a = axis_of(x, in_dim, caller, what="in_dim")
@@ -263,7 +265,7 @@ def unpack_padded(x: Tensor, /, *, dims: Sequence[Dim], in_dim: Dim) -> Tensor:
     rows = _row_dims(dims, x.dims, caller)
     if rows:
         if _tracing.tracing():
-            raise NotImplementedError(f"{caller}: unpacking per row has no in-graph form yet (see pack_padded)")
+            return _unpack_rows_in_graph(x, dims, rows, in_dim, caller)
         return _unpack_rows(x, dims, rows, in_dim, caller)
     if _tracing.tracing():
         return _unpack_in_graph(x, a, dims, in_dim, caller)
@@ -339,6 +341,64 @@ def _pack_rows(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[Dim], call
     n_max = pack.get_max_size()
     out = raw.index_select(0, gather_index).reshape(row_sizes + [n_max] + rest_sizes)
     return keep_markers(x, out, rows + (pack,) + rest), pack
+
+
+def _row_order(layout: tuple, row_sizes: list, sizes: list, device):
+    """While tracing, packing `layout` = rows + dims per row: (valid (n_rows, n_flat) bool, the slot of each
+    frame in its row's packed order (valid frames first, in order, then the others), counts per row)."""
+    n_rows, n_flat = math.prod(row_sizes), math.prod(sizes)
+    shape = list(row_sizes) + list(sizes)
+    mask = _in_graph.valid_mask(layout, shape, device)
+    valid = (mask.expand(shape) if mask is not None else torch.ones(shape, dtype=torch.bool, device=device)
+             ).reshape(n_rows, n_flat)
+    before = valid.to(torch.int64).cumsum(-1)  # valid frames up to each frame, itself included
+    counts = valid.sum(-1)
+    frames = torch.arange(n_flat, device=device)
+    slot = torch.where(valid, before - 1, counts.unsqueeze(-1) + frames - before)
+    return valid, slot, counts
+
+
+def _pack_rows_in_graph(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[Dim], caller: str):
+    """pack_padded per row while tracing (see its docstring)."""
+    for b in rows:
+        if b.dyn_size is not None:
+            raise ValueError(f"{caller}: the lengths of dims vary over {dim_str(b)}, which has lengths of its own")
+    rest = tuple(d for d in x.dims if d not in dims and d not in rows)  # Dim equality is identity
+    rest_sizes = [x.raw.shape[x.dims.index(d)] for d in rest]
+    sizes = [x.raw.shape[x.dims.index(d)] for d in dims]
+    row_sizes = [_row_size(b, dims, x) for b in rows]
+    raw = Tensor(x.raw, x.dims).raw_aligned(rows + dims + rest)
+    n_rows, n_flat = math.prod(row_sizes), math.prod(sizes)
+    raw = raw.expand(row_sizes + sizes + rest_sizes).reshape([n_rows, n_flat] + rest_sizes)
+    _, slot, counts = _row_order(rows + dims, row_sizes, sizes, raw.device)
+    index = torch.empty_like(slot).scatter_(-1, slot, torch.arange(n_flat, device=raw.device).expand(slot.shape))
+    out = raw.gather(1, index.view([n_rows, n_flat] + [1] * len(rest)).expand(raw.shape))
+    if out_dim is None:
+        out_dim = Dim(Tensor(counts.reshape(row_sizes), rows), name="pack")
+    elif not isinstance(out_dim, Dim):
+        raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
+    _dim_sizes.bind(out_dim, n_flat)
+    return keep_markers(x, out.reshape(row_sizes + [n_flat] + rest_sizes), rows + (out_dim,) + rest), out_dim
+
+
+def _unpack_rows_in_graph(x: Tensor, dims: tuple, rows: tuple, in_dim: Dim, caller: str) -> Tensor:
+    """unpack_padded per row while tracing (see its docstring)."""
+    if in_dim.dyn_size is None or set(map(id, in_dim.dyn_size.dims)) != set(map(id, rows)):
+        raise ValueError(f"{caller}: in_dim {dim_str(in_dim)} must have the valid-frame counts per row of "
+                         f"({dims_str(rows)}) as lengths")
+    sizes = [_dim_sizes.padded_size(d, caller, rows + dims) for d in dims]
+    row_sizes = [_row_size(b, dims, x) for b in rows]
+    rest = tuple(d for d in x.dims if d is not in_dim and d not in rows)  # Dim equality is identity
+    rest_sizes = [x.raw.shape[x.dims.index(d)] for d in rest]
+    n = x.raw.shape[x.dims.index(in_dim)]
+    n_rows, n_flat = math.prod(row_sizes), math.prod(sizes)
+    raw = Tensor(x.raw, x.dims).raw_aligned(rows + (in_dim,) + rest)
+    raw = raw.expand(row_sizes + [n] + rest_sizes).reshape([n_rows, n] + rest_sizes)
+    valid, slot, _ = _row_order(rows + dims, row_sizes, sizes, raw.device)
+    index = slot.clamp(max=torch.sym_max(n - 1, 0)).view([n_rows, n_flat] + [1] * len(rest))
+    out = raw.gather(1, index.expand([n_rows, n_flat] + rest_sizes))
+    out = torch.where(valid.view([n_rows, n_flat] + [1] * len(rest)), out, 0)
+    return keep_markers(x, out.reshape(row_sizes + sizes + rest_sizes), rows + dims + rest)
 
 
 def _row_size(b: Dim, dims: tuple, x: Tensor) -> int:

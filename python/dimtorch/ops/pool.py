@@ -181,6 +181,8 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
         ks, strides, torch_pads)  # torch parses plain ints faster than 1-tuples
     if mode == "max":
         plan.fn, plan.torch_args = _MAX_POOL_FNS[n], (k_arg, s_arg, p_arg, 1, ceil_mode)
+        if in_graph and n == 1:  # (torch's max_pool1d takes int sizes: it would fix the traced length)
+            plan.fn = _max_pool1d_by_2d
     else:
         plan.fn, plan.torch_args = _AVG_POOL_FNS[n], (k_arg, s_arg, p_arg, ceil_mode, False)
     # avg: torch's own padding is not counted (count_include_pad=False); masked frames and explicit
@@ -194,6 +196,12 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
     plan.narrow_out = () if in_graph else tuple((n_lead + i, d.get_max_size()) for i, d in enumerate(out_spatial)
                                                 if is_dynamic(d) and d.get_max_size() != out_sizes[i])
     return plan, out_spatial
+
+
+def _max_pool1d_by_2d(raw: torch.Tensor, k: int, s: int, p: int, dilation: int, ceil_mode: bool) -> torch.Tensor:
+    """F.max_pool1d by F.max_pool2d over a size-1 axis: the same values, and the 2-d kernel keeps a symbolic
+    length symbolic while tracing."""
+    return F.max_pool2d(raw.unsqueeze(-2), (1, k), (1, s), (0, p), (1, dilation), ceil_mode).squeeze(-2)
 
 
 def _pooled(plan: _Plan, raw: torch.Tensor) -> torch.Tensor:

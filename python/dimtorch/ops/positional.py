@@ -10,7 +10,7 @@ from .._core import dim_cache as _dim_cache, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.dtypes import to_torch_dtype
 from .._core.args import check_tensor, dim_str, dims_str
-from ._support import names_errors
+from ._support import names_errors, padded_size
 
 _RAW_CACHE: dict = {}  # (kind, sizes..., dtype, device) -> raw; host-computed once, bounded below
 _MAX_CACHED = 256
@@ -103,7 +103,7 @@ def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
     caller = "dimtorch.sinusoidal_positional_encoding()"
     fast = _fast_lookup((id(spatial_dim), id(feat_dim), offset, base, dtype, device)) if type(offset) is not Tensor \
         else None
-    if fast is not None and fast[0]() is spatial_dim and fast[1]() is feat_dim:
+    if fast is not None and fast[0]() is spatial_dim and fast[1]() is feat_dim and not _tracing.tracing():
         return Tensor(fast[2], (spatial_dim, feat_dim), feature_dim=feat_dim)
     half = _half_of(feat_dim, caller, 4)
     out_dtype, dev = _float_dtype(dtype, caller), _device(device)
@@ -116,26 +116,21 @@ def sinusoidal_positional_encoding(*, spatial_dim: Optional[Dim], feat_dim: Dim,
         positions = offset.raw if isinstance(offset, Tensor) else torch.tensor(offset, device=dev)
         dims = offset.dims if isinstance(offset, Tensor) else ()
         return _encode(positions, dims, feat_dim, half, base, out_dtype)
-    n = _max_size(spatial_dim, "spatial_dim", caller, "a Dim or None")
+    if not isinstance(spatial_dim, Dim):
+        raise TypeError(f"{caller}: spatial_dim must be a Dim or None, got {type(spatial_dim).__name__}")
+    n = padded_size(spatial_dim, caller, what="spatial_dim")  # (while tracing: its padded size in the trace)
     if isinstance(offset, Tensor):
         if spatial_dim in offset.dims or feat_dim in offset.dims:
             raise ValueError(f"{caller}: offset (dims: {dims_str(offset.dims)}) must not have spatial_dim "
                              f"or feat_dim")
         positions = offset.raw[..., None] + torch.arange(n, device=offset.raw.device)
         return _encode(positions, offset.dims + (spatial_dim,), feat_dim, half, base, out_dtype)
+    if _tracing.tracing():  # computed in the graph at the traced size (nothing cached)
+        positions = torch.arange(n, device=dev) + (offset or 0)
+        return _encode(positions, (spatial_dim,), feat_dim, half, base, out_dtype)
     raw = sinusoidal_raw(n, 2 * half, offset or 0, base, dtype=out_dtype, device=dev)
     _remember((id(spatial_dim), id(feat_dim), offset, base, dtype, device), spatial_dim, feat_dim, raw)
     return Tensor(raw, (spatial_dim, feat_dim), feature_dim=feat_dim)
-
-
-def _max_size(dim, name: str, caller: str, allowed: str) -> int:
-    """The raw size of the Dim `dim` (static, or its longest sequence); errors name the call and the argument."""
-    if not isinstance(dim, Dim):
-        raise TypeError(f"{caller}: {name} must be {allowed}, got {type(dim).__name__}")
-    n = dim.get_max_size()
-    if n is None:
-        raise ValueError(f"{caller}: {name} {dim_str(dim)} takes its size from data; it needs a size or lengths")
-    return n
 
 
 # The last calls' results by argument ids, checked by weak refs (no Dim is held): a model asks for the
@@ -219,12 +214,15 @@ def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_
     caller = "dimtorch.relative_positional_encoding()"
     fast = _fast_lookup(("rel", id(query_spatial_dim), id(key_value_spatial_dim), id(feat_dim), query_offset, dtype,
                          device))
-    if fast is not None and fast[0]() is query_spatial_dim and fast[1]() is key_value_spatial_dim:
+    if fast is not None and fast[0]() is query_spatial_dim and fast[1]() is key_value_spatial_dim and \
+            not _tracing.tracing():  # (a cached raw is no tensor of a trace)
         raw, out_dim = fast[2]
         return Tensor(raw, (out_dim, feat_dim), feature_dim=feat_dim), out_dim
     half = _half_of(feat_dim, caller, 2)
     out_dtype, dev = _float_dtype(dtype, caller), _device(device)
-    kv = _max_size(key_value_spatial_dim, "key_value_spatial_dim", caller, "a Dim")
+    if not isinstance(key_value_spatial_dim, Dim):
+        raise TypeError(f"{caller}: key_value_spatial_dim must be a Dim, got {type(key_value_spatial_dim).__name__}")
+    kv = padded_size(key_value_spatial_dim, caller, what="key_value_spatial_dim")  # (traced: its padded size)
     if type(query_offset) is not int:
         raise TypeError(f"{caller}: query_offset must be an int, got {type(query_offset).__name__}")
     if query_spatial_dim is None:
@@ -237,7 +235,12 @@ def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_
         raw = _sin_cos(distances, freqs).to(out_dtype)
         return (Tensor(raw, last.dims + (key_value_spatial_dim, feat_dim), feature_dim=feat_dim),
                 key_value_spatial_dim)
-    q = _max_size(query_spatial_dim, "query_spatial_dim", caller, "a Dim or None")
+    if not isinstance(query_spatial_dim, Dim):
+        raise TypeError(f"{caller}: query_spatial_dim must be a Dim or None, got {type(query_spatial_dim).__name__}")
+    q = padded_size(query_spatial_dim, caller, what="query_spatial_dim")
+    if _tracing.tracing():
+        return _relative_in_graph(q, kv, query_spatial_dim, key_value_spatial_dim, feat_dim, half, query_offset,
+                                  out_dtype, dev)
     if q < 1:
         raise ValueError(f"{caller}: query_spatial_dim {dim_str(query_spatial_dim)} has no frames")
     key = ("relpos_dim", id(key_value_spatial_dim), q, kv)
@@ -251,6 +254,20 @@ def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_
         _remember(("rel", id(query_spatial_dim), id(key_value_spatial_dim), id(feat_dim), query_offset, dtype, device),
                   query_spatial_dim, key_value_spatial_dim, (raw, out_dim))
     return Tensor(raw, (out_dim, feat_dim), feature_dim=feat_dim), out_dim
+
+
+def _relative_in_graph(q, kv, query_spatial_dim: Dim, key_value_spatial_dim: Dim, feat_dim: Dim, half: int,
+                      query_offset: int, out_dtype, dev) -> Tuple[Tensor, Dim]:
+    """relative_positional_encoding while tracing: computed in the graph at the traced sizes; its out dim
+    a dim of symbolic size Tq - 1 + Tkv made in the trace (not cached on the query dim)."""
+    distances = torch.arange(q - 1 + kv, device=dev) - (q - 1) - query_offset
+    pe = _sin_cos(distances, _relative_freqs(half, dev))
+    if 2 * half < feat_dim.size:
+        pe = torch.nn.functional.pad(pe, (0, 1))
+    name = (f"2*{query_spatial_dim.name}-1" if query_spatial_dim is key_value_spatial_dim
+            else f"{query_spatial_dim.name}+{key_value_spatial_dim.name}-1")
+    out_dim = Dim(q - 1 + kv, name=name)
+    return Tensor(pe.to(out_dtype), (out_dim, feat_dim), feature_dim=feat_dim), out_dim
 
 
 def rope_raw(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
@@ -284,7 +301,7 @@ def apply_rope(x: Tensor, pos_enc: Tensor, feat_dim: Dim) -> Tensor:
         if pe.shape[i] not in (1, raw.shape[i]):
             # a dynamic dim whose raws have different padding (e.g. x padded past the longest sequence)
             n = min(pe.shape[i], raw.shape[i])
-            if d.lengths is None or n < d.get_max_size():
+            if d.lengths is None or (not _tracing.tracing() and n < d.get_max_size()):
                 raise ValueError(f"{caller}: dim {dim_str(d)} has raw size {raw.shape[i]} in x but {pe.shape[i]} in "
                                  f"pos_enc")
             raw, pe = raw.narrow(i, 0, n), pe.narrow(i, 0, n)

@@ -6,6 +6,7 @@ from typing import Optional
 import torch
 
 from .. import _C
+from .._core import sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.data_dependent import to_host
 from .gather import gather
@@ -90,7 +91,12 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
 
     The size of the result depends on data: the repeats are READ ON THE HOST (one wait for the
     device) for the new lengths, and checked there to be >= 0. A given out_spatial_dim must have
-    those lengths."""
+    those lengths.
+
+    While tracing nothing is read on the host: the new lengths are computed in the graph, and the new
+    dim's padded size is the bound ceil(in padded size * max_len_factor) when max_len_factor is given,
+    else the max of the new lengths read in the graph as an unbacked size (torch.compile needs
+    fullgraph=True for it, as for any .item()). A given out_spatial_dim is trusted."""
     caller = "dimtorch.repeat()"
     check_tensor(values, caller, what="values")
     check_tensor(repeats, caller, what="repeats")
@@ -101,6 +107,9 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
     if max_len_factor is not None and not max_len_factor >= 1:
         raise ValueError(f"{caller}: max_len_factor must be >= 1 (every frame keeps one repeat), got {max_len_factor}")
     batch, r = _masked_limited(repeats, in_spatial_dim, max_len_factor, caller)
+    if _tracing.tracing():
+        out_spatial_dim, n_out = _out_dim_in_graph(r, batch, out_spatial_dim, max_len_factor, caller)
+        return _repeated(values, in_spatial_dim, r, batch, out_spatial_dim, n_out)
     host = to_host(r)
     if host.numel() and int(host.min()) < 0:
         raise ValueError(f"{caller}: repeats must be >= 0, got {int(host.min())} (repeats dims: {dims_str(repeats.dims)})")
@@ -109,12 +118,30 @@ def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_
         out_spatial_dim = Dim(Tensor(new_lengths, batch), name="repeat")
     else:
         _check_out_dim(out_spatial_dim, new_lengths, batch, caller)
+    return _repeated(values, in_spatial_dim, r, batch, out_spatial_dim, out_spatial_dim.get_max_size())
+
+
+def _out_dim_in_graph(r: torch.Tensor, batch: tuple, out_dim: Optional[Dim], max_len_factor, caller: str):
+    """repeat while tracing: (out dim, its padded size), lengths the sums of the repeats in the graph."""
+    if out_dim is None:
+        out_dim = Dim(Tensor(r.sum(-1), batch), name="repeat")
+        if max_len_factor is not None:  # a static bound: ceil(T * factor), exact in integers
+            num, den = float(max_len_factor).as_integer_ratio()
+            _sizes.bind(out_dim, (r.shape[-1] * num + den - 1) // den)
+    elif not isinstance(out_dim, Dim):
+        raise TypeError(f"{caller}: out_spatial_dim must be a Dim, got {type(out_dim).__name__}")
+    return out_dim, _sizes.padded_size(out_dim, caller)  # (else: the max length, an unbacked size)
+
+
+def _repeated(values: Tensor, in_spatial_dim: Dim, r: torch.Tensor, batch: tuple, out_spatial_dim: Dim, n_out):
+    """repeat's frames: output frame j of a sequence from the first input frame whose cumulative count
+    exceeds j, n_out output frames."""
     layout = batch + (in_spatial_dim,)
-    n_in, n_out = r.shape[-1], out_spatial_dim.get_max_size()
+    n_in = r.shape[-1]
     # Output frame j of a sequence comes from the first input frame whose cumulative count exceeds j.
     cum = r.cumsum(-1)
     frames = torch.arange(n_out, device=r.device).expand(list(r.shape[:-1]) + [n_out])
-    index = torch.searchsorted(cum, frames.contiguous(), side="right").clamp_(max=max(n_in - 1, 0))
+    index = torch.searchsorted(cum, frames.contiguous(), side="right").clamp_(max=torch.sym_max(n_in - 1, 0))
     if all(b in values.dims for b in batch):  # Dim equality is identity
         # values as (batch, in, rest): one torch.gather along in, as the index has the batch dims.
         rest = tuple(d for d in values.dims if d is not in_spatial_dim and d not in batch)

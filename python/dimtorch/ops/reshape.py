@@ -7,10 +7,11 @@ from typing import Sequence
 import torch
 
 from .. import _C
+from .._core import tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, distinct_axes
 from .shape import _check_lengths_kept, _regroup
-from ._support import names_errors
+from ._support import names_errors, padded_size
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/core/mask.h)
 
@@ -42,7 +43,7 @@ def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> 
             free.append(i)
             sizes.append(1)
         else:
-            sizes.append(d.get_max_size())
+            sizes.append(padded_size(d, caller))
     known = math.prod(sizes)
     if len(free) > 1:
         raise ValueError(f"{caller}: out_dims has {len(free)} dims sized from data ({dims_str([out_dims[i] for i in free])}); "
@@ -51,7 +52,7 @@ def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> 
         sizes[free[0]] = total // known
     if math.prod(sizes) != total or (free and not known):
         raise ValueError(f"{caller}: in_dims ({dims_str(in_dims)}) have sizes {in_sizes} ({total} entries), which "
-                         f"do not fit out_dims ({dims_str(out_dims)}) of sizes {[d.get_max_size() for d in out_dims]}")
+                         f"do not fit out_dims ({dims_str(out_dims)}) of sizes {sizes}")
     return _regroup(source, axes, sizes, out_dims)
 
 
@@ -85,9 +86,7 @@ def replace_dim_v2(source: Tensor, *, in_dim: Dim, out_dim: Dim, allow_expand: b
         raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
     if out_dim in source.dims:  # Dim equality is identity
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} is already a dim of source (dims: {dims_str(source.dims)})")
-    new = out_dim.get_max_size()
-    if new is None:
-        raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; it needs a size")
+    new = padded_size(out_dim, caller, what="out_dim")  # (while tracing: its padded size in the trace)
     raw = source.raw
     old = raw.shape[a]
     if new > old and not allow_expand:
@@ -101,7 +100,8 @@ def replace_dim_v2(source: Tensor, *, in_dim: Dim, out_dim: Dim, allow_expand: b
     elif new > old:
         raw = torch.constant_pad_nd(raw, (0, 0) * (raw.dim() - 1 - a) + (0, new - old))
     lengths = in_dim.lengths
-    if lengths is not None and all(b in source.dims for b in lengths.dims) and not _within(out_dim, in_dim):
+    if lengths is not None and all(b in source.dims for b in lengths.dims) and (
+            _tracing.tracing() or not _within(out_dim, in_dim)):  # (_within reads host lengths)
         pos = tuple(source.dims.index(b) for b in lengths.dims) + (a,)
         mask = _C._dim_cached_raw(_MASK, in_dim, pos, raw.dim(), new, raw.device)
         raw = torch.where(mask, raw, False if raw.dtype == torch.bool else 0)

@@ -59,9 +59,9 @@ def random_choice_with_replacement(dims: Sequence[Dim], *, probs: Tensor, axis: 
         raise ValueError(f"{caller}: the dims of the draws not in probs must be static, got ({dims_str(new)})")
     p = probs.copy_masked(0.0).raw if axis.lengths is not None else probs.raw
     p = Tensor(p, probs.dims).raw_aligned(common + (axis,))
-    n = math.prod(d.size for d in new)
+    n = math.prod([d.size for d in new])  # (a list: Dynamo traces no generator here)
     flat = p.reshape(-1, p.shape[-1])
-    raw = torch.multinomial(flat, n, replacement=True).reshape(tuple(p.shape[:-1]) + tuple(d.size for d in new))
+    raw = torch.multinomial(flat, n, replacement=True).reshape(tuple(p.shape[:-1]) + tuple([d.size for d in new]))
     out = Tensor(raw, common + new, sparse_dim=axis)
     return Tensor(out.raw_aligned(dims), dims, sparse_dim=axis)
 

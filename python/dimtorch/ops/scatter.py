@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Union
 import torch
 
 from .. import _C
-from .._core import in_graph as _in_graph, tracing as _tracing
+from .._core import sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers, lengths_positions
 from ._support import int32_ones, names_errors
@@ -114,7 +114,7 @@ def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[D
         if n_out is None:
             if out_dim.lengths is None:
                 raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} takes its size from data; it needs a size")
-            n_out = _in_graph.padded_size(out_dim, caller) if in_graph else out_dim.get_max_size()
+            n_out = _sizes.padded_size(out_dim, caller)
     else:
         for d in out_dims_given:
             if d.size is None:

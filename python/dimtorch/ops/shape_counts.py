@@ -9,23 +9,14 @@ from typing import Sequence, Union
 import torch
 
 from .._C import Dim, Tensor, combine, reduce_sum
-from .._core.args import dim_str, dims_arg
-from ._support import names_errors
+from .._core.args import dims_arg
+from ._support import names_errors, padded_size
 
 
 def _padded_size(dim: Dim, dims: tuple, caller: str) -> int:
-    """dim's padded size: static, the longest length, or (a batch dim sized from data) the size it has in
-    the lengths of another of `dims`."""
-    if dim.size is not None:
-        return dim.size
-    if dim.lengths is not None:
-        return dim.get_max_size()
-    for d in dims:
-        lengths = d.lengths
-        if lengths is not None and dim in lengths.dims:  # Dim equality is identity
-            return lengths.raw.shape[lengths.dims.index(dim)]
-    raise ValueError(f"{caller}: dim {dim_str(dim)} takes its size from data and no lengths of the other dims "
-                     f"are over it; count over a tensor's raw shape instead")
+    """dim's padded size: static, the longest length (while tracing: its padded size in the trace), or (a
+    batch dim sized from data) the size it has in the lengths of another of `dims`."""
+    return padded_size(dim, caller, dims)
 
 
 @names_errors("dimtorch.num_elements_of_shape()")
@@ -40,7 +31,7 @@ def num_elements_of_shape(dims: Union[Dim, Sequence[Dim]], *, use_mask: bool = T
     caller = "dimtorch.num_elements_of_shape()"
     dims = dims_arg(dims, caller, "dims")
     if not use_mask or all(d.lengths is None for d in dims):
-        n = math.prod(_padded_size(d, dims, caller) for d in dims)
+        n = math.prod([_padded_size(d, dims, caller) for d in dims])  # (a list: Dynamo traces no generator here)
     else:
         # a dim that the lengths of another vary over is summed over (in the count), not multiplied
         length_dims = [e for d in dims if d.lengths is not None for e in d.lengths.dims]
@@ -78,7 +69,9 @@ def masked_fraction_of_shape(dims: Union[Dim, Sequence[Dim]], *, inverse: bool =
     if all(d.lengths is None for d in dims):
         return 1
     valid = num_elements_of_shape(dims, device=device)
-    total = float(math.prod(_padded_size(d, dims, caller) for d in dims))
+    total = math.prod([_padded_size(d, dims, caller) for d in dims])
+    if type(total) is int:  # (a symbolic size while tracing stays one)
+        total = float(total)
     raw = valid.raw.to(torch.float32)
     return Tensor(total / raw if inverse else raw / total, valid.dims)
 

@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .._core import tracing as _tracing
 from .._C import Dim, Tensor
 from .._core import tracing as _tracing
 from .conv_args import out_spatial_dim as out_spatial_dim_of
@@ -24,15 +25,19 @@ def _positive_int(caller: str, what: str, value) -> int:
 
 def _window(frame_length: int, fft_length: int, align_left: bool, enforce_even: bool, dtype, device) -> torch.Tensor:
     """The Hann window of frame_length (less one when odd and enforce_even) placed in fft_length
-    samples: at the left, or centred (zeros around it)."""
+    samples: at the left, or centred (zeros around it). Cached, but made in the graph while tracing (a
+    cached raw is no tensor of the trace)."""
+    traced = _tracing.tracing()
     key = (frame_length, fft_length, align_left, enforce_even, dtype, device)
-    w = _WINDOWS.get(key)
+    w = None if traced else _WINDOWS.get(key)
     if w is None:
         length = frame_length - frame_length % 2 if enforce_even else frame_length
         w = torch.hann_window(length, dtype=dtype, device=device)
         if length < fft_length:
             left = 0 if align_left else (fft_length - length) // 2
             w = F.pad(w, (left, fft_length - length - left))
+        if traced:
+            return w
         if len(_WINDOWS) > 64:
             _WINDOWS.clear()
         _WINDOWS[key] = w

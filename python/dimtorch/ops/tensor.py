@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .._core import tracing as _tracing
+from .._core import sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.dtypes import dtype_name
 from .._core.raw_input import is_numpy
@@ -26,7 +26,8 @@ def __init__(self, *args, **kwargs):
     `raw`): without raw_tensor it makes a template (dims and dtype, no raw).
 
     While tracing, a dynamic dim's lengths are graph values: the raw's size of it is not checked
-    against their max (the eager constructor does that on the host)."""
+    against their max (the eager constructor does that on the host), and the first raw over a dim
+    without a static size gives its size in the trace (dimtorch._core.sizes)."""
     form = _init_rf if (args and isinstance(args[0], str)) or (not args and kwargs and "raw" not in kwargs) else _init
     try:
         form(self, *args, **kwargs)
@@ -66,6 +67,8 @@ def _init(self, raw, dims, *, sparse_dim=None, feature_dim=None, name=None):
                          f"{feature_dim!r}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"{_CTOR}: name must be a str or None, got {type(name).__name__}")
+    if _tracing.tracing():
+        _sizes.bind_tensor_dims(raw, dims)
     # Markers first: the core checks them against the dims when raw and dims complete the Tensor.
     self.sparse_dim = sparse_dim
     self.feature_dim = feature_dim

@@ -96,7 +96,7 @@ class Module(_nn_module.Module):
         key = "_buffers" if p.auxiliary else "_parameters"
         d[key][name] = raw
         self._dt_record(name, tuple(p.dims))
-        if not _tracing.tracing():
+        if name not in d.get("_dt_parametrized", ()) and not _tracing.tracing():
             d["_dt_views"][name] = (key, raw, p)
 
     def _dt_member(self, name):
@@ -118,7 +118,8 @@ class Module(_nn_module.Module):
                 if raw is None or _nn_module._is_sharded(raw):
                     return raw
                 p = Parameter._view(raw, dims)
-                views[name] = (key, raw, p)
+                if name not in d.get("_dt_parametrized", ()):  # (a parametrized name keeps no view: see
+                    views[name] = (key, raw, p)              # dt.nn's _NamedMember.__get__)
                 return p
         return torch.nn.Module.__getattr__(self, name)
 
