@@ -89,14 +89,17 @@ class CrossAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, dim: int, ff_dim: int, dropout: float):
+    """linear_out(dropout(activation(linear_ff(x)))): the decoder's (ReLU) and the Conformer's (SiLU)."""
+
+    def __init__(self, dim: int, ff_dim: int, dropout: float, activation=F.relu):
         super().__init__()
         self.linear_ff = nn.Linear(dim, ff_dim)
         self.linear_out = nn.Linear(ff_dim, dim)
         self.dropout = dropout
+        self.activation = activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear_out(F.dropout(F.relu(self.linear_ff(x)), self.dropout, self.training))
+        return self.linear_out(F.dropout(self.activation(self.linear_ff(x)), self.dropout, self.training))
 
 
 class TransformerDecoderLayer(nn.Module):

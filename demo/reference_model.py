@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from demo.reference_decoder import IGNORE_INDEX, TransformerDecoder, aed_targets, greedy_decode
+from demo.reference_decoder import IGNORE_INDEX, FeedForward, TransformerDecoder, aed_targets, greedy_decode
 from demo.reference_frontend import FrontendConfig, LogMelFrontend
 
 
@@ -126,16 +126,9 @@ class ConformerConvSubsample(nn.Module):
         return h.permute(0, 2, 3, 1).reshape(b, t, f * c), lengths
 
 
-class ConformerPositionwiseFeedForward(nn.Module):
+class ConformerPositionwiseFeedForward(FeedForward):
     def __init__(self, dim: int, ff_dim: int, dropout: float):
-        super().__init__()
-        self.linear_ff = nn.Linear(dim, ff_dim)
-        self.linear_out = nn.Linear(ff_dim, dim)
-        self.dropout = dropout
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.silu(self.linear_ff(x))
-        return self.linear_out(F.dropout(h, self.dropout, self.training))
+        super().__init__(dim, ff_dim, dropout, F.silu)
 
 
 _pos_cache: Dict[tuple, torch.Tensor] = {}

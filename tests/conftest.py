@@ -1,16 +1,38 @@
-"""pytest set-up: every test checks that it leaves no dimtorch Tensor/Dim objects alive; hypothesis profile.
+"""pytest set-up: every test checks that it leaves no dimtorch Tensor/Dim objects alive; hypothesis profile;
+threads per process and the order of the tests for parallel runs (pytest-xdist).
 
 The leak check compares dimtorch._C._live_counts() before and after each test, both taken after
 emptying dimtorch's caches (_clear_caches); when the count went up, a gc.collect() decides, so
 objects held by caches or by reference cycles do not count. A test that keeps objects alive on purpose (a module-level cache, a
-global dim that caches derived dims) opts out with `@pytest.mark.allow_leaks`.
+global dim that caches derived dims) opts out with `@pytest.mark.allow_leaks`. Each xdist worker is a
+process of its own, so the check and hypothesis work per worker as in one process.
+
+In a parallel run (scripts/test.sh: `-n auto`) each worker gets its share of the cores for torch's
+threads, inductor compiles in the worker's own process, and the processes tests start (torchrun, the
+benchmarks) inherit the same limits: N workers do not run N times the machine's threads. Tests marked
+`slow` (the long compile and data-parallel runs; `scripts/test.sh --quick` skips them) run first, so
+that the workers do not end on one of them alone.
 """
 import gc
+import os
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-import dimtorch as dt
+
+def _share_cores_among_workers() -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1:
+        return
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, threads)  # read by torch at import, and by the processes tests start
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no pool of compile processes per worker
+
+
+_share_cores_among_workers()  # before torch is imported (by dimtorch, below)
+
+import dimtorch as dt  # noqa: E402
 
 settings.register_profile(
     "dimtorch",
@@ -24,14 +46,32 @@ settings.register_profile("thorough", max_examples=2000, deadline=None,
 settings.load_profile(__import__("os").environ.get("DIMTORCH_HYPOTHESIS_PROFILE", "dimtorch"))
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "allow_leaks: the test may leave dimtorch Tensor/Dim objects alive")
+@pytest.hookimpl(trylast=True)  # after xdist's own, which names each item's group in its node id
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first, in their order (every xdist worker collects the same order). Under
+    `--dist loadgroup` a test of an xdist_group whose node id does not name it would run in any worker:
+    the run stops instead (pytest 9.2 loses the grouping: pytest-dev/pytest-xdist#1386)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    if getattr(config.option, "loadgroup", False):
+        lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+        if lost:
+            raise pytest.UsageError(f"--dist loadgroup: pytest-xdist did not group {lost[0]} (and {len(lost) - 1} "
+                                    f"more); use a pytest that it supports (pyproject.toml's test extra)")
 
 
-def _live_counts(collect: bool):
+def pytest_collection_finish(session):
+    """What the collection made (torch, the test modules, hypothesis' strategies: ~400k objects) lives to
+    the end: frozen, the collector no longer walks it, so a full collection costs what the tests made,
+    not ~0.3-1 s (the leak check's, the tests' own and Python's automatic ones)."""
+    gc.collect()
+    gc.freeze()
+
+
+def _live_counts(generation=None):
+    """(live Tensors, live Dims) after emptying dimtorch's caches and, if given, collecting `generation`."""
     dt._C._clear_caches()
-    if collect:
-        gc.collect()
+    if generation is not None:
+        gc.collect(generation)
     return dt._C._live_counts()
 
 
@@ -55,7 +95,7 @@ def no_dimtorch_leaks(request):
     if request.node.get_closest_marker("allow_leaks"):
         yield
         return
-    before = _live_counts(collect=False)
+    before = _live_counts()
     yield
     # This fixture is set up first, so it is torn down last: the test's other function-scoped
     # fixtures are finished, but pytest still holds their values in item.funcargs until the whole
@@ -64,12 +104,15 @@ def no_dimtorch_leaks(request):
         request.node.funcargs.clear()
     if getattr(request.node, "dimtorch_call_failed", False):
         return  # the failure's traceback keeps the test's objects alive; the failure says enough
-    # A full gc.collect() costs ~0.1 s with torch loaded, so it runs only when the counts went up:
-    # then it decides whether the extra objects were garbage in cycles or leaked.
+    # The collector runs only when the counts went up: then it decides whether the extra objects were
+    # garbage in cycles (e.g. an error's traceback) or leaked; the young generations first (cheap: they
+    # hold what the test made last), everything when that is not enough.
     # Objects of an earlier test may go away during this one: only an increase is a leak.
-    after = _live_counts(collect=False)
-    if after[0] > before[0] or after[1] > before[1]:
-        after = _live_counts(collect=True)
+    after = _live_counts()
+    for generation in (1, 2):
+        if after[0] <= before[0] and after[1] <= before[1]:
+            break
+        after = _live_counts(generation)
     if after[0] > before[0] or after[1] > before[1]:
         pytest.fail(
             f"dimtorch objects leaked: (Tensors, Dims) live before {before}, after {after}; "

@@ -276,10 +276,9 @@ def check_padding_invariance(fn: Callable, lengths: Sequence[int] = (5, 3, 0, 1)
     return ref_outs, ref_grad
 
 
-def check_batch_independence(fn: Callable, x: dt.Tensor, batch: dt.Dim, time: dt.Dim, *, rtol=None, atol=None):
-    """Each sequence alone (its own batch and time dims, sliced to its length) must give, through
-    `fn(x, dim_map)`, what it gives inside the batch. `dim_map(d)` maps the batch's dims to the
-    sequence's (identity for the batch call), for ops that take dims as arguments."""
+def _each_sequence_alone(fn: Callable, x: dt.Tensor, batch: dt.Dim, time: dt.Dim):
+    """For each sequence b of length n: (b, n, its batch dim, its time dim, pairs of (result alone, result
+    in the batch)), the sequence alone being x's sequence b sliced to its length over dims of its own."""
     full = fn(x, lambda d: d)
     fulls = list(full) if isinstance(full, (tuple, list)) else [full]
     bax, tax = x.dims.index(batch), x.dims.index(time)
@@ -287,12 +286,20 @@ def check_batch_independence(fn: Callable, x: dt.Tensor, batch: dt.Dim, time: dt
         b1 = dt.Dim(None, name="batch1")
         t1 = dt.Dim(dt.Tensor(torch.tensor([n], dtype=torch.int64), (b1,)), name="time1")
         fwd = {id(batch): b1, id(time): t1}
-        back = {id(b1): batch, id(t1): time}
         raw = x.raw.narrow(bax, b, 1).narrow(tax, 0, n)
         xb = dt.Tensor(raw, tuple(fwd.get(id(d), d) for d in x.dims), feature_dim=x.feature_dim)
         one = fn(xb, lambda d: fwd.get(id(d), d))
         ones = list(one) if isinstance(one, (tuple, list)) else [one]
-        for i, (o, f) in enumerate(zip(ones, fulls)):
+        yield b, n, b1, t1, list(zip(ones, fulls))
+
+
+def check_batch_independence(fn: Callable, x: dt.Tensor, batch: dt.Dim, time: dt.Dim, *, rtol=None, atol=None):
+    """Each sequence alone (its own batch and time dims, sliced to its length) must give, through
+    `fn(x, dim_map)`, what it gives inside the batch. `dim_map(d)` maps the batch's dims to the
+    sequence's (identity for the batch call), for ops that take dims as arguments."""
+    for b, n, b1, t1, pairs in _each_sequence_alone(fn, x, batch, time):
+        back = {id(b1): batch, id(t1): time}
+        for i, (o, f) in enumerate(pairs):
             orig = [back.get(id(d), d) for d in o.dims]
             expected = align_raw(f.raw, f.dims, orig)
             for ax, d in enumerate(orig):
@@ -309,18 +316,8 @@ def check_batch_independence_by_position(fn: Callable, x: dt.Tensor, batch: dt.D
     """check_batch_independence for ops that make new dims (e.g. a frame dim by dim math): each
     sequence alone gives, axis by axis in the result's own order, the batch result's entries of that
     sequence within the alone result's sizes (its valid frames: the alone call has no padding)."""
-    full = fn(x, lambda d: d)
-    fulls = list(full) if isinstance(full, (tuple, list)) else [full]
-    bax, tax = x.dims.index(batch), x.dims.index(time)
-    for b, n in enumerate(time.lengths.raw.tolist()):
-        b1 = dt.Dim(None, name="batch1")
-        t1 = dt.Dim(dt.Tensor(torch.tensor([n], dtype=torch.int64), (b1,)), name="time1")
-        fwd = {id(batch): b1, id(time): t1}
-        raw = x.raw.narrow(bax, b, 1).narrow(tax, 0, n)
-        xb = dt.Tensor(raw, tuple(fwd.get(id(d), d) for d in x.dims), feature_dim=x.feature_dim)
-        one = fn(xb, lambda d: fwd.get(id(d), d))
-        ones = list(one) if isinstance(one, (tuple, list)) else [one]
-        for i, (o, f) in enumerate(zip(ones, fulls)):
+    for b, n, b1, _, pairs in _each_sequence_alone(fn, x, batch, time):
+        for i, (o, f) in enumerate(pairs):
             assert len(o.dims) == len(f.dims), f"result {i}: dims {o.dims} alone vs {f.dims} in the batch"
             expected = f.raw
             for ax, (d_one, d_full) in enumerate(zip(o.dims, f.dims)):

@@ -10,9 +10,7 @@ rf runs with its PyTorch backend at its newest behavior version (bench/opsbench/
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable, Optional
 
@@ -20,8 +18,12 @@ import torch
 
 import dimtorch as dt
 from helpers import valid_mask
+from repo_scripts import bench_on_path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+with bench_on_path():
+    from opsbench.frameworks import setup_returnn
+    from opsbench.row import missing_requirements
+
 PAD = 1e4  # finite, and large enough that padding leaking into a valid frame shows
 
 
@@ -42,23 +44,12 @@ class Program:
         return fn if fn is not None else self.both
 
     def missing(self) -> list:
-        missing = []
-        for name in self.requires:
-            obj = dt
-            for part in name.split("."):
-                obj = getattr(obj, part, None)
-            if obj is None:
-                missing.append("dt." + name)
-        return missing
+        """The names in `requires` that dimtorch does not have (yet)."""
+        return missing_requirements(self)
 
 
 def setup_rf():
     """returnn.frontend with its PyTorch backend at the newest behavior version, or None (and why)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        from opsbench.frameworks import setup_returnn
-    finally:
-        sys.path.remove(str(BENCH))
     setup = setup_returnn()
     if not setup.available:
         return None, setup.problem

@@ -24,6 +24,7 @@ def _readme_example(tmp_path) -> pathlib.Path:
     return path
 
 
+@pytest.mark.slow  # mypy over the package
 def test_mypy_accepts_the_readme_example_and_the_demo_model(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(_readme_example(tmp_path).read_text() + "q = dt.reduce_mean(y, axis=3)\n")

@@ -261,19 +261,7 @@ Plan* plan_get(PyObject* const* dims, int n, bool allow, const char* caller,
   p->hash = h;
   p->refs = 1;  // the caller's
   PyObject* key[kMaxOperands * kMaxDims];
-  if (!watch_key_dims(p, evict, key, flat_key(p, key))) {
-    PyErr_Clear();  // out of memory for the index: use the plan once, uncached
-    return p;
-  }
-  ++p->refs;  // the cache's
-  p->slot = static_cast<int>(index);
-  Plan* old = slot;
-  slot = p;
-  if (old) {
-    old->slot = -1;
-    plan_release(old);
-  }
-  set_last(p);
+  if (cache_plan(slot, static_cast<int>(index), p, evict, key, flat_key(p, key))) set_last(p);
   return p;
 }
 
@@ -309,10 +297,7 @@ void plan_cache_clear() {
   for (auto& slot : g_cache) {
     Plan* p = slot;
     slot = nullptr;
-    if (p) {
-      p->slot = -1;
-      plan_release(p);
-    }
+    uncache_plan(p);
   }
 }
 

@@ -80,6 +80,29 @@ using EvictPlan = void (*)(void* plan);
 /// freed). False with MemoryError set.
 bool watch_key_dims(void* plan, EvictPlan evict, PyObject* const* dims, int n);
 void unwatch_key_dims(void* plan, PyObject* const* dims, int n);
+/// Drops the cache's reference to p, which its slot no longer holds (nothing for NULL).
+template <class P>
+void uncache_plan(P* p) {
+  if (!p) return;
+  p->slot = -1;
+  plan_release(p);
+}
+/// Puts the new plan p (refs 1: the caller's) in its cache's slot `index`, watching its key dims
+/// dims[0..n); the plan the slot held is released. False (p stays uncached: used once) when there
+/// is no memory to watch the dims. Plans of any cache: fields refs and slot, plan_release(P*).
+template <class P>
+bool cache_plan(P*& slot, int index, P* p, EvictPlan evict, PyObject* const* dims, int n) {
+  if (!watch_key_dims(p, evict, dims, n)) {
+    PyErr_Clear();  // out of memory for the index
+    return false;
+  }
+  ++p->refs;  // the cache's
+  p->slot = index;
+  P* old = slot;
+  slot = p;
+  uncache_plan(old);
+  return true;
+}
 /// Called by a dying Dim: evicts the cached plans made for it.
 void plan_caches_dim_died(PyObject* dim);
 

@@ -1,5 +1,6 @@
-// Helpers the fast paths of the array families share (slicing, stack, sort, packing, scatter):
-// exact ints, new static dims, dims tuples with one dim replaced, raws cached on a dim per layout.
+// Helpers the fast paths of the array families share (slicing, stack, sort, packing, scatter, shape,
+// reshape): exact ints, new static dims, dims tuples with one dim replaced, lengths over a group of
+// dims, raws cached on a dim per layout.
 #pragma once
 #include "core/common.h"
 #include "core/dim.h"
@@ -39,6 +40,22 @@ inline PyObject* dims_replaced(PyObject* dims, Py_ssize_t a, PyObject* dim) {
 /// x's feature_dim when it is among `dims`, else NULL (as dimtorch.ops.shape.keep_markers).
 inline PyObject* kept_feature(TensorObject* x, PyObject* dims) {
   return x->feature_dim && dims_index(dims, x->feature_dim) >= 0 ? x->feature_dim : nullptr;
+}
+
+/// Whether a dim of x outside its axes [first, first + n) has lengths that vary over one of the n
+/// dims of the tuple `group` (merge_dims, reshape: the definition refuses that): 1 yes (or its
+/// lengths are gone), 0 no, -1 with an error set.
+inline int lengths_over_group(TensorObject* x, Py_ssize_t first, Py_ssize_t n, PyObject* group) {
+  for (Py_ssize_t i = 0, nd = tensor_ndim(x); i < nd; ++i) {
+    if (i >= first && i < first + n) continue;
+    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, i));
+    if (!dim_has_lengths(d)) continue;
+    PyObject* lengths = dim_dyn_size(d);
+    if (!lengths) return PyErr_Occurred() ? -1 : 1;
+    for (Py_ssize_t j = 0; j < n; ++j)
+      if (dims_index(as_tensor(lengths)->dims, PyTuple_GET_ITEM(group, j)) >= 0) return 1;
+  }
+  return 0;
 }
 
 /// The raw cached in dim->cache under `key` (a tuple starting with a str tag), or the one

@@ -273,18 +273,7 @@ MatmulPlan* get_plan(TensorObject* a, TensorObject* b, PyObject* reduce, const c
   }
   p->refs = 1;  // the caller's
   PyObject* flat[3 * kMaxDims];
-  if (!watch_key_dims(p, evict, flat, flat_key(p, flat))) {
-    PyErr_Clear();  // out of memory for the index: use the plan once, uncached
-    return p;
-  }
-  ++p->refs;  // the cache's
-  p->slot = static_cast<int>(index);
-  MatmulPlan* old = slot;
-  slot = p;
-  if (old) {
-    old->slot = -1;
-    plan_release(old);
-  }
+  cache_plan(slot, static_cast<int>(index), p, evict, flat, flat_key(p, flat));
   return p;
 }
 
@@ -499,10 +488,7 @@ void matmul_cache_clear() {
   for (auto& slot : g_cache) {
     MatmulPlan* p = slot;
     slot = nullptr;
-    if (p) {
-      p->slot = -1;
-      plan_release(p);
-    }
+    uncache_plan(p);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "core/python_fallback.h"
 #include "core/tensor.h"
 #include "core/exports.h"
+#include "ops/fast_path_util.h"
 
 #include <algorithm>
 
@@ -54,16 +55,8 @@ PyObject* f_reshape(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   }
   if (out_total != total) return reshape_fallback(args, nargs, kwnames);
   // A dim left in x whose lengths vary along a reshaped dim: the Python definition refuses that.
-  for (Py_ssize_t i = 0; i < nd; ++i) {
-    if (i >= first && i < first + n_in) continue;
-    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, i));
-    if (!dim_has_lengths(d)) continue;
-    PyObject* lengths = dim_dyn_size(d);
-    if (!lengths) return PyErr_Occurred() ? nullptr : reshape_fallback(args, nargs, kwnames);
-    for (Py_ssize_t j = 0; j < n_in; ++j)
-      if (dims_index(as_tensor(lengths)->dims, PyTuple_GET_ITEM(in_dims, j)) >= 0)
-        return reshape_fallback(args, nargs, kwnames);
-  }
+  if (int over = fast_path::lengths_over_group(x, first, n_in, in_dims))
+    return over < 0 ? nullptr : reshape_fallback(args, nargs, kwnames);
   Ref dims(PyTuple_New(out_nd));
   if (!dims) return nullptr;
   Py_ssize_t sizes[kMaxDims];

@@ -9,6 +9,7 @@
 #include "core/python_fallback.h"
 #include "core/tensor.h"
 #include "core/exports.h"
+#include "ops/fast_path_util.h"
 
 #include <algorithm>
 
@@ -100,16 +101,8 @@ PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
     if (__builtin_mul_overflow(total, x->sizes[first + j], &total)) return merge_dims_fallback(args, nargs, kwnames);
   }
   // A dim left in x whose lengths vary along a merged dim: the Python definition refuses that.
-  for (Py_ssize_t i = 0; i < nd; ++i) {
-    if (i >= first && i < first + n) continue;
-    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, i));
-    if (!dim_has_lengths(d)) continue;
-    PyObject* lengths = dim_dyn_size(d);
-    if (!lengths) return PyErr_Occurred() ? nullptr : merge_dims_fallback(args, nargs, kwnames);
-    for (Py_ssize_t j = 0; j < n; ++j)
-      if (dims_index(as_tensor(lengths)->dims, PyTuple_GET_ITEM(dims, j)) >= 0)
-        return merge_dims_fallback(args, nargs, kwnames);
-  }
+  if (int over = fast_path::lengths_over_group(x, first, n, dims))
+    return over < 0 ? nullptr : merge_dims_fallback(args, nargs, kwnames);
   Ref out;
   if (out_dim) {
     if (!is_dim(out_dim) || as_dim(out_dim)->size != total || dims_index(x->dims, out_dim) >= 0)

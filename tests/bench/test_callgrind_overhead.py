@@ -1,7 +1,6 @@
 """bench/callgrind_overhead.py: its reading of callgrind's output (self cost per object, names defined by ob=
 or cob= lines, a call's inclusive cost not counted as the caller's), and, where valgrind and a C compiler are
 installed, one real run on a row."""
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -9,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "callgrind_overhead.py"
+from repo_scripts import ROOT, load_script
+
+SCRIPT = ROOT / "bench" / "callgrind_overhead.py"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("callgrind_overhead", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/callgrind_overhead.py")
 
 
 DUMP = """# callgrind format
@@ -61,6 +59,7 @@ def test_parts_of_objects():
 @pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("cc") is None
                     or not Path("/usr/include/valgrind/callgrind.h").exists(),
                     reason="needs valgrind (with its headers) and a C compiler")
+@pytest.mark.slow  # builds a C helper, runs a row under valgrind
 def test_a_real_count(tmp_path):
     run = subprocess.run([sys.executable, str(SCRIPT), "--filter", "^merge_dims$", "--calls", "20"],
                          capture_output=True, text=True, timeout=600)

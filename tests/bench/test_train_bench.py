@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(not hasattr(dt.nn, "ConformerEncoder"),
                                 reason="dimtorch.nn.ConformerEncoder (issue 6) not there yet")
 
 
+@pytest.mark.slow  # the benchmark end to end, with 2 data-parallel processes
 def test_quick_small_run_writes_table_json_png_and_losses_agree(tmp_path):
     run = subprocess.run(
         [sys.executable, str(BENCH), "--quick", "--configs", "small", "--rounds", "1", "--no-returnn",

@@ -5,7 +5,6 @@ an intact checkpoint."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +23,10 @@ from demo.data import SequenceDataset, StepLoader, collate  # noqa: E402
 from demo.distributed import LossModule, World, parallelize  # noqa: E402
 from demo.reference_model import ModelConfig  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+from repo_scripts import free_port  # noqa: E402
+
+pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available"),
+              pytest.mark.slow]  # process groups and torchrun jobs
 
 WORLD = 2
 SEQS, FRAMES = 13, 50  # 7 bucket batches: the last of 4 steps gives rank 1 a stand-in
@@ -92,17 +94,11 @@ def _one_process(impl):
     return torch.stack(losses), list(params), list(model.buffers())
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_ranks_step_as_one_process_on_the_combined_batch(tmp_path):
     """DDP and FSDP2, both models, 4 AdamW steps (the last with a stand-in on rank 1): the step's loss
     (the mean over all labels of both ranks' batches) and the parameters and batch-norm statistics
     after it equal one process on the combined batches, 1e-5."""
-    mp.spawn(_run_ranks, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    mp.spawn(_run_ranks, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
     for impl in ("dimtorch", "torch"):
         losses, params, buffers = _one_process(impl)
@@ -120,7 +116,7 @@ def test_two_ranks_step_as_one_process_on_the_combined_batch(tmp_path):
 
 def _torchrun(nproc, *args, timeout=240):
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_port",
-           str(_free_port()), str(ROOT / "demo" / "train.py"), "--task", "synthetic", "--config", "tiny", "--no-progress", *args]
+           str(free_port()), str(ROOT / "demo" / "train.py"), "--task", "synthetic", "--config", "tiny", "--no-progress", *args]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run
@@ -175,7 +171,7 @@ def _rank_of(pid):
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the ranks' processes in /proc")
 def test_a_rank_dying_ends_the_job_with_a_message_and_an_intact_checkpoint(tmp_path):
     out = tmp_path / "dying"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port", str(_free_port()),
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port", str(free_port()),
            str(ROOT / "demo" / "train.py"), "--task", "synthetic", "--config", "tiny", "--no-progress", "--steps", "100000",
            "--eval-every", "1", "--out", str(out)]
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)

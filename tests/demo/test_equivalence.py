@@ -10,10 +10,11 @@ import torch
 import dimtorch as dt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from demo.data import SequenceDataset, TaskConfig, collate  # noqa: E402
+from demo.data import SequenceDataset, collate  # noqa: E402
 from demo.reference_model import ConformerCTC, ModelConfig  # noqa: E402
 
-TASK = TaskConfig(num_labels=7, feature_dim=12, max_labels=6, min_duration=4, max_duration=7)
+from demo_batches import TASK, dev_batch as _batch  # noqa: E402
+
 CFG = ModelConfig(in_dim=12, num_labels=7, model_dim=32, num_layers=2, num_heads=4, ff_dim=64, conv_kernel_size=5,
                   subsample_channels=(4, 4), dropout=0.0, att_dropout=0.0)
 
@@ -25,15 +26,6 @@ def _pair(cfg=CFG):
     ours = DimtorchConformerCTC(cfg)
     ours.load_reference_state_dict(ref.state_dict())
     return ref, ours
-
-
-def _batch(n=6, with_empty=False):
-    ds = SequenceDataset(TASK, "dev", n)
-    items = [ds[i] for i in range(n)]
-    if with_empty:
-        items.insert(2, (torch.zeros(0, TASK.feature_dim), torch.zeros(0, dtype=torch.int64)))
-        items.insert(4, (torch.randn(6, TASK.feature_dim), torch.zeros(0, dtype=torch.int64)))
-    return collate(items)
 
 
 def test_state_dict_names_map_one_to_one():

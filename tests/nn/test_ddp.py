@@ -2,13 +2,14 @@
 dt.nn.SyncBatchNorm); parameters and running statistics are identical across ranks and equal to one
 process training on the combined batch."""
 import os
-import socket
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dimtorch as dt
+from repo_scripts import free_port
 
 LENGTHS = [5, 2, 4, 3]  # the combined batch; rank r gets sequences 2r, 2r+1
 WORLD = 2
@@ -64,14 +65,9 @@ def _worker(rank, port, result_dir):
         dist.destroy_process_group()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
+@pytest.mark.slow  # a process group of 2
 def test_ddp_two_processes_match_one_process_on_the_combined_batch(tmp_path):
-    mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
     for a, b in zip(*ranks):
         assert torch.equal(a, b), "parameters differ across ranks"

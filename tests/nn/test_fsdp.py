@@ -3,7 +3,6 @@ norm synced) and train 3 AdamW steps; losses and parameters equal one process tr
 batch. Also: sharded parameters read as DTensors outside the forward and as named views of the
 unsharded parameters inside it (dt.nn.Module's view cache follows FSDP's parameter swaps)."""
 import os
-import socket
 
 import pytest
 import torch
@@ -11,6 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dimtorch as dt
+from repo_scripts import free_port
 
 LENGTHS = [5, 2, 4, 3, 0, 6]  # the combined batch; rank r gets sequences 3r .. 3r+2 (one of length 0)
 WORLD = 2
@@ -92,15 +92,10 @@ def _worker(rank, port, result_dir):
         dist.destroy_process_group()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+@pytest.mark.slow  # a process group of 2
 def test_fsdp_two_processes_match_one_process_on_the_combined_batch(tmp_path):
-    mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
     for r in ranks:
         # Outside the forward the weight is FSDP's sharded DTensor (half the rows here); inside, a

@@ -263,6 +263,7 @@ def test_ctc_align_errors():
         dt.ctc_durations_from_path(path=path, path_spatial_dim=time, blank_index=0, targets_spatial_dim=3)
 
 
+@pytest.mark.slow  # torch.compile of the Viterbi scan and backtrace
 @pytest.mark.parametrize("label_loop", [True, False])
 def test_ctc_best_path_compiles_once_for_every_length(label_loop):
     """Under torch.compile the Viterbi pass and the backtrace are torch scans over the symbolic time

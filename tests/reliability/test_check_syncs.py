@@ -1,17 +1,7 @@
 """Tests of bench/check_syncs.py where there is no GPU: it skips cleanly, and its ops run on the CPU."""
-import importlib.util
-import pathlib
-
 import torch
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "check_syncs.py"
-
-
-def load():
-    spec = importlib.util.spec_from_file_location("check_syncs", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from sync_checks import check_syncs as load
 
 
 def test_skips_without_cuda(capsys, monkeypatch):

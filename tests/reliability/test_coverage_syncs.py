@@ -6,22 +6,11 @@ host-to-device copies (and any copy once the dims' device copies are cached). ct
 gather_nested of dims with lengths over the gathered dim, scan with cond, while_loop and cond read data
 by necessity (their docstrings say so) and are not here.
 """
-import importlib.util
-import pathlib
-
 import pytest
 import torch
 
 import dimtorch as dt
-
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "check_syncs.py"
-
-
-def _check_syncs():
-    spec = importlib.util.spec_from_file_location("check_syncs", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from sync_checks import check_syncs as _check_syncs
 
 
 def _heads(s):

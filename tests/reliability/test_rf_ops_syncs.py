@@ -5,22 +5,11 @@ raises, under bench/check_syncs.py's CopyCounter: no host-to-device copy may be 
 masked_select_nested and repeat read data by necessity (their docstrings say so) and are not here, except
 masked_select with a given out_dim, which reads nothing.
 """
-import importlib.util
-import pathlib
-
 import pytest
 import torch
 
 import dimtorch as dt
-
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "check_syncs.py"
-
-
-def copy_counter():
-    spec = importlib.util.spec_from_file_location("check_syncs", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.CopyCounter()
+from sync_checks import copy_counter
 
 
 def meta(*shape, dtype=torch.float32):

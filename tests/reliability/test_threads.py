@@ -102,6 +102,16 @@ def tiny_switch_interval():
     sys.setswitchinterval(old)
 
 
+def _run_in_threads(worker, errors: list):
+    """worker(k) in N_THREADS threads at once, k = 0 .. N_THREADS - 1; fails with the errors they reported."""
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(N_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, "\n".join(errors[:10])
+
+
 def test_threads_give_sequential_results(tiny_switch_interval):
     torch.manual_seed(0)
     threads_before = torch.get_num_threads()
@@ -136,12 +146,7 @@ def test_threads_give_sequential_results(tiny_switch_interval):
             except BaseException as e:  # noqa: B902 -- reported below, with the thread
                 errors.append(f"thread {k}: {type(e).__name__}: {e}")
 
-        threads = [threading.Thread(target=worker, args=(k,)) for k in range(N_THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, "\n".join(errors[:10])
+        _run_in_threads(worker, errors)
         assert all(c > 0 for c in counts), counts
         # The caches the threads filled still give the sequential results.
         for i, b in enumerate(raw_batches):
@@ -175,12 +180,7 @@ def test_threads_deriving_the_same_dims_get_one_object(tiny_switch_interval):
         except BaseException as e:  # noqa: B902
             errors.append(f"thread {k}: {type(e).__name__}: {e}")
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(N_THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, "\n".join(errors[:10])
+    _run_in_threads(worker, errors)
     for j, t in enumerate(bases):
         first, mask0 = results[0][j]
         assert first[0] is t + 1 and first[1] is dt.ceildiv(t, 2) and first[3] is t + t and first[4].size == 6

@@ -1,18 +1,12 @@
 """docs/rf_coverage.md is generated from scripts/rf_coverage.py's table and up to date; every dt.… counterpart
 named there exists; with returnn installed, the table lists exactly rf's public names."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rf_coverage.py"
+from repo_scripts import load_script
 
 
 def _coverage():
-    spec = importlib.util.spec_from_file_location("rf_coverage", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/rf_coverage.py")
 
 
 def test_table_is_consistent_and_doc_up_to_date():

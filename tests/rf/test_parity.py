@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import dimtorch as dt
-from rf_parity import LENGTHS, Program, make_data, run_both, setup_rf
+from rf_parity import LENGTHS, Program, make_data, run_both
 
 BTF = ("batch", "time", "feature")
 
@@ -358,16 +358,16 @@ PROGRAMS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def rf():
-    pytest.importorskip("returnn")
-    module, problem = setup_rf()
-    if module is None:
-        pytest.skip(f"RETURNN frontend is not usable here: {problem}")
-    return module
+# RETURNN runs these with its native ops, which it compiles with a C++ compiler once per environment (1-2 min
+# each): the slow group; the two of one op in one worker, so that it compiles once (pytest-xdist's --dist
+# loadgroup), the other op's compile in parallel.
+NATIVE_OPS = {"ctc_best_path": "returnn_viterbi", "ctc_best_path_no_label_loop": "returnn_viterbi",
+              "edit_distance": "returnn_edit_distance"}
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+@pytest.mark.parametrize("program", [
+    pytest.param(p, marks=[pytest.mark.slow, pytest.mark.xdist_group(NATIVE_OPS[p.name])]) if p.name in NATIVE_OPS
+    else p for p in PROGRAMS], ids=lambda p: p.name)
 def test_program_agrees_with_returnn_frontend(rf, program):
     missing = program.missing()
     if missing:

@@ -9,19 +9,9 @@ import pytest
 import torch
 
 import dimtorch as dt
-from rf_parity import setup_rf
 
 LENGTHS = (6, 4, 1)
 PAD = 1e4  # finite, large: a leak into a valid frame shows
-
-
-@pytest.fixture(scope="module")
-def rf():
-    pytest.importorskip("returnn")
-    module, problem = setup_rf()
-    if module is None:
-        pytest.skip(f"RETURNN frontend is not usable here: {problem}")
-    return module
 
 
 class Sides:

@@ -71,17 +71,20 @@ def check_tensor(x, caller: str, what: str = "x") -> None:
         raise TypeError(f"{caller}: {what} must be a dimtorch.Tensor, got {type(x).__name__}")
 
 
-def dims_arg(value, caller: str, what: str) -> tuple:
+def dims_arg(value, caller: str, what: str, type_name=None) -> tuple:
     """A Dim or a list or tuple of Dims as a tuple (as the core's dims_arg_to_tuple takes them); a
-    TypeError naming the call for anything else."""
+    TypeError naming the call for anything else, with the wrong type named by type_name(value) (default:
+    its class's name)."""
     if isinstance(value, Dim):
         return (value,)
     if not isinstance(value, (list, tuple)):
-        raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got {type(value).__name__}")
+        name = type_name(value) if type_name else type(value).__name__
+        raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got {name}")
     dims = tuple(value)
     for i, d in enumerate(dims):
         if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: {what}[{i}] must be a Dim, got {type(d).__name__}")
+            name = type_name(d) if type_name else type(d).__name__
+            raise TypeError(f"{caller}: {what}[{i}] must be a Dim, got {name}")
     return dims
 
 
@@ -93,6 +96,31 @@ def axis_of(x: Tensor, dim, caller: str, what: str = "axis", of: str = "x") -> i
     if dim in dims:  # Dim equality is identity
         return dims.index(dim)
     raise ValueError(f"{caller}: {what} {dim_str(dim)} is not a dim of {of} (dims: {dims_str(x.dims)})")
+
+
+def distinct_axes(x: Tensor, dims: tuple, caller: str, what: str, entry: str = "", empty: str = "") -> list:
+    """Raw axes in x of `dims` (a tuple of Dims: dims_arg's), which must be non-empty and name no dim twice;
+    errors name the call, `what` the argument ("<entry> <dim> is not a dim of x" for a dim x lacks, `empty`
+    is added to the error for none)."""
+    if not dims:
+        raise ValueError(f"{caller}: {what} is empty{empty}")
+    axes = [axis_of(x, d, caller, what=entry or what) for d in dims]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{caller}: {what} lists a dim twice ({dims_str(dims)})")
+    return axes
+
+
+def lengths_positions(dim: Dim, layout: tuple, caller: str, lacks: str) -> list:
+    """The positions in `layout` of the dims the lengths of the dynamic `dim` vary over, in the lengths' order;
+    a ValueError naming the call for one that layout lacks ("... which <lacks>"; "{dims}" in lacks stands
+    for layout's dims)."""
+    pos = []
+    for b in dim.lengths.dims:
+        if b not in layout:  # Dim equality is identity
+            raise ValueError(f"{caller}: the lengths of {dim_str(dim)} vary over {dim_str(b)}, which "
+                             f"{lacks.format(dims=dims_str(layout))}")
+        pos.append(layout.index(b))
+    return pos
 
 
 def keep_markers(x: Tensor, raw, dims: tuple) -> Tensor:

@@ -56,6 +56,20 @@ def store(dim: Dim, key, value):
     return value
 
 
+def store_while_both_live(cache: dict, key, a: Dim, b: Dim, value) -> None:
+    """cache[key] = (weak ref to a, weak ref to b, value) until a or b dies (its ref's callback drops the
+    entry); a cache of a function's last calls by argument ids (key holds id(a), id(b)), so that a hit
+    costs one dict lookup and no Dim is held. More than 64 entries: the cache starts afresh."""
+    def forget(ref, key=key):
+        entry = cache.get(key)
+        if entry is not None and (entry[0] is ref or entry[1] is ref):
+            del cache[key]
+
+    if len(cache) >= 64:
+        cache.clear()
+    cache[key] = (weakref.ref(a, forget), weakref.ref(b, forget), value)
+
+
 _FORGET_HOOKS: list = []
 
 

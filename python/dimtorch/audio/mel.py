@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Optional, Tuple, Union
 
 import torch
@@ -10,6 +9,7 @@ import torch
 from .._C import Dim, Tensor, abs as _abs, cast, matmul
 from ..ops.safe_log import safe_log
 from .._core.args import check_tensor, dim_str
+from .._core.dim_cache import store_while_both_live
 from ..ops.shape import squeeze
 from ..ops.signal import stft
 from ..ops._support import names_errors
@@ -19,17 +19,6 @@ _MATRICES: dict = {}  # (f_min, f_max, sampling_rate, fft_length, n_filters, dty
 # mel_filterbank's last calls by argument ids, checked by weak refs (no Dim is held): the checks cost more
 # than the lookup on small inputs.
 _FAST: dict = {}
-
-
-def _remember(key, a: Dim, b: Dim, value) -> None:
-    def forget(ref, key=key):
-        entry = _FAST.get(key)
-        if entry is not None and (entry[0] is ref or entry[1] is ref):
-            del _FAST[key]
-
-    if len(_FAST) >= 64:
-        _FAST.clear()
-    _FAST[key] = (weakref.ref(a, forget), weakref.ref(b, forget), value)
 
 
 def _mel(f):
@@ -94,7 +83,7 @@ def mel_filterbank(x: Tensor, *, in_dim: Dim, out_dim: Dim, sampling_rate: Union
     raw = x.raw
     w = mel_filterbank_matrix(f_min=f_min, f_max=f_max, sampling_rate=sampling_rate, fft_length=fft,
                               n_filters=out_dim.size, dtype=raw.dtype, device=raw.device)
-    _remember(key + (raw.dtype, raw.device), in_dim, out_dim, w)
+    store_while_both_live(_FAST, key + (raw.dtype, raw.device), in_dim, out_dim, w)
     y = matmul(x, Tensor(w, (in_dim, out_dim)), reduce=in_dim)
     return Tensor(y.raw, y.dims, feature_dim=out_dim)
 

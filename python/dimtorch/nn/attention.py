@@ -146,6 +146,17 @@ def _merge_heads(raw: torch.Tensor) -> torch.Tensor:
     return raw.transpose(-3, -2).flatten(-2)
 
 
+def _set_heads(m: Module, proj_dim: Optional[Dim], key_dim_total: Dim, value_dim_total: Dim, num_heads,
+               att_dropout: float, caller: str) -> None:
+    """The attention layers' dims of heads and their options (RETURNN frontend's attribute names)."""
+    m.out_dim = proj_dim if proj_dim is not None else value_dim_total
+    m.heads = m.num_heads = _heads_dim(num_heads, caller)
+    m.key_dim_total, m.value_dim_total = key_dim_total, value_dim_total
+    m.key_dim_per_head = _per_head(key_dim_total, m.heads, "key_dim_total", caller)
+    m.value_dim_per_head = _per_head(value_dim_total, m.heads, "value_dim_total", caller)
+    m.att_dropout, m.att_dropout_broadcast = att_dropout, False
+
+
 class SelfAttention(Module):
     """Multi-head self-attention over `axis` via F.scaled_dot_product_attention.
 
@@ -164,12 +175,7 @@ class SelfAttention(Module):
         super().__init__()
         caller = f"{type(self).__name__}()"
         self.in_dim, self.proj_dim = in_dim, proj_dim
-        self.out_dim = proj_dim if proj_dim is not None else value_dim_total
-        self.heads = self.num_heads = _heads_dim(num_heads, caller)
-        self.key_dim_total, self.value_dim_total = key_dim_total, value_dim_total
-        self.key_dim_per_head = _per_head(key_dim_total, self.heads, "key_dim_total", caller)
-        self.value_dim_per_head = _per_head(value_dim_total, self.heads, "value_dim_total", caller)
-        self.att_dropout, self.att_dropout_broadcast = att_dropout, False
+        _set_heads(self, proj_dim, key_dim_total, value_dim_total, num_heads, att_dropout, caller)
         self.qkv_dim_total = Dim(2 * key_dim_total.size + value_dim_total.size, name="qkv")
         self.qkv_dim_per_head = Dim(2 * self.key_dim_per_head.size + self.value_dim_per_head.size, name="qkv_per_head")
         self.qkv = Linear(in_dim, self.qkv_dim_total, with_bias=with_bias, dtype=dtype, device=device)
@@ -334,12 +340,7 @@ class CrossAttention(Module):
         caller = f"{type(self).__name__}()"
         self.in_dim, self.encoder_dim, self.proj_dim = in_dim, encoder_dim, proj_dim
         self.query_in_dim = in_dim  # RETURNN frontend's name
-        self.out_dim = proj_dim if proj_dim is not None else value_dim_total
-        self.heads = self.num_heads = _heads_dim(num_heads, caller)
-        self.key_dim_total, self.value_dim_total = key_dim_total, value_dim_total
-        self.key_dim_per_head = _per_head(key_dim_total, self.heads, "key_dim_total", caller)
-        self.value_dim_per_head = _per_head(value_dim_total, self.heads, "value_dim_total", caller)
-        self.att_dropout, self.att_dropout_broadcast = att_dropout, False
+        _set_heads(self, proj_dim, key_dim_total, value_dim_total, num_heads, att_dropout, caller)
         self.kv_dim_total = Dim(key_dim_total.size + value_dim_total.size, name="kv")
         self.kv_dim_per_head = Dim(self.key_dim_per_head.size + self.value_dim_per_head.size, name="kv_per_head")
         self.query = Linear(in_dim, key_dim_total, with_bias=with_bias, dtype=dtype, device=device)

@@ -16,34 +16,39 @@ class _Raw(NamedTuple):
     tensor: Tensor
 
 
+def _map(obj: Any, leaf) -> Any:
+    """obj with leaf(v) in place of each v in it that is not a plain tuple, list or dict (a NamedTuple is one)."""
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_map(v, leaf) for v in obj)
+    if isinstance(obj, list):
+        return [_map(v, leaf) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _map(v, leaf) for k, v in obj.items()}
+    return leaf(obj)
+
+
+def _expose_one(obj: Any) -> Any:
+    return _Raw(obj.raw, obj) if isinstance(obj, Tensor) else obj
+
+
+def _restore_one(obj: Any) -> Any:
+    if not isinstance(obj, _Raw):
+        return obj
+    t = obj.tensor
+    if obj.raw is t.raw:
+        return t
+    return Tensor(obj.raw, t.dims, sparse_dim=t.sparse_dim, feature_dim=t.feature_dim, name=t.name)
+
+
 def _expose(obj: Any) -> Any:
     """obj with every dimtorch Tensor (in tuples, lists, dicts) replaced by a _Raw."""
-    if isinstance(obj, Tensor):
-        return _Raw(obj.raw, obj)
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(_expose(v) for v in obj)
-    if isinstance(obj, list):
-        return [_expose(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _expose(v) for k, v in obj.items()}
-    return obj
+    return _map(obj, _expose_one)
 
 
 def _restore(obj: Any) -> Any:
     """Undoes _expose; a raw that FSDP replaced (its backward hook, a dtype cast) gets a new Tensor
     with the same dims and markers."""
-    if isinstance(obj, _Raw):
-        t = obj.tensor
-        if obj.raw is t.raw:
-            return t
-        return Tensor(obj.raw, t.dims, sparse_dim=t.sparse_dim, feature_dim=t.feature_dim, name=t.name)
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(_restore(v) for v in obj)
-    if isinstance(obj, list):
-        return [_restore(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _restore(v) for k, v in obj.items()}
-    return obj
+    return _map(obj, _restore_one)
 
 
 def _expose_inputs(module, args, kwargs):

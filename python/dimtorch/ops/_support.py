@@ -6,7 +6,7 @@ import functools
 import torch
 
 from .._C import Dim, Tensor
-from .._core.args import dim_str, has_namesake, namesakes_note
+from .._core.args import dim_str, dims_arg, has_namesake, namesakes_note
 from .._core.errors import torch_keyword_hint
 from .._core import sizes as _sizes
 from .._core.tracing import dynamo_tracing, mask_raw, tracing
@@ -115,16 +115,9 @@ def flag(value, caller: str, name: str) -> bool:
 
 
 def dims_tuple(arg, caller: str, what: str) -> tuple:
-    """A Dim, or a tuple or list of Dims, as a tuple (src/core/tensor.cpp dims_arg_to_tuple)."""
-    if isinstance(arg, Dim):
-        return (arg,)
-    if not isinstance(arg, (tuple, list)):
-        raise TypeError(f"{caller}: {what} must be a Dim or a sequence of Dims, got {tp_name(arg)}")
-    dims = tuple(arg)
-    for i, d in enumerate(dims):
-        if not isinstance(d, Dim):
-            raise TypeError(f"{caller}: {what}[{i}] must be a Dim, got {tp_name(d)}")
-    return dims
+    """dims_arg with the wrong type named as the C++ core names it (src/core/tensor.cpp dims_arg_to_tuple),
+    for the definitions of C++ ops, whose errors are the fast path's."""
+    return dims_arg(arg, caller, what, tp_name)
 
 
 def product(sizes):

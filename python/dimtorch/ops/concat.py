@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from .. import _C
 from .._core import dim_cache as _dim_cache, in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
-from .._core.args import axis_of, check_tensor, dim_str, dims_str
+from .._core.args import axis_of, check_tensor, dim_str, dims_str, lengths_positions
 from ._support import names_errors
 
 _CALLER = "dimtorch.concat()"
@@ -255,12 +255,7 @@ def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatia
     if axis.lengths is None:
         out = torch.cat((raw, frame.expand(raw.shape[:a] + (1,) + raw.shape[a + 1:])), a)
     else:
-        pos = []
-        for b in axis.lengths.dims:
-            if b not in dims:
-                raise ValueError(f"{caller}: the lengths of {dim_str(axis)} vary over {dim_str(b)}, which prev_accum "
-                                 f"lacks")
-            pos.append(dims.index(b))
+        pos = lengths_positions(axis, dims, caller, "prev_accum lacks")
         lengths = _C._dim_cached_raw(_LENGTHS, axis, tuple(pos), len(dims), 0, raw.device)  # size 1 at axis
         out = F.pad(raw, (0, 0) * (raw.dim() - 1 - a) + (0, 1))
         shape = raw.shape[:a] + (1,) + raw.shape[a + 1:]

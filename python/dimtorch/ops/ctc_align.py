@@ -300,6 +300,15 @@ def _times_2_plus_1(d):
     return d * 2 + 1
 
 
+def _durations_args(path, path_spatial_dim, blank_index, check_dims, stop_on_failed_check, caller: str):
+    """The durations ops' common arguments: (tracing?, _path_layout's raw, batch dims and frames, check, stop)."""
+    traced = _tracing.tracing()
+    raw, batch, frames = _path_layout(path, path_spatial_dim, blank_index, caller, traced)
+    check = flag(check_dims, caller, "check_dims")
+    stop = flag(stop_on_failed_check, caller, "stop_on_failed_check")
+    return traced, raw, batch, frames, check, stop
+
+
 def _plus_1(d):
     return d + 1
 
@@ -318,10 +327,8 @@ def ctc_durations_from_path(*, path: Tensor, path_spatial_dim: Dim, blank_index:
     stop_on_failed_check False nothing is checked, a report would need a device read, and frames past the
     given dim's end count nowhere). Padding frames of path count nowhere."""
     caller = "dimtorch.ctc_durations_from_path()"
-    traced = _tracing.tracing()
-    raw, batch, frames = _path_layout(path, path_spatial_dim, blank_index, caller, traced)
-    check = flag(check_dims, caller, "check_dims")
-    stop = flag(stop_on_failed_check, caller, "stop_on_failed_check")
+    traced, raw, batch, frames, check, stop = _durations_args(path, path_spatial_dim, blank_index, check_dims,
+                                                               stop_on_failed_check, caller)
     is_label = raw != blank_index
     new_label = is_label & (raw != torch.constant_pad_nd(raw[..., :-1], (1, 0), blank_index))  # (F.pad: +1 us)
     if frames is not None:
@@ -344,10 +351,8 @@ def ctc_no_label_loop_blank_durations_from_path(*, path: Tensor, path_spatial_di
     Returns (int32 durations over path's other dims and out_spatial_dim, out_spatial_dim); out_spatial_dim
     defaults to targets_spatial_dim + 1. targets_spatial_dim and the checks as in ctc_durations_from_path."""
     caller = "dimtorch.ctc_no_label_loop_blank_durations_from_path()"
-    traced = _tracing.tracing()
-    raw, batch, frames = _path_layout(path, path_spatial_dim, blank_index, caller, traced)
-    check = flag(check_dims, caller, "check_dims")
-    stop = flag(stop_on_failed_check, caller, "stop_on_failed_check")
+    traced, raw, batch, frames, check, stop = _durations_args(path, path_spatial_dim, blank_index, check_dims,
+                                                               stop_on_failed_check, caller)
     is_label = raw != blank_index
     if frames is not None:
         is_label = is_label & frames

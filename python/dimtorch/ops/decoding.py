@@ -10,7 +10,7 @@ from .._core import in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
 from .._core.data_dependent import to_host
 from .._core.dtypes import to_torch_dtype
-from .._core.args import axis_of, check_tensor, dim_str, dims_str
+from .._core.args import axis_of, check_tensor, dim_str, dims_str, lengths_positions
 from ._support import names_errors
 
 _MASK, _LENGTHS = 0, 2  # kinds of dimtorch._C._dim_cached_raw (src/core/mask.h)
@@ -57,12 +57,7 @@ def ctc_greedy_decode(logits: Tensor, *, in_spatial_dim: Dim, blank_index: int, 
     keep = (labels != prev) & (labels != blank_index)
     if in_spatial_dim.lengths is not None:
         order = batch + (in_spatial_dim,)
-        pos = []
-        for b in in_spatial_dim.lengths.dims:
-            if b not in batch:
-                raise ValueError(f"{caller}: the lengths of {dim_str(in_spatial_dim)} vary over {dim_str(b)}, which "
-                                 f"the logits lack")
-            pos.append(order.index(b))
+        pos = lengths_positions(in_spatial_dim, batch, caller, "the logits lack")
         keep &= _C._dim_cached_raw(_MASK, in_spatial_dim, tuple(pos) + (len(batch),), len(order), labels.shape[-1],
                                    labels.device)  # the dim's cached mask
     counts = keep.sum(-1)

@@ -22,6 +22,15 @@ def _aligned(value, dims: tuple, device) -> Union[float, torch.Tensor]:
     return value
 
 
+def _check_smoothing_dims(smoothing, x: Tensor, what: str, axis: Dim, caller: str) -> None:
+    """A Tensor smoothing must be over non-label dims of x (named `what` in the error)."""
+    if isinstance(smoothing, Tensor):
+        for d in smoothing.dims:
+            if d not in x.dims or d is axis:  # Dim equality is identity
+                raise ValueError(f"{caller}: smoothing has dim {dim_str(d)}, which is not a non-label dim of {what} "
+                                 f"(dims: {dims_str(x.dims)})")
+
+
 @names_errors("dimtorch.label_smoothed_log_prob_gradient()")
 def label_smoothed_log_prob_gradient(log_prob: Tensor, smoothing: Union[Tensor, float], *, axis: Optional[Dim] = None,
                                      exclude_labels: Optional[Sequence[int]] = None) -> Tensor:
@@ -46,11 +55,7 @@ def label_smoothed_log_prob_gradient(log_prob: Tensor, smoothing: Union[Tensor, 
     a = axis_of(log_prob, axis, caller, what="axis", of="log_prob")
     if axis.size is None:
         raise ValueError(f"{caller}: axis {dim_str(axis)} must be static (a label dim)")
-    if isinstance(smoothing, Tensor):
-        for d in smoothing.dims:
-            if d not in log_prob.dims or d is axis:  # Dim equality is identity
-                raise ValueError(f"{caller}: smoothing has dim {dim_str(d)}, which is not a non-label dim of log_prob "
-                                 f"(dims: {dims_str(log_prob.dims)})")
+    _check_smoothing_dims(smoothing, log_prob, "log_prob", axis, caller)
     labels = list(dict.fromkeys(exclude_labels or ()))
     for label in labels:
         if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < axis.size:
@@ -152,10 +157,7 @@ def label_smoothing(prob: Tensor, smoothing: Union[Tensor, float], *, axis: Opti
     if axis.size is None or axis.size < 2:
         raise ValueError(f"{caller}: axis {dim_str(axis)} must be static with at least 2 entries")
     if isinstance(smoothing, Tensor):
-        for d in smoothing.dims:
-            if d not in prob.dims or d is axis:  # Dim equality is identity
-                raise ValueError(f"{caller}: smoothing has dim {dim_str(d)}, which is not a non-label dim of prob "
-                                 f"(dims: {dims_str(prob.dims)})")
+        _check_smoothing_dims(smoothing, prob, "prob", axis, caller)
         floor = smoothing / (axis.size - 1)
         return _C.combine(_C.combine(prob, 1.0 - floor * axis.size, "mul"), floor, "add")
     floor = smoothing / (axis.size - 1)

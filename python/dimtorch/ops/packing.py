@@ -56,6 +56,20 @@ def _size_without_lengths(d: Dim, dims: tuple, x: Optional[Tensor], caller: str)
     return found[0]
 
 
+def _host_valid(dims: tuple, sizes: list) -> torch.Tensor:
+    """bool raw over `dims` (of these sizes) on the host: True where a frame is valid in every dynamic dim."""
+    valid = torch.ones(sizes, dtype=torch.bool)
+    for i, d in enumerate(dims):
+        if d.lengths is None:
+            continue
+        lengths = d.lengths
+        lens = Tensor(lengths.raw.to(torch.int64), lengths.dims).raw_aligned(dims)
+        shape = [1] * len(dims)
+        shape[i] = sizes[i]
+        valid = valid & (torch.arange(sizes[i]).view(shape) < lens)
+    return valid
+
+
 def _valid_index(dims: tuple, sizes: list, device) -> torch.Tensor:
     """int64 positions on `device`, in the row-major order of `dims`, of the frames valid in every
     dynamic dim among dims; computed from host lengths once per dims and sizes, then cached weakly on
@@ -67,16 +81,7 @@ def _valid_index(dims: tuple, sizes: list, device) -> torch.Tensor:
         index = _dim_cache.lookup(owner, key)
         if index is not None:
             return index
-    valid = torch.ones(sizes, dtype=torch.bool)
-    for i, d in enumerate(dims):
-        if d.lengths is None:
-            continue
-        lengths = d.lengths
-        lens = Tensor(lengths.raw.to(torch.int64), lengths.dims).raw_aligned(dims)
-        shape = [1] * len(dims)
-        shape[i] = sizes[i]
-        valid = valid & (torch.arange(sizes[i]).view(shape) < lens)
-    index = valid.reshape(-1).nonzero().squeeze(1)
+    index = _host_valid(dims, sizes).reshape(-1).nonzero().squeeze(1)
     if index.device != device:
         index = index.to(device, non_blocking=True)
     return index if owner is None else _dim_cache.store(owner, key, index)
@@ -285,16 +290,7 @@ def _row_index(dims: tuple, rows: tuple, sizes: list, row_sizes: list, device):
     hit = _dim_cache.lookup(owner, key)
     if hit is not None:
         return hit
-    layout = rows + dims
-    valid = torch.ones(row_sizes + sizes, dtype=torch.bool)
-    for i, d in enumerate(layout):
-        if d.lengths is None:
-            continue
-        lengths = d.lengths
-        lens = Tensor(lengths.raw.to(torch.int64), lengths.dims).raw_aligned(layout)
-        shape = [1] * len(layout)
-        shape[i] = valid.shape[i]
-        valid = valid & (torch.arange(valid.shape[i]).view(shape) < lens)
+    valid = _host_valid(rows + dims, row_sizes + sizes)
     n_rows, n_flat = math.prod(row_sizes), math.prod(sizes)
     valid = valid.reshape(n_rows, n_flat)
     counts = valid.sum(-1)
@@ -310,14 +306,20 @@ def _row_index(dims: tuple, rows: tuple, sizes: list, row_sizes: list, device):
     return _dim_cache.store(owner, key, entry)
 
 
-def _pack_rows(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[Dim], caller: str):
-    """pack_padded of `dims` per row of `rows` (see pack_padded)."""
+def _row_layout(x: Tensor, dims: tuple, rows: tuple, sized_by: Optional[Tensor], caller: str):
+    """Packing `dims` per row of `rows` (pack and unpack): (sizes of dims, by _sizes(dims, sized_by), sizes of
+    the rows, _row_index's entry); rows must not have lengths of their own."""
     for b in rows:
         if b.lengths is not None:
             raise ValueError(f"{caller}: the lengths of dims vary over {dim_str(b)}, which has lengths of its own")
-    sizes = _sizes(dims, x, caller)
+    sizes = _sizes(dims, sized_by, caller)
     row_sizes = [_row_size(b, dims, x) for b in rows]
-    gather_index, _, counts = _row_index(dims, rows, sizes, row_sizes, x.raw.device)
+    return sizes, row_sizes, _row_index(dims, rows, sizes, row_sizes, x.raw.device)
+
+
+def _pack_rows(x: Tensor, dims: tuple, rows: tuple, out_dim: Optional[Dim], caller: str):
+    """pack_padded of `dims` per row of `rows` (see pack_padded)."""
+    sizes, row_sizes, (gather_index, _, counts) = _row_layout(x, dims, rows, x, caller)
     if out_dim is not None and not isinstance(out_dim, Dim):
         raise TypeError(f"{caller}: out_dim must be a Dim, got {type(out_dim).__name__}")
     pack = Dim(Tensor(counts, rows), name="pack") if out_dim is None else out_dim
@@ -428,12 +430,7 @@ def _check_row_dim(dim: Dim, counts: torch.Tensor, rows: tuple, caller: str) -> 
 
 def _unpack_rows(x: Tensor, dims: tuple, rows: tuple, in_dim: Dim, caller: str) -> Tensor:
     """unpack_padded of frames packed per row of `rows` (see _pack_rows)."""
-    for b in rows:
-        if b.lengths is not None:
-            raise ValueError(f"{caller}: the lengths of dims vary over {dim_str(b)}, which has lengths of its own")
-    sizes = _sizes(dims, None, caller)
-    row_sizes = [_row_size(b, dims, x) for b in rows]
-    _, scatter_index, counts = _row_index(dims, rows, sizes, row_sizes, x.raw.device)
+    sizes, row_sizes, (_, scatter_index, counts) = _row_layout(x, dims, rows, None, caller)
     _check_row_dim(in_dim, counts, rows, caller)
     n_max = in_dim.get_max_size()
     a = x.dims.index(in_dim)

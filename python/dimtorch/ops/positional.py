@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Optional, Tuple, Union
 
 import torch
@@ -150,14 +149,7 @@ def _fast_lookup(key):
 
 def _remember(key, a: Dim, b: Dim, value) -> None:
     """Keeps value for key while the dims a and b live (their weak refs drop the entry)."""
-    def forget(ref, key=key):
-        entry = _FAST.get(key)
-        if entry is not None and (entry[0] is ref or entry[1] is ref):
-            del _FAST[key]
-
-    if len(_FAST) >= 64:
-        _FAST.clear()
-    _FAST[key] = (weakref.ref(a, forget), weakref.ref(b, forget), value)
+    _dim_cache.store_while_both_live(_FAST, key, a, b, value)
 
 
 def _forget(dim: Dim) -> None:

@@ -9,8 +9,8 @@ import torch
 from .. import _C
 from .._core import tracing as _tracing
 from .._C import Dim, Tensor
-from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
-from .shape import _check_lengths_kept
+from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, distinct_axes
+from .shape import _check_lengths_kept, _regroup
 from ._support import names_errors, padded_size
 
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/core/mask.h)
@@ -28,11 +28,7 @@ def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> 
     check_tensor(source, caller, what="source")
     in_dims = dims_arg(in_dims, caller, "in_dims")
     out_dims = dims_arg(out_dims, caller, "out_dims")
-    if not in_dims:
-        raise ValueError(f"{caller}: in_dims is empty; give the dims to reshape")
-    axes = [axis_of(source, d, caller, what="in_dims entry") for d in in_dims]
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"{caller}: in_dims lists a dim twice ({dims_str(in_dims)})")
+    axes = distinct_axes(source, in_dims, caller, "in_dims", "in_dims entry", "; give the dims to reshape")
     if len({id(d) for d in out_dims}) != len(out_dims):
         raise ValueError(f"{caller}: out_dims lists a dim twice ({dims_str(out_dims)})")
     for d in out_dims:
@@ -57,15 +53,7 @@ def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> 
     if math.prod(sizes) != total or (free and not known):
         raise ValueError(f"{caller}: in_dims ({dims_str(in_dims)}) have sizes {in_sizes} ({total} entries), which "
                          f"do not fit out_dims ({dims_str(out_dims)}) of sizes {sizes}")
-    first = min(axes)
-    rest = [i for i in range(source.raw.dim()) if i not in axes]
-    before = [i for i in rest if i < first]
-    after = [i for i in rest if i > first]
-    perm = before + axes + after
-    raw = source.raw if perm == sorted(perm) else source.raw.permute(perm)
-    shape = [source.raw.shape[i] for i in before] + sizes + [source.raw.shape[i] for i in after]
-    dims = tuple(source.dims[i] for i in before) + out_dims + tuple(source.dims[i] for i in after)
-    return keep_markers(source, raw.reshape(shape), dims)
+    return _regroup(source, axes, sizes, out_dims)
 
 
 def _within(out_dim: Dim, in_dim: Dim) -> bool:

@@ -10,7 +10,7 @@ import torch
 from .. import _C
 from .._core import sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
-from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers, lengths_positions
 from ._support import int32_ones, names_errors
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
@@ -142,12 +142,7 @@ def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[D
         out_shape = list(x_shape)
         out_shape[a] = n_out
         if d.lengths is not None:
-            pos = []
-            for b in d.lengths.dims:
-                if b not in x_dims:
-                    raise ValueError(f"{caller}: the lengths of {dim_str(d)} vary over {dim_str(b)}, which is not a "
-                                     f"dim of x (dims: {dims_str(x_dims)})")
-                pos.append(x_dims.index(b))
+            pos = lengths_positions(d, x_dims, caller, "is not a dim of x (dims: {dims})")
             pos.append(a)
             if in_graph:
                 ir = torch.where(_tracing.mask_raw(d, x_dims, x_shape, xr.device), ir, n_out)

@@ -11,7 +11,7 @@ from .. import _C
 from .._core import in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor, ceildiv
 from .._core.args import (  # noqa: F401  (re-exported)
-    axis_of, check_tensor, dim_str, dims_arg, dims_str, has_namesake, keep_markers, namesakes_note,
+    axis_of, check_tensor, dim_str, dims_arg, dims_str, distinct_axes, has_namesake, keep_markers, namesakes_note,
 )
 from .._core.errors import naming_errors
 from ._support import names_errors
@@ -76,11 +76,7 @@ def merge_dims(x: Tensor, /, *, dims: Sequence[Dim], out_dim: Optional[Dim] = No
     caller = "dimtorch.merge_dims()"
     check_tensor(x, caller)
     dims = dims_arg(dims, caller, "dims")
-    if not dims:
-        raise ValueError(f"{caller}: dims is empty; give the dims to merge")
-    axes = [axis_of(x, d, caller, what="dims entry") for d in dims]
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"{caller}: dims lists a dim twice ({dims_str(dims)})")
+    axes = distinct_axes(x, dims, caller, "dims", "dims entry", "; give the dims to merge")
     _check_lengths_kept(x, dims, caller)
     sizes = [x.raw.shape[a] for a in axes]
     total = math.prod(sizes)
@@ -121,15 +117,21 @@ def merge_dims(x: Tensor, /, *, dims: Sequence[Dim], out_dim: Optional[Dim] = No
     elif out_dim.lengths is not None or (out_dim.size is not None and out_dim.size != total):
         raise ValueError(f"{caller}: out_dim {dim_str(out_dim)} does not fit the merged size {total} "
                          f"(dims: {dims_str(dims)}, sizes {sizes})")
+    return _regroup(x, axes, [total], (out_dim,)), out_dim
+
+
+def _regroup(x: Tensor, axes: list, sizes: list, new_dims: tuple) -> Tensor:
+    """x with the raw axes `axes` (in this order, the first the slowest-varying) read as new_dims of the
+    given sizes, in the place of the first of them; x's other dims stay (merge_dims, reshape)."""
     first = min(axes)
     rest = [i for i in range(x.raw.dim()) if i not in axes]
     before = [i for i in rest if i < first]
     after = [i for i in rest if i > first]
     perm = before + axes + after
     raw = x.raw if perm == sorted(perm) else x.raw.permute(perm)
-    shape = [x.raw.shape[i] for i in before] + [total] + [x.raw.shape[i] for i in after]
-    out_dims = tuple(x.dims[i] for i in before) + (out_dim,) + tuple(x.dims[i] for i in after)
-    return keep_markers(x, raw.reshape(shape), out_dims), out_dim
+    shape = [x.raw.shape[i] for i in before] + list(sizes) + [x.raw.shape[i] for i in after]
+    dims = tuple(x.dims[i] for i in before) + tuple(new_dims) + tuple(x.dims[i] for i in after)
+    return keep_markers(x, raw.reshape(shape), dims)
 
 
 def _split_dynamic(x: Tensor, a: int, axis: Dim, dims: tuple, pad_to_multiples, pad_value, caller: str):

@@ -166,6 +166,15 @@ def _pad_spec(raw: torch.Tensor, axis: int, left: int, right: int) -> tuple:
     return (0, 0) * (raw.dim() - 1 - axis) + (left, right)
 
 
+def _shifted(raw: torch.Tensor, a: int, amount: int, pad_value, earlier: bool) -> torch.Tensor:
+    """raw with its frames along axis a moved `amount` later (or earlier), the frames that enter holding pad_value."""
+    n = raw.shape[a]
+    k = min(amount, n)
+    if earlier:
+        return torch.constant_pad_nd(raw.narrow(a, k, n - k), _pad_spec(raw, a, 0, k), pad_value)
+    return torch.constant_pad_nd(raw.narrow(a, 0, n - k), _pad_spec(raw, a, k, 0), pad_value)
+
+
 def shift_right(x: Tensor, /, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:
     """Frames move `amount` later along `axis` (same dim): out[t] = x[t - amount], and the first
     `amount` frames hold `pad_value`. Every sequence starts at frame 0, so this is the same for
@@ -175,10 +184,7 @@ def shift_right(x: Tensor, /, *, axis: Dim, amount: int = 1, pad_value=0) -> Ten
     a = _shift_checks(x, axis, amount, pad_value, caller)
     if amount == 0:
         return x
-    raw = x.raw
-    n = raw.shape[a]
-    k = min(amount, n)
-    raw = torch.constant_pad_nd(raw.narrow(a, 0, n - k), _pad_spec(raw, a, k, 0), pad_value)
+    raw = _shifted(x.raw, a, amount, pad_value, earlier=False)
     return Tensor(raw, x.dims, sparse_dim=x.sparse_dim, feature_dim=x.feature_dim)
 
 
@@ -193,10 +199,8 @@ def shift_left(x: Tensor, /, *, axis: Dim, amount: int = 1, pad_value=0) -> Tens
     a = _shift_checks(x, axis, amount, pad_value, caller)
     if amount == 0:
         return x
-    raw = x.raw
-    n = raw.shape[a]
-    k = min(amount, n)
-    raw = torch.constant_pad_nd(raw.narrow(a, k, n - k), _pad_spec(raw, a, 0, k), pad_value)
+    n = x.raw.shape[a]
+    raw = _shifted(x.raw, a, amount, pad_value, earlier=True)
     if axis.lengths is not None and _tracing.tracing():
         _lengths_over_x(x, axis, caller)  # its check
         keep = _in_graph.positions(raw.shape, a, raw.device) < (

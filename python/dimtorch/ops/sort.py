@@ -9,28 +9,28 @@ import torch
 from .. import _C
 from .._core import in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
-from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, distinct_axes, keep_markers
 from .slicing import _lengths_in
 from ._support import names_errors
 
 _MASK = 0  # kind of _C._dim_cached_raw: the bool mask of valid frames
 
 
-def _lowest(raw: torch.Tensor, caller: str):
-    """The value that never wins a max: -inf for floats, the minimum for ints."""
-    if raw.is_floating_point():
-        return float("-inf")
+def _int_dtype(raw: torch.Tensor, caller: str) -> torch.dtype:
+    """raw's dtype, which must be a real number dtype that is not floating point (an int)."""
     if raw.dtype == torch.bool or raw.is_complex():
         raise TypeError(f"{caller}: x must be a real number dtype, got {raw.dtype}")
-    return torch.iinfo(raw.dtype).min
+    return raw.dtype
+
+
+def _lowest(raw: torch.Tensor, caller: str):
+    """The value that never wins a max: -inf for floats, the minimum for ints."""
+    return float("-inf") if raw.is_floating_point() else torch.iinfo(_int_dtype(raw, caller)).min
 
 
 def _highest(raw: torch.Tensor, caller: str):
-    if raw.is_floating_point():
-        return float("inf")
-    if raw.dtype == torch.bool or raw.is_complex():
-        raise TypeError(f"{caller}: x must be a real number dtype, got {raw.dtype}")
-    return torch.iinfo(raw.dtype).max
+    """The value that never wins a min: inf for floats, the maximum for ints."""
+    return float("inf") if raw.is_floating_point() else torch.iinfo(_int_dtype(raw, caller)).max
 
 
 def _masked(x: Tensor, axes: Sequence[Dim], value, caller: str) -> torch.Tensor:
@@ -84,11 +84,7 @@ def top_k(x: Tensor, /, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim, N
     caller = "dimtorch.top_k()"
     check_tensor(x, caller)
     axes = dims_arg(axis, caller, "axis")
-    if not axes:
-        raise ValueError(f"{caller}: axis is empty")
-    positions = [axis_of(x, d, caller, what="axis") for d in axes]
-    if len(set(positions)) != len(positions):
-        raise ValueError(f"{caller}: axis lists a dim twice ({dims_str(axes)})")
+    positions = distinct_axes(x, axes, caller, "axis")
     if k_dim is not None:
         if not isinstance(k_dim, Dim):
             raise TypeError(f"{caller}: k_dim must be a Dim, got {type(k_dim).__name__}")

@@ -1,0 +1,38 @@
+"""The repository's scripts as the tests reach them: a script file loaded as a module (bench/check_syncs.py,
+bench/callgrind_overhead.py, scripts/rf_coverage.py), the benchmark's opsbench package imported from bench/,
+and a free local port for the process groups of the data-parallel tests."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import socket
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+def load_script(path: str):
+    """The script at `path` (relative to the repository) as a new module, run afresh on each call."""
+    file = ROOT / path
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def bench_on_path():
+    """bench/ on sys.path while the block imports from it (opsbench is a package of bench/, not installed)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
