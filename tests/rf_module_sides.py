@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-import pytest
 import torch
 
 import dimtorch as dt
@@ -20,16 +19,6 @@ import dimtorch.rf as drf
 
 LENGTHS = (6, 4, 1)
 THEIR_PAD = 0.5  # finite: RETURNN's side must not see NaN (its results on valid frames must not depend on it)
-
-
-def rf_module():
-    """returnn.frontend set up as rf_parity does (skips the test when not usable)."""
-    pytest.importorskip("returnn")
-    from rf_parity import setup_rf
-    module, problem = setup_rf()
-    if module is None:
-        pytest.skip(f"RETURNN frontend is not usable here: {problem}")
-    return module
 
 
 class Data:

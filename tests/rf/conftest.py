@@ -1,8 +1,9 @@
 """Every module of dimtorch.rf imported before the tests: their module-level dims (RETURNN's default model
 dims, batch_dim, single_step_dim) are made once at import, and the leak check (tests/conftest.py) would
-count them against whichever test imported the module first. The `rf` fixture of the RETURNN-frontend parity
-tests: returnn.frontend set up once for the session (its PyTorch backend, the newest behavior version); the
-tests skip where it is not installed or usable."""
+count them against whichever test imported the module first. The `rf` fixture of the tests that run
+RETURNN frontend beside dimtorch.rf: returnn.frontend set up once for the session (its PyTorch backend, the
+newest behavior version); they skip where it is not installed or usable. After each test no run context
+is left installed (it holds a step's losses and outputs, and with them their dims)."""
 import importlib
 import pkgutil
 
@@ -23,3 +24,9 @@ def rf():
     if module is None:
         pytest.skip(f"RETURNN frontend is not usable here: {problem}")
     return module
+
+
+@pytest.fixture(autouse=True)
+def no_run_ctx_left():
+    yield
+    dimtorch.rf.reset_run_ctx()

@@ -13,16 +13,7 @@ import torch
 
 import dimtorch as dt
 import dimtorch.rf as dtrf
-from rf_parity import LENGTHS, Program, compare, make_data, setup_rf
-
-
-@pytest.fixture(scope="module")
-def rf():
-    pytest.importorskip("returnn")
-    module, problem = setup_rf()
-    if module is None:
-        pytest.skip(f"RETURNN frontend is not usable here: {problem}")
-    return module
+from rf_parity import LENGTHS, Program, compare, make_data
 
 
 def run_on_both(program: Program, rf) -> list:

@@ -8,18 +8,7 @@ import torch.utils._pytree as pytree
 
 import dimtorch as dt
 import dimtorch.rf as drf
-from rf_module_sides import Data, rf_module, their_raw
-
-
-@pytest.fixture(scope="module")
-def rf():
-    return rf_module()
-
-
-@pytest.fixture(autouse=True)
-def no_run_ctx_left():
-    yield
-    drf.reset_run_ctx()
+from rf_module_sides import Data, their_raw
 
 
 def test_scan_over_spatial_dim(rf):

@@ -13,12 +13,6 @@ import dimtorch.rf as drf
 from dimtorch.rf.build_from_dict import build_dict, build_from_dict
 
 
-@pytest.fixture(autouse=True)
-def no_run_ctx_left():
-    yield
-    drf.reset_run_ctx()
-
-
 def _dims():
     return dt.Dim(None, name="batch"), dt.Dim(3, name="in"), dt.Dim(4, name="out")
 
@@ -184,12 +178,9 @@ def test_build_from_dict():
         build_from_dict({"eps": 1.0})
 
 
-def test_returnn_checkpoint_roundtrip(tmp_path):
+def test_returnn_checkpoint_roundtrip(tmp_path, rf):
     """A RETURNN model's checkpoint (its torch wrapper's state dict, RETURNN's file format) loads into ours, and
     ours saves one RETURNN loads."""
-    pytest.importorskip("returnn")
-    from rf_module_sides import rf_module
-    rf = rf_module()
     from returnn.tensor import Dim as RfDim
     from returnn.torch.frontend.bridge import rf_module_to_pt_module
     ri, ro = RfDim(3, name="in"), RfDim(4, name="out")

@@ -8,18 +8,7 @@ import torch.nn.functional as F
 
 import dimtorch as dt
 import dimtorch.rf as drf
-from rf_module_sides import Data, copy_their_params, per_sequence_alone, rf_module, run_pair, their_raw
-
-
-@pytest.fixture(scope="module")
-def rf():
-    return rf_module()
-
-
-@pytest.fixture(autouse=True)
-def no_run_ctx_left():
-    yield
-    drf.reset_run_ctx()
+from rf_module_sides import Data, copy_their_params, per_sequence_alone, run_pair, their_raw
 
 
 def _out(data, rdim, ddim, *, time=True):

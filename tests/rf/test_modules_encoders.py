@@ -13,18 +13,7 @@ from dimtorch.rf._dims import single_step_dim as our_step
 from dimtorch.rf.decoder import transformer as our_dec
 from dimtorch.rf.encoder import conformer as our_conf, conformer_v2 as our_conf2, e_branchformer as our_eb
 from dimtorch.rf.encoder import transformer as our_tr
-from rf_module_sides import Data, copy_their_params, per_sequence_alone, rf_module, run_pair, their_raw
-
-
-@pytest.fixture(scope="module")
-def rf():
-    return rf_module()
-
-
-@pytest.fixture(autouse=True)
-def no_run_ctx_left():
-    yield
-    drf.reset_run_ctx()
+from rf_module_sides import Data, copy_their_params, per_sequence_alone, run_pair, their_raw
 
 
 def _d(rf_dim, name, size):

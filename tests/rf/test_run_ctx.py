@@ -7,20 +7,8 @@ import torch
 
 import dimtorch as dt
 import dimtorch.rf as drf
-from rf_module_sides import rf_module
 
 LENGTHS = (5, 3, 1)
-
-
-@pytest.fixture(scope="module")
-def rf():
-    return rf_module()
-
-
-@pytest.fixture(autouse=True)
-def no_run_ctx_left():
-    yield
-    drf.reset_run_ctx()
 
 
 def _data(seed=0):
