@@ -225,12 +225,13 @@ def compare(program: Program, rf_result, dt_result, rf_d, dt_d) -> list:
     return [p for p in problems if p]
 
 
-def run_both(program: Program, rf) -> list:
-    """Problems of one program (see compare); each side gets fresh dims and tensors."""
+def run_both(program: Program, rf, ours=dt) -> list:
+    """Problems of one program (see compare) run on RETURNN frontend `rf` and on `ours` (dimtorch, or
+    dimtorch.rf for programs written against rf's API); each side gets fresh dims and tensors."""
     from returnn.tensor import Dim as RfDim
     rf_d, rf_x = make_data(rf, RfDim, RfDim(SIZES["batch"], name="batch"))
     dt_d, dt_x = make_data(dt, dt.Dim, dt.Dim(None, name="batch"))
     with torch.no_grad():
         rf_result = program.runner("rf")(rf, rf_d, rf_x)
-        dt_result = program.runner("dt")(dt, dt_d, dt_x)
+        dt_result = program.runner("dt")(ours, dt_d, dt_x)
     return compare(program, rf_result, dt_result, rf_d, dt_d)

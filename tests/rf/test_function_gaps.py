@@ -13,17 +13,7 @@ import torch
 
 import dimtorch as dt
 import dimtorch.rf as dtrf
-from rf_parity import LENGTHS, Program, compare, make_data
-
-
-def run_on_both(program: Program, rf) -> list:
-    from returnn.tensor import Dim as RfDim
-    rf_d, rf_x = make_data(rf, RfDim, RfDim(3, name="batch"))
-    dt_d, dt_x = make_data(dt, dt.Dim, dt.Dim(None, name="batch"))
-    with torch.no_grad():
-        rf_result = program.runner("rf")(rf, rf_d, rf_x)
-        dt_result = program.runner("dt")(dtrf, dt_d, dt_x)
-    return compare(program, rf_result, dt_result, rf_d, dt_d)
+from rf_parity import LENGTHS, Program, make_data, run_both
 
 
 def _merge_feature(F, d, x):
@@ -73,7 +63,7 @@ PROGRAMS = [
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
 def test_program_agrees_with_returnn_frontend(rf, program):
-    problems = run_on_both(program, rf)
+    problems = run_both(program, rf, dtrf)
     assert not problems, "; ".join(problems)
 
 

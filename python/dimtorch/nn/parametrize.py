@@ -63,7 +63,11 @@ def register_parametrization(module: Module, param_name: str, parametrization: C
         module.add_module(param_name, parametrization)
     module.__dict__.setdefault("_dt_parametrized", {})[param_name] = (
         parametrization if keep_existing_param else None, keep_existing_param)
-    module.__dict__.get("_dt_views", {}).pop(param_name, None)  # reads of the name now miss the view cache
+    # Reads of the name now miss the view cache; the view is parked, so that the parameter reads as the same
+    # object again after remove_parametrization (RETURNN code compares it by identity).
+    view = module.__dict__.get("_dt_views", {}).pop(param_name, None)
+    if view is not None:
+        module.__dict__.setdefault("_dt_parked_views", {})[param_name] = view
     return module
 
 
@@ -73,7 +77,11 @@ def remove_parametrization(module: Module, param_name: str) -> Module:
     caller = "dimtorch.nn.remove_parametrization()"
     if not is_parametrized(module, param_name):
         raise ValueError(f"{caller}: {type(module).__name__}.{param_name} is not parametrized")
-    _, keep = module.__dict__["_dt_parametrized"].pop(param_name)
+    d = module.__dict__
+    _, keep = d["_dt_parametrized"].pop(param_name)
+    view = d.get("_dt_parked_views", {}).pop(param_name, None)
+    if keep and view is not None and d[view[0]].get(param_name) is view[1]:
+        d["_dt_views"][param_name] = view  # (still that raw: the view read before the parametrization)
     if keep:
         kept = module._modules.get(_KEPT)
         if kept is not None and param_name in kept:

@@ -117,9 +117,13 @@ class Module(_nn_module.Module):
                 raw = d[key].get(name)
                 if raw is None or _nn_module._is_sharded(raw):
                     return raw
+                if name in d.get("_dt_parametrized", ()):  # (no cached view for it: see dt.nn's
+                    parked = d.get("_dt_parked_views", {}).get(name)  # _NamedMember.__get__; its own view
+                    if parked is not None and parked[1] is raw:        # is parked, read as the same object)
+                        return parked[2]
+                    return Parameter._view(raw, dims)
                 p = Parameter._view(raw, dims)
-                if name not in d.get("_dt_parametrized", ()):  # (a parametrized name keeps no view: see
-                    views[name] = (key, raw, p)              # dt.nn's _NamedMember.__get__)
+                views[name] = (key, raw, p)
                 return p
         return torch.nn.Module.__getattr__(self, name)
 
