@@ -278,6 +278,7 @@ CASES = {
     "zeros": lambda e: [e.x + dt.zeros((e.t, e.f))],
     "ones": lambda e: [e.x * dt.ones((e.t, e.f))],
     "full": lambda e: [e.x * dt.full((e.t, e.f), 2.0)],
+    "constant": lambda e: [e.x * dt.constant(2.0, dims=(e.t, e.f))],
     "one_hot": lambda e: [dt.one_hot(e.y)],
     "sparse_to_dense": lambda e: [dt.sparse_to_dense(e.y, label_value=1.0, other_value=0.25)],
     "unpack_padded": _unpack,

@@ -25,7 +25,7 @@ const char* const kRequired[] = {
     "maximum", "minimum",
     "reshape", "masked_select", "masked_scatter", "to_host",
     "conv", "transposed_conv", "cumsum", "squeeze", "one_hot",
-    "zeros", "ones", "full", "_dim_cached_raw", "Dim._traced_size", "Dim._set_traced_size", "Dim._padded_size",
+    "zeros", "ones", "full", "constant", "_dim_cached_raw", "Dim._traced_size", "Dim._set_traced_size", "Dim._padded_size",
     "_reverse_index", "_valid_index", "_gather_index",
     "Dim.__init__", "Dim._rf_new", "Dim._mul_dims", "Tensor.copy", "Dim.get_mask", "Dim.get_size_tensor", "Dim.get_max_size", "Dim.__reduce__",
     "Tensor.__init__", "Tensor.__reduce__", "Tensor._assign_raw_fallback", "Tensor.raw_aligned", "Tensor.copy_transpose",

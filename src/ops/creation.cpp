@@ -71,8 +71,9 @@ PyObject* create(Fill kind, PyObject* const* args, Py_ssize_t nargs, PyObject* k
          error (dimtorch._core.sizes). Only this path pays for the check. */
       if (sizes[i] == -2 && !dim_is_traced(as_dim(d))) return nullptr;
       PyErr_Clear();
-      return call_definition(kind == Fill::kZeros ? "zeros" : kind == Fill::kOnes ? "ones" : "full", args,
-                             nargs, kwnames);
+      return call_definition(value_first ? "constant"
+                             : kind == Fill::kZeros ? "zeros" : kind == Fill::kOnes ? "ones" : "full",
+                             args, nargs, kwnames);
     }
     PyTuple_SET_ITEM(shape.get(), i, PyLong_FromSsize_t(sizes[i]));
   }

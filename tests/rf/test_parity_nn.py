@@ -87,7 +87,8 @@ def test_transformer_encoder_layer(rf):
     theirs = TransformerEncoderLayer(s.rmodel, num_heads=2, dropout=0.0, att_dropout=0.0)
     ours = dt.nn.TransformerEncoderLayer(s.model, num_heads=2, dropout=0.0, att_dropout=0.0)
     copy_params_from_rf(theirs, ours)
-    s.compare(theirs(s.rx, spatial_dim=s.rtime), ours(s.x, spatial_dim=s.time))
+    # atol 3e-5: two float32 layers of attention + feed-forward summing in other orders (seen: 1.3e-5)
+    s.compare(theirs(s.rx, spatial_dim=s.rtime), ours(s.x, spatial_dim=s.time), atol=3e-5)
 
 
 @pytest.mark.parametrize("embed", [False, True])
