@@ -13,6 +13,7 @@ import torch
 from .._C import Dim, Tensor, combine
 from .._core import tracing as _tracing
 from .._core.args import dim_str, dims_str
+from .rf_dim import _mul_dims
 
 _CTOR = "dimtorch.Dim()"
 
@@ -289,6 +290,8 @@ def __sub__(self, other):
 
 
 def __mul__(self, other):
+    if isinstance(other, Dim):  # RETURNN's product of dims, as the C slot makes it (its definition)
+        return _mul_dims(self, other)
     if _int_operand(other):
         return derive(self, "mul", other, None, "dimtorch.Dim.__mul__()")
     return NotImplemented

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 import torch.utils._pytree as pytree
 
 from .._C import Dim, Tensor
+from .._core import tracing as _tracing
 from ..ops import loop as _loop
 from .tensor_array import TensorArray
 
@@ -50,6 +51,14 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
     for t in templates:
         if t is not None and not isinstance(t, Tensor):
             raise TypeError(f"{caller}: ys must hold Tensor templates (or None), got {type(t).__name__}")
+    if (_tracing.tracing() and not return_tensor_arrays and spatial_dim is not None
+            and (spatial_dim.lengths is not None or spatial_dim.size is not None)):
+        # Traced, the loop is one torch scan whose body runs once: its outputs go through dt.scan's ys
+        # (stacked in the graph), not into Python lists (a side effect the scan cannot hold).
+        def ordered_body(x, s):
+            y, new_s = body(x, s)
+            return y, _like(new_s, s)
+        return _loop.scan(spatial_dim=spatial_dim, initial=initial, xs=xs, ys=ys, body=ordered_body)
     arrays = [TensorArray(t) if t is not None else None for t in templates]
     steps = [[] for _ in templates]
 

@@ -1,0 +1,80 @@
+"""RETURNN frontend code (dimtorch.rf) under torch.compile(fullgraph=True): what the AED model of RETURNN's
+demo-rf-pt-benchmark.py needs in its training step — a product of dims (heads * feature) made in the step,
+and rf.scan over the targets' dynamic dim with outputs (one torch scan, its outputs stacked in the graph)."""
+from __future__ import annotations
+
+import torch
+
+import dimtorch as dt
+import dimtorch.rf as drf
+from compile_helpers import Compiled, assert_same, dims_of, padded
+
+F = 3
+
+
+def test_a_product_of_dims_made_in_the_step():
+    """heads * feature (two static dims, RETURNN's merge) inside the compiled step: the same merged dim as
+    eager's, usable as a tensor's dim."""
+    heads, feature = dt.Dim(2, name="heads"), dt.Dim(F, name="feature")
+
+    def fn(raw, lengths):
+        batch, time = dims_of(lengths, feature)
+        x = dt.Tensor(raw, (batch, time, feature))
+        merged = heads * feature
+        y = dt.combine(dt.reduce_sum(x, axis=time), dt.ones((heads,)), "mul",
+                       allow_broadcast_all_sources=True)  # (batch, feature, heads)
+        y, _ = drf.merge_dims(y, dims=(heads, feature), out_dim=merged)
+        return y.raw_aligned((batch, merged))
+    compiled = Compiled(fn, dynamic=True)
+    raw, lens = padded((3, 1, 2), F, pad=0.0)
+    got, want = compiled(raw, lens), fn(raw, lens)
+    assert got.shape == (3, 2 * F)
+    assert_same(got, want)
+    assert compiled.graphs == 1
+
+
+def _rf_decoder(feature, weight):
+    """rf.scan over the targets' dim with ys templates (RETURNN's attention decoder loop, reduced)."""
+    def fn(raw, lengths, targets, target_lengths):
+        batch, enc_time = dims_of(lengths, feature)
+        target_time = dt.Dim(dt.Tensor(target_lengths, (batch,)), name="target_time")
+        enc = dt.Tensor(raw, (batch, enc_time, feature))
+        emb = dt.Tensor(targets, (batch, target_time, feature))
+        w = dt.Tensor(weight, (feature,))
+
+        def body(x, state):
+            weights = drf.softmax(drf.matmul(enc, state["s"], reduce=feature), axis=enc_time)
+            context = drf.matmul(weights, enc, reduce=enc_time)
+            s = drf.tanh((x + context + state["s"] * 0.5) * w)
+            return {"s": s, "ctx": context}, {"s": s}
+
+        ys = {"s": drf.Tensor("s", dims=[batch, feature], dtype="float32", feature_dim_axis=-1),
+              "ctx": drf.Tensor("ctx", dims=[batch, feature], dtype="float32")}
+        out, last, dim = drf.scan(spatial_dim=target_time, xs=emb, ys=ys, body=body,
+                                  initial={"s": dt.zeros_like(dt.reduce_mean(enc, axis=enc_time))})
+        assert dim is target_time and out["s"].feature_dim is feature
+        order = (target_time, batch, feature)
+        return (out["s"].copy_masked(0.0).raw_aligned(order), out["ctx"].copy_masked(0.0).raw_aligned(order),
+                last["s"].raw_aligned((batch, feature)))
+    return fn
+
+
+def test_rf_scan_with_outputs_is_one_graph_for_every_length():
+    """rf.scan collects its outputs per step in eager mode; traced, they are the torch scan's stacked outputs
+    (a Python list filled in the scan's body is a side effect Dynamo refuses). Outputs, final state and
+    gradients equal eager's on batches of other lengths (NaN/1e30 padding), in at most two graphs (as dt.scan's)."""
+    feature = dt.Dim(F, name="feature")
+    weight = torch.randn(F, requires_grad=True)
+    fn = _rf_decoder(feature, weight)
+    compiled = Compiled(fn, dynamic=True)
+    for i, (enc_lengths, target_lengths) in enumerate((((5, 3, 4), (3, 1, 2)), ((7, 2, 6, 5), (5, 2, 4, 3)))):
+        raw, lens = padded(enc_lengths, F, pad=float("nan"), seed=i)
+        targets, tlens = padded(target_lengths, F, pad=1e30, seed=10 + i)
+        raw.requires_grad_(True)
+        got, want = compiled(raw, lens, targets, tlens), fn(raw, lens, targets, tlens)
+        grads_got = torch.autograd.grad(sum(g.sum() for g in got), [raw, weight])
+        grads_want = torch.autograd.grad(sum(w.sum() for w in want), [raw, weight])
+        assert_same(list(got) + [g.nan_to_num(0.0) for g in grads_got],
+                    list(want) + [g.nan_to_num(0.0) for g in grads_want], rtol=1e-4, atol=1e-4, what=f"batch {i}")
+    assert compiled.graphs <= 2, compiled.graphs  # the first batch's, then one dynamic graph (as dt.scan's)
+    torch._dynamo.reset()
