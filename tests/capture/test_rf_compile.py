@@ -3,6 +3,7 @@ demo-rf-pt-benchmark.py needs in its training step — a product of dims (heads 
 and rf.scan over the targets' dynamic dim with outputs (one torch scan, its outputs stacked in the graph)."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import dimtorch as dt
@@ -59,6 +60,7 @@ def _rf_decoder(feature, weight):
     return fn
 
 
+@pytest.mark.slow  # two compiles of a scan: ~26 s on 2 cores
 def test_rf_scan_with_outputs_is_one_graph_for_every_length():
     """rf.scan collects its outputs per step in eager mode; traced, they are the torch scan's stacked outputs
     (a Python list filled in the scan's body is a side effect Dynamo refuses). Outputs, final state and
