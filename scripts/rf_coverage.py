@@ -158,8 +158,8 @@ TABLE = {
     ],
     "device": [
         _rf("copy_to_device", "None: the default device; the dims' lengths stay on the host"),
-        *[_rf(n, "dimtorch's creation ops (zeros, ones, full, random_*, range_over_dim, convert_to_tensor) put new "
-                 "tensors there when given no device") for n in ("get_default_device", "set_default_device",
+        *[_rf(n, "dimtorch's creation ops (zeros, ones, full, random_*, range_over_dim, convert_to_tensor) and "
+                 "rf.Parameter (so every rf module's parameters) put new tensors there when given no device") for n in ("get_default_device", "set_default_device",
                                                                    "set_default_device_ctx")],
         _rf("get_default_dim_size_device", "\"cpu\": lengths always live on the host"),
     ],
