@@ -225,7 +225,9 @@ TABLE = {
     "math_": [
         _rf("compare", "rf's order (a, kind, b) and dimtorch's (a, b, kind); dim_order="),
         _rf("compare_bc"),
-        _rf("combine", "rf's order (a, kind, b) and dimtorch's (a, b, kind); dim_order="),
+        _rf("combine", "rf's order (a, kind, b) and dimtorch's (a, b, kind); dim_order=; without "
+            "allow_broadcast_all_sources an outer broadcast follows the operators' rule, which dimtorch.rf sets to "
+            "RETURNN's (broadcast over all sources; dimtorch.rf.set_operators_broadcast_all_sources)"),
         _rf("combine_bc"),
         *[_rf(n, f"operator.{n2} (Tensor's C number slot)") for n, n2 in (
             ("equal", "eq"), ("not_equal", "ne"), ("less", "lt"), ("less_equal", "le"), ("greater", "gt"),

@@ -90,6 +90,18 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(autouse=True)
+def operators_rule(request):
+    """dimtorch's own rule for operators (an outer broadcast refused) in the tests of dimtorch's API, RETURNN's
+    (broadcast over all sources, what importing dimtorch.rf turns on) in those of dimtorch.rf: whichever was
+    imported first in the session (collecting tests/rf imports dimtorch.rf)."""
+    path = request.node.path
+    rf_test = "rf" in path.parts or path.name.startswith("test_rf")
+    previous = dt._C._set_operators_broadcast_all_sources(rf_test)
+    yield
+    dt._C._set_operators_broadcast_all_sources(previous)
+
+
+@pytest.fixture(autouse=True)
 def no_dimtorch_leaks(request):
     """Fails the test if it leaves more live Tensor or Dim objects than there were before it."""
     if request.node.get_closest_marker("allow_leaks"):
