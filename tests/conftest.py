@@ -89,6 +89,9 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+from dimtorch.ops.elementwise import set_operators_broadcast_all_sources as _set_operators_rule  # noqa: E402
+
+
 @pytest.fixture(autouse=True)
 def operators_rule(request):
     """dimtorch's own rule for operators (an outer broadcast refused) in the tests of dimtorch's API, RETURNN's
@@ -96,9 +99,9 @@ def operators_rule(request):
     imported first in the session (collecting tests/rf imports dimtorch.rf)."""
     path = request.node.path
     rf_test = "rf" in path.parts or path.name.startswith("test_rf")
-    previous = dt._C._set_operators_broadcast_all_sources(rf_test)
+    previous = _set_operators_rule(rf_test)
     yield
-    dt._C._set_operators_broadcast_all_sources(previous)
+    _set_operators_rule(previous)
 
 
 @pytest.fixture(autouse=True)

@@ -104,3 +104,14 @@ def test_returnn_same(rf, rule):
     ours = dt.Tensor(x.clone(), (a, b)) + dt.Tensor(y.clone(), (b, c))
     assert [d.name for d in ours.dims] == [d.name for d in theirs.dims]
     torch.testing.assert_close(ours.raw, theirs.raw_tensor)
+
+
+def test_under_torch_compile(rule):
+    """The traced path (the Python definitions) follows the same rule, in one graph."""
+    a, b, beam, pb = _operands(0.0)
+    a, b = dt.Tensor(a.raw.detach(), a.dims), dt.Tensor(b.raw.detach(), b.dims)
+    torch._dynamo.reset()
+    out = torch.compile(lambda x, y: x + y, fullgraph=True, backend="eager")(a, b)
+    assert out.dims == (beam, pb.batch, pb.time, pb.feature)
+    mask = valid_mask(out.dims, out.raw.shape)
+    torch.testing.assert_close(out.raw[mask], (a.raw[..., None] + b.raw[None])[mask])

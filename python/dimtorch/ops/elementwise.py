@@ -17,6 +17,20 @@ from ._support import (
 
 # ---- alignment by dim identity (src/core/plan.cpp) ------------------------------------------------
 
+# Whether an outer broadcast of an operator (or of combine/compare without allow_broadcast_all_sources) is
+# allowed: RETURNN's rule, which dimtorch.rf turns on. The C++ core keeps its own copy; this one is what the
+# definitions read (a plain global: torch.compile traces it as a constant, where it could not call into _C).
+_operators_broadcast_all = False
+
+
+def set_operators_broadcast_all_sources(enabled: bool) -> bool:
+    """Sets the rule for the C++ ops and the definitions alike; returns the previous setting."""
+    global _operators_broadcast_all
+    previous = _C._set_operators_broadcast_all_sources(bool(enabled))
+    _operators_broadcast_all = bool(enabled)
+    return previous
+
+
 def _aligned_raw(t: Tensor, out_dims: tuple):
     """t's raw viewed to broadcast against a raw over `out_dims`. A 0-dim raw stays 0-dim: torch's
     type promotion treats it as a scalar-like operand, a size-1 view of it would not be."""
@@ -37,7 +51,7 @@ def _plan(tensors: list, names: list, allow_broadcast_all: bool, caller: str, by
             break
     if holder >= 0:
         out_dims = tensors[holder].dims
-    elif not allow_broadcast_all and not (by_rule and _C._operators_broadcast_all_sources()
+    elif not allow_broadcast_all and not (by_rule and _operators_broadcast_all
                                           and not namesakes_note(*[t.dims for t in tensors])):
         all_dims = [t.dims for t in tensors]
         ops = "; ".join(f"{n}: ({describe_dims(t.dims, None, all_dims)})" for n, t in zip(names, tensors))

@@ -62,8 +62,8 @@ def set_operators_broadcast_all_sources(enabled: bool) -> bool:
     without dimtorch.rf, refuses such an outer broadcast. Two different Dims of one name stay an
     error either way. Process-wide; checked only when no operand holds all dims (no cost otherwise).
     docs/porting_from_returnn.md."""
-    from .. import _C
-    return _C._set_operators_broadcast_all_sources(bool(enabled))
+    from ..ops.elementwise import set_operators_broadcast_all_sources as _set
+    return _set(enabled)
 
 
 set_operators_broadcast_all_sources(True)
