@@ -67,15 +67,16 @@ CONFIGS = {
     "tiny": dict(num_enc_layers=2, enc=64, ff=128, heads=4, key_total=64),
     "small": dict(num_enc_layers=4, enc=128, ff=512, heads=4, key_total=128),
 }
-_IMPORT = re.compile(r"^\s*(import|from)\s+returnn\.(frontend|tensor)\b")
+_IMPORT = re.compile(r"^\s*(import|from)\s+returnn\.(frontend|tensor|torch\.frontend)\b")
 
 
 def edit_imports(source: str) -> str:
-    """The porting edit (docs/porting_from_returnn.md): on import lines only, returnn.frontend ->
-    dimtorch.rf and returnn.tensor -> dimtorch.rf.tensor."""
+    """The porting edit (docs/porting_from_returnn.md): on import lines only, returnn.frontend
+    (and returnn.torch.frontend) -> dimtorch.rf and returnn.tensor -> dimtorch.rf.tensor."""
     lines = []
     for line in source.splitlines(keepends=True):
         if _IMPORT.match(line):
+            line = re.sub(r"\breturnn\.torch\.frontend\b", "dimtorch.rf", line)
             line = re.sub(r"\breturnn\.frontend\b", "dimtorch.rf", line)
             line = re.sub(r"\breturnn\.tensor\b", "dimtorch.rf.tensor", line)
         lines.append(line)

@@ -158,8 +158,8 @@ TABLE = {
     ],
     "device": [
         _rf("copy_to_device", "None: the default device; the dims' lengths stay on the host"),
-        *[_rf(n, "dimtorch's creation ops (zeros, ones, full, random_*, range_over_dim, convert_to_tensor) put new "
-                 "tensors there when given no device") for n in ("get_default_device", "set_default_device",
+        *[_rf(n, "dimtorch's creation ops (zeros, ones, full, random_*, range_over_dim, convert_to_tensor) and "
+                 "rf.Parameter (so every rf module's parameters) put new tensors there when given no device") for n in ("get_default_device", "set_default_device",
                                                                    "set_default_device_ctx")],
         _rf("get_default_dim_size_device", "\"cpu\": lengths always live on the host"),
     ],
@@ -225,7 +225,9 @@ TABLE = {
     "math_": [
         _rf("compare", "rf's order (a, kind, b) and dimtorch's (a, b, kind); dim_order="),
         _rf("compare_bc"),
-        _rf("combine", "rf's order (a, kind, b) and dimtorch's (a, b, kind); dim_order="),
+        _rf("combine", "rf's order (a, kind, b) and dimtorch's (a, b, kind); dim_order=; without "
+            "allow_broadcast_all_sources an outer broadcast follows the operators' rule, which dimtorch.rf sets to "
+            "RETURNN's (broadcast over all sources; dimtorch.rf.set_operators_broadcast_all_sources)"),
         _rf("combine_bc"),
         *[_rf(n, f"operator.{n2} (Tensor's C number slot)") for n, n2 in (
             ("equal", "eq"), ("not_equal", "ne"), ("less", "lt"), ("less_equal", "le"), ("greater", "gt"),

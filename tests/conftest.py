@@ -89,6 +89,21 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+from dimtorch.ops.elementwise import set_operators_broadcast_all_sources as _set_operators_rule  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def operators_rule(request):
+    """dimtorch's own rule for operators (an outer broadcast refused) in the tests of dimtorch's API, RETURNN's
+    (broadcast over all sources, what importing dimtorch.rf turns on) in those of dimtorch.rf: whichever was
+    imported first in the session (collecting tests/rf imports dimtorch.rf)."""
+    path = request.node.path
+    rf_test = "rf" in path.parts or path.name.startswith("test_rf")
+    previous = _set_operators_rule(rf_test)
+    yield
+    _set_operators_rule(previous)
+
+
 @pytest.fixture(autouse=True)
 def no_dimtorch_leaks(request):
     """Fails the test if it leaves more live Tensor or Dim objects than there were before it."""

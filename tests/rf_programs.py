@@ -26,15 +26,17 @@ import numpy
 import torch
 
 PROGRAMS = Path(__file__).resolve().parent / "rf" / "returnn_programs"
-_IMPORT = re.compile(r"^\s*(import|from)\s+returnn\.(frontend|tensor)\b")
+_IMPORT = re.compile(r"^\s*(import|from)\s+returnn\.(frontend|tensor|torch\.frontend)\b")
 
 
 def edit_imports(source: str) -> str:
-    """The porting edit: on import lines only, returnn.frontend -> dimtorch.rf, returnn.tensor ->
-    dimtorch.rf.tensor. Every other line stays as it is."""
+    """The porting edit: on import lines only, returnn.frontend (and RETURNN's torch frontend,
+    returnn.torch.frontend) -> dimtorch.rf, returnn.tensor -> dimtorch.rf.tensor. Every other line stays
+    as it is."""
     out = []
     for line in source.splitlines(keepends=True):
         if _IMPORT.match(line):
+            line = re.sub(r"\breturnn\.torch\.frontend\b", "dimtorch.rf", line)
             line = re.sub(r"\breturnn\.frontend\b", "dimtorch.rf", line)
             line = re.sub(r"\breturnn\.tensor\b", "dimtorch.rf.tensor", line)
         out.append(line)

@@ -208,11 +208,17 @@ def _live_counts(*args: Any, **kwargs: Any) -> Any:
 def _merged_dim(*args: Any, **kwargs: Any) -> Any:
     """_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."""
 
+def _operators_broadcast_all_sources(*args: Any, **kwargs: Any) -> Any:
+    """_operators_broadcast_all_sources() -> bool: see _set_operators_broadcast_all_sources."""
+
 def _set_default_device(*args: Any, **kwargs: Any) -> Any:
     """_set_default_device(device): where zeros/ones/full put a new tensor when the call gives no device (None: torch's default); set through dimtorch._core.default_device."""
 
 def _set_definitions(*args: Any, **kwargs: Any) -> Any:
     """Registers the Python definitions the core calls (dimtorch._op_table does, at import)."""
+
+def _set_operators_broadcast_all_sources(*args: Any, **kwargs: Any) -> Any:
+    """_set_operators_broadcast_all_sources(on) -> previous: whether Tensor's operators (and combine/compare without allow_broadcast_all_sources) broadcast over all sources (RETURNN's rule)."""
 
 def _set_type_attr(*args: Any, **kwargs: Any) -> Any:
     """Puts a Python definition into Tensor's or Dim's type dict (dimtorch._capture.compile does)."""

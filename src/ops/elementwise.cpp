@@ -10,6 +10,7 @@
 #include "core/definitions.h"
 #include "core/dim.h"
 #include "core/functions.h"
+#include "core/message_dims.h"
 #include "core/python_fallback.h"
 #include "core/tensor.h"
 #include "core/exports.h"
@@ -177,7 +178,35 @@ bool align_operands(PyObject* const* ops, int n, bool allow_bc, bool allow_none,
   return true;
 }
 
-PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_bc, const char* caller) {
+/* RETURNN frontend's rule for operators: they broadcast over all sources (its combine_bc), which
+   RETURNN code relies on (beam searches: (beam, batch) + (batch, vocab)). dimtorch's own rule refuses
+   that (usually a bug); dimtorch.rf turns this on. Read only on the error path of an outer broadcast:
+   no cost where an operand holds all dims. Two different Dims of one name stay an error (a product
+   of the two axes is never what such code means). */
+static bool g_operators_broadcast_all = false;
+
+/// After plan_get failed for `dims` without permission: whether the process rule allows this outer
+/// broadcast (then the error is cleared and the caller builds the plan with permission).
+static bool outer_broadcast_by_rule(PyObject* const* dims, int n) {
+  if (!g_operators_broadcast_all || !PyErr_ExceptionMatches(PyExc_ValueError)) return false;
+  if (!MessageDims(dims, n).namesakes_note().empty()) return false;
+  PyErr_Clear();
+  return true;
+}
+
+static PyObject* f_set_operators_broadcast_all_sources(PyObject*, PyObject* arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  bool previous = g_operators_broadcast_all;
+  g_operators_broadcast_all = on != 0;
+  return PyBool_FromLong(previous);
+}
+
+static PyObject* f_operators_broadcast_all_sources(PyObject*, PyObject*) {
+  return PyBool_FromLong(g_operators_broadcast_all);
+}
+
+PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_bc, const char* caller, bool by_rule) {
   bool keep_sparse = !is_comparison(k) && !is_logical(k);
   if (is_tensor(a) && is_tensor(b)) {
     TensorObject* ta = as_tensor(a);
@@ -202,7 +231,9 @@ PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_bc, const char* 
     // The two-operand path of align_operands, written out: it is the hottest one.
     PyObject* dims[2] = {ta->dims, tb->dims};
     Plan* p = plan_get(dims, 2, allow_bc, caller, kBinaryNames);
-    if (!p) return nullptr;
+    if (!p && (!by_rule || allow_bc || !outer_broadcast_by_rule(dims, 2) ||
+               !(p = plan_get(dims, 2, true, caller, kBinaryNames))))
+      return nullptr;
     PlanRef hold(p);
     TensorObject* ts[2] = {ta, tb};
     if (p->n_checks && !plan_check_sizes(p, ts, caller, kBinaryNames)) return nullptr;
@@ -261,7 +292,7 @@ PyObject* slot_definition(const char* name, const char* rname, PyObject* a, PyOb
   PyObject* fn(PyObject* a, PyObject* b) {                                          \
     if (is_traced_tensor(a) || is_traced_tensor(b))                                 \
       return slot_definition("Tensor.__" pyname "__", "Tensor.__r" pyname "__", a, b); \
-    return binary_op(kind, a, b, false, "dimtorch.Tensor.__" pyname "__()");        \
+    return binary_op(kind, a, b, false, "dimtorch.Tensor.__" pyname "__()", true);  \
   }
 DIMTORCH_BINARY_SLOT(slot_add, Bin::kAdd, "add")
 DIMTORCH_BINARY_SLOT(slot_sub, Bin::kSub, "sub")
@@ -281,7 +312,7 @@ PyObject* slot_pow(PyObject* a, PyObject* b, PyObject* mod) {
   }
   if (is_traced_tensor(a) || is_traced_tensor(b))
     return slot_definition("Tensor.__pow__", "Tensor.__rpow__", a, b);
-  return binary_op(Bin::kPow, a, b, false, "dimtorch.Tensor.__pow__()");
+  return binary_op(Bin::kPow, a, b, false, "dimtorch.Tensor.__pow__()", true);
 }
 
 PyObject* unary_slot(PyObject* self, PyObject* (*fn)(PyObject*), bool keep_sparse) {
@@ -318,7 +349,7 @@ PyObject* slot_richcompare(PyObject* a, PyObject* b, int op) {
     PyObject* args[2] = {a, b};
     return call_definition(definitions[op], args, 2, nullptr);
   }
-  return binary_op(kinds[op], a, b, false, names[op]);
+  return binary_op(kinds[op], a, b, false, names[op], true);
 }
 
 // ---- module functions -------------------------------------------------------------------
@@ -373,7 +404,7 @@ PyObject* combine_like(const KindName (&table)[N], PyObject* const* args, Py_ssi
   if (!lookup_kind(table, v[2], &k, caller)) return nullptr;
   int allow = flag_arg(v[3], 0, caller, "allow_broadcast_all_sources");
   if (allow < 0) return nullptr;
-  return binary_op(k, v[0], v[1], allow, caller);
+  return binary_op(k, v[0], v[1], allow, caller, !v[3] || v[3] == Py_None);
 }
 
 PyObject* f_combine(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -562,6 +593,11 @@ PyMethodDef kFunctions[] = {
     {"lerp", FASTCALL(f_lerp), METH_FASTCALL | METH_KEYWORDS,
      "lerp(start, end, weight, *, allow_broadcast_all_sources=False) -> tensor: see "
      "dimtorch.ops.elementwise.lerp."},
+    {"_set_operators_broadcast_all_sources", DIMTORCH_OP(f_set_operators_broadcast_all_sources), METH_O,
+     "_set_operators_broadcast_all_sources(on) -> previous: whether Tensor's operators (and combine/"
+     "compare without allow_broadcast_all_sources) broadcast over all sources (RETURNN's rule)."},
+    {"_operators_broadcast_all_sources", DIMTORCH_OP(f_operators_broadcast_all_sources), METH_NOARGS,
+     "_operators_broadcast_all_sources() -> bool: see _set_operators_broadcast_all_sources."},
     {"cast", FASTCALL(f_cast), METH_FASTCALL | METH_KEYWORDS,
      "cast(x, /, dtype): x with the raw converted to dtype (name or torch.dtype)."},
     {nullptr}};

@@ -27,8 +27,11 @@ struct Aligned {
 bool align_operands(PyObject* const* ops, int n, bool allow_broadcast_all, bool allow_none,
                     const char* caller, const char* const* names, Aligned* out);
 
-/// a <op> b for Tensors and Python scalars (at least one Tensor); errors name `caller`.
-PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_broadcast_all, const char* caller);
+/// a <op> b for Tensors and Python scalars (at least one Tensor); errors name `caller`. `by_rule`:
+/// the caller (an operator, combine/compare without allow_broadcast_all_sources) leaves an outer
+/// broadcast to the process's rule (operators_broadcast_all_sources, which dimtorch.rf turns on).
+PyObject* binary_op(Bin k, PyObject* a, PyObject* b, bool allow_broadcast_all, const char* caller,
+                    bool by_rule = false);
 
 
 }  // namespace dimtorch

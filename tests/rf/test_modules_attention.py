@@ -82,17 +82,20 @@ def test_causal_self_attention_full_and_scan(rf, cls_name, options):
     assert isinstance(final, drf.CausalSelfAttentionState)
 
 
-def test_causal_self_attention_prefix_then_steps(rf):
+@pytest.mark.parametrize("cls_name", ["CausalSelfAttention", "RotaryPosCausalSelfAttention"])
+def test_causal_self_attention_prefix_then_steps(rf, cls_name):
     """A full-sequence prefix of unequal lengths, then single steps: each step goes after each sequence's own
-    last frame (RETURNN's cum_concat_step), as in RETURNN."""
+    last frame (RETURNN's cum_concat_step), as in RETURNN; with RoPE each sequence's step at its own position.
+    And each sequence's steps equal the last frames of that sequence's prefix and steps as one full sequence."""
     from returnn.tensor import single_step_dim
     data = Data(rf, feature=6, lengths=(4, 2, 3), pad=0.0)
-    theirs, ours, rout, out = _pair(rf, "CausalSelfAttention", data)
+    theirs, ours, rout, out = _pair(rf, cls_name, data)
     copy_their_params(rf, theirs, ours)
     rf.init_forward_step_run_ctx()
     _, rstate = theirs(data.rx, axis=data.rtime)
     _, state = ours(data.x, axis=data.time)
     g = torch.Generator().manual_seed(3)
+    steps = []
     for i in range(2):
         step = torch.randn(3, 6, generator=g)
         ry, rstate = theirs(rf.convert_to_tensor(step.clone(), dims=[data.rbatch, data.rfeat]), single_step_dim,
@@ -100,6 +103,15 @@ def test_causal_self_attention_prefix_then_steps(rf):
         y, state = ours(dt.Tensor(step.clone(), (data.batch, data.feat)), our_step, state=state)
         torch.testing.assert_close(y.raw_aligned((data.batch, out)).detach(),
                                    their_raw(ry, [data.rbatch, rout]).detach(), atol=1e-5, rtol=1e-4)
+        steps.append((step, y.raw_aligned((data.batch, out)).detach()))
+    x = data.x.raw_aligned((data.batch, data.time, data.feat))
+    for b, n in enumerate((4, 2, 3)):  # each sequence alone, its prefix and steps as one full sequence
+        seq = torch.cat([x[b, :n]] + [st[b:b + 1] for st, _ in steps])
+        t1 = dt.Dim(seq.shape[0], name="t1")
+        full, _ = ours(dt.Tensor(seq[None], (dt.Dim(1, name="one"), t1, data.feat)), axis=t1)
+        full = full.raw_aligned((full.dims[0], t1, out))[0].detach()
+        for i, (_, y_step) in enumerate(steps):
+            torch.testing.assert_close(y_step[b], full[n + i], atol=1e-5, rtol=1e-4)
 
 
 def test_cross_attention(rf):

@@ -6,6 +6,7 @@ import operator
 import torch
 import torch.nn.functional as F
 
+from .. import _C
 from .._C import Tensor
 from .._core.dtypes import dtype_from, is_integer
 from .._core.args import dim_str, namesakes_note
@@ -16,6 +17,20 @@ from ._support import (
 
 # ---- alignment by dim identity (src/core/plan.cpp) ------------------------------------------------
 
+# Whether an outer broadcast of an operator (or of combine/compare without allow_broadcast_all_sources) is
+# allowed: RETURNN's rule, which dimtorch.rf turns on. The C++ core keeps its own copy; this one is what the
+# definitions read (a plain global: torch.compile traces it as a constant, where it could not call into _C).
+_operators_broadcast_all = False
+
+
+def set_operators_broadcast_all_sources(enabled: bool) -> bool:
+    """Sets the rule for the C++ ops and the definitions alike; returns the previous setting."""
+    global _operators_broadcast_all
+    previous = _C._set_operators_broadcast_all_sources(bool(enabled))
+    _operators_broadcast_all = bool(enabled)
+    return previous
+
+
 def _aligned_raw(t: Tensor, out_dims: tuple):
     """t's raw viewed to broadcast against a raw over `out_dims`. A 0-dim raw stays 0-dim: torch's
     type promotion treats it as a scalar-like operand, a size-1 view of it would not be."""
@@ -24,10 +39,11 @@ def _aligned_raw(t: Tensor, out_dims: tuple):
     return t.raw_aligned(out_dims)
 
 
-def _plan(tensors: list, names: list, allow_broadcast_all: bool, caller: str):
+def _plan(tensors: list, names: list, allow_broadcast_all: bool, caller: str, by_rule: bool = False):
     """(out dims, index of the operand whose dims they are or -1) for Tensors aligned by dim
-    identity: the first operand that holds all dims of the others; else, where allowed, every
-    dim in order of appearance. Checks that dims which are not static have one raw size."""
+    identity: the first operand that holds all dims of the others; else, where allowed (or, with
+    `by_rule`, where the process's operators_broadcast_all_sources rule allows it: dimtorch.rf's),
+    every dim in order of appearance. Checks that dims which are not static have one raw size."""
     holder = -1
     for i, t in enumerate(tensors):
         if all(all(index_of(t.dims, d) >= 0 for d in u.dims) for j, u in enumerate(tensors) if j != i):
@@ -35,7 +51,8 @@ def _plan(tensors: list, names: list, allow_broadcast_all: bool, caller: str):
             break
     if holder >= 0:
         out_dims = tensors[holder].dims
-    elif not allow_broadcast_all:
+    elif not allow_broadcast_all and not (by_rule and _operators_broadcast_all
+                                          and not namesakes_note(*[t.dims for t in tensors])):
         all_dims = [t.dims for t in tensors]
         ops = "; ".join(f"{n}: ({describe_dims(t.dims, None, all_dims)})" for n, t in zip(names, tensors))
         note = namesakes_note(*all_dims)
@@ -150,10 +167,11 @@ _COMPARE_KINDS = {
 }
 
 
-def binary(kind: str, a, b, allow_broadcast_all_sources: bool, caller: str) -> Tensor:
+def binary(kind: str, a, b, allow_broadcast_all_sources: bool, caller: str, by_rule: bool = False) -> Tensor:
     """a <kind> b for Tensors and Python scalars (at least one Tensor), aligned by dims; `kind` one
     of the canonical names of _RAW_BINARY; errors name `caller`. The definition of combine, compare,
-    maximum, minimum, logical_and/or and of Tensor's operators."""
+    maximum, minimum, logical_and/or and of Tensor's operators. `by_rule`: an outer broadcast follows
+    the process's rule (operators; combine/compare without allow_broadcast_all_sources)."""
     fn = _RAW_BINARY[kind]
     keep_sparse = kind not in _COMPARISONS and kind not in _LOGICAL
     if isinstance(a, Tensor) and isinstance(b, Tensor):
@@ -165,7 +183,7 @@ def binary(kind: str, a, b, allow_broadcast_all_sources: bool, caller: str) -> T
                                      f"{b.raw.shape[i]} in b (dims: {describe_dims(a.dims)})")
             feature = a.feature_dim if a.feature_dim is not None else b.feature_dim
             return Tensor(fn(a.raw, b.raw), a.dims, sparse_dim=sparse, feature_dim=feature)
-        out_dims, holder = _plan([a, b], ["a", "b"], allow_broadcast_all_sources, caller)
+        out_dims, holder = _plan([a, b], ["a", "b"], allow_broadcast_all_sources, caller, by_rule)
         raw = fn(_aligned_raw(a, out_dims), _aligned_raw(b, out_dims))
         h = (a, b)[holder] if holder >= 0 else None
         feature = (h.feature_dim if h is not None and h.feature_dim is not None
@@ -218,7 +236,7 @@ def combine(a, b, kind, /, *, allow_broadcast_all_sources=None, dim_order=None) 
     b, kind = _kind_last(b, kind)
     k = _kind(_COMBINE_KINDS, kind, caller)
     out = binary(k, a, b, flag(False if allow_broadcast_all_sources is None else allow_broadcast_all_sources, caller,
-                                  "allow_broadcast_all_sources"), caller)
+                                  "allow_broadcast_all_sources"), caller, allow_broadcast_all_sources is None)
     return _in_dim_order(out, dim_order, caller) if isinstance(out, Tensor) else out
 
 
@@ -231,7 +249,7 @@ def compare(a, b, kind, /, *, allow_broadcast_all_sources=None, dim_order=None) 
     b, kind = _kind_last(b, kind)
     k = _kind(_COMPARE_KINDS, kind, caller)
     out = binary(k, a, b, flag(False if allow_broadcast_all_sources is None else allow_broadcast_all_sources, caller,
-                                  "allow_broadcast_all_sources"), caller)
+                                  "allow_broadcast_all_sources"), caller, allow_broadcast_all_sources is None)
     return _in_dim_order(out, dim_order, caller) if isinstance(out, Tensor) else out
 
 
@@ -530,7 +548,7 @@ def _operator(kind: str, symbol: str, reflected: bool = False):
     @names_errors(caller)
     def method(self, other):
         a, b = (other, self) if reflected else (self, other)
-        return binary(kind, a, b, False, caller)
+        return binary(kind, a, b, False, caller, True)
     method.__name__ = method.__qualname__ = f"__r{symbol}__" if reflected else f"__{symbol}__"
     return method
 
@@ -543,7 +561,7 @@ def _pow(reflected: bool):
         if mod is not None:
             raise TypeError(f"{caller}: a modulus is not supported")
         a, b = (other, self) if reflected else (self, other)
-        return binary("pow", a, b, False, caller)
+        return binary("pow", a, b, False, caller, True)
     method.__name__ = method.__qualname__ = "__rpow__" if reflected else "__pow__"
     return method
 

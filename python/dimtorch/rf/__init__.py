@@ -52,3 +52,18 @@ from . import audio, nested  # noqa: E402,F401
 from . import hooks, init, encoder, decoder, tensor  # noqa: E402,F401
 from .build_from_dict import build_dict, build_from_dict  # noqa: E402,F401
 from .checkpoint import load_returnn_checkpoint, save_returnn_checkpoint  # noqa: E402,F401
+
+
+def set_operators_broadcast_all_sources(enabled: bool) -> bool:
+    """Whether dimtorch.Tensor's operators (+, -, *, <, ...) and combine/compare without
+    allow_broadcast_all_sources broadcast over all sources when no operand holds all dims, as
+    RETURNN's do ((beam, batch) + (batch, vocab) -> (beam, batch, vocab)); returns the previous
+    setting. Importing dimtorch.rf turns it on (RETURNN code relies on it); dimtorch's own rule,
+    without dimtorch.rf, refuses such an outer broadcast. Two different Dims of one name stay an
+    error either way. Process-wide; checked only when no operand holds all dims (no cost otherwise).
+    docs/porting_from_returnn.md."""
+    from ..ops.elementwise import set_operators_broadcast_all_sources as _set
+    return _set(enabled)
+
+
+set_operators_broadcast_all_sources(True)

@@ -261,7 +261,12 @@ class CausalSelfAttention(SelfAttentionBase):
                 v = torch.cat((v_prev.expand(*v.shape[:-2], -1, -1), v), dim=-2)
                 accum = Dim(prev + 1, name="self_att_accum")
             else:
+                q, k = self._step_after_lengths(q, k, accum_prev, lead, caller)
                 k, v, accum, key_mask = self._append_per_sequence(k, v, history, lead, caller)
+                out = CausalSelfAttention._attend_step(self, q, k, v, key_mask)
+                new = CausalSelfAttentionState(k_accum=Tensor(k, lead + (heads, accum, kd)),
+                                               v_accum=Tensor(v, lead + (heads, accum, vd)), accum_axis=accum)
+                return self._output(out, lead, None), new
         out = self._attend_step(q, k, v, key_mask)
         new = CausalSelfAttentionState(k_accum=Tensor(k, lead + (heads, accum, kd)),
                                        v_accum=Tensor(v, lead + (heads, accum, vd)), accum_axis=accum)
@@ -314,13 +319,18 @@ class CausalSelfAttention(SelfAttentionBase):
         mask = j <= (n[..., None, None] + i[:, None])  # (*lead, T, hist + T)
         return k, v, new_dim, mask.unsqueeze(-3)
 
-    def _append_per_sequence(self, k, v, history, lead: tuple, caller: str):
-        """This step's k, v after each sequence's last frame of a history with lengths (dt.cum_concat_step)."""
-        from ..ops.concat import cum_concat_step
+    def _step_after_lengths(self, q, k, hist: Dim, lead: tuple, caller: str):
+        """q and the new key k (*lead, H, 1, d) of a step after a history with lengths, each sequence's
+        frame at its own position (hist's length): the hook of positional variants; as they are here."""
         if type(self)._new_keys is not CausalSelfAttention._new_keys or \
                 type(self)._attend_step is not CausalSelfAttention._attend_step:
             raise NotImplementedError(f"{caller}: a step after a history with lengths (a full-sequence prefix of "
-                                      f"unequal lengths): not yet for positional variants")
+                                      f"unequal lengths): not yet for this positional variant")
+        return q, k
+
+    def _append_per_sequence(self, k, v, history, lead: tuple, caller: str):
+        """This step's k, v after each sequence's last frame of a history with lengths (dt.cum_concat_step)."""
+        from ..ops.concat import cum_concat_step
         k_prev, v_prev, accum = history
         heads, kd, vd = self.num_heads, self.key_dim_per_head, self.value_dim_per_head
         k_prev = k_prev.expand(*k.shape[:-2], -1, -1)
@@ -349,6 +359,19 @@ class _Rotary:
 
     def _rotate(self, q, k, start: int):
         return self._rope(q, start), self._rope(k, start)
+
+    def _rope_at(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """RoPE of one frame per sequence, x (*lead, H, 1, dk), at host int `positions` (*lead, or 1s)."""
+        dk = self.key_dim_per_head.size
+        n = int(positions.max()) + 1 if positions.numel() else 1
+        pe = sinusoidal_raw(n, dk, 0, _rope_base(self.key_dim_per_head), dtype=x.dtype, device=x.device)
+        pe = pe[positions.to(device=x.device, dtype=torch.long, non_blocking=True)][..., None, None, :]
+        sin, cos = pe.chunk(2, dim=-1)
+        return rope_raw(x, sin, cos)
+
+    def _step_after_lengths(self, q, k, hist: Dim, lead: tuple, caller: str):
+        positions = hist.lengths.raw_aligned(lead)  # each sequence's new frame follows its own history
+        return self._rope_at(q, positions), self._rope_at(k, positions)
 
 
 class RotaryPosSelfAttention(_Rotary, SelfAttention):

@@ -19,6 +19,7 @@ import numpy
 import torch
 
 from .._C import Dim, Tensor
+from .._core import default_device as _default_device
 from .._core.args import dims_str
 from .._core.dtypes import to_torch_dtype
 
@@ -89,7 +90,7 @@ class Parameter(Tensor):
     initializer (dimtorch.rf.init, called as init(dims, dtype, device=)); assigning `param.initial`
     later sets the values (in place, no gradient). `trainable` None means: not for auxiliary or integer
     parameters, else yes (requires_grad). `raw_tensor`: an existing torch Parameter to view (e.g. a
-    torch module's)."""
+    torch module's). `device` None: rf's default device (set_default_device(_ctx)), as in RETURNN."""
 
     __slots__ = ()
 
@@ -120,6 +121,8 @@ class Parameter(Tensor):
             dtype = _dtype_name(raw_tensor) if raw_tensor is not None else "int64" if sparse_dim is not None else "float32"
         torch_dtype = to_torch_dtype(dtype, caller)
         if raw_tensor is None:
+            if device is None:  # rf's default device (set_default_device(_ctx)), as RETURNN's parameters take
+                device = _default_device.get()
             raw = torch.nn.Parameter(torch.zeros([d.size for d in dims], dtype=torch_dtype, device=device),
                                      requires_grad=False)
         else:
