@@ -355,6 +355,9 @@ def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = ...
 def pad(x: Tensor, /, *, axes: Union[Dim, Sequence[Dim]], padding: Any, out_dims: Optional[Sequence[Dim]] = ..., mode: str = ..., value: Any = ..., handle_dynamic_dims: Optional[bool] = ...) -> Any:
     """pad(x, /, *, axes, padding, out_dims=None, mode='constant', value=None, handle_dynamic_dims=None) -> (tensor, [out_dim, ...]): see dimtorch.ops.pad.pad; constant padding of one dim is one constant_pad_nd here (and one where with the cached mask for a dynamic dim)."""
 
+def pool(x: Tensor, /, *, nd: Optional[int] = ..., mode: str, pool_size: Union[int, Sequence[int]], padding: Union[str, int, Sequence[int]] = ..., dilation_rate: Union[int, Sequence[int]] = ..., strides: Optional[Union[int, Sequence[int]]] = ..., in_spatial_dims: Union[Sequence[Dim], Dim], out_spatial_dims: Optional[Union[Sequence[Dim], Dim]] = ..., use_mask: Optional[bool] = ...) -> tuple[Tensor, tuple[Dim, ...]]:
+    """pool(x, /, *, nd=None, mode, pool_size, padding='valid', dilation_rate=1, strides=None, in_spatial_dims, out_spatial_dims=None, use_mask=None) -> (tensor, out_spatial_dims): see dimtorch.ops.pool.pool; the common call is one torch pool here (and one where with the cached mask for max over dynamic spatial dims)."""
+
 def reduce_all(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_all(x, /, axis, use_mask=True): bool all; padding True."""
 

@@ -18,7 +18,7 @@ from .ops.packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast pat
 from .ops.sort import search_sorted, sort, top_k_mask, top_p_mask  # noqa: F401  (top_k: C++ fast path; cumsum: _C)
 from .ops.stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from .ops.slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
-from .ops.conv import pool  # noqa: F401  (conv: C++ fast path; transposed_conv: _C calls its definition)
+# conv, pool: C++ fast paths; transposed_conv: _C calls its definition
 from .ops.conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spatial_dims  # noqa: F401
 from .ops.shape import expand_dim, expand_dims, replace_dim, split_dims  # noqa: F401  (merge_dims: C++; squeeze: _C)
 from .ops.masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)

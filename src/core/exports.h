@@ -34,6 +34,7 @@ bool export_ops_repeat(PyObject* module);  // ops_repeat.cpp: repeat
 bool export_ops_decoding(PyObject* module);  // ops_decoding.cpp: ctc_greedy_decode
 bool export_ops_masked(PyObject* module);  // ops_masked.cpp: masked_select, masked_scatter
 bool export_ops_conv(PyObject* module);  // ops/conv.cpp: conv (transposed_conv: its definition)
+bool export_ops_pool(PyObject* module);  // ops/pool.cpp: pool
 
 /// Empty the plan caches (they hold the dims tuples they were made for): plan.cpp, ops_matmul.cpp.
 void plan_cache_clear();

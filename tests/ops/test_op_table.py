@@ -103,6 +103,7 @@ FAST_PATH_TESTS = {
     "ops.dim": "capture/test_traceable_types.py",
     "ops.concat": "ops/test_concat.py",
     "ops.conv": "ops/test_conv_fast_path.py",
+    "ops.pool": "ops/test_pool.py",
     **{module: "ops/test_array_fast_paths.py" for module in (
         "ops.slicing", "ops.stack", "ops.sort", "ops.packing", "ops.scatter", "ops.gather", "ops.pad", "ops.reshape",
         "ops.shape", "ops.masked", "ops.dropout")},
