@@ -280,6 +280,9 @@ def full(dims: _Dims, fill_value: Any, *, dtype: Any = ..., device: Any = ..., s
 def gather(x: Tensor, /, *, indices: Union[Tensor, int], axis: Optional[Dim] = ..., clip_to_valid: bool = ...) -> Tensor:
     """gather(x, /, *, indices, axis=None, clip_to_valid=False): see dimtorch.ops.gather.gather; an embedding lookup (x over (axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new dim, the others x's) one torch.gather in x's layout."""
 
+def gating(x: Tensor, *, axis: Optional[Dim] = ..., gate_func: Callable = ..., act_func: Callable = ..., out_dim: Optional[Dim] = ...) -> tuple[Tensor, Dim]:
+    """gating(x, *, axis=None, gate_func=sigmoid, act_func=identity, out_dim=None) -> (y, out_dim): see dimtorch.ops.gating.gating; the GLU (the default gate and act) is one torch glu here."""
+
 def gelu(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
@@ -411,6 +414,9 @@ def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[D
 
 def scatter_count(*, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., fill_value: Optional[int] = ...) -> Tensor:
     """scatter_count(*, indices, indices_dim, out_dim=None, fill_value=None) -> tensor: see dimtorch.ops.scatter.scatter_count."""
+
+def search_sorted(sorted_seq: Tensor, values: Tensor, *, axis: Dim, side: str = ..., out_dtype: str = ...) -> Tensor:
+    """search_sorted(sorted_seq, values, *, axis, side='left', out_dtype='int32') -> Tensor: see dimtorch.ops.sort.search_sorted; one searchsorted here for one static sorted sequence."""
 
 def shift_right(x: Tensor, /, *, axis: Dim, amount: int = ..., pad_value: Any = ...) -> Tensor:
     """shift_right(x, /, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch.ops.slicing.shift_right."""

@@ -15,7 +15,7 @@ from .ops.creation import (  # noqa: F401
 from .ops.mask import last_frame_position_of_dim, sequence_mask  # noqa: F401
 from .ops.gather import sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths; one_hot: _C)
 from .ops.packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
-from .ops.sort import search_sorted, sort, top_k_mask, top_p_mask  # noqa: F401  (top_k: C++ fast path; cumsum: _C)
+from .ops.sort import sort, top_k_mask, top_p_mask  # noqa: F401  (top_k, search_sorted: C++ fast paths; cumsum: _C)
 from .ops.stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from .ops.slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
 # conv, pool: C++ fast paths; transposed_conv: _C calls its definition
@@ -43,7 +43,7 @@ from .ops.decoding import edit_distance  # noqa: F401  (ctc_greedy_decode: C++ f
 from .ops.ctc_align import (  # noqa: F401  (ctc_durations_from_path: C++ fast path)
     ctc_best_path, ctc_no_label_loop_blank_durations_from_path,
 )
-from .ops.gating import gating  # noqa: F401
+# gating: C++ fast path (the GLU; definition in .ops.gating)
 from .ops.normalize import normalize  # noqa: F401
 from .ops.nested import gather_nested, mask_nested, where_nested  # noqa: F401
 from .ops.positional import (  # noqa: F401

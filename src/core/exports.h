@@ -35,6 +35,7 @@ bool export_ops_decoding(PyObject* module);  // ops_decoding.cpp: ctc_greedy_dec
 bool export_ops_masked(PyObject* module);  // ops_masked.cpp: masked_select, masked_scatter
 bool export_ops_conv(PyObject* module);  // ops/conv.cpp: conv (transposed_conv: its definition)
 bool export_ops_pool(PyObject* module);  // ops/pool.cpp: pool
+bool export_ops_gating(PyObject* module);  // ops/gating.cpp: gating (the GLU)
 
 /// Empty the plan caches (they hold the dims tuples they were made for): plan.cpp, ops_matmul.cpp.
 void plan_cache_clear();

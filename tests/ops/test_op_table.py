@@ -104,6 +104,7 @@ FAST_PATH_TESTS = {
     "ops.concat": "ops/test_concat.py",
     "ops.conv": "ops/test_conv_fast_path.py",
     "ops.pool": "ops/test_pool.py",
+    "ops.gating": "ops/test_gating.py",
     **{module: "ops/test_array_fast_paths.py" for module in (
         "ops.slicing", "ops.stack", "ops.sort", "ops.packing", "ops.scatter", "ops.gather", "ops.pad", "ops.reshape",
         "ops.shape", "ops.masked", "ops.dropout")},
