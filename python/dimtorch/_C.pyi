@@ -469,5 +469,8 @@ def transposed_conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, 
 def where(condition: Any, true_value: Any, false_value: Any, /, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
     """where(condition, true_value, false_value, /, *, allow_broadcast_all_sources=False): values may be Tensors or Python scalars."""
 
+def where_nested(x: Any, y: Any, *, condition: Tensor, condition_cpu: Optional[Tensor] = ...) -> Any:
+    """where_nested(x, y, *, condition, condition_cpu=None): see dimtorch.ops.nested.where_nested; a flat tuple or list of Tensors is one where per pair here (the condition aligned once)."""
+
 def zeros(dims: _Dims, *, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """zeros(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): zeros over `dims` (max sizes of dynamic dims); dtype None is torch's default dtype."""
