@@ -472,5 +472,8 @@ def where(condition: Any, true_value: Any, false_value: Any, /, *, allow_broadca
 def where_nested(x: Any, y: Any, *, condition: Tensor, condition_cpu: Optional[Tensor] = ...) -> Any:
     """where_nested(x, y, *, condition, condition_cpu=None): see dimtorch.ops.nested.where_nested; a flat tuple or list of Tensors is one where per pair here (the condition aligned once)."""
 
+def window(source: Tensor, *, spatial_dim: Dim, window_dim: Dim, window_right: Optional[Union[Dim, int]] = ..., window_left: Optional[Union[Dim, int]] = ..., padding: str = ..., pad_value: Optional[Union[int, float]] = ..., stride: int = ..., out_spatial_dim: Optional[Dim] = ..., use_mask: Optional[bool] = ...) -> tuple[Tensor, Dim]:
+    """window(source, *, spatial_dim, window_dim, window_right=None, window_left=None, padding='same', pad_value=None, stride=1, out_spatial_dim=None, use_mask=None) -> (y, out_spatial_dim): see dimtorch.ops.window.window; the common call is one pad and one unfold here (and one where with the cached mask for a dynamic dim)."""
+
 def zeros(dims: _Dims, *, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """zeros(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): zeros over `dims` (max sizes of dynamic dims); dtype None is torch's default dtype."""

@@ -24,7 +24,7 @@ from .ops.shape import expand_dim, expand_dims, replace_dim, split_dims  # noqa:
 from .ops.masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
 from .ops.reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 # repeat: C++ fast path (definition in ._repeat)
-from .ops.window import window  # noqa: F401
+# window: C++ fast path (definition in .ops.window)
 from ._capture import pytree as _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._capture import compile as _compile
 from ._pickle import register_safe_globals as _register_safe_globals
