@@ -286,6 +286,9 @@ def full(dims: _Dims, fill_value: Any, *, dtype: Any = ..., device: Any = ..., s
 def gather(x: Tensor, /, *, indices: Union[Tensor, int], axis: Optional[Dim] = ..., clip_to_valid: bool = ...) -> Tensor:
     """gather(x, /, *, indices, axis=None, clip_to_valid=False): see dimtorch.ops.gather.gather; an embedding lookup (x over (axis, feature), int64 indices sharing no dim with x) is one F.embedding here, batched indices (one new dim, the others x's) one torch.gather in x's layout."""
 
+def gating(x: Tensor, *, axis: Optional[Dim] = ..., gate_func: Callable = ..., act_func: Callable = ..., out_dim: Optional[Dim] = ...) -> tuple[Tensor, Dim]:
+    """gating(x, *, axis=None, gate_func=sigmoid, act_func=identity, out_dim=None) -> (y, out_dim): see dimtorch.ops.gating.gating; the GLU (the default gate and act) is one torch glu here."""
+
 def gelu(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
@@ -361,6 +364,9 @@ def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = ...
 def pad(x: Tensor, /, *, axes: Union[Dim, Sequence[Dim]], padding: Any, out_dims: Optional[Sequence[Dim]] = ..., mode: str = ..., value: Any = ..., handle_dynamic_dims: Optional[bool] = ...) -> Any:
     """pad(x, /, *, axes, padding, out_dims=None, mode='constant', value=None, handle_dynamic_dims=None) -> (tensor, [out_dim, ...]): see dimtorch.ops.pad.pad; constant padding of one dim is one constant_pad_nd here (and one where with the cached mask for a dynamic dim)."""
 
+def pool(x: Tensor, /, *, nd: Optional[int] = ..., mode: str, pool_size: Union[int, Sequence[int]], padding: Union[str, int, Sequence[int]] = ..., dilation_rate: Union[int, Sequence[int]] = ..., strides: Optional[Union[int, Sequence[int]]] = ..., in_spatial_dims: Union[Sequence[Dim], Dim], out_spatial_dims: Optional[Union[Sequence[Dim], Dim]] = ..., use_mask: Optional[bool] = ...) -> tuple[Tensor, tuple[Dim, ...]]:
+    """pool(x, /, *, nd=None, mode, pool_size, padding='valid', dilation_rate=1, strides=None, in_spatial_dims, out_spatial_dims=None, use_mask=None) -> (tensor, out_spatial_dims): see dimtorch.ops.pool.pool; the common call is one torch pool here (and one where with the cached mask for max over dynamic spatial dims)."""
+
 def reduce_all(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_all(x, /, axis, use_mask=True): bool all; padding True."""
 
@@ -415,6 +421,9 @@ def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[D
 def scatter_count(*, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., fill_value: Optional[int] = ...) -> Tensor:
     """scatter_count(*, indices, indices_dim, out_dim=None, fill_value=None) -> tensor: see dimtorch.ops.scatter.scatter_count."""
 
+def search_sorted(sorted_seq: Tensor, values: Tensor, *, axis: Dim, side: str = ..., out_dtype: str = ...) -> Tensor:
+    """search_sorted(sorted_seq, values, *, axis, side='left', out_dtype='int32') -> Tensor: see dimtorch.ops.sort.search_sorted; one searchsorted here for one static sorted sequence."""
+
 def shift_right(x: Tensor, /, *, axis: Dim, amount: int = ..., pad_value: Any = ...) -> Tensor:
     """shift_right(x, /, *, axis, amount=1, pad_value=0) -> tensor: see dimtorch.ops.slicing.shift_right."""
 
@@ -465,6 +474,12 @@ def transposed_conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, 
 
 def where(condition: Any, true_value: Any, false_value: Any, /, *, allow_broadcast_all_sources: Any = ...) -> Tensor:
     """where(condition, true_value, false_value, /, *, allow_broadcast_all_sources=False): values may be Tensors or Python scalars."""
+
+def where_nested(x: Any, y: Any, *, condition: Tensor, condition_cpu: Optional[Tensor] = ...) -> Any:
+    """where_nested(x, y, *, condition, condition_cpu=None): see dimtorch.ops.nested.where_nested; a flat tuple or list of Tensors is one where per pair here (the condition aligned once)."""
+
+def window(source: Tensor, *, spatial_dim: Dim, window_dim: Dim, window_right: Optional[Union[Dim, int]] = ..., window_left: Optional[Union[Dim, int]] = ..., padding: str = ..., pad_value: Optional[Union[int, float]] = ..., stride: int = ..., out_spatial_dim: Optional[Dim] = ..., use_mask: Optional[bool] = ...) -> tuple[Tensor, Dim]:
+    """window(source, *, spatial_dim, window_dim, window_right=None, window_left=None, padding='same', pad_value=None, stride=1, out_spatial_dim=None, use_mask=None) -> (y, out_spatial_dim): see dimtorch.ops.window.window; the common call is one pad and one unfold here (and one where with the cached mask for a dynamic dim)."""
 
 def zeros(dims: _Dims, *, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """zeros(dims, *, dtype=None, device=None, sparse_dim=None, feature_dim=None): zeros over `dims` (max sizes of dynamic dims); dtype None is torch's default dtype."""

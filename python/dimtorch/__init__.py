@@ -15,16 +15,16 @@ from .ops.creation import (  # noqa: F401
 from .ops.mask import last_frame_position_of_dim, sequence_mask  # noqa: F401
 from .ops.gather import sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths; one_hot: _C)
 from .ops.packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
-from .ops.sort import search_sorted, sort, top_k_mask, top_p_mask  # noqa: F401  (top_k: C++ fast path; cumsum: _C)
+from .ops.sort import sort, top_k_mask, top_p_mask  # noqa: F401  (top_k, search_sorted: C++ fast paths; cumsum: _C)
 from .ops.stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from .ops.slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
-from .ops.conv import pool  # noqa: F401  (conv: C++ fast path; transposed_conv: _C calls its definition)
+# conv, pool: C++ fast paths; transposed_conv: _C calls its definition
 from .ops.conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spatial_dims  # noqa: F401
 from .ops.shape import expand_dim, expand_dims, replace_dim, split_dims  # noqa: F401  (merge_dims: C++; squeeze: _C)
 from .ops.masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
 from .ops.reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
 # repeat: C++ fast path (definition in ._repeat)
-from .ops.window import window  # noqa: F401
+# window: C++ fast path (definition in .ops.window)
 from ._capture import pytree as _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._capture import compile as _compile
 from ._pickle import register_safe_globals as _register_safe_globals
@@ -43,9 +43,9 @@ from .ops.decoding import edit_distance  # noqa: F401  (ctc_greedy_decode: C++ f
 from .ops.ctc_align import (  # noqa: F401  (ctc_durations_from_path: C++ fast path)
     ctc_best_path, ctc_no_label_loop_blank_durations_from_path,
 )
-from .ops.gating import gating  # noqa: F401
+# gating: C++ fast path (the GLU; definition in .ops.gating)
 from .ops.normalize import normalize  # noqa: F401
-from .ops.nested import gather_nested, mask_nested, where_nested  # noqa: F401
+from .ops.nested import gather_nested, mask_nested  # noqa: F401  (where_nested: C++ fast path)
 from .ops.positional import (  # noqa: F401
     apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )

@@ -89,6 +89,8 @@ struct Table {
   PyObject* scatter_add_ = nullptr;      // TensorBase.scatter_add_
   PyObject* cumsum = nullptr;            // TensorBase.cumsum
   PyObject* searchsorted = nullptr;      // torch.searchsorted
+  PyObject* glu = nullptr;               // torch._C._nn.glu (what F.glu calls)
+  PyObject* unfold = nullptr;            // TensorBase.unfold
   PyObject* assert_async = nullptr;      // torch._assert_async (a device-side check: no wait)
   // Convolution and pooling (src/ops/conv.cpp), by number of spatial dims - 1.
   PyObject* conv[3] = {};      // torch.conv1d, conv2d, conv3d (what F.conv*d are)

@@ -34,6 +34,10 @@ bool export_ops_repeat(PyObject* module);  // ops_repeat.cpp: repeat
 bool export_ops_decoding(PyObject* module);  // ops_decoding.cpp: ctc_greedy_decode
 bool export_ops_masked(PyObject* module);  // ops_masked.cpp: masked_select, masked_scatter
 bool export_ops_conv(PyObject* module);  // ops/conv.cpp: conv (transposed_conv: its definition)
+bool export_ops_pool(PyObject* module);  // ops/pool.cpp: pool
+bool export_ops_gating(PyObject* module);  // ops/gating.cpp: gating (the GLU)
+bool export_ops_nested(PyObject* module);  // ops/nested.cpp: where_nested (a flat state)
+bool export_ops_window(PyObject* module);  // ops/window.cpp: window
 
 /// Empty the plan caches (they hold the dims tuples they were made for): plan.cpp, ops_matmul.cpp.
 void plan_cache_clear();

@@ -126,6 +126,62 @@ PyObject* f_cumsum(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
   return tensor_make(out, x->dims, x->sizes, x->sparse_dim, x->feature_dim);
 }
 
+// ---- search_sorted --------------------------------------------------------------------------------
+
+DIMTORCH_PYTHON_FALLBACK(search_sorted_fallback, "search_sorted")
+
+/// search_sorted(sorted_seq, values, *, axis, side="left", out_dtype="int32"): the fast path searches
+/// one sorted sequence (sorted_seq over axis alone, static) for values of its dtype over any dims: one
+/// searchsorted (of contiguous raws, as the definition), the result over values' dims, sparse_dim axis.
+PyObject* f_search_sorted(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"sorted_seq", "values", "axis", "side", "out_dtype"};
+  PyObject* v[5];
+  if (!parse_args(args, nargs, kwnames, names, 5, 2, 3, v, "dimtorch.search_sorted()")) {
+    PyErr_Clear();
+    return search_sorted_fallback(args, nargs, kwnames);
+  }
+#define FALLBACK() return search_sorted_fallback(args, nargs, kwnames)
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_tensor(v[1]) || !as_tensor(v[1])->raw || !is_dim(v[2]))
+    FALLBACK();
+  TensorObject* seq = as_tensor(v[0]);
+  TensorObject* values = as_tensor(v[1]);
+  PyObject* axis = v[2];
+  if (tensor_ndim(seq) != 1 || PyTuple_GET_ITEM(seq->dims, 0) != axis || dim_has_lengths(as_dim(axis)) ||
+      tensor_ndim(values) == 0)
+    FALLBACK();
+  static PyObject* left = PyUnicode_InternFromString("left");
+  static PyObject* right = PyUnicode_InternFromString("right");
+  PyObject* side = v[3] ? v[3] : left;
+  if (!PyUnicode_CheckExact(side) ||
+      (PyUnicode_Compare(side, left) != 0 && PyUnicode_Compare(side, right) != 0))
+    FALLBACK();
+  bool int32 = true;
+  if (v[4]) {
+    if (!PyUnicode_CheckExact(v[4])) FALLBACK();
+    if (PyUnicode_CompareWithASCIIString(v[4], "int64") == 0) int32 = false;
+    else if (PyUnicode_CompareWithASCIIString(v[4], "int32") != 0) FALLBACK();
+  }
+  PyObject* dtype = backend::raw_dtype_name(seq->raw);
+  if (!dtype) return nullptr;
+  PyObject* values_dtype = backend::raw_dtype_name(values->raw);
+  if (!values_dtype) return nullptr;
+  if (dtype != values_dtype ||
+      (!backend::is_floating_dtype_name(dtype) && !backend::is_integer_dtype_name(dtype)))
+    FALLBACK();  // (other dtypes are promoted to a common one there)
+#undef FALLBACK
+  static PyObject* s_contiguous = nullptr;
+  PyObject* name = interned(&s_contiguous, "contiguous");
+  if (!name) return nullptr;
+  Ref seq_raw(PyObject_CallMethodNoArgs(seq->raw, name));
+  Ref values_raw(seq_raw ? PyObject_CallMethodNoArgs(values->raw, name) : nullptr);
+  static PyObject* kw = Py_BuildValue("(ss)", "side", "out_int32");
+  if (!values_raw || !kw) return nullptr;
+  PyObject* call_args[4] = {seq_raw.get(), values_raw.get(), side, int32 ? Py_True : Py_False};
+  PyObject* out = PyObject_Vectorcall(backend::T.searchsorted, call_args, 2, kw);
+  if (!out) return nullptr;
+  return tensor_make(out, values->dims, values->sizes, axis, nullptr);
+}
+
 #define FASTCALL_KW(fn) DIMTORCH_OP(fn), METH_FASTCALL | METH_KEYWORDS
 
 PyMethodDef kFunctions[] = {
@@ -134,6 +190,9 @@ PyMethodDef kFunctions[] = {
      "dimtorch.ops.sort.top_k."},
     {"cumsum", FASTCALL_KW(f_cumsum),
      "cumsum(x, /, *, spatial_dim=None, axis=None) -> Tensor: see dimtorch.ops.sort.cumsum; one cumsum here (and one where with the cached mask for a dynamic axis)."},
+    {"search_sorted", FASTCALL_KW(f_search_sorted),
+     "search_sorted(sorted_seq, values, *, axis, side='left', out_dtype='int32') -> Tensor: see "
+     "dimtorch.ops.sort.search_sorted; one searchsorted here for one static sorted sequence."},
     {nullptr}};
 
 #undef FASTCALL_KW

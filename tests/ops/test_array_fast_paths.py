@@ -1,4 +1,4 @@
-"""The C++ fast paths of slice, shift_right, split, stack, top_k, reverse_sequence, pack_padded,
+"""The C++ fast paths of slice, shift_right, split, stack, top_k, search_sorted, reverse_sequence, pack_padded,
 scatter, scatter_count (and of gather, pad, reshape, masked_select for their new argument forms) against their Python definitions (the full ops, tested against positional torch in their own
 test files): the same dims, markers, values and gradients on padded batches, the cases they must
 hand to the Python definition (which owns the errors), and their index caches keyed by layout."""
@@ -574,3 +574,32 @@ def test_cumsum_squeeze_one_hot_fast_paths(pad, extra_time):
             slow(*args, **kwargs)
         assert type(e_fast.value) is type(e_slow.value)
         assert str(e_fast.value).endswith(str(e_slow.value)), (e_fast.value, e_slow.value)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("out_dtype", ["int32", "int64"])
+def test_search_sorted_fast_path(side, out_dtype):
+    """One static sorted sequence (src/ops/sort.cpp: one searchsorted) gives the definition's result over
+    values' dims in any layout; other calls (batched or dynamic sequences, mixed dtypes, errors) go to the
+    definition."""
+    b = make_padded_batch([5, 3, 0], feature=4, extra_time=1, pad_value=PAD_NAN)
+    k = dt.Dim(6, name="k")
+    seq = dt.Tensor(torch.randn(6).sort().values, (k,))
+    for x in (b.x, b.x.copy_transpose((b.feature, b.batch, b.time))):
+        out = both(dt.search_sorted, _sort.search_sorted, seq, x, axis=k, side=side, out_dtype=out_dtype)
+        assert out.sparse_dim is k and out.dims == x.dims
+    ints = dt.Tensor(torch.tensor([1, 3, 3, 7, 9, 12]), (k,))
+    values = dt.Tensor(torch.tensor([[0, 3], [12, 13]]), (dt.Dim(2, name="r"), dt.Dim(2, name="c")))
+    both(dt.search_sorted, _sort.search_sorted, ints, values, axis=k, side=side, out_dtype=out_dtype)
+    both(dt.search_sorted, _sort.search_sorted, sorted_seq=ints, values=values, axis=k, side=side)
+    both(dt.search_sorted, _sort.search_sorted, ints, dt.Tensor(torch.tensor([1.5, 12.0]), (dt.Dim(2),)), axis=k)
+    per_batch = dt.Tensor(torch.randn(3, 6).sort(-1).values, (b.batch, k))
+    both(dt.search_sorted, _sort.search_sorted, per_batch, b.x, axis=k, side=side)
+    both(dt.search_sorted, _sort.search_sorted, b.x.copy_masked(0.0), b.x, axis=b.time, side=side)
+    with pytest.raises(ValueError, match=r"^dimtorch.search_sorted\(\): side must be 'left' or 'right'"):
+        dt.search_sorted(seq, b.x, axis=k, side="middle")
+    with pytest.raises(ValueError, match=r"^dimtorch.search_sorted\(\): axis 'time'"):
+        dt.search_sorted(seq, b.x, axis=b.time)
+    with pytest.raises(TypeError, match=r"^dimtorch.search_sorted\(\): .*'dim'.*use axis="):
+        dt.search_sorted(seq, b.x, dim=k)
+

@@ -368,9 +368,10 @@ def test_conv_plan_goes_with_its_filter():
 # --- pool's plans: torch's own padding / ceil_mode for 'same', the per-signature cache ---------------
 
 def pool_plan(x, **kw):
-    """The cached plan of dt.pool(x, **kw) (the call makes it), for checks of the path it takes."""
+    """The cached plan of the definition's call pool(x, **kw) (the call makes it), for checks of the path it
+    takes (dt.pool's fast path, src/ops/pool.cpp, keeps no plan: tests/ops/test_pool.py)."""
     from dimtorch.ops import pool as _pool
-    dt.pool(x, **kw)
+    _pool.pool(x, **kw)
     key = _pool._plan_key(x, kw["mode"], kw["pool_size"], kw["in_spatial_dims"], kw.get("strides"),
                           kw.get("padding", "valid"), kw.get("out_spatial_dims"))
     return _pool._PLANS[key]

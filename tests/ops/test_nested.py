@@ -1,5 +1,6 @@
 """Tests of python/dimtorch/ops/nested.py: gather_nested (beam reordering, a per-hypothesis dim whose lengths
-are gathered), where_nested, mask_nested (RETURNN frontend's rules), against indexing by hand; errors."""
+are gathered), where_nested (and its C++ fast path for a flat state), mask_nested (RETURNN frontend's rules), against indexing
+by hand; errors."""
 from collections import namedtuple
 
 import pytest
@@ -105,3 +106,48 @@ def test_mask_nested_merges_two_different_dims(pad):
     assert torch.equal(leaf.grad, valid_old.float())  # every valid old frame reaches the output once
     cpu = dt.mask_nested((new_h, new_hist), mask=mask, mask_cpu=mask, mask_value=(h, hist))
     assert cpu[1].lengths.raw.tolist() == want_len.tolist()
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_where_nested_flat_fast_path_is_the_definition(as_list):
+    """where_nested's C++ fast path (src/ops/nested.cpp: a flat tuple or list of Tensors, the condition aligned
+    once for pairs over the same dims) gives the definition's dims, markers, values and gradients against
+    torch.where on NaN / 1e30 padding; pairs over other dims (an outer broadcast: the definition's), nested
+    structures and errors go to the definition."""
+    import inspect
+    import sys
+
+    from dimtorch.ops import nested as _nested
+    from fast_path_checks import both
+    from helpers import PAD_LARGE, PAD_NAN, check_against_torch, make_padded_batch
+    pb = make_padded_batch([4, 2, 0], feature=3, extra_time=1, pad_value=PAD_NAN)
+    other = make_padded_batch([4, 2, 0], feature=3, extra_time=1, pad_value=PAD_LARGE, seed=1,
+                              dims=(pb.batch, pb.time, pb.feature)).x
+    cond = dt.Tensor(torch.rand(3, 5, generator=torch.Generator().manual_seed(2)) > 0.5, (pb.batch, pb.time))
+    seq = list if as_list else tuple
+    x, y = pb.x, other
+    xt = x.copy_transpose((pb.feature, pb.batch, pb.time))
+    sparse = dt.Tensor(torch.zeros(3, 5, dtype=torch.int64), (pb.batch, pb.time), sparse_dim=pb.feature)
+    static = dt.Tensor(torch.ones(3), (pb.feature,))
+    for pair in [(seq([x, y]), seq([y, x])), (seq([x, xt]), seq([y, y])), (seq([sparse, x]), seq([sparse, y])),
+                 (seq([static, x]), seq([x, static])), (seq([]), seq([]))]:
+        out = both(dt.where_nested, _nested.where_nested, *pair, condition=cond)
+        assert type(out) is seq
+    check_against_torch(lambda c, a, b: dt.where_nested(seq([a, b]), seq([b, a]), condition=c),
+                        lambda c, a, b: (torch.where(c[..., None], a, b), torch.where(c[..., None], b, a)),
+                        [cond, x, y])
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is inspect.unwrap(_nested.where_nested).__code__:
+            calls.append(1)
+    sys.setprofile(profile)
+    try:
+        dt.where_nested(seq([x, y]), seq([y, x]), condition=cond)
+    finally:
+        sys.setprofile(None)
+    assert not calls
+    with pytest.raises(ValueError, match=r"^dimtorch\.where_nested\(\): the two structures differ"):
+        dt.where_nested(seq([x]), seq([x, y]), condition=cond)
+    with pytest.raises(TypeError, match=r"^dimtorch\.where_nested\(\): .*'dim'"):
+        dt.where_nested(seq([x]), seq([y]), condition=cond, dim=pb.time)

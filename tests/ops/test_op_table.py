@@ -103,6 +103,10 @@ FAST_PATH_TESTS = {
     "ops.dim": "capture/test_traceable_types.py",
     "ops.concat": "ops/test_concat.py",
     "ops.conv": "ops/test_conv_fast_path.py",
+    "ops.pool": "ops/test_pool.py",
+    "ops.gating": "ops/test_gating.py",
+    "ops.nested": "ops/test_nested.py",
+    "ops.window": "ops/test_window.py",
     **{module: "ops/test_array_fast_paths.py" for module in (
         "ops.slicing", "ops.stack", "ops.sort", "ops.packing", "ops.scatter", "ops.gather", "ops.pad", "ops.reshape",
         "ops.shape", "ops.masked", "ops.dropout")},

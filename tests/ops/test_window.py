@@ -1,7 +1,9 @@
-"""Tests of dt.window (rf.window): sliding windows over a dim against each sequence alone, padded and unfolded by hand."""
+"""Tests of dt.window (rf.window): sliding windows over a dim against each sequence alone, padded and unfolded by hand;
+its C++ fast path (src/ops/window.cpp) against the definition."""
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
 
 import dimtorch as dt
 from helpers import (PAD_LARGE, check_against_torch, check_batch_independence_by_position, check_padding_invariance,
@@ -131,3 +133,63 @@ def test_window_errors():
         dt.window(pb.x, spatial_dim=pb.time, window_dim=wd, window_left=-1)
     with pytest.raises(TypeError, match=r"dimtorch\.window\(\): .*names an axis by its Dim"):
         dt.window(pb.x, spatial_dim=pb.time, window_dim=wd, dim=1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(0, 7), min_size=1, max_size=3).filter(lambda v: max(v) >= 1),
+       extra=st.integers(0, 2), pad=st.sampled_from([float("nan"), 1e30]), order=st.permutations([0, 1, 2]),
+       size=st.integers(1, 5), stride=st.sampled_from([None, 1, 2, 4]), padding=st.sampled_from([None, "same", "valid"]),
+       left=st.sampled_from([None, 0, 1, 2]), pad_value=st.sampled_from([None, 0, -1.5, 3]),
+       use_mask=st.sampled_from([None, True, False]), static_time=st.sampled_from([None, None, 6]))
+def test_window_fast_path_is_the_definition(lengths, extra, pad, order, size, stride, padding, left, pad_value, use_mask,
+                                            static_time):
+    """dt.window's C++ fast path (src/ops/window.cpp) gives the definition's dims, markers, values (NaN where NaN)
+    and gradients, or its error; the common call never reaches the definition."""
+    import inspect
+    import sys
+
+    from dimtorch.ops import window as _window
+    from fast_path_checks import assert_same
+    g = torch.Generator().manual_seed(0)
+    batch, chan = dt.Dim(None, name="batch"), dt.Dim(3, name="chan")
+    if static_time is None:
+        time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
+        n_time = max(lengths) + extra
+    else:
+        time, n_time = dt.Dim(static_time, name="time"), static_time
+    raw = torch.randn(len(lengths), n_time, 3, generator=g)
+    if static_time is None:
+        for b, n in enumerate(lengths):
+            raw[b, n:] = pad
+    dims = (batch, time, chan)
+    x = dt.Tensor(raw.permute(*order), tuple(dims[i] for i in order), feature_dim=chan)
+    w = dt.Dim(size, name="w")
+    kw = {k: v for k, v in dict(stride=stride, padding=padding, window_left=left, pad_value=pad_value,
+                                use_mask=use_mask).items() if v is not None}
+    try:
+        slow = _window.window(x, spatial_dim=time, window_dim=w, **kw)
+    except (TypeError, ValueError) as e:
+        with pytest.raises(type(e)) as info:
+            dt.window(x, spatial_dim=time, window_dim=w, **kw)
+        assert str(info.value) == str(e)
+        return
+    grads = []
+    for fn in (dt.window, _window.window):
+        leaf = raw.clone().requires_grad_()
+        xl = dt.Tensor(leaf.permute(*order), x.dims, feature_dim=chan)
+        y, out = fn(xl, spatial_dim=time, window_dim=w, **kw)
+        (torch.nan_to_num(y.raw, posinf=0.0, neginf=0.0) * 0.5).sum().backward()
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0, equal_nan=True)
+    assert_same(dt.window(x, spatial_dim=time, window_dim=w, **kw), slow)
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is inspect.unwrap(_window.window).__code__:
+            calls.append(1)
+    sys.setprofile(profile)
+    try:
+        dt.window(x, spatial_dim=time, window_dim=w, **kw)
+    finally:
+        sys.setprofile(None)
+    assert len(calls) == (1 if use_mask is False else 0)

@@ -13,7 +13,6 @@ from .._C import Dim, Tensor
 from .conv_op import convolution
 from .conv_args import (check_padding, conv_padding, given_out_spatial_dims, out_spatial_dim, per_dim, permuted,
                          plan_perm, same_pads, short_pads, spatial_dims, transposed_extra, transposed_out_dim)
-from .pool import pool  # noqa: F401  (dimtorch/__init__.py imports it from here)
 from .._core.args import axis_of, check_tensor, dim_str, dims_str
 
 _CONV_FNS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}

@@ -21,7 +21,6 @@ import torch.nn.functional as F
 from ... import _C
 from ..._C import Dim, Tensor
 from ..._core.args import dim_str, dims_str
-from ...ops.conv import pool as _pool
 from ...ops.conv_args import make_conv_out_spatial_dims
 from ...ops.shape import expand_dim, replace_dim
 from .._builders import NotSpecified, dropout as _dropout, finite_padding_inside, make_norm, not_specified, swish
@@ -135,8 +134,8 @@ class ConformerConvSubsample(ISeqDownsamplingEncoder):
             channels = conv.out_dim
             x = self.activation(x)
             if self.pool_sizes and i < len(self.pool_sizes):
-                x, spatial = _pool(x, mode="max", pool_size=self.pool_sizes[i], in_spatial_dims=spatial,
-                                   padding="same")
+                x, spatial = _C.pool(x, mode="max", pool_size=self.pool_sizes[i], in_spatial_dims=spatial,
+                                     padding="same")
                 spatial = list(spatial)
         if spatial[-1] is not self._final_second_spatial_dim:
             x, _ = replace_dim(x, in_dim=spatial[-1], out_dim=self._final_second_spatial_dim)

@@ -1,0 +1,237 @@
+// Fast path of pool (definition: python/dimtorch/ops/pool.py) for its common call: mode "max" (or "avg"
+// when no count is needed: padding "valid" or static spatial dims), 1 to 3 spatial dims static or with
+// lengths, padding that torch's own padding and ceil_mode give (the definition's torch_padding), inputs at
+// least one window long, no given out dims. As the definition's plan: x's padding set to -inf (max, one
+// where with the cached mask; padding "valid" needs none), a dynamic axis narrowed to its longest
+// sequence, x's axes permuted to (lead..., *spatial) (a view; lead merged to torch's (N, C) when not one
+// or two dims), one torch pool; the out dims by dim math (cached on the dims). Every other case, every
+// error included, goes to the Python definition.
+#include "core/args.h"
+#include "core/backend.h"
+#include "core/dim.h"
+#include "core/exports.h"
+#include "core/functions.h"
+#include "core/mask.h"
+#include "core/python_fallback.h"
+#include "core/tensor.h"
+#include "ops/conv_args.h"
+#include "ops/fast_path_util.h"
+
+namespace dimtorch {
+
+namespace {
+
+using namespace conv_args;
+
+DIMTORCH_PYTHON_FALLBACK(pool_fallback, "pool")
+
+/// a // b (Python's: toward -inf) for b > 0.
+Py_ssize_t floordiv(Py_ssize_t a, Py_ssize_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/// torch's pooling output length of `size` frames, `pad` on both sides (ops/pool.py torch_out_size).
+Py_ssize_t torch_out_size(Py_ssize_t size, Py_ssize_t k, Py_ssize_t s, Py_ssize_t pad, bool ceil_mode) {
+  Py_ssize_t n = floordiv(size + 2 * pad - k + (ceil_mode ? s - 1 : 0), s) + 1;
+  if (ceil_mode && (n - 1) * s >= size + pad) --n;  // the last window starts inside the input or its left padding
+  return n;
+}
+
+/// The ceil_mode with which torch's padding `left` gives the windows of explicit (left, right)
+/// padding, as ops/pool.py torch_padding: 0 no, 1 yes, -1 none does (the definition pads explicitly).
+int implicit_ceil_mode(int n, const Py_ssize_t* sizes, const Py_ssize_t* ks, const Py_ssize_t* strides,
+                       const Py_ssize_t* left, const Py_ssize_t* right) {
+  for (int i = 0; i < n; ++i)
+    if (2 * left[i] > ks[i]) return -1;  // torch's limit on its padding
+  for (int ceil_mode = 0; ceil_mode < 2; ++ceil_mode) {
+    bool all = true;
+    for (int i = 0; all && i < n; ++i) {
+      Py_ssize_t explicit_n = floordiv(sizes[i] + left[i] + right[i] - ks[i], strides[i]) + 1;
+      all = torch_out_size(sizes[i], ks[i], strides[i], left[i], ceil_mode) == explicit_n;
+    }
+    if (all) return ceil_mode;
+  }
+  return -1;
+}
+
+/// pool(x, /, *, nd=None, mode, pool_size, padding="valid", dilation_rate=1, strides=None,
+/// in_spatial_dims, out_spatial_dims=None, use_mask=None) -> (tensor, out_spatial_dims).
+PyObject* f_pool(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "mode", "pool_size", "in_spatial_dims", "nd", "padding",
+                                      "dilation_rate", "strides", "out_spatial_dims", "use_mask"};
+  const char* caller = "dimtorch.pool()";
+  PyObject* v[10];
+  if (!parse_args(args, nargs, kwnames, names, 10, 1, 4, v, caller, 1)) {
+    PyErr_Clear();
+    return pool_fallback(args, nargs, kwnames);
+  }
+#define FALLBACK() return pool_fallback(args, nargs, kwnames)
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !PyUnicode_CheckExact(v[1]) || (v[8] && v[8] != Py_None)) FALLBACK();
+  TensorObject* x = as_tensor(v[0]);
+  bool max_mode;
+  if (PyUnicode_CompareWithASCIIString(v[1], "max") == 0) max_mode = true;
+  else if (PyUnicode_CompareWithASCIIString(v[1], "avg") == 0) max_mode = false;
+  else FALLBACK();
+  PyObject* spatial[kMaxSpatial];
+  int n;
+  Py_ssize_t ks[kMaxSpatial], strides[kMaxSpatial], dilation[kMaxSpatial], pads[kMaxSpatial], nd = 0;
+  Padding kind;
+  if (!spatial_dims(v[3], spatial, &n) || !per_dim(v[2], n, 1, 1, ks) ||
+      !per_dim(v[7] == Py_None ? nullptr : v[7], n, 1, 1, strides) || !per_dim(v[6], n, 1, 1, dilation) ||
+      !padding(v[5], n, &kind, pads) || (v[4] && v[4] != Py_None && (!fast_path::exact_int(v[4], &nd) || nd != n)))
+    FALLBACK();
+  if (!v[7] || v[7] == Py_None)
+    for (int i = 0; i < n; ++i) strides[i] = ks[i];  // strides default to pool_size
+  for (int i = 0; i < n; ++i)
+    if (dilation[i] != 1) FALLBACK();
+  PyObject* dtype = backend::raw_dtype_name(x->raw);
+  if (!dtype) return nullptr;
+  if (!backend::is_floating_dtype_name(dtype)) FALLBACK();
+  // x's layout: lead (x's other dims, in order), then the spatial dims.
+  int ndim = static_cast<int>(tensor_ndim(x));
+  int pos[kMaxSpatial];
+  bool is_spatial[kMaxDims] = {};
+  bool dynamic = false;
+  for (int i = 0; i < n; ++i) {
+    pos[i] = dims_index(x->dims, spatial[i]);
+    if (pos[i] < 0) FALLBACK();
+    is_spatial[pos[i]] = true;
+    DimObject* d = as_dim(spatial[i]);
+    if (d->size < 0 && !dim_has_lengths(d)) FALLBACK();  // size from data: a new out dim per call
+    dynamic = dynamic || dim_has_lengths(d);
+  }
+  // Padding is masked (-inf for max) when a window of a valid output frame can reach it; an avg then
+  // divides by the count of valid frames: the definition does that.
+  bool masked = kind != Padding::kValid && dynamic;
+  if (masked && !max_mode) FALLBACK();
+  int order[kMaxDims], n_lead = 0;
+  for (int i = 0; i < ndim; ++i)
+    if (!is_spatial[i]) order[n_lead++] = i;
+  for (int i = 0; i < n; ++i) order[n_lead + i] = pos[i];
+  // Sizes the pool sees: a dynamic axis narrowed to its longest sequence; each at least one window.
+  Py_ssize_t sizes[kMaxSpatial], left[kMaxSpatial], right[kMaxSpatial], out_sizes[kMaxSpatial];
+  bool narrow = false;
+  for (int i = 0; i < n; ++i) {
+    sizes[i] = x->sizes[pos[i]];
+    Py_ssize_t longest = axis_size(spatial[i]);
+    if (longest == -2) return nullptr;
+    if (longest < sizes[i]) {
+      sizes[i] = longest;
+      narrow = true;
+    }
+    if (kind == Padding::kSame) {
+      left[i] = (ks[i] - 1) / 2;
+      right[i] = ks[i] - 1 - left[i];
+    } else {
+      left[i] = right[i] = pads[i];
+    }
+    Py_ssize_t need = kind == Padding::kSame ? 1 : kind == Padding::kValid ? ks[i] : std::max<Py_ssize_t>(1, ks[i] - 2 * pads[i]);
+    if (sizes[i] < need) FALLBACK();  // shorter than a window: the definition pads or says so
+    // torch's avg_pool3d refuses an input shorter than the window before its own padding
+    if (!max_mode && n == 3 && sizes[i] < ks[i]) FALLBACK();
+    out_sizes[i] = floordiv(sizes[i] + left[i] + right[i] - ks[i], strides[i]) + 1;
+  }
+  int ceil_mode = implicit_ceil_mode(n, sizes, ks, strides, left, right);
+  if (ceil_mode < 0) FALLBACK();
+  Ref out_spatial(PyTuple_New(n));
+  if (!out_spatial) return nullptr;
+  Py_ssize_t narrow_out[kMaxSpatial];
+  bool narrow_any_out = false;
+  for (int i = 0; i < n; ++i) {
+    PyObject* od = out_spatial_dim(spatial[i], ks[i], strides[i], kind, pads[i], caller);
+    if (!od) {
+      PyErr_Clear();
+      FALLBACK();
+    }
+    PyTuple_SET_ITEM(out_spatial.get(), i, od);
+    narrow_out[i] = axis_size(od);
+    if (narrow_out[i] == -2) return nullptr;
+    if (narrow_out[i] < 0 || narrow_out[i] > out_sizes[i]) FALLBACK();
+    narrow_any_out = narrow_any_out || narrow_out[i] < out_sizes[i];
+  }
+#undef FALLBACK
+  Ref raw;
+  if (masked) {
+    int axes[kMaxDims];
+    int n_axes = 0;
+    for (int i = 0; i < ndim; ++i)
+      if (dim_has_lengths(as_dim(PyTuple_GET_ITEM(x->dims, i)))) axes[n_axes++] = i;
+    raw = Ref(masked_raw(x, axes, n_axes, backend::T.float_neg_inf, nullptr, caller));
+    if (!raw) {  // lengths over dims x lacks: the definition says so
+      PyErr_Clear();
+      return pool_fallback(args, nargs, kwnames);
+    }
+  } else {
+    raw = Ref::borrow(x->raw);
+  }
+  // (in the definition's order: narrow, permute, merge; so that torch gets the same strides)
+  for (int i = 0; narrow && i < n; ++i)
+    if (sizes[i] < x->sizes[pos[i]] && !(raw = Ref(fast_path::narrowed(raw.get(), pos[i], 0, sizes[i]))))
+      return nullptr;
+  if (!(raw = Ref(permuted(raw.get(), order, ndim)))) return nullptr;
+  // torch pools (N, C, *S) or (C, *S): no lead dim becomes an axis of 1; more than two merge all but the last.
+  Py_ssize_t shape[2 + kMaxSpatial];
+  int n_shape = 0;
+  if (n_lead == 0) {
+    shape[n_shape++] = 1;
+  } else if (n_lead > 2) {
+    Py_ssize_t merged = 1;
+    for (int j = 0; j < n_lead - 1; ++j) merged *= x->sizes[order[j]];
+    shape[n_shape++] = merged;
+    shape[n_shape++] = x->sizes[order[n_lead - 1]];
+  }
+  bool merge = n_shape > 0;
+  if (merge) {
+    for (int i = 0; i < n; ++i) shape[n_shape++] = sizes[i];
+    if (!(raw = Ref(reshaped(raw.get(), shape, n_shape)))) return nullptr;
+  }
+  Ref k_arg(int_arg(ks, n)), s_arg(int_arg(strides, n)), p_arg(int_arg(left, n));
+  if (!k_arg || !s_arg || !p_arg) return nullptr;
+  Ref out;
+  if (max_mode) {  // torch.max_pool*d(x, k, s, p, dilation, ceil_mode)
+    static PyObject* one = PyLong_FromLong(1);
+    PyObject* pool_args[6] = {raw.get(), k_arg.get(), s_arg.get(), p_arg.get(), one, ceil_mode ? Py_True : Py_False};
+    out = Ref(PyObject_Vectorcall(backend::T.max_pool[n - 1], pool_args, 6, nullptr));
+  } else {  // F.avg_pool*d(x, k, s, p, ceil_mode, count_include_pad=False)
+    PyObject* pool_args[6] = {raw.get(), k_arg.get(), s_arg.get(), p_arg.get(), ceil_mode ? Py_True : Py_False,
+                              Py_False};
+    out = Ref(PyObject_Vectorcall(backend::T.avg_pool[n - 1], pool_args, 6, nullptr));
+  }
+  if (!out) return nullptr;
+  // The output: x's other dims, the out spatial dims.
+  int nd_out = n_lead + n;
+  Py_ssize_t out_shape[kMaxDims];
+  Ref out_dims(PyTuple_New(nd_out));
+  if (!out_dims) return nullptr;
+  for (int j = 0; j < n_lead; ++j) {
+    PyTuple_SET_ITEM(out_dims.get(), j, Py_NewRef(PyTuple_GET_ITEM(x->dims, order[j])));
+    out_shape[j] = x->sizes[order[j]];
+  }
+  for (int i = 0; i < n; ++i) {
+    PyTuple_SET_ITEM(out_dims.get(), n_lead + i, Py_NewRef(PyTuple_GET_ITEM(out_spatial.get(), i)));
+    out_shape[n_lead + i] = out_sizes[i];
+  }
+  if (merge && !(out = Ref(reshaped(out.get(), out_shape, nd_out)))) return nullptr;
+  for (int i = 0; narrow_any_out && i < n; ++i)
+    if (narrow_out[i] < out_sizes[i]) {
+      if (!(out = Ref(fast_path::narrowed(out.get(), n_lead + i, 0, narrow_out[i])))) return nullptr;
+      out_shape[n_lead + i] = narrow_out[i];
+    }
+  PyObject* feature = x->feature_dim;  // kept unless pooled over
+  for (int i = 0; feature && i < n; ++i)
+    if (spatial[i] == feature) feature = nullptr;
+  Ref t(tensor_make(out.release(), out_dims.get(), out_shape, nullptr, feature));
+  if (!t) return nullptr;
+  return PyTuple_Pack(2, t.get(), out_spatial.get());
+}
+
+PyMethodDef kFunctions[] = {
+    {"pool", DIMTORCH_OP(f_pool), METH_FASTCALL | METH_KEYWORDS,
+     "pool(x, /, *, nd=None, mode, pool_size, padding='valid', dilation_rate=1, strides=None, in_spatial_dims, "
+     "out_spatial_dims=None, use_mask=None) -> (tensor, out_spatial_dims): see dimtorch.ops.pool.pool; the common "
+     "call is one torch pool here (and one where with the cached mask for max over dynamic spatial dims)."},
+    {nullptr}};
+
+}  // namespace
+
+bool export_ops_pool(PyObject* module) { return add_functions(module, kFunctions); }
+
+}  // namespace dimtorch
