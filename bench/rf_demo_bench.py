@@ -268,13 +268,22 @@ class CompiledRfSide:
 
     @property
     def graphs(self) -> int:
-        return self.counter.frame_count
+        """Compiled graphs of the step function (Dynamo's cache entries for it: one per compile)."""
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+        return len(_debug_get_cache_entry_list(CompiledRfSide.loss_of.__code__))
+
+    compiles = graphs
 
     def loss(self, batch, step: int, *, train_flag: bool = True, compiled: bool = True):
         """The step's loss (raw, differentiable) on `batch`, compiled or eager (the same model)."""
+        import torch.fx.experimental._config as fx_config
+
         extern_data = self.side.bind(batch)
         self.rf.init_train_step_run_ctx(train_flag=train_flag, step=step, epoch=1)
-        with self.side._device_ctx():
+        # torch specialises an input size of 1 (its 0/1 specialisation: a batch whose targets or encoder have
+        # 1 frame compiled a graph of its own); size-oblivious sizes keep them symbolic, which is what dims
+        # mean (a dimtorch op never broadcasts a dynamic dim of size 1). Read while tracing, so set per call.
+        with self.side._device_ctx(), fx_config.patch(backed_size_oblivious=True):
             return (self.compiled if compiled else self.loss_of)(extern_data)
 
     def train_step(self, batch, step: int):
