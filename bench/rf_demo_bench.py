@@ -31,6 +31,8 @@ None in remaining_dims, so the file itself stays unchanged on our side.
     python bench/rf_demo_bench.py check --demo ~/returnn/demos/demo-rf-pt-benchmark.py
     python bench/rf_demo_bench.py bench --config tiny --dec-dims 64,128,128 --batch 8 --rounds 30
     python bench/rf_demo_bench.py bench --config small --batch 32 --rounds 12
+    python bench/rf_demo_bench.py bench --config tiny --dec-dims 64,128,128 --batch 8 --rounds 20 --warmup 4 \
+        --compiled --backend aot_eager --memory     # + dimtorch.rf compiled, + peak memory per implementation
 
 Timing (docs/architecture.md, How we measure): CPU, one torch thread; per round each implementation runs
 one training step on that round's batch, in an order that rotates per round; reported: the median wall

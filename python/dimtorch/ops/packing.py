@@ -198,9 +198,7 @@ def _pack_in_graph(x: Tensor, dims: tuple, out_dim: Optional[Dim], caller: str):
     elif out_dim.lengths is None or out_dim.lengths.dims:
         raise ValueError(f"{caller}: while tracing, the pack dim has the number of valid frames as 0-dim lengths "
                          f"(its size is data); out_dim {dim_str(out_dim)} must be such a dim, or give none")
-    # folded from a contiguous copy: torch's fold of a non-contiguous raw guards on whether a packed axis has size 1
-    # (a batch whose targets have 1 frame compiled a graph of its own)
-    flat = raw.clone(memory_format=torch.contiguous_format).reshape((index.shape[0],) + tuple(raw.shape[len(dims):]))
+    flat = raw.reshape((index.shape[0],) + tuple(raw.shape[len(dims):]))
     return keep_markers(x, flat.index_select(0, index), (out_dim,) + rest), out_dim
 
 

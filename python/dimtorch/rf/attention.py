@@ -29,7 +29,6 @@ import torch.nn.functional as F
 
 from .. import _C
 from .._C import Dim, Tensor
-from .._core import tracing as _tracing
 from .._core.args import dim_str, dims_str
 from ..nn.attention import FrameMaskCache, _merge_heads, _rope_base, _split_heads, rel_shift
 from ..ops.positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
@@ -469,8 +468,6 @@ class _RelPos:
     def _scores(self, q, k, pos, shift: bool):
         u = self.pos_bias_u.raw[:, None, :] if self.pos_bias_u is not None else None
         w = self.pos_bias_v.raw[:, None, :] if self.pos_bias_v is not None else None
-        if _tracing.tracing():  # torch's batched matmul of non-contiguous operands guards on a size-1 time axis
-            q, k = q.clone(memory_format=torch.contiguous_format), k.clone(memory_format=torch.contiguous_format)
         ac = torch.matmul(q + u if u is not None else q, k.transpose(-2, -1))
         bd = torch.matmul(q + w if w is not None else q, pos)
         if shift:
