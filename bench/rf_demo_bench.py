@@ -31,6 +31,8 @@ None in remaining_dims, so the file itself stays unchanged on our side.
     python bench/rf_demo_bench.py check --demo ~/returnn/demos/demo-rf-pt-benchmark.py
     python bench/rf_demo_bench.py bench --config tiny --dec-dims 64,128,128 --batch 8 --rounds 30
     python bench/rf_demo_bench.py bench --config small --batch 32 --rounds 12
+    python bench/rf_demo_bench.py bench --config tiny --dec-dims 64,128,128 --batch 8 --rounds 20 --warmup 4 \
+        --compiled --backend aot_eager --memory     # + dimtorch.rf compiled, + peak memory per implementation
 
 Timing (docs/architecture.md, How we measure): CPU, one torch thread; per round each implementation runs
 one training step on that round's batch, in an order that rotates per round; reported: the median wall
@@ -64,6 +66,7 @@ for _p in (ROOT, ROOT / "bench"):
 from opsbench.timing import quartiles, round_ratios  # noqa: E402
 
 CONFIGS = {
+    "micro": dict(num_enc_layers=1, enc=32, ff=64, heads=2, key_total=32),  # the compile test's (cheapest graph)
     "tiny": dict(num_enc_layers=2, enc=64, ff=128, heads=4, key_total=64),
     "small": dict(num_enc_layers=4, enc=128, ff=512, heads=4, key_total=128),
 }
@@ -241,6 +244,62 @@ class RfSide:
             self.pt_model.train()
 
 
+class CompiledRfSide:
+    """dimtorch.rf running the demo's train_step under torch.compile(fullgraph=True, dynamic=True): the step
+    function (train_step, then the run context's total loss) is compiled; binding the batch (extern data), the
+    run context, backward and Adam stay outside it, as in RfSide.train_step. `graphs` counts the graphs
+    (Dynamo frames: one per compile, fullgraph allows no break), `compile_s` the wall time of the steps that
+    compiled (their step time included)."""
+
+    impl = "dimtorch_compiled"
+
+    def __init__(self, demo_path: str, *, config: str, vocab: int = 10, dec_dims=None, seed: int = 1,
+                 backend: str = "aot_eager"):
+        import torch
+        import torch._dynamo.testing
+
+        self.side = side = RfSide("dimtorch", demo_path, config=config, vocab=vocab, dec_dims=dec_dims, seed=seed)
+        self.rf, self.pt_model, self.n_params, self.backend = side.rf, side.pt_model, side.n_params, backend
+        self.counter = torch._dynamo.testing.CompileCounterWithBackend(backend)
+        self.compiled = torch.compile(self.loss_of, fullgraph=True, dynamic=True, backend=self.counter)
+        self.compile_s = 0.0
+
+    def loss_of(self, extern_data):
+        """The demo's train_step and the total loss's raw (what is compiled)."""
+        self.side.demo.train_step(model=self.side.model, extern_data=extern_data)
+        return self.rf.get_run_ctx().total_loss().raw_tensor
+
+    @property
+    def graphs(self) -> int:
+        """Compiled graphs of the step function (Dynamo's cache entries for it: one per compile)."""
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+        return len(_debug_get_cache_entry_list(CompiledRfSide.loss_of.__code__))
+
+    compiles = graphs
+
+    def loss(self, batch, step: int, *, train_flag: bool = True, compiled: bool = True):
+        """The step's loss (raw, differentiable) on `batch`, compiled or eager (the same model)."""
+        import torch.fx.experimental._config as fx_config
+
+        extern_data = self.side.bind(batch)
+        self.rf.init_train_step_run_ctx(train_flag=train_flag, step=step, epoch=1)
+        # torch specialises an input size of 1 (its 0/1 specialisation: a batch whose targets or encoder have
+        # 1 frame compiled a graph of its own); size-oblivious sizes keep them symbolic, which is what dims
+        # mean (a dimtorch op never broadcasts a dynamic dim of size 1). Read while tracing, so set per call.
+        with self.side._device_ctx(), fx_config.patch(backed_size_oblivious=True):
+            return (self.compiled if compiled else self.loss_of)(extern_data)
+
+    def train_step(self, batch, step: int):
+        self.side.optimizer.zero_grad()
+        graphs, t0 = self.graphs, time.perf_counter()
+        loss = self.loss(batch, step)
+        loss.backward()
+        self.side.optimizer.step()
+        if self.graphs != graphs:
+            self.compile_s += time.perf_counter() - t0
+        return loss.detach()
+
+
 class OwnApiSide:
     """demo/dimtorch_model.py's Conformer + CTC with its attention decoder (dimtorch's own API), sized like
     the config's encoder, trained on features of the batch's shapes (80 per frame) and its labels."""
@@ -383,7 +442,11 @@ def cmd_bench(args) -> dict:
              RfSide("dimtorch", path, config=args.config, dec_dims=args.dec_dims, seed=args.seed)]
     if args.own_api:
         sides.append(OwnApiSide(args.config, seed=args.seed))
+    if args.compiled:
+        sides.append(CompiledRfSide(path, config=args.config, dec_dims=args.dec_dims, seed=args.seed,
+                                    backend=args.backend))
     rng = numpy.random.RandomState(args.seed)
+    graphs_after_warmup = 0
     wall = {s.impl: [] for s in sides}
     cpu = {s.impl: [] for s in sides}
     loads = []
@@ -400,6 +463,8 @@ def cmd_bench(args) -> dict:
                 cpu[s.impl].append(c)
         if r >= args.warmup:
             loads.append(os.getloadavg()[0])
+        if r == args.warmup - 1:
+            graphs_after_warmup = sum(s.graphs for s in sides if isinstance(s, CompiledRfSide))
     res = {"config": args.config, "dec_dims": args.dec_dims or "640,1024,1024 (the demo's)", "batch": args.batch,
            "rounds": args.rounds, "threads": torch.get_num_threads(),
            "params": {s.impl: s.n_params for s in sides},
@@ -410,15 +475,75 @@ def cmd_bench(args) -> dict:
     for s in sides[1:]:
         res[f"ratio_wall_{s.impl}"] = quartiles(round_ratios(wall[s.impl], wall["returnn"]))
         res[f"ratio_cpu_{s.impl}"] = quartiles(round_ratios(cpu[s.impl], cpu["returnn"]))
+    for s in sides:
+        if isinstance(s, CompiledRfSide):
+            res["compiled"] = {"backend": s.backend, "graphs": s.graphs, "compile_s": round(s.compile_s, 1),
+                               "graphs_in_timed_rounds": "none" if s.graphs == graphs_after_warmup else
+                               s.graphs - graphs_after_warmup}
+            res["ratio_wall_dimtorch_compiled_vs_eager"] = quartiles(round_ratios(wall[s.impl], wall["dimtorch"]))
+    if args.memory:
+        res["peak_rss_mib"] = {impl: _memory_of(args, impl) for impl in wall}
     print(json.dumps(res, indent=1))
+    return res
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return -1
+
+
+def _memory_of(args, impl: str) -> dict:
+    """The memory of `impl`'s training steps in a process of its own (`memstep`): the resident set after
+    the model, the warmup steps (and, compiled, the compiles), and the peak resident set during the timed
+    steps (Linux's VmHWM, reset after the warmup), in MiB."""
+    import subprocess
+    cmd = [sys.executable, __file__, "memstep", "--impl", impl, "--config", args.config, "--batch", str(args.batch),
+           "--rounds", str(min(args.rounds, 5)), "--warmup", str(max(args.warmup, 2)), "--threads", str(args.threads),
+           "--seed", str(args.seed), "--backend", args.backend, "--demo", _demo_path(args)]
+    if args.dec_dims:
+        cmd += ["--dec-dims", args.dec_dims]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        return {"error": run.stderr[-500:]}
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def cmd_memstep(args) -> dict:
+    """One implementation's steps in this process, for _memory_of (prints one JSON line)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    path = _demo_path(args)
+    if args.impl == "dimtorch_compiled":
+        side = CompiledRfSide(path, config=args.config, dec_dims=args.dec_dims, seed=args.seed, backend=args.backend)
+    elif args.impl == "dimtorch_own":
+        side = OwnApiSide(args.config, seed=args.seed)
+    else:
+        side = RfSide(args.impl, path, config=args.config, dec_dims=args.dec_dims, seed=args.seed)
+    rng = numpy.random.RandomState(args.seed)
+    batches = [make_batch(rng, args.batch) for _ in range(args.warmup + args.rounds)]
+    model_kib = _rss_kib("VmRSS")
+    for r in range(args.warmup):
+        side.train_step(batches[r], r)
+    gc.collect()
+    warm_kib = _rss_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+    for r in range(args.warmup, args.warmup + args.rounds):
+        side.train_step(batches[r], r)
+    peak_kib = _rss_kib("VmHWM")
+    res = {"after_model": round(model_kib / 1024, 1), "after_warmup": round(warm_kib / 1024, 1),
+           "peak_in_steps": round(peak_kib / 1024, 1), "step_peak_over_warm": round((peak_kib - warm_kib) / 1024, 1)}
+    print(json.dumps(res))
     return res
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("cmd", choices=["check", "bench"])
+    ap.add_argument("cmd", choices=["check", "bench", "memstep"])
     ap.add_argument("--demo", default=None, help="RETURNN's demos/demo-rf-pt-benchmark.py (or $RETURNN_DEMO_RF_PT)")
-    ap.add_argument("--config", default="tiny", choices=["tiny", "small", "demo"])
+    ap.add_argument("--config", default="tiny", choices=["micro", "tiny", "small", "demo"])
     ap.add_argument("--dec-dims", default=None, help="'embed,lstm,readout' instead of the demo's 640,1024,1024")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=3, help="check: training steps")
@@ -427,9 +552,15 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--own-api", action="store_true", help="bench: also demo/'s dimtorch model (--decoder aed)")
+    ap.add_argument("--compiled", action="store_true",
+                    help="bench: also dimtorch.rf's step under torch.compile (fullgraph, dynamic)")
+    ap.add_argument("--backend", default="aot_eager", help="the torch.compile backend of --compiled")
+    ap.add_argument("--memory", action="store_true",
+                    help="bench: also each implementation's peak resident set in steps, in a process of its own")
+    ap.add_argument("--impl", default="dimtorch", help="memstep: returnn, dimtorch, dimtorch_compiled, dimtorch_own")
     ap.add_argument("--out", default=None, help="write the result as JSON here")
     args = ap.parse_args(argv)
-    res = {"check": cmd_check, "bench": cmd_bench}[args.cmd](args)
+    res = {"check": cmd_check, "bench": cmd_bench, "memstep": cmd_memstep}[args.cmd](args)
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1))
 

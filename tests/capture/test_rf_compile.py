@@ -1,8 +1,15 @@
 """RETURNN frontend code (dimtorch.rf) under torch.compile(fullgraph=True): what the AED model of RETURNN's
 demo-rf-pt-benchmark.py needs in its training step — a product of dims (heads * feature) made in the step,
-and rf.scan over the targets' dynamic dim with outputs (one torch scan, its outputs stacked in the graph)."""
+and rf.scan over the targets' dynamic dim with outputs (one torch scan, its outputs stacked in the graph); and the
+demo's whole training step over 50 batches of random sizes (few graphs, equal to eager)."""
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy
 import pytest
 import torch
 
@@ -79,4 +86,62 @@ def test_rf_scan_with_outputs_is_one_graph_for_every_length():
         assert_same(list(got) + [g.nan_to_num(0.0) for g in grads_got],
                     list(want) + [g.nan_to_num(0.0) for g in grads_want], rtol=1e-4, atol=1e-4, what=f"batch {i}")
     assert compiled.graphs <= 2, compiled.graphs  # the first batch's, then one dynamic graph (as dt.scan's)
+    torch._dynamo.reset()
+
+
+DEMO = os.environ.get("RETURNN_DEMO_RF_PT")
+
+
+def _bench_module():
+    """bench/rf_demo_bench.py (the demo loaded through dimtorch.rf, its step compiled: CompiledRfSide)."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "rf_demo_bench.py"
+    spec = importlib.util.spec_from_file_location("rf_demo_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("rf_demo_bench", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow  # four compiles of the whole step (aot_eager): ~4-6.5 min on 2 cores at load 2-4
+@pytest.mark.allow_leaks  # the demo's module-level declared dims and extern data stay bound to the last batch
+@pytest.mark.skipif(not DEMO or not os.path.exists(DEMO),
+                    reason="set RETURNN_DEMO_RF_PT to RETURNN's demos/demo-rf-pt-benchmark.py")
+def test_returnn_demo_training_step_compiles_to_few_graphs_over_50_batches():
+    """RETURNN's demo-rf-pt-benchmark.py AED training step (Conformer, SpecAugment, the ZoneoutLSTM decoder's
+    rf.scan over the targets, label-smoothed packed CE) through dimtorch.rf under torch.compile(fullgraph,
+    dynamic), trained for 50 steps on batches of random sizes (2-24 sequences, crossing torch's CPU conv backend
+    change at 16; one sequence would be torch's own 0/1 specialisation) and lengths (encoder lengths 1 and 2
+    after the 6x subsampling, target lengths 1-3): a bounded
+    number of graphs (at most 4); the loss and the gradients equal eager's (same weights,
+    same random draws) on two of the batches."""
+    bench = _bench_module()
+    side = bench.CompiledRfSide(DEMO, config="micro", dec_dims="16,32,32", seed=1, backend="aot_eager")
+    rng = numpy.random.RandomState(5)
+    params = [p for p in side.pt_model.parameters()]
+    graphs_at = []
+    for step in range(50):
+        batch = bench.make_batch(rng, int(rng.randint(2, 25)))
+        if step in (20, 45):  # compiled vs eager at the same weights and random state
+            torch.manual_seed(step)
+            got = side.loss(batch, step)
+            got_grads = torch.autograd.grad(got, params, allow_unused=True)
+            torch.manual_seed(step)
+            want = side.loss(batch, step, compiled=False)
+            want_grads = torch.autograd.grad(want, params, allow_unused=True)
+            assert_same(got.detach(), want.detach(), rtol=1e-5, atol=1e-4, what=f"loss at step {step}")
+            for p, g, w in zip(params, got_grads, want_grads):  # (None: no path from the loss; as zeros)
+                g = torch.zeros_like(p) if g is None else g
+                w = torch.zeros_like(p) if w is None else w
+                assert_same(g, w, rtol=1e-4, atol=1e-5, what=f"gradient at step {step}")
+        side.train_step(batch, step)
+        graphs_at.append(side.compiles)
+    # 4 graphs (seeded batches; measured): the first batch's; the one after the first step filled the declared input
+    # time dim's dim-math cache (ceildiv of it, made in the first trace, cached on the declared dim); and two that
+    # torch still adds where a size is 1 although sizes are size-oblivious: the encoder's 1 frame (torch's matmul
+    # decomposition for the attention scores guards on the 6x-subsampled length != 1) and the targets' 1 frame (the
+    # packed CE: its fold, or its backward's). Neither the step number, duck sizing, the conv backend at 16
+    # sequences, the linear layers' folds nor shift_right add one any more.
+    assert graphs_at[-1] <= 4, graphs_at
+    del side
+    sys.modules.pop("rf_demo_bench", None)
     torch._dynamo.reset()

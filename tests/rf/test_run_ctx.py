@@ -153,3 +153,20 @@ def test_core_slot_is_installed():
     drf.reset_run_ctx()
     with pytest.raises(RuntimeError, match="test: no run context"):
         slot.current("test")
+
+
+def test_step_reached_is_recorded_per_schedule_at_install():
+    """What SpecAugment reads: the phase of its schedule (recorded when the context is installed, so a compiled
+    step guards on the phase, not on the step number); a schedule first seen is answered from the step."""
+    from dimtorch._core import run_ctx as slot
+    from dimtorch.rf.audio.specaugment import _phase_step
+
+    for step, want in ((0, (True, False, False)), (999, (True, False, False)), (1000, (True, True, False)),
+                       (2500, (True, True, True))):
+        drf.init_train_step_run_ctx(train_flag=True, step=step)
+        assert slot.step_reached((0, 1000, 2000)) == want
+        assert ((0, 1000, 2000), want) in slot._reached
+        assert _phase_step((0, 1000, 2000)) == max(t for t, r in zip((0, 1000, 2000), want) if r)
+    drf.init_train_step_run_ctx(train_flag=True, step=7)
+    assert slot.step_reached((5, 10, 20)) == (True, False, False) and _phase_step((5, 10, 20)) == 5
+    drf.reset_run_ctx()

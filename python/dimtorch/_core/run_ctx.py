@@ -8,6 +8,13 @@ attribute step; is_train_flag_enabled() and get_step() here read them (False and
 from __future__ import annotations
 
 _ctx = None
+# Step thresholds that step code compares the global train step with (SpecAugment's schedule; RETURNN's
+# default registered up front). install() records which of them the context's step has reached, and
+# step_reached() answers from that record: a trace (torch.compile) then reads, and guards on, the phase of
+# the schedule, not the step itself, so a compiled step is not recompiled at every training step, only
+# when the step crosses a threshold.
+_schedules = {(0, 1000, 2000)}
+_reached: tuple = ()  # ((thresholds, reached per threshold), ...) for the installed context's step
 
 
 def current(caller: str):
@@ -20,8 +27,10 @@ def current(caller: str):
 
 def install(ctx) -> None:
     """Installs `ctx` as the run context (None clears it)."""
-    global _ctx
+    global _ctx, _reached
     _ctx = ctx
+    step = get_step()
+    _reached = tuple((thresholds, _reached_of(step, thresholds)) for thresholds in sorted(_schedules))
 
 
 def is_train_flag_enabled(func=None) -> bool:
@@ -39,3 +48,25 @@ def get_step() -> int:
         return 0
     step = _ctx.step
     return step if type(step) is int else int(getattr(step, "raw", step))
+
+
+def _reached_of(step: int, thresholds: tuple) -> tuple:
+    return tuple(step >= t for t in thresholds)
+
+
+def step_reached(thresholds: tuple) -> tuple:
+    """Per threshold (ints), whether the installed context's global train step has reached it (step 0
+    without a context). Recorded at install() for the schedules seen so far; a schedule first seen is
+    registered (outside a trace) and answered from the step."""
+    thresholds = tuple(thresholds)
+    for known, reached in _reached:
+        if known == thresholds:
+            return reached
+    if not _compiling():
+        _schedules.add(thresholds)
+    return _reached_of(get_step(), thresholds)
+
+
+def _compiling() -> bool:
+    import torch
+    return torch.compiler.is_compiling()

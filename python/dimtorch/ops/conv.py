@@ -365,7 +365,7 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
     if plan.pre_pad is not None:
         raw = F.pad(raw, plan.pre_pad)
     w = filter.raw if plan.aligned else filter.raw_aligned(plan.want)
-    if in_graph and raw.device.type == "cpu" and plan.n == 1:
+    if in_graph and raw.device.type == "cpu":
         out = _conv_op_in_graph(plan, raw, w, b)
     else:
         out = plan.fn(raw, w, b, *plan.torch_args)
@@ -383,9 +383,9 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
 
 
 def _conv_op_in_graph(plan: _Plan, raw: torch.Tensor, w: torch.Tensor, b) -> torch.Tensor:
-    """plan.fn of a 1-D convolution while tracing on the CPU, as dimtorch::convolution (ops/conv_op.py): torch's
+    """plan.fn of a convolution while tracing on the CPU, as dimtorch::convolution (ops/conv_op.py): torch's
     fake convolution would guard on the CPU backend that the batch size selects (a second graph at 16
-    sequences)."""
+    sequences; seen with 1-D convolutions and with the 2-D ones of RETURNN's ConformerConvSubsample)."""
     n = plan.n
     if plan.transposed:
         strides, padding, output_padding, groups, dilation = plan.torch_args

@@ -1,4 +1,4 @@
-"""dimtorch::convolution, torch's convolution as one opaque op for 1-D convolutions in graphs on the CPU: no second
+"""dimtorch::convolution, torch's convolution as one opaque op for convolutions in graphs on the CPU: no second
 graph when a batch crosses 16 sequences.
 
 torch 2.13's fake convolution (torch/_subclasses/fake_impls.py) asks `_select_conv_backend` for the CPU
@@ -6,10 +6,11 @@ backend to pick the output's memory format whenever the sizes have hints, and th
 batch size (2 <= B <= 15 or B >= 16): the graph guards on it, and a batch on the other side compiles a
 second graph. This op's fake kernel computes the output shape only. Inside the op it is aten.convolution
 itself, bias included (made contiguous, as the fake says); its backward is aten.convolution_backward in a
-second op, for the inputs that need a gradient: the same kernels, and values, as F.conv1d. dt.conv uses it
-for 1-D convolutions only (the depthwise convolution of a Conformer block is where the guard appeared):
-a 2-D convolution does not guard on the batch (checked), and keeps the memory format torch's kernel
-chooses (a channels-last output that this op would make contiguous changes the next kernel's rounding).
+second op, for the inputs that need a gradient: the same kernels, and values, as F.conv1d/2d/3d. dt.conv
+uses it for every convolution traced on the CPU: the guard appeared with the depthwise 1-D convolution of a
+Conformer block and with the 2-D convolutions of RETURNN's ConformerConvSubsample (a 2-D output that torch
+would keep channels-last is made contiguous here, which can change the next kernel's rounding, not values
+beyond it).
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from .._C import Tensor
+from .._core import tracing as _tracing
 from .._core.args import dim_str, namesakes_note
 from ._support import (
     describe_dims, dims_tuple, flag, has_lengths, index_of, masked_raw, names_errors, need_tensor, product,
@@ -140,6 +141,11 @@ def linear(x, weight, bias=None) -> Tensor:
                          f"({describe_dims(bias.dims, bias.raw.shape)})")
     others = [i for i in range(len(x.dims)) if i != in_x]
     xr = x.raw.permute(others + [in_x])
+    if xr.dim() > 2 and _tracing.tracing():
+        # torch folds x's other axes into one (a view when the strides allow); over a permuted or otherwise
+        # non-contiguous raw, whether they allow depends on which axes have size 1, so a trace guards on it
+        # (e.g. the encoder's 1 frame vs more: a second graph). A contiguous copy folds without guards.
+        xr = xr.clone(memory_format=torch.contiguous_format)
     b_raw = bias.raw if bias is not None else None
     if w_in == 1:  # weight (out, in): torch's own layout
         out = F.linear(xr, w.raw, b_raw)

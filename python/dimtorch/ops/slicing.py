@@ -168,11 +168,14 @@ def _pad_spec(raw: torch.Tensor, axis: int, left: int, right: int) -> tuple:
 
 def _shifted(raw: torch.Tensor, a: int, amount: int, pad_value, earlier: bool) -> torch.Tensor:
     """raw with its frames along axis a moved `amount` later (or earlier), the frames that enter holding pad_value."""
+    # pad, then narrow back to n frames: no size of its own is compared with `amount` or is n - amount (a trace
+    # over a dynamic n would specialise, e.g. a narrow to 1 frame at n = 2, and recompile)
     n = raw.shape[a]
-    k = min(amount, n)
+    if type(n) is int:  # eager: no more padding than frames
+        amount = min(amount, n)
     if earlier:
-        return torch.constant_pad_nd(raw.narrow(a, k, n - k), _pad_spec(raw, a, 0, k), pad_value)
-    return torch.constant_pad_nd(raw.narrow(a, 0, n - k), _pad_spec(raw, a, k, 0), pad_value)
+        return torch.constant_pad_nd(raw, _pad_spec(raw, a, 0, amount), pad_value).narrow(a, amount, n)
+    return torch.constant_pad_nd(raw, _pad_spec(raw, a, amount, 0), pad_value).narrow(a, 0, n)
 
 
 def shift_right(x: Tensor, /, *, axis: Dim, amount: int = 1, pad_value=0) -> Tensor:

@@ -6,4 +6,4 @@ set for `func`; and the global train step), which gives False and 0 before a con
 RETURNN frontend does before one is set."""
 from __future__ import annotations
 
-from .._core.run_ctx import get_step, is_train_flag_enabled  # noqa: F401
+from .._core.run_ctx import get_step, is_train_flag_enabled, step_reached  # noqa: F401

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from ... import Dim, Tensor
+from ..._capture.dynamic_axes import mark_dynamic_axes
 from ...ops.rf_dim import bind_lengths
 
 _ASSIGN = "dimtorch.rf.tensor.TensorDict.assign_from_raw_tensor_dict_()"
@@ -167,8 +168,13 @@ class TensorDict:
                     if not with_scalar_dyn_sizes and _lengths_dims(d, value, _ASSIGN) == ():
                         continue
                     raise KeyError(f"{_ASSIGN}: {size_key!r} (the lengths of dim {d!r}) is not in the raw dict")
-                bind_lengths(d, Tensor(_as_raw(size, _ASSIGN), _lengths_dims(d, value, _ASSIGN)))
-            value.raw_tensor = _as_raw(raw, _ASSIGN)
+                lengths_dims = _lengths_dims(d, value, _ASSIGN)
+                lengths = _as_raw(size, _ASSIGN)
+                mark_dynamic_axes(lengths, lengths_dims)
+                bind_lengths(d, Tensor(lengths, lengths_dims))
+            raw = _as_raw(raw, _ASSIGN)
+            mark_dynamic_axes(raw, value.dims)  # no duck sizing of its dynamic axes under torch.compile
+            value.raw_tensor = raw
 
     def assign_padded_(self, data: Dict[str, torch.Tensor], *, lengths: Optional[Dict[Dim, Any]] = None) -> None:
         """dimtorch's way to fill the dict for a step: `data` maps names to padded raws (axes in the
