@@ -140,11 +140,13 @@ def linear(x, weight, bias=None) -> Tensor:
         raise ValueError(f"{caller}: bias must have the dims ({dim_str(out_dim)}) of the output, got "
                          f"({describe_dims(bias.dims, bias.raw.shape)})")
     others = [i for i in range(len(x.dims)) if i != in_x]
-    xr = x.raw.permute(others + [in_x])
-    if xr.dim() > 2 and _tracing.tracing():
-        # torch folds x's other axes into one (a view when the strides allow); over a permuted or otherwise
-        # non-contiguous raw, whether they allow depends on which axes have size 1, so a trace guards on it
-        # (e.g. the encoder's 1 frame vs more: a second graph). A contiguous copy folds without guards.
+    moved = in_x != len(x.dims) - 1
+    xr = x.raw.permute(others + [in_x]) if moved else x.raw
+    if moved and xr.dim() > 2 and _tracing.tracing():
+        # torch folds x's other axes into one (a view when the strides allow); over a permuted raw, whether
+        # they allow depends on which axes have size 1, so a trace guards on it (e.g. the encoder's 1 frame
+        # vs more: a second graph). A contiguous copy folds without guards; a raw with its feature axis last
+        # (the common case) is folded as it is, without the copy.
         xr = xr.clone(memory_format=torch.contiguous_format)
     b_raw = bias.raw if bias is not None else None
     if w_in == 1:  # weight (out, in): torch's own layout
