@@ -262,6 +262,8 @@ def test_verify_out_shape():
 # ---- the run context -------------------------------------------------------------------------
 
 class _FakeRunCtx:
+    step = 0  # the protocol's attribute (python/dimtorch/_core/run_ctx.py): install() reads it
+
     def __init__(self):
         self.calls = []
 
