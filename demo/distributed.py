@@ -4,6 +4,7 @@ One process (no torchrun) is world size 1: no process group, no wrapper, the sam
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import shutil
@@ -119,6 +120,41 @@ def parallelize(model: torch.nn.Module, impl: str, world: World, fsdp: bool,
     # device_ids=None: DDP leaves the inputs where they are (the lengths stay on the host).
     # forward_sync_buffers=False: the synced batch norms keep the running statistics equal on all ranks.
     return torch.nn.parallel.DistributedDataParallel(module, device_ids=None, forward_sync_buffers=False)
+
+
+@contextlib.contextmanager
+def unsharded_for_evaluation(module: torch.nn.Module):
+    """Within it, every FSDP2 module of `module` (parallelize's layers and root) holds its whole parameters:
+    all-gathered once on entry (every rank, in the same order) and freed on exit. Forward calls inside then run
+    no collective, so each rank may call any module any number of times: the attention decoder's greedy
+    decoding runs as many steps as its own sequences need, without desynchronizing the ranks. Without FSDP
+    modules (one process, DDP) it does nothing.
+
+    FSDP2 (torch 2.13) keeps its hooks while unsharded: the pre-forward hook finds the parameters unsharded and
+    gathers nothing, but the post-forward hook would reshard them after the first call, so reshard-after-forward
+    is off inside (as FSDPModule.set_reshard_after_forward documents for evaluation) and back to parallelize's
+    setting after (on for the layers, off for the root). On exit the root's reset_iter_state() reshards and
+    clears FSDP's per-iteration records (call it between training steps: no gradient is in flight then). FSDP picks its root lazily at the root's first forward;
+    an evaluation before any training step calls that initialization itself (idempotent; torch has no public
+    name for it), else a layer called first would take itself for the root."""
+    from torch.distributed.fsdp import FSDPModule
+    sharded = [m for m in module.modules() if isinstance(m, FSDPModule)]
+    if not sharded:
+        yield
+        return
+    root = sharded[0]
+    root._get_fsdp_state()._lazy_init()
+    root.set_reshard_after_forward(False)  # recursive: every FSDP module under the root
+    for m in sharded:
+        m.unshard()
+    try:
+        yield
+    finally:
+        # Reshards every module, and forgets the order of this evaluation's forward calls: FSDP records it even
+        # without gradients and its next backward would prefetch by it (a different all-gather on each rank).
+        root.reset_iter_state()
+        root.set_reshard_after_forward(True)
+        root.set_reshard_after_forward(False, recurse=False)  # the root keeps its parameters for the backward
 
 
 def all_reduce_sum(values: torch.Tensor, world: World) -> torch.Tensor:

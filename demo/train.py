@@ -52,7 +52,8 @@ from demo.ctc_decode import greedy_decode, label_errors
 from demo.data import Batch, SequenceDataset, StepLoader, TaskConfig
 from demo.reference_frontend import FrontendConfig
 from demo.distributed import (HostLengths, ShardedCheckpointError, World, all_reduce_sum, barrier, close_world,
-                              gather_objects, init_world, load_sharded, parallelize, remove_old_shards, save_sharded)
+                              gather_objects, init_world, load_sharded, parallelize, remove_old_shards, save_sharded,
+                              unsharded_for_evaluation)
 from demo.reference_model import ConformerCTC, DecoderConfig, ModelConfig
 
 CHECKPOINT, SUMMARY, PLOT = "checkpoint.pt", "summary.json", "training.png"
@@ -206,9 +207,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         p.error("--steps must be >= 0")
     if args.minutes is None and args.steps is None:
         args.minutes = 3.0
-    if args.fsdp and args.decoder == "aed":
-        p.error("--fsdp with --decoder aed: the attention decoder's greedy evaluation runs a data-dependent number "
-                "of decoder steps per rank, which FSDP's per-call all-gathers cannot follow; use DDP (no --fsdp)")
     preset = SPEECH_PRESETS[args.config] if args.task == "speech" else PRESETS[args.config]
     for k in ("lr", "batch_frames", "eval_every"):
         if getattr(args, k) is None:
@@ -259,7 +257,8 @@ def evaluate(forward, model, loader: StepLoader, device, world: World, to_text=N
     """Dev loss per label and label error rate (greedy CTC decoding); with the attention decoder also
     `aed_ler`, its greedy label error rate (at most 2 labels per encoder frame, stops at EOS).
     `forward(batch) -> (loss, logits, out_lengths)`. Each rank evaluates its share of the dev batches
-    (stand-ins included, for FSDP's collectives) and the sums are added over the ranks.
+    (stand-ins included) and the sums are added over the ranks (the only collective here: with FSDP the
+    caller holds the parameters gathered, see demo.distributed.unsharded_for_evaluation).
 
     With `to_text` (labels -> str: the speech task) also the word and character error rates `wer`, `cer`
     (`aed_wer`, `aed_cer` with the decoder), and with beam > 1 those of the CTC prefix beam search: over dims
@@ -646,15 +645,21 @@ def run(args, world: World) -> dict:
                               rank=world.rank, world_size=world.world_size)
     dev_loader = StepLoader(dev_set, max_frames=4 * args.batch_frames, shuffle=False, rank=world.rank,
                             world_size=world.world_size)
-    if args.fsdp:  # the sharded parameters are gathered by the whole module's forward, on every rank
+    if args.fsdp:
         def eval_forward(b):
-            # Evaluation stays eager with --compile too (the layers compiled for training run their eager
-            # code): a rank without dev data steps through an empty stand-in batch.
-            with torch.compiler.set_stance("force_eager") if args.compile else contextlib.nullcontext():
-                return module(b.features, b.targets, HostLengths(b.feature_lengths, b.target_lengths))
+            return module(b.features, b.targets, HostLengths(b.feature_lengths, b.target_lengths))
     else:
         def eval_forward(b):
             return model.loss(*b)
+
+    def evaluate_dev(**kwargs) -> dict:
+        """evaluate() on dev. With FSDP the parameters are gathered once for it (unsharded_for_evaluation): each
+        rank then runs its own number of forward calls (the attention decoder's greedy decoding stops at EOS)
+        without collectives. Evaluation stays eager with --compile (the layers compiled for training run their
+        eager code)."""
+        with unsharded_for_evaluation(module) if args.fsdp else contextlib.nullcontext(), \
+                torch.compiler.set_stance("force_eager") if args.compile else contextlib.nullcontext():
+            return evaluate(eval_forward, model, dev_loader, device, world, to_text, **kwargs)
 
     saved = [None]  # (step, dev evaluations) of the last save
 
@@ -690,7 +695,7 @@ def run(args, world: World) -> dict:
         f"params={n_params} threads={torch.get_num_threads()} start step={step}")
     if not history["dev"] and (args.steps is None or args.steps > step):
         history["dev"].append({"step": step, "seconds": 0.0,
-                               **evaluate(eval_forward, model, dev_loader, device, world, to_text)})
+                               **evaluate_dev()})
     module.train()
     start_step, t_start = step, time.monotonic()
     t_offset = history["dev"][-1].get("seconds", 0.0) if history["dev"] else 0.0  # training time before this run
@@ -733,7 +738,7 @@ def run(args, world: World) -> dict:
                 del info["audio"]
             done = (args.steps is not None and step >= args.steps) or over_time
             if step % args.eval_every == 0 or done:
-                ev = evaluate(eval_forward, model, dev_loader, device, world, to_text)
+                ev = evaluate_dev()
                 history["dev"].append({"step": step, "seconds": round(t_offset + elapsed, 2), **ev})
                 info.update(dev_info(ev))
                 log(f"step {step}: train loss {ema:.3f}  dev loss {ev['loss']:.3f}  "
@@ -749,15 +754,14 @@ def run(args, world: World) -> dict:
     train_s = time.monotonic() - t_start
     if step > start_step and (not history["dev"] or history["dev"][-1]["step"] != step):
         history["dev"].append({"step": step, "seconds": round(t_offset + train_s, 2),
-                               **evaluate(eval_forward, model, dev_loader, device, world, to_text)})
+                               **evaluate_dev()})
     if saved[0] != (step, len(history["dev"])):
         save()
     dev = history["dev"]
     final_dev, examples = None, []
     if to_text is not None and (args.beam_size > 1 or args.decode_examples > 0):
         # The final model once more with the CTC prefix beam search (lexicon-constrained), and examples.
-        final_dev = {"step": step, **evaluate(eval_forward, model, dev_loader, device, world, to_text,
-                                              beam=args.beam_size, examples=examples)}
+        final_dev = {"step": step, **evaluate_dev(beam=args.beam_size, examples=examples)}
     summary = {
         "impl": args.impl, "config": args.config, "device": str(device), "torch": torch.__version__,
         "threads": torch.get_num_threads(), "world_size": world.world_size,

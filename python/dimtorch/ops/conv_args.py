@@ -43,7 +43,9 @@ def spatial_dims(caller: str, x: Tensor, in_spatial_dims) -> tuple:
         raise ValueError(f"{caller}: {len(dims)} spatial dims ({dims_str(dims)}); only 1-D, 2-D and 3-D are supported")
     for d in dims:
         axis_of(x, d, caller, what="in_spatial_dims entry")
-    if len({id(d) for d in dims}) != len(dims):
+    # `is`, not a set of id()s: under torch.compile an id() guards on the Dim object, so a layer compiled on
+    # its own (FSDP2's per-layer compile) would recompile for every batch's new Dim.
+    if any(a is b for i, a in enumerate(dims) for b in dims[:i]):
         raise ValueError(f"{caller}: in_spatial_dims lists a dim twice ({dims_str(dims)})")
     return dims
 
