@@ -110,6 +110,13 @@ def distinct_axes(x: Tensor, dims: tuple, caller: str, what: str, entry: str = "
     return axes
 
 
+def repeats_a_dim(dims) -> bool:
+    """Whether the tuple `dims` names a dim twice. By Dim equality (identity), not a set of id()s: under
+    torch.compile an id() guards on the Dim object, so a layer compiled on its own (FSDP2's per-layer compile)
+    would recompile for every batch's new Dim."""
+    return any(d in dims[:i] for i, d in enumerate(dims))
+
+
 def lengths_positions(dim: Dim, layout: tuple, caller: str, lacks: str) -> list:
     """The positions in `layout` of the dims the lengths of the dynamic `dim` vary over, in the lengths' order;
     a ValueError naming the call for one that layout lacks ("... which <lacks>"; "{dims}" in lacks stands

@@ -13,7 +13,7 @@ from .._C import Dim, Tensor
 from .conv_op import convolution
 from .conv_args import (check_padding, conv_padding, given_out_spatial_dims, out_spatial_dim, per_dim, permuted,
                          plan_perm, same_pads, short_pads, spatial_dims, transposed_extra, transposed_out_dim)
-from .._core.args import axis_of, check_tensor, dim_str, dims_str
+from .._core.args import axis_of, check_tensor, dim_str, dims_str, repeats_a_dim
 
 _CONV_FNS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 _TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
@@ -73,7 +73,7 @@ def _channel_copy(caller: str, filter, channel: Dim, filter_size: tuple, size: i
 
 def _check_filter_dims(caller: str, filter, want: tuple) -> None:
     check_tensor(filter, caller, what="filter")
-    if len(filter.dims) != len(want) or {id(d) for d in filter.dims} != {id(d) for d in want}:
+    if len(filter.dims) != len(want) or repeats_a_dim(filter.dims) or any(d not in want for d in filter.dims):
         raise ValueError(f"{caller}: filter must have dims ({dims_str(want)}), has ({dims_str(filter.dims)})")
 
 

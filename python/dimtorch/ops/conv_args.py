@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 import torch
 
 from .._C import Dim, Tensor, ceildiv
-from .._core.args import axis_of, dim_str, dims_arg, dims_str
+from .._core.args import axis_of, dim_str, dims_arg, dims_str, repeats_a_dim
 from ._support import names_errors
 
 
@@ -43,9 +43,7 @@ def spatial_dims(caller: str, x: Tensor, in_spatial_dims) -> tuple:
         raise ValueError(f"{caller}: {len(dims)} spatial dims ({dims_str(dims)}); only 1-D, 2-D and 3-D are supported")
     for d in dims:
         axis_of(x, d, caller, what="in_spatial_dims entry")
-    # `is`, not a set of id()s: under torch.compile an id() guards on the Dim object, so a layer compiled on
-    # its own (FSDP2's per-layer compile) would recompile for every batch's new Dim.
-    if any(a is b for i, a in enumerate(dims) for b in dims[:i]):
+    if repeats_a_dim(dims):
         raise ValueError(f"{caller}: in_spatial_dims lists a dim twice ({dims_str(dims)})")
     return dims
 
@@ -94,7 +92,7 @@ def given_out_spatial_dims(caller: str, given, computed: Sequence[Dim], other_di
     if len(dims) != len(computed):
         raise ValueError(f"{caller}: out_spatial_dims has {len(dims)} dims ({dims_str(dims)}), one per spatial "
                          f"dim is needed ({len(computed)})")
-    if len({id(d) for d in dims}) != len(dims) or any(d is o for d in dims for o in other_dims):
+    if repeats_a_dim(dims) or any(d is o for d in dims for o in other_dims):
         raise ValueError(f"{caller}: out_spatial_dims ({dims_str(dims)}) must be distinct dims that are not among "
                          f"the output's other dims ({dims_str(other_dims)})")
     for i, (g, c) in enumerate(zip(dims, computed)):

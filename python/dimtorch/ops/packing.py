@@ -9,7 +9,7 @@ import torch
 
 from .._core import dim_cache as _dim_cache, in_graph as _in_graph, sizes as _dim_sizes, tracing as _tracing
 from .._C import Dim, Tensor
-from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers
+from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, keep_markers, repeats_a_dim
 from . import rf_dim as _rf_dim
 from ._support import names_errors
 
@@ -18,7 +18,7 @@ def _check_dims(x: Tensor, dims, caller: str) -> tuple:
     dims = dims_arg(dims, caller, "dims")
     if not dims:
         raise ValueError(f"{caller}: dims is empty")
-    if len({id(d) for d in dims}) != len(dims):
+    if repeats_a_dim(dims):
         raise ValueError(f"{caller}: dims lists a dim twice ({dims_str(dims)})")
     return dims
 

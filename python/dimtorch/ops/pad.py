@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from .. import _C
 from .._core import in_graph as _in_graph, tracing as _tracing
 from .._C import Dim, Tensor
-from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str
+from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, repeats_a_dim
 
 _CALLER = "dimtorch.pad()"
 _MASK = 0  # kind of dimtorch._C._dim_cached_raw (src/core/mask.h)
@@ -227,7 +227,7 @@ def pad(x: Tensor, /, *, axes: Union[Dim, Sequence[Dim]], padding, out_dims: Opt
     pairs = _pairs(axes, padding)
     for d in axes:
         axis_of(x, d, _CALLER, what="axis")
-    if len({id(d) for d in axes}) != len(axes):
+    if repeats_a_dim(axes):
         raise ValueError(f"{_CALLER}: axes lists a dim twice ({dims_str(axes)})")
     if handle_dynamic_dims is not None and not isinstance(handle_dynamic_dims, bool):
         raise TypeError(f"{_CALLER}: handle_dynamic_dims must be None or a bool, got "

@@ -9,7 +9,7 @@ import torch
 from .. import _C
 from .._core import tracing as _tracing
 from .._C import Dim, Tensor
-from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, distinct_axes
+from .._core.args import axis_of, check_tensor, dim_str, dims_arg, dims_str, distinct_axes, repeats_a_dim
 from .shape import _check_lengths_kept, _regroup
 from ._support import names_errors, padded_size
 
@@ -29,7 +29,7 @@ def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> 
     in_dims = dims_arg(in_dims, caller, "in_dims")
     out_dims = dims_arg(out_dims, caller, "out_dims")
     axes = distinct_axes(source, in_dims, caller, "in_dims", "in_dims entry", "; give the dims to reshape")
-    if len({id(d) for d in out_dims}) != len(out_dims):
+    if repeats_a_dim(out_dims):
         raise ValueError(f"{caller}: out_dims lists a dim twice ({dims_str(out_dims)})")
     for d in out_dims:
         if d in source.dims and d not in in_dims:  # Dim equality is identity
