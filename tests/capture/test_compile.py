@@ -149,7 +149,10 @@ SLOW_LAYERS = ("LSTM bidirectional 2 layers", "ConformerEncoderLayer", "Conforme
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_LAYERS else c for c in LAYERS])
 def test_layer_compiles_to_one_graph(case):
     torch.manual_seed(0)
-    _check(case, LAYERS[case], pad=1e30 if case in ("BatchNorm",) else float("nan"))
+    # The Conformer's 2-D conv front end runs as dimtorch::convolution in the graph (contiguous output where
+    # eager's kernel keeps channels-last): its filter gradients sum in another order, ~2e-5 apart.
+    tol = 5e-5 if case == "ConformerEncoder" else 1e-5
+    _check(case, LAYERS[case], pad=1e30 if case in ("BatchNorm",) else float("nan"), rtol=tol, atol=tol)
 
 
 @pytest.mark.slow
