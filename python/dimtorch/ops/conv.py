@@ -260,7 +260,7 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
                 raise ValueError(f"{caller}: spatial dim {dim_str(d)} takes its size from data; it needs lengths "
                                  f"or a size")
     dims, shape = x.dims, x.raw.shape
-    nd, n = len(dims), len(spatial)
+    nd = len(dims)
     pos = [dims.index(d) for d in spatial]
     ci = dims.index(in_dim)
     rest = [i for i in range(nd) if i != ci and i not in pos]
