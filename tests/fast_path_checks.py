@@ -2,6 +2,9 @@
 families' own test files): the same structure, dims, markers and raw values (NaN where NaN)."""
 from __future__ import annotations
 
+import inspect
+import sys
+
 import torch
 
 import dimtorch as dt
@@ -39,3 +42,41 @@ def both(fast_fn, slow_fn, *args, **kwargs):
     out_fast, out_slow = fast_fn(*args, **kwargs), slow_fn(*args, **kwargs)
     assert_same(out_fast, out_slow)
     return out_fast
+
+
+def permuted_batch(lengths, channels, *, extra, pad, order, static_time=None, seed=0):
+    """x over a permutation `order` of (batch, time, channel), padding frames set to `pad` (`extra` frames past
+    the longest sequence); with static_time, time is a static dim of that size. Returns x, batch, time, chan."""
+    g = torch.Generator().manual_seed(seed)
+    batch = dt.Dim(None, name="batch")
+    if static_time is None:
+        time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
+        n_time = max(lengths) + extra
+    else:
+        time = dt.Dim(static_time, name="time")
+        n_time = static_time
+    chan = dt.Dim(channels, name="chan")
+    raw = torch.randn(len(lengths), n_time, channels, generator=g)
+    if static_time is None:
+        for b, n in enumerate(lengths):
+            raw[b, n:] = pad
+    dims = (batch, time, chan)
+    x = dt.Tensor(raw.permute(*order), tuple(dims[i] for i in order), feature_dim=chan)
+    return x, batch, time, chan
+
+
+def definition_calls(fn, definition) -> int:
+    """How often the call `fn()` ran the Python function `definition` (an op's definition, decorators unwrapped):
+    0 when its fast path took the call."""
+    code = inspect.unwrap(definition).__code__
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is code:
+            calls.append(1)
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return len(calls)

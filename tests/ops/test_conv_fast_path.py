@@ -4,9 +4,6 @@ against per-sequence torch in test_conv.py): the same dims, markers, values and 
 definition give the definition's result or error; and that the common calls do not reach the definition."""
 from __future__ import annotations
 
-import inspect
-import sys
-
 import pytest
 import torch
 from hypothesis import given, strategies as st
@@ -14,43 +11,12 @@ from hypothesis import given, strategies as st
 import dimtorch as dt
 from dimtorch.ops import conv as _conv
 
-from fast_path_checks import assert_same, both
+from fast_path_checks import assert_same, both, definition_calls, permuted_batch as _batch
 from helpers import PAD_LARGE, PAD_NAN
 
 
-def _batch(lengths, channels, *, extra, pad, order, static_time=None, seed=0):
-    """x over a permutation `order` of (batch, time, channel) [+ a static 'freq' dim of 3 when 2-D]."""
-    g = torch.Generator().manual_seed(seed)
-    batch = dt.Dim(None, name="batch")
-    if static_time is None:
-        time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
-        n_time = max(lengths) + extra
-    else:
-        time = dt.Dim(static_time, name="time")
-        n_time = static_time
-    chan = dt.Dim(channels, name="chan")
-    raw = torch.randn(len(lengths), n_time, channels, generator=g)
-    if static_time is None:
-        for b, n in enumerate(lengths):
-            raw[b, n:] = pad
-    dims = (batch, time, chan)
-    x = dt.Tensor(raw.permute(*order), tuple(dims[i] for i in order), feature_dim=chan)
-    return x, batch, time, chan
-
-
 def _definition_calls(fn):
-    """How often the call `fn()` ran the Python definition dimtorch.ops.conv.conv."""
-    calls = []
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code is inspect.unwrap(_conv.conv).__code__:
-            calls.append(1)
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return len(calls)
+    return definition_calls(fn, _conv.conv)
 
 
 @given(lengths=st.lists(st.integers(0, 9), min_size=1, max_size=4).filter(lambda v: max(v) >= 1),

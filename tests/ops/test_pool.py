@@ -6,9 +6,6 @@ padding, given out dims, errors) give the definition's result or error; the comm
 definition; dim= gets the in_spatial_dims= hint."""
 from __future__ import annotations
 
-import inspect
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,43 +15,12 @@ import dimtorch as dt
 from dimtorch.ops import pool as _pool
 
 from conv_oracles import ceildiv, check_lone_sequences
-from fast_path_checks import assert_same
+from fast_path_checks import assert_same, definition_calls, permuted_batch as _batch
 from helpers import PAD_LARGE, PAD_NAN, check_against_torch, make_padded_batch
 
 
-def _batch(lengths, channels, *, extra, pad, order, static_time=None, seed=0):
-    """x over a permutation `order` of (batch, time, channel), padding frames set to `pad`."""
-    g = torch.Generator().manual_seed(seed)
-    batch = dt.Dim(None, name="batch")
-    if static_time is None:
-        time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
-        n_time = max(lengths) + extra
-    else:
-        time = dt.Dim(static_time, name="time")
-        n_time = static_time
-    chan = dt.Dim(channels, name="chan")
-    raw = torch.randn(len(lengths), n_time, channels, generator=g)
-    if static_time is None:
-        for b, n in enumerate(lengths):
-            raw[b, n:] = pad
-    dims = (batch, time, chan)
-    x = dt.Tensor(raw.permute(*order), tuple(dims[i] for i in order), feature_dim=chan)
-    return x, batch, time, chan
-
-
 def _definition_calls(fn):
-    """How often the call `fn()` ran the Python definition dimtorch.ops.pool.pool."""
-    calls = []
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code is inspect.unwrap(_pool.pool).__code__:
-            calls.append(1)
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return len(calls)
+    return definition_calls(fn, _pool.pool)
 
 
 def _masked_torch_pool(mode, k, s, padding, n_out):
