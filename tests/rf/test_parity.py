@@ -110,6 +110,19 @@ def _random_mask_count(F, d, x):
     return F.reduce_sum(F.cast(F.reduce_all(y == 0.0, axis=d.feature), "int32"), axis=d.time)
 
 
+def _dropout_family(F, d, x):
+    """rf.dropout(axis=feature) on both: the mask varies along the feature only (0 spread over batch and time)
+    and every value is 0 or x / keep. (The draws themselves come from different kernels: not compared.)"""
+    kwargs = {} if F is dt else {"on_forward": True}  # (dimtorch's own dropout has no train flag to follow)
+    y = F.dropout(x.positive, 0.5, axis=d.feature, **kwargs)
+    kept = F.cast(y != 0.0, "float32")
+    # (one axis per reduce: RETURNN's torch backend takes max/min over one axis only)
+    spread = (F.reduce_max(F.reduce_max(kept, axis=d.time), axis=d.batch)
+              - F.reduce_min(F.reduce_min(kept, axis=d.time), axis=d.batch))
+    family = F.logical_or(y == 0.0, F.abs(y - x.positive * 2.0) < 1e-5)
+    return spread, F.reduce_all(family, axis=[d.batch, d.time, d.feature])
+
+
 def _stft(F, d, x):
     y, out_time, freq = F.stft(x.audio, in_spatial_dim=d.samples, frame_step=40, frame_length=100, fft_length=128)
     return abs(y) if F is not dt else dt.abs(y), out_time
@@ -227,6 +240,7 @@ PROGRAMS = [
     Program("conv3d_same", both=_conv3d, out=(("batch", "out", "time", "*", "*"),)),
     Program("specaugment_mask_amount_1", both=_mask_amount_1, out=(BTF,)),
     Program("specaugment_random_mask_count", both=_random_mask_count, out=(("batch",),)),
+    Program("dropout_broadcast_mask_family", both=_dropout_family, out=(("feature",), ())),
     Program("window_same", both=_window, out=(("batch", "time", "feature", "*"),)),
     Program("window_causal_pad_value", both=lambda F, d, x: _window(F, d, x, window_left=2, pad_value=0.5),
             out=(("batch", "time", "feature", "*"),)),
