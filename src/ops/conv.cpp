@@ -114,16 +114,8 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   int ci = dims_index(x->dims, in_dim);
   int pos[kMaxSpatial];
   bool is_spatial[kMaxDims] = {};
-  bool dynamic = false;
-  if (ci < 0) FALLBACK();
-  for (int i = 0; i < n; ++i) {
-    pos[i] = dims_index(x->dims, spatial[i]);
-    if (pos[i] < 0 || pos[i] == ci) FALLBACK();
-    is_spatial[pos[i]] = true;
-    DimObject* d = as_dim(spatial[i]);
-    if (d->size < 0 && !dim_has_lengths(d)) FALLBACK();  // size from data: a new out dim per call
-    dynamic = dynamic || dim_has_lengths(d);
-  }
+  bool dynamic;
+  if (ci < 0 || !locate_spatial(x, spatial, n, pos, is_spatial, &dynamic) || is_spatial[ci]) FALLBACK();
   int order[kMaxDims], n_rest = 0;
   Py_ssize_t lead = 1;
   for (int i = 0; i < nd; ++i)
@@ -134,31 +126,18 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   order[n_rest] = ci;
   for (int i = 0; i < n; ++i) order[n_rest + 1 + i] = pos[i];
   // Sizes the conv sees: a dynamic axis narrowed to its longest sequence; each at least one window.
-  Py_ssize_t sizes[kMaxSpatial], out_sizes[kMaxSpatial];
-  bool narrow = false;
+  Py_ssize_t sizes[kMaxSpatial], out_sizes[kMaxSpatial], od_sizes[kMaxSpatial];
+  bool narrow;
+  if (!torch_sizes(x, spatial, pos, n, sizes, &narrow)) return nullptr;
   for (int i = 0; i < n; ++i) {
-    sizes[i] = x->sizes[pos[i]];
-    Py_ssize_t longest = axis_size(spatial[i]);
-    if (longest == -2) return nullptr;
-    if (longest < sizes[i]) {
-      sizes[i] = longest;
-      narrow = true;
-    }
     // No full window (or no frame at all): the definition pads or says so.
     if (sizes[i] < 1 || sizes[i] + 2 * torch_pad[i] < k_eff[i]) FALLBACK();
     out_sizes[i] = (sizes[i] + 2 * torch_pad[i] - k_eff[i]) / strides[i] + 1;
   }
-  Ref out_spatial(PyTuple_New(n));
-  if (!out_spatial) return nullptr;
-  for (int i = 0; i < n; ++i) {
-    PyObject* od = out_spatial_dim(spatial[i], k_eff[i], strides[i], kind, pads[i], caller);
-    if (!od) {
-      PyErr_Clear();
-      FALLBACK();
-    }
-    PyTuple_SET_ITEM(out_spatial.get(), i, od);
-    if (axis_size(od) != out_sizes[i]) FALLBACK();  // (the definition narrows its result)
-  }
+  Ref out_spatial(out_spatial_tuple(spatial, n, k_eff, strides, kind, pads, caller, od_sizes));
+  if (!out_spatial) FALLBACK();
+  for (int i = 0; i < n; ++i)
+    if (od_sizes[i] != out_sizes[i]) FALLBACK();  // (the definition narrows its result)
 #undef FALLBACK
   Ref raw(dynamic ? zero_padding(x) : Py_NewRef(x->raw));
   if (!raw) return conv_fallback(args, nargs, kwnames);
@@ -184,18 +163,8 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   // The output: x's other dims, out_dim, the out spatial dims.
   int nd_out = n_rest + 1 + n;
   Py_ssize_t out_shape[kMaxDims];
-  Ref out_dims(PyTuple_New(nd_out));
+  Ref out_dims(out_dims_and_shape(x, order, n_rest, out_dim, out_size, out_spatial.get(), out_sizes, out_shape));
   if (!out_dims) return nullptr;
-  for (int j = 0; j < n_rest; ++j) {
-    PyTuple_SET_ITEM(out_dims.get(), j, Py_NewRef(PyTuple_GET_ITEM(x->dims, order[j])));
-    out_shape[j] = x->sizes[order[j]];
-  }
-  PyTuple_SET_ITEM(out_dims.get(), n_rest, Py_NewRef(out_dim));
-  out_shape[n_rest] = out_size;
-  for (int i = 0; i < n; ++i) {
-    PyTuple_SET_ITEM(out_dims.get(), n_rest + 1 + i, Py_NewRef(PyTuple_GET_ITEM(out_spatial.get(), i)));
-    out_shape[n_rest + 1 + i] = out_sizes[i];
-  }
   if (n_rest != 1 && !(out = Ref(reshaped(out.get(), out_shape, nd_out)))) return nullptr;
   Ref t(tensor_make(out.release(), out_dims.get(), out_shape, nullptr, out_dim));
   if (!t) return nullptr;

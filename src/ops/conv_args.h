@@ -92,6 +92,90 @@ inline PyObject* out_spatial_dim(PyObject* d, Py_ssize_t k_eff, Py_ssize_t strid
 /// dim that takes its size from data, -2 with an error set.
 inline Py_ssize_t axis_size(PyObject* d) { return dim_max_size(as_dim(d)); }
 
+// The four helpers below are forced inline: they run on every conv and pool call (a call each cost ~100
+// instructions there when the compiler kept them out of line).
+
+/// Where x has each spatial dim (pos, is_spatial over x's axes) and whether any has lengths. false for a
+/// dim x lacks or one that takes its size from data (a new out dim per call: the definition's case).
+[[gnu::always_inline]] inline bool locate_spatial(TensorObject* x, PyObject* const* spatial, int n, int* pos,
+                                                  bool* is_spatial, bool* dynamic) {
+  *dynamic = false;
+  for (int i = 0; i < n; ++i) {
+    pos[i] = dims_index(x->dims, spatial[i]);
+    if (pos[i] < 0) return false;
+    is_spatial[pos[i]] = true;
+    DimObject* d = as_dim(spatial[i]);
+    if (d->size < 0 && !dim_has_lengths(d)) return false;
+    *dynamic = *dynamic || dim_has_lengths(d);
+  }
+  return true;
+}
+
+/// The size torch sees of each spatial axis: x's, or the longest sequence when that is shorter (`narrow`
+/// then set). false with an error set.
+[[gnu::always_inline]] inline bool torch_sizes(TensorObject* x, PyObject* const* spatial, const int* pos, int n,
+                                               Py_ssize_t* sizes, bool* narrow) {
+  *narrow = false;
+  for (int i = 0; i < n; ++i) {
+    sizes[i] = x->sizes[pos[i]];
+    Py_ssize_t longest = axis_size(spatial[i]);
+    if (longest == -2) return false;
+    if (longest < sizes[i]) {
+      sizes[i] = longest;
+      *narrow = true;
+    }
+  }
+  return true;
+}
+
+/// The out spatial dims (out_spatial_dim of each) as a new tuple, their axis sizes in `axis_sizes`; NULL
+/// with no error set when dim math or a size fails (the definition then says why).
+[[gnu::always_inline]] inline PyObject* out_spatial_tuple(PyObject* const* spatial, int n, const Py_ssize_t* k_eff,
+                                                          const Py_ssize_t* strides, Padding kind,
+                                                          const Py_ssize_t* pads, const char* caller,
+                                                          Py_ssize_t* axis_sizes) {
+  Ref out(PyTuple_New(n));
+  if (!out) return nullptr;
+  for (int i = 0; i < n; ++i) {
+    PyObject* od = out_spatial_dim(spatial[i], k_eff[i], strides[i], kind, pads[i], caller);
+    if (!od) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(out.get(), i, od);
+    if ((axis_sizes[i] = axis_size(od)) == -2) {
+      PyErr_Clear();
+      return nullptr;
+    }
+  }
+  return out.release();
+}
+
+/// The output's dims and shape: x's axes order[0..n_lead) (its other dims, in order), then `middle` of
+/// size middle_size if given (conv's out_dim), then the out spatial dims of out_sizes. New tuple.
+[[gnu::always_inline]] inline PyObject* out_dims_and_shape(TensorObject* x, const int* order, int n_lead,
+                                                           PyObject* middle, Py_ssize_t middle_size,
+                                                           PyObject* out_spatial, const Py_ssize_t* out_sizes,
+                                                           Py_ssize_t* out_shape) {
+  int n = static_cast<int>(PyTuple_GET_SIZE(out_spatial));
+  int first_spatial = n_lead + (middle ? 1 : 0);
+  PyObject* dims = PyTuple_New(first_spatial + n);
+  if (!dims) return nullptr;
+  for (int j = 0; j < n_lead; ++j) {
+    PyTuple_SET_ITEM(dims, j, Py_NewRef(PyTuple_GET_ITEM(x->dims, order[j])));
+    out_shape[j] = x->sizes[order[j]];
+  }
+  if (middle) {
+    PyTuple_SET_ITEM(dims, n_lead, Py_NewRef(middle));
+    out_shape[n_lead] = middle_size;
+  }
+  for (int i = 0; i < n; ++i) {
+    PyTuple_SET_ITEM(dims, first_spatial + i, Py_NewRef(PyTuple_GET_ITEM(out_spatial, i)));
+    out_shape[first_spatial + i] = out_sizes[i];
+  }
+  return dims;
+}
+
 /// raw with its axes permuted to `order` (a view; the raw itself for the identity; `.mT` for a swap
 /// of the last two, torch's cheapest view call). New reference.
 inline PyObject* permuted(PyObject* raw, const int* order, int nd) {

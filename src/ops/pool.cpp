@@ -89,15 +89,8 @@ PyObject* f_pool(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   int ndim = static_cast<int>(tensor_ndim(x));
   int pos[kMaxSpatial];
   bool is_spatial[kMaxDims] = {};
-  bool dynamic = false;
-  for (int i = 0; i < n; ++i) {
-    pos[i] = dims_index(x->dims, spatial[i]);
-    if (pos[i] < 0) FALLBACK();
-    is_spatial[pos[i]] = true;
-    DimObject* d = as_dim(spatial[i]);
-    if (d->size < 0 && !dim_has_lengths(d)) FALLBACK();  // size from data: a new out dim per call
-    dynamic = dynamic || dim_has_lengths(d);
-  }
+  bool dynamic;
+  if (!locate_spatial(x, spatial, n, pos, is_spatial, &dynamic)) FALLBACK();
   // Padding is masked (-inf for max) when a window of a valid output frame can reach it; an avg then
   // divides by the count of valid frames: the definition does that.
   bool masked = kind != Padding::kValid && dynamic;
@@ -108,22 +101,18 @@ PyObject* f_pool(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   for (int i = 0; i < n; ++i) order[n_lead + i] = pos[i];
   // Sizes the pool sees: a dynamic axis narrowed to its longest sequence; each at least one window.
   Py_ssize_t sizes[kMaxSpatial], left[kMaxSpatial], right[kMaxSpatial], out_sizes[kMaxSpatial];
-  bool narrow = false;
+  bool narrow;
+  if (!torch_sizes(x, spatial, pos, n, sizes, &narrow)) return nullptr;
   for (int i = 0; i < n; ++i) {
-    sizes[i] = x->sizes[pos[i]];
-    Py_ssize_t longest = axis_size(spatial[i]);
-    if (longest == -2) return nullptr;
-    if (longest < sizes[i]) {
-      sizes[i] = longest;
-      narrow = true;
-    }
     if (kind == Padding::kSame) {
       left[i] = (ks[i] - 1) / 2;
       right[i] = ks[i] - 1 - left[i];
     } else {
       left[i] = right[i] = pads[i];
     }
-    Py_ssize_t need = kind == Padding::kSame ? 1 : kind == Padding::kValid ? ks[i] : std::max<Py_ssize_t>(1, ks[i] - 2 * pads[i]);
+    Py_ssize_t need = kind == Padding::kSame    ? 1
+                      : kind == Padding::kValid ? ks[i]
+                                                : std::max<Py_ssize_t>(1, ks[i] - 2 * pads[i]);
     if (sizes[i] < need) FALLBACK();  // shorter than a window: the definition pads or says so
     // torch's avg_pool3d refuses an input shorter than the window before its own padding
     if (!max_mode && n == 3 && sizes[i] < ks[i]) FALLBACK();
@@ -131,19 +120,11 @@ PyObject* f_pool(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   }
   int ceil_mode = implicit_ceil_mode(n, sizes, ks, strides, left, right);
   if (ceil_mode < 0) FALLBACK();
-  Ref out_spatial(PyTuple_New(n));
-  if (!out_spatial) return nullptr;
   Py_ssize_t narrow_out[kMaxSpatial];
+  Ref out_spatial(out_spatial_tuple(spatial, n, ks, strides, kind, pads, caller, narrow_out));
+  if (!out_spatial) FALLBACK();
   bool narrow_any_out = false;
   for (int i = 0; i < n; ++i) {
-    PyObject* od = out_spatial_dim(spatial[i], ks[i], strides[i], kind, pads[i], caller);
-    if (!od) {
-      PyErr_Clear();
-      FALLBACK();
-    }
-    PyTuple_SET_ITEM(out_spatial.get(), i, od);
-    narrow_out[i] = axis_size(od);
-    if (narrow_out[i] == -2) return nullptr;
     if (narrow_out[i] < 0 || narrow_out[i] > out_sizes[i]) FALLBACK();
     narrow_any_out = narrow_any_out || narrow_out[i] < out_sizes[i];
   }
@@ -199,16 +180,8 @@ PyObject* f_pool(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   // The output: x's other dims, the out spatial dims.
   int nd_out = n_lead + n;
   Py_ssize_t out_shape[kMaxDims];
-  Ref out_dims(PyTuple_New(nd_out));
+  Ref out_dims(out_dims_and_shape(x, order, n_lead, nullptr, 0, out_spatial.get(), out_sizes, out_shape));
   if (!out_dims) return nullptr;
-  for (int j = 0; j < n_lead; ++j) {
-    PyTuple_SET_ITEM(out_dims.get(), j, Py_NewRef(PyTuple_GET_ITEM(x->dims, order[j])));
-    out_shape[j] = x->sizes[order[j]];
-  }
-  for (int i = 0; i < n; ++i) {
-    PyTuple_SET_ITEM(out_dims.get(), n_lead + i, Py_NewRef(PyTuple_GET_ITEM(out_spatial.get(), i)));
-    out_shape[n_lead + i] = out_sizes[i];
-  }
   if (merge && !(out = Ref(reshaped(out.get(), out_shape, nd_out)))) return nullptr;
   for (int i = 0; narrow_any_out && i < n; ++i)
     if (narrow_out[i] < out_sizes[i]) {
