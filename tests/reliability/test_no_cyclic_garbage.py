@@ -67,21 +67,27 @@ def test_training_loop_without_the_collector(collector_off):
     torch.manual_seed(0)
     feature, hidden = dt.Dim(8, name="feature"), dt.Dim(16, name="hidden")
     model = _Model(feature, hidden)
-    for i in range(50):  # warm up: allocator pools, lazily made module state
-        _step(model, feature, i)
+    _assert_steps_leave_nothing(lambda i: _step(model, feature, i), "batches")
+
+
+def _assert_steps_leave_nothing(step, what: str):
+    """50 warm-up steps (allocator pools, lazily made module state), then STEPS steps must leave no dimtorch
+    object in a reference cycle, no live Tensor or Dim more, and (unsanitized) under 1 MiB of growth."""
+    for i in range(50):
+        step(i)
     live_before, rss_before = dt._C._live_counts(), _rss_bytes()
     for i in range(STEPS):
-        _step(model, feature, i)
+        step(i)
     live_after, rss_after = dt._C._live_counts(), _rss_bytes()
     gc.set_debug(gc.DEBUG_SAVEALL)  # keep what the collector finds, to name it
     gc.collect()
     cyclic = collections.Counter(type(o).__name__ for o in gc.garbage
                                  if type(o).__module__.startswith("dimtorch") or type(o) in (dt.Tensor, dt.Dim))
-    assert not cyclic, f"dimtorch objects in reference cycles after {STEPS} batches: {dict(cyclic)}"
+    assert not cyclic, f"dimtorch objects in reference cycles after {STEPS} {what}: {dict(cyclic)}"
     assert live_after == live_before, (live_before, live_after)
     if not SANITIZED:
         growth = rss_after - rss_before
-        assert growth < 2**20, f"{STEPS} batches grew the process by {growth / 2**20:.2f} MiB"
+        assert growth < 2**20, f"{STEPS} {what} grew the process by {growth / 2**20:.2f} MiB"
 
 
 def test_derived_dims_masks_and_plans_go_with_their_batch(collector_off):
@@ -161,20 +167,6 @@ def test_rebinding_declared_dims_every_batch_without_the_collector(collector_off
                              data=TensorDict({"data": Tensor("data", [batch_dim, time, feature], dtype="float32")}))
     model = _Model(feature, hidden)
     try:
-        for i in range(50):
-            _rebinding_step(extern, time, feature, model, i)
-        live_before, rss_before = dt._C._live_counts(), _rss_bytes()
-        for i in range(STEPS):
-            _rebinding_step(extern, time, feature, model, i)
-        live_after, rss_after = dt._C._live_counts(), _rss_bytes()
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        gc.collect()
-        cyclic = collections.Counter(type(o).__name__ for o in gc.garbage
-                                     if type(o).__module__.startswith("dimtorch") or type(o) in (dt.Tensor, dt.Dim))
-        assert not cyclic, f"dimtorch objects in reference cycles after {STEPS} rebound batches: {dict(cyclic)}"
-        assert live_after == live_before, (live_before, live_after)
-        if not SANITIZED:
-            growth = rss_after - rss_before
-            assert growth < 2**20, f"{STEPS} rebound batches grew the process by {growth / 2**20:.2f} MiB"
+        _assert_steps_leave_nothing(lambda i: _rebinding_step(extern, time, feature, model, i), "rebound batches")
     finally:
         extern.data.reset_content()
