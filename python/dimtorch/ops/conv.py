@@ -242,7 +242,7 @@ class _Layout:
     x dims tuple, spatial dims argument and raw shape; kept on the plan for the next call."""
 
     __slots__ = ("dims", "spatial_arg", "out_arg", "shape", "masked", "perm", "merge", "narrow_in", "fit_pad",
-                 "narrow_out", "unmerge", "out_dims", "out_spatial")
+                 "narrow_out", "unmerge", "out_dims", "out_spatial", "taps")
 
     def matches(self, x: Tensor, in_spatial_dims, out_spatial_dims) -> bool:
         return (self.dims == x.dims and self.spatial_arg == in_spatial_dims and self.shape == x.raw.shape
@@ -286,6 +286,7 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
             sizes[i] = d.get_max_size()
             lay.narrow_in.append((2 + i, sizes[i]))
     lay.fit_pad = short_pads(caller, sizes, spatial, plan.need)
+    lay.taps = None if plan.transposed or in_graph or lay.fit_pad is not None else _same_taps(plan, sizes)
     if plan.transposed:
         lay.out_spatial = tuple(transposed_out_dim(d, s, extra) for d, (s, extra) in zip(spatial, plan.out_math))
     else:
@@ -297,6 +298,33 @@ def _new_layout(caller: str, plan: _Plan, x, in_dim: Dim, out_dim: Dim, in_spati
     lay.out_dims = lead + (out_dim,) + lay.out_spatial
     lay.narrow_out = None  # from the first result's shape (see _run)
     return lay
+
+
+def _same_taps(plan: _Plan, sizes) -> Optional[tuple]:
+    """For 'same' padding at stride and dilation 1 over axes shorter than the filter: (the filter's
+    index of the taps that can meet a frame of x, F.pad's list for them), or None when every tap can.
+
+    /* A tap meets only padding zeros when no output frame puts it on a frame of x (a 2-frame encoder
+       under a Conformer's 32-tap depthwise filter: 3 of its 32 taps): it adds exact zeros to the
+       output and gets an exact zero gradient, so dropping it changes no value, and the conv and its
+       backward shrink with the filter (RETURNN's demo: the depthwise conv's forward and backward
+       ~5x faster). Output frame t of the cropped filter [k0, k1] reads x's frame t + k - left, as
+       the full filter's tap k does, with left' = left - k0 and right' = k1 - k0 - left' (<= right). */
+    """
+    strides, torch_padding, dilation, _groups = plan.torch_args
+    if any(p != "same" for p in plan.padding) or any(v != 1 for v in strides) or any(v != 1 for v in dilation):
+        return None
+    index, pad = [slice(None), slice(None)], []
+    cropped = False
+    for (k, _s), size in zip(plan.out_math, sizes):
+        left = (k - 1) // 2
+        k0, k1 = max(0, left - size + 1), min(k - 1, left + size - 1)
+        cropped = cropped or k1 - k0 + 1 < k
+        index.append(slice(k0, k1 + 1))
+        pad.append((left - k0, k1 - left))  # (left', right') per axis
+    if not cropped:
+        return None
+    return tuple(index), [p for pair in reversed(pad) for p in pair]
 
 
 def _narrow_out(out_shape, lay: _Layout, plan: _Plan, in_graph: bool = False) -> list:
@@ -362,13 +390,23 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
         raw = raw.narrow(a, 0, size)
     if lay.fit_pad is not None:  # all sequences shorter than one window: their result is narrowed to 0
         raw = F.pad(raw, lay.fit_pad)
-    if plan.pre_pad is not None:
-        raw = F.pad(raw, plan.pre_pad)
     w = filter.raw if plan.aligned else filter.raw_aligned(plan.want)
-    if in_graph and raw.device.type == "cpu":
-        out = _conv_op_in_graph(plan, raw, w, b)
+    if lay.taps is not None:  # a short input: the taps that meet it, padded for them alone
+        index, pads = lay.taps
+        w, groups = w[index], plan.torch_args[3]
+        if plan.n == 1 and w.shape[1] == 1 and groups == w.shape[0] == raw.shape[1]:
+            # depthwise: torch's depthwise conv1d costs ~0.3-2 ms a call for any size on the CPU; as
+            # windows times taps it is a few small kernels (forward and backward)
+            out = (F.pad(raw, pads).unfold(-1, w.shape[-1], 1) * w[:, 0, None, :]).sum(-1)
+            if b is not None:
+                out = out + b[:, None]
+        else:
+            out = plan.fn(F.pad(raw, pads), w, b, 1, 0, 1, groups)
     else:
-        out = plan.fn(raw, w, b, *plan.torch_args)
+        if plan.pre_pad is not None:
+            raw = F.pad(raw, plan.pre_pad)
+        out = _conv_op_in_graph(plan, raw, w, b) if in_graph and raw.device.type == "cpu" else \
+            plan.fn(raw, w, b, *plan.torch_args)
     if in_graph:
         narrow_out = _narrow_out(out.shape, lay, plan, True)
     else:
