@@ -125,8 +125,7 @@ bool init() {
        get_attr(tb, "split_with_sizes", &T.split_with_sizes) &&
        get_attr(tb, "index_select", &T.index_select) && get_attr(tb, "flatten", &T.flatten) &&
        get_attr(tb, "flip", &T.flip) && get_attr(tb, "expand_as", &T.expand_as) && get_attr(tb, "select", &T.select) &&
-       get_attr(tb, "scatter_add_", &T.scatter_add_) && get_attr(tb, "unfold", &T.unfold) &&
-       get_attr(tb, "contiguous", &T.contiguous) && get_attr(t, "channels_last", &T.channels_last);
+       get_attr(tb, "scatter_add_", &T.scatter_add_) && get_attr(tb, "unfold", &T.unfold);
   if (!ok) return false;
   const char* const conv_names[3] = {"conv1d", "conv2d", "conv3d"};
   const char* const max_pool_names[3] = {"max_pool1d", "max_pool2d", "max_pool3d"};
@@ -136,7 +135,6 @@ bool init() {
         !get_attr(F, avg_pool_names[i], &T.avg_pool[i]))
       return false;
   T.zero = PyLong_FromLong(0);
-  if (!(T.kw_memory_format = Py_BuildValue("(s)", "memory_format"))) return false;
   T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);
   T.float_neg_inf = PyFloat_FromDouble(-Py_HUGE_VAL);
   // Where torch's name differs from ours, or the op lives in torch.nn.functional.

@@ -96,9 +96,6 @@ struct Table {
   PyObject* conv[3] = {};      // torch.conv1d, conv2d, conv3d (what F.conv*d are)
   PyObject* max_pool[3] = {};  // torch.max_pool1d, 2d, 3d (F.max_pool*d without return_indices)
   PyObject* avg_pool[3] = {};  // F.avg_pool1d, 2d, 3d
-  PyObject* contiguous = nullptr;     // TensorBase.contiguous
-  PyObject* channels_last = nullptr;  // torch.channels_last
-  PyObject* kw_memory_format = nullptr;  // the kwnames tuple ("memory_format",)
   PyObject* float32 = nullptr;     // torch.float32
   PyObject* int64 = nullptr;       // torch.int64
   PyObject* zero = nullptr;         // the int 0

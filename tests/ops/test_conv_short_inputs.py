@@ -1,6 +1,6 @@
 """dt.conv with 'same' padding over inputs shorter than the filter (only the taps that can meet a frame of x
-run; a depthwise 1-D filter as windows times taps) and dt.pool's 2-D max over many channels (pooled
-channels-last, the result kept in that layout), against each sequence alone through torch, forward and
+run; a depthwise 1-D filter as windows times taps) and dt.pool's max with side-by-side windows along one
+axis (a max over that axis split into windows), against each sequence alone through torch, forward and
 backward, on batches padded with NaN or 1e30 (python/dimtorch/ops/conv.py _same_taps, src/ops/pool.cpp)."""
 import pytest
 import torch
@@ -59,7 +59,7 @@ def test_same_conv1d_short_then_long_input():
 
 @pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
 @pytest.mark.parametrize("channels", [8, 16])
-def test_max_pool2d_many_channels_against_torch(pad, channels):
+def test_max_pool2d_side_by_side_windows_against_torch(pad, channels):
     """(batch, channel, time, feature) pooled over (time, feature) by (1, 2), then a conv over the result."""
     lengths = [7, 3, 5]
     pb = make_padded_batch(lengths, feature=10, extra_time=2, pad_value=pad)
@@ -77,7 +77,7 @@ def test_max_pool2d_many_channels_against_torch(pad, channels):
             outs.append(F.pad(o, (0, 0, 0, max(lengths) - n)))
         return torch.cat(outs)
     check_against_torch(lambda t: dt.pool(t, **kw)[0], oracle, [x])
-    # a conv after the pool (its input is channels-last now)
+    # a conv after the pool
     out, kt, kf = dt.Dim(3, name="out"), dt.Dim(3, name="kt"), dt.Dim(3, name="kf")
     w = make_filter(out, c, (kt, kf))
     ckw = dict(in_dim=c, out_dim=out, filter_size=[kt, kf], padding="same", in_spatial_dims=[ot, of])
@@ -86,3 +86,17 @@ def test_max_pool2d_many_channels_against_torch(pad, channels):
         lambda r, wr: torch.cat([F.pad(F.conv2d(F.max_pool2d(r[b:b + 1, :, :n], (1, 2)), wr, padding=1),
                                        (0, 0, 0, max(lengths) - n)) for b, n in enumerate(lengths)]),
         [x, w], rtol=1e-5, atol=1e-5)
+
+
+def test_max_pool_side_by_side_ties_and_nan_like_torch():
+    """Ties give the gradient to the first maximum and NaN wins, as torch's max pool does."""
+    b, c, t, f = dt.Dim(1, name="b"), dt.Dim(2, name="c"), dt.Dim(2, name="t"), dt.Dim(6, name="f")
+    raw = torch.tensor([1.0, 1.0, 2.0, 2.0, float("nan"), 3.0]).repeat(1, 2, 2, 1)
+    x = dt.Tensor(raw.clone().requires_grad_(), (b, c, t, f))
+    y, _ = dt.pool(x, mode="max", pool_size=(1, 2), padding="valid", in_spatial_dims=[t, f])
+    y.raw.sum().backward()
+    want_in = raw.clone().requires_grad_()
+    want = F.max_pool2d(want_in, (1, 2))
+    want.sum().backward()
+    torch.testing.assert_close(y.raw, want, equal_nan=True)
+    torch.testing.assert_close(x.raw.grad, want_in.grad)

@@ -16,6 +16,17 @@ from .conv_args import (check_padding, conv_padding, given_out_spatial_dims, out
 from .._core.args import axis_of, check_tensor, dim_str, dims_str, repeats_a_dim
 
 _CONV_FNS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+
+
+def _conv2d_one_channel(raw, w, b, strides, padding, dilation, groups):
+    """F.conv2d of a filter with one input channel (a spectrogram frontend's first conv): on the CPU as
+    torch's im2col + matmul convolution (thnn_conv2d), whose forward and backward take 3-6x less time
+    than oneDNN's there (8x1x8x80 by 32 3x3: 2.4 ms -> 0.4 ms; 16x1x200x80: 153 -> 45 ms). The C++ fast
+    path (src/ops/conv.cpp) makes the same choice."""
+    if raw.device.type == "cpu" and not torch.compiler.is_compiling():
+        pad = (padding, padding) if type(padding) is int else padding
+        return torch._C._nn.thnn_conv2d(raw, w, w.shape[2:], b, strides, pad)
+    return F.conv2d(raw, w, b, strides, padding, dilation, groups)
 _TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
@@ -179,6 +190,8 @@ def _conv_plan(caller: str, filter, spatial: tuple, args: tuple) -> _Plan:
     _check_filter_dims(caller, filter, want)
     plan = _Plan()
     plan.want, plan.aligned, plan.fn, plan.transposed = want, filter.dims == want, _CONV_FNS[n], False
+    if n == 2 and groups == 1 and filter_in.size == 1 and all(v == 1 for v in dilation):
+        plan.fn = _conv2d_one_channel
     k_effs = [dl * (fd.size - 1) + 1 for dl, fd in zip(dilation, filter_size)]
     plan.out_math, plan.crops = tuple(zip(k_effs, strides)), (0,) * n
     plan.pre_pad, torch_padding = None, 0
