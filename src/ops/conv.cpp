@@ -158,7 +158,31 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   if (!stride_arg || !pad_arg || !dilation_arg || !groups_arg) return nullptr;
   PyObject* conv_args[7] = {raw.get(), filter->raw, bias ? as_tensor(bias)->raw : Py_None, stride_arg.get(),
                             pad_arg.get(), dilation_arg.get(), groups_arg.get()};
-  Ref out(PyObject_Vectorcall(backend::T.conv[n - 1], conv_args, 7, nullptr));
+  // A 2-D filter with one input channel (a spectrogram frontend's first conv) on the CPU: torch's im2col +
+  // matmul convolution (thnn_conv2d), 3-6x faster forward and backward than oneDNN's there (as
+  // ops/conv.py _conv2d_one_channel).
+  bool one_channel = n == 2 && groups == 1 && in_size == 1 && dilation[0] == 1 && dilation[1] == 1;
+  if (one_channel) {
+    Ref is_cpu(PyObject_GetAttrString(raw.get(), "is_cpu"));
+    if (!is_cpu) return nullptr;
+    one_channel = is_cpu.get() == Py_True;
+  }
+  Ref out;
+  if (one_channel) {
+    static PyObject* thnn = nullptr;
+    if (!thnn) {
+      Ref nn(PyImport_ImportModule("torch._C._nn"));
+      if (!nn || !(thnn = PyObject_GetAttrString(nn.get(), "thnn_conv2d"))) return nullptr;
+    }
+    Py_ssize_t kernel[2] = {as_dim(fs_items[0])->size, as_dim(fs_items[1])->size};
+    Ref kernel_arg(int_arg(kernel, 2));
+    if (!kernel_arg) return nullptr;
+    PyObject* thnn_args[6] = {raw.get(), filter->raw, kernel_arg.get(), bias ? as_tensor(bias)->raw : Py_None,
+                              stride_arg.get(), pad_arg.get()};
+    out = Ref(PyObject_Vectorcall(thnn, thnn_args, 6, nullptr));
+  } else {
+    out = Ref(PyObject_Vectorcall(backend::T.conv[n - 1], conv_args, 7, nullptr));
+  }
   if (!out) return nullptr;
   // The output: x's other dims, out_dim, the out spatial dims.
   int nd_out = n_rest + 1 + n;

@@ -91,9 +91,14 @@ PyObject* f_pool(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   bool is_spatial[kMaxDims] = {};
   bool dynamic;
   if (!locate_spatial(x, spatial, n, pos, is_spatial, &dynamic)) FALLBACK();
+  // (a 'same' window of one frame never reaches padding: no mask for that axis)
+  bool reaches_padding = false;
+  for (int i = 0; dynamic && i < n; ++i)
+    reaches_padding =
+        reaches_padding || (dim_has_lengths(as_dim(spatial[i])) && !(kind == Padding::kSame && ks[i] == 1));
   // Padding is masked (-inf for max) when a window of a valid output frame can reach it; an avg then
   // divides by the count of valid frames: the definition does that.
-  bool masked = kind != Padding::kValid && dynamic;
+  bool masked = kind != Padding::kValid && reaches_padding;
   if (masked && !max_mode) FALLBACK();
   int order[kMaxDims], n_lead = 0;
   for (int i = 0; i < ndim; ++i)
@@ -167,7 +172,38 @@ PyObject* f_pool(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   Ref k_arg(int_arg(ks, n)), s_arg(int_arg(strides, n)), p_arg(int_arg(left, n));
   if (!k_arg || !s_arg || !p_arg) return nullptr;
   Ref out;
-  if (max_mode) {  // torch.max_pool*d(x, k, s, p, dilation, ceil_mode)
+  // Windows along one axis only, side by side and within the input (RETURNN's Conformer frontend: (1, 2)
+  // over (time, feature)): that axis split into (windows, k) and a max over k. torch's N-d max pool is
+  // scalar per output frame over (N, C, ...) (8x32x8x80: ~1 ms forward); the max over the last axis is
+  // vectorized and its backward writes the gradient where torch's pool does (the first maximum; NaN
+  // wins): forward and backward together ~0.85 ms instead of ~1.5 ms, the result and gradient contiguous.
+  int window_axis = -1;
+  bool side_by_side = max_mode && !ceil_mode;
+  for (int i = 0; side_by_side && i < n; ++i) {
+    side_by_side =
+        strides[i] == ks[i] && left[i] == 0 && sizes[i] % ks[i] == 0 && out_sizes[i] == sizes[i] / ks[i];
+    if (ks[i] > 1) {
+      side_by_side = side_by_side && window_axis < 0;
+      window_axis = i;
+    }
+  }
+  if (side_by_side && window_axis >= 0) {
+    Py_ssize_t split[kMaxDims + 1];
+    int n_before = merge ? n_shape - n : n_lead, n_split = 0;
+    for (int j = 0; j < n_before; ++j) split[n_split++] = merge ? shape[j] : x->sizes[order[j]];
+    for (int i = 0; i < n; ++i) {
+      split[n_split++] = i == window_axis ? out_sizes[i] : sizes[i];
+      if (i == window_axis) split[n_split++] = ks[i];
+    }
+    Ref windows(reshaped(raw.get(), split, n_split));
+    if (!windows) return nullptr;
+    Ref last(PyLong_FromLong(n_before + window_axis + 1));
+    if (!last) return nullptr;
+    Ref values_indices(PyObject_CallMethod(windows.get(), "max", "O", last.get()));
+    if (!values_indices) return nullptr;
+    out = Ref(PySequence_GetItem(values_indices.get(), 0));
+    if (!out) return nullptr;
+  } else if (max_mode) {  // torch.max_pool*d(x, k, s, p, dilation, ceil_mode)
     static PyObject* one = PyLong_FromLong(1);
     PyObject* pool_args[6] = {raw.get(), k_arg.get(), s_arg.get(), p_arg.get(), one, ceil_mode ? Py_True : Py_False};
     out = Ref(PyObject_Vectorcall(backend::T.max_pool[n - 1], pool_args, 6, nullptr));

@@ -134,8 +134,10 @@ def _make_plan(caller: str, x: Tensor, mode: str, spatial: tuple, ks: tuple, str
     plan.fill = float("-inf") if mode == "max" else 0.0
     # With padding="valid", the window of every valid output frame lies inside its sequence, and
     # pooling has no weights whose gradient could meet padding values: no mask is needed then.
-    # Int padding: windows reach p frames past each sequence's end, its masked padding.
-    plan.masked = padding != "valid" and any(is_dynamic(d) for d in spatial)
+    # Int padding: windows reach p frames past each sequence's end, its masked padding. A 'same' window
+    # of one frame (RETURNN's Conformer frontend pools (1, 2) over (time, feature)) reaches none.
+    plan.masked = padding != "valid" and any(is_dynamic(d) and not (padding == "same" and k == 1)
+                                             for d, k in zip(spatial, ks))
     order = plan.lead_pos + spatial_pos
     n_lead = len(plan.lead_pos)
     plan.n_lead = n_lead
