@@ -391,6 +391,9 @@ def reduce_mean(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
 def reduce_min(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_min(x, /, axis, use_mask=True): min; padding never wins."""
 
+def reduce_out(source: Tensor, *, mode: str, num_pieces: int, out_dim: Optional[Dim] = ...) -> Tensor:
+    """reduce_out(source, *, mode, num_pieces, out_dim=None) -> Tensor: see dimtorch.ops.reduce_out.reduce_out; one reshape and one torch reduction here."""
+
 def reduce_sum(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_sum(x, /, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."""
 
@@ -468,6 +471,9 @@ def tanh(x: Tensor, /) -> Tensor:
 
 def top_k(x: Tensor, /, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim, None] = ..., k_dim: Optional[Dim] = ..., sorted: bool = ...) -> Any:
     """top_k(x, /, *, axis, k=None, k_dim=None, sorted=True) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."""
+
+def top_k_mask(values: Tensor, *, axis: Dim, k: int) -> Tensor:
+    """top_k_mask(values, *, axis, k) -> Tensor: see dimtorch.ops.sort.top_k_mask; one topk and one scatter_ here."""
 
 def transposed_conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim], out_spatial_dims: Optional[Sequence[Dim]] = ..., filter_size: Sequence[Dim], padding: str = ..., remove_padding: Union[int, Sequence[int]] = ..., output_padding: Optional[Union[int, Sequence[Optional[int]]]] = ..., strides: Optional[Union[int, Sequence[int]]] = ..., bias: Optional[Tensor] = ..., use_mask: Optional[bool] = ..., dilation: Union[int, Sequence[int]] = ..., groups: int = ...) -> tuple[Tensor, tuple[Dim, ...]]:
     """transposed_conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, ...) -> (tensor, out_spatial_dims): see dimtorch.ops.conv.transposed_conv (no fast path: the definition, called from here so that its errors are named and dim= gets a hint; ~1 K instructions a call, ~0.3 % of a tiny transposed conv)."""

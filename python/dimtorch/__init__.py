@@ -15,7 +15,7 @@ from .ops.creation import (  # noqa: F401
 from .ops.mask import last_frame_position_of_dim, sequence_mask  # noqa: F401
 from .ops.gather import sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths; one_hot: _C)
 from .ops.packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
-from .ops.sort import sort, top_k_mask, top_p_mask  # noqa: F401  (top_k, search_sorted: C++ fast paths; cumsum: _C)
+from .ops.sort import sort, top_p_mask  # noqa: F401  (top_k, search_sorted, top_k_mask: C++ fast paths; cumsum: _C)
 from .ops.stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from .ops.slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
 # conv, pool: C++ fast paths; transposed_conv: _C calls its definition
@@ -50,7 +50,7 @@ from .ops.positional import (  # noqa: F401
     apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )
 from .ops.gradient import scaled_gradient, scaled_gradient_ext  # noqa: F401
-from .ops.reduce_out import reduce_out  # noqa: F401
+# reduce_out: C++ fast path (definition in .ops.reduce_out)
 from .ops.dim_ranges import linspace_over_dim, range_over_dim_strided, range_over_merged_dims  # noqa: F401
 from .ops.shape_counts import masked_fraction_of_shape, num_elements_of_shape  # noqa: F401
 from .ops.complex import complex_as_real, make_complex, real_as_complex  # noqa: F401
