@@ -403,6 +403,9 @@ def relu(x: Tensor, /) -> Tensor:
 def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_dim: Optional[Dim] = ..., max_len_factor: Optional[float] = ...) -> tuple[Tensor, Dim]:
     """repeat(values, *, in_spatial_dim, repeats, out_spatial_dim=None, max_len_factor=None) -> (tensor, dim): see dimtorch.ops.repeat.repeat."""
 
+def replace_dim_v2(source: Tensor, *, in_dim: Dim, out_dim: Dim, allow_expand: bool = ..., allow_shrink: bool = ...) -> Tensor:
+    """replace_dim_v2(source, *, in_dim, out_dim, allow_expand=True, allow_shrink=True) -> Tensor: see dimtorch.ops.reshape.replace_dim_v2; one narrow or constant_pad_nd here (and one where with the cached mask for a dynamic in_dim)."""
+
 def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> Tensor:
     """reshape(source, in_dims, out_dims): see dimtorch.ops.reshape.reshape; static in_dims adjacent in order into static out_dims are one reshape here."""
 

@@ -22,7 +22,7 @@ from .ops.slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_
 from .ops.conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spatial_dims  # noqa: F401
 from .ops.shape import expand_dim, expand_dims, replace_dim, split_dims  # noqa: F401  (merge_dims: C++; squeeze: _C)
 from .ops.masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
-from .ops.reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
+# reshape, replace_dim_v2: C++ fast paths (definitions in .ops.reshape)
 # repeat: C++ fast path (definition in ._repeat)
 # window: C++ fast path (definition in .ops.window)
 from ._capture import pytree as _pytree  # noqa: F401  (registers Tensor as a pytree node)

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 
 import dimtorch as dt
 from dimtorch.ops import (
-    packing as _packing, scatter as _scatter, slicing as _slicing, sort as _sort, stack as _stack,
+    packing as _packing, reshape as _reshape, scatter as _scatter, slicing as _slicing, sort as _sort, stack as _stack,
 )
 
 from fast_path_checks import assert_same, both, definition_calls, same_dim  # noqa: F401
@@ -201,6 +201,48 @@ def test_top_k_mask(pad):
             dt.top_k_mask(x, axis=b.feature, k=k)
     with pytest.raises(TypeError, match=r"^dimtorch\.top_k_mask\(\): .*unexpected keyword argument 'dim'"):
         dt.top_k_mask(x, dim=b.feature, k=2)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_replace_dim_v2(pad):
+    """replace_dim_v2's fast path (narrow or constant_pad_nd, one where with in_dim's cached mask) against the
+    definition: a dynamic in_dim replaced by a longer dynamic or static dim (masked: no padding value reaches
+    out_dim's frames), a static one cut or padded, every layout, bool and int dtypes, markers moved, gradients;
+    the calls it takes never run the definition; a shorter out_dim (the definition reads lengths) and the flags
+    go to it."""
+    b = make_padded_batch((5, 3, 1, 0), feature=6, pad_value=pad, extra_time=1)
+    vocab = dt.Dim(9, name="vocab")
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    ints = dt.Tensor(torch.randint(9, b.x.raw.shape, generator=torch.Generator().manual_seed(7)), b.x.dims,
+                     sparse_dim=vocab)
+    fast = [(b.time, b.time + 2), (b.time, dt.Dim(6, name="six")), (b.time, dt.Dim(9, name="nine")),
+            (b.feature, dt.Dim(8, name="f8")), (b.feature, dt.Dim(2, name="f2")), (b.feature, dt.Dim(6, name="f6"))]
+    for order in ((0, 1, 2), (2, 0, 1), (1, 2, 0)):
+        for src in (x, ints, dt.Tensor(b.x.raw > 0, b.x.dims)):
+            xt = src.copy_transpose(tuple(src.dims[i] for i in order))
+            for in_dim, out_dim in fast:
+                y = both(dt.replace_dim_v2, _reshape.replace_dim_v2, xt, in_dim=in_dim, out_dim=out_dim)
+                assert y.dims[xt.dims.index(in_dim)] is out_dim
+                assert definition_calls(lambda: dt.replace_dim_v2(xt, in_dim=in_dim, out_dim=out_dim),
+                                        _reshape.replace_dim_v2) == 0
+    y = dt.replace_dim_v2(x, in_dim=b.time, out_dim=b.time + 2)
+    for i, n in enumerate(b.lengths):  # each sequence alone: its frames, then zeros
+        assert torch.equal(y.raw[i, :n], b.x.raw[i, :n]) and not y.raw[i, n:].any()
+    assert y.feature_dim is b.feature
+    assert dt.replace_dim_v2(x, in_dim=b.feature, out_dim=vocab).feature_dim is vocab
+    for kwargs in ({"out_dim": b.time - 1}, {"out_dim": dt.Dim(3, name="three")},
+                   {"out_dim": b.time + 2, "allow_expand": True, "allow_shrink": False}):
+        call = lambda: dt.replace_dim_v2(x, in_dim=b.time, **kwargs)  # noqa: E731
+        both(lambda: call(), lambda: _reshape.replace_dim_v2(x, in_dim=b.time, **kwargs))
+        assert definition_calls(call, _reshape.replace_dim_v2) == 1
+    with pytest.raises(ValueError, match=r"^dimtorch\.replace_dim_v2\(\): out_dim .* is already a dim of source"):
+        dt.replace_dim_v2(x, in_dim=b.time, out_dim=b.feature)
+    grads = []
+    for fn in (dt.replace_dim_v2, _reshape.replace_dim_v2):
+        raw = b.x.raw.clone().requires_grad_(True)
+        fn(dt.Tensor(raw, b.x.dims), in_dim=b.time, out_dim=b.time + 2).raw.sum().backward()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
@@ -455,6 +497,7 @@ def test_odd_arguments_raise_python_errors_not_crashes():
         (dt.top_k, ("axis", "k")),
         (dt.top_k_mask, ("axis", "k")),
         (dt.reduce_out, ("mode", "num_pieces", "out_dim")),
+        (dt.replace_dim_v2, ("in_dim", "out_dim", "allow_expand", "allow_shrink")),
         (dt.reverse_sequence, ("axis", "handle_dynamic_dims")),
         (dt.gather, ("indices", "axis", "clip_to_valid")),
         (dt.pad, ("axes", "padding", "value", "mode")),
