@@ -469,6 +469,9 @@ def squeeze(x: Tensor, /, axis: Dim) -> Tensor:
 def stack(tensors: Sequence[Tensor], /, *, out_dim: Optional[Dim] = ...) -> Any:
     """stack(tensors, /, *, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.stack.stack."""
 
+def stft(x: Tensor, *, in_spatial_dim: Dim, frame_step: int, frame_length: int, fft_length: Optional[int] = ..., window_use_frame_length: bool = ..., align_window_left: bool = ..., window_enforce_even: bool = ..., out_spatial_dim: Optional[Dim] = ..., out_dim: Optional[Dim] = ..., use_mask: Optional[bool] = ...) -> Any:
+    """stft(x, *, in_spatial_dim, frame_step, frame_length, fft_length=None, window_use_frame_length=True, align_window_left=True, window_enforce_even=True, out_spatial_dim=None, out_dim=None, use_mask=None) -> (y, out_spatial_dim, out_dim): see dimtorch.ops.signal.stft; one stft with a cached window here."""
+
 def tanh(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 

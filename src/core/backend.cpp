@@ -76,6 +76,8 @@ bool init() {
   if (!parameter_mod) return false;
   Ref copy_mod(PyImport_ImportModule("copy"));
   if (!copy_mod || !get_attr(copy_mod.get(), "deepcopy", &T.deepcopy)) return false;
+  Ref vf_mod(PyObject_GetAttrString(c_mod.get(), "_VariableFunctions"));
+  if (!vf_mod || !get_attr(vf_mod.get(), "stft", &T.vf_stft)) return false;
   Ref nn_mod(PyObject_GetAttrString(c_mod.get(), "_nn"));
   if (!nn_mod || !get_attr(nn_mod.get(), "glu", &T.glu)) return false;
   PyObject* plain = PyObject_GetAttrString(t, "Tensor");

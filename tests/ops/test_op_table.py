@@ -106,6 +106,7 @@ FAST_PATH_TESTS = {
     "ops.pool": "ops/test_pool.py",
     "ops.gating": "ops/test_gating.py",
     "ops.reduce_out": "ops/test_reduce_out.py",
+    "ops.signal": "ops/test_signal.py",
     "ops.nested": "ops/test_nested.py",
     "ops.window": "ops/test_window.py",
     **{module: "ops/test_array_fast_paths.py" for module in (
