@@ -295,6 +295,9 @@ def gelu(x: Tensor, /) -> Tensor:
 def is_finite(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
+def label_smoothing(prob: Tensor, smoothing: Union[Tensor, float], *, axis: Optional[Dim] = ...) -> Tensor:
+    """label_smoothing(prob, smoothing, *, axis=None) -> Tensor: see dimtorch.ops.label_smoothing.label_smoothing; a number smoothing of float probabilities or int64 labels is computed here."""
+
 def layer_norm(x: Tensor, axis: _Dims, *, weight: Any = ..., bias: Any = ..., eps: Any = ...) -> Tensor:
     """layer_norm(x, axis, weight=None, bias=None, eps=1e-5): F.layer_norm over the dim(s) `axis` (viewed last; the result keeps that order)."""
 
