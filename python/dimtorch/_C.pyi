@@ -295,6 +295,9 @@ def gelu(x: Tensor, /) -> Tensor:
 def is_finite(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
+def label_smoothing(prob: Tensor, smoothing: Union[Tensor, float], *, axis: Optional[Dim] = ...) -> Tensor:
+    """label_smoothing(prob, smoothing, *, axis=None) -> Tensor: see dimtorch.ops.label_smoothing.label_smoothing; a number smoothing of float probabilities or int64 labels is computed here."""
+
 def layer_norm(x: Tensor, axis: _Dims, *, weight: Any = ..., bias: Any = ..., eps: Any = ...) -> Tensor:
     """layer_norm(x, axis, weight=None, bias=None, eps=1e-5): F.layer_norm over the dim(s) `axis` (viewed last; the result keeps that order)."""
 
@@ -391,6 +394,9 @@ def reduce_mean(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
 def reduce_min(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_min(x, /, axis, use_mask=True): min; padding never wins."""
 
+def reduce_out(source: Tensor, *, mode: str, num_pieces: int, out_dim: Optional[Dim] = ...) -> Tensor:
+    """reduce_out(source, *, mode, num_pieces, out_dim=None) -> Tensor: see dimtorch.ops.reduce_out.reduce_out; one reshape and one torch reduction here."""
+
 def reduce_sum(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_sum(x, /, axis, use_mask=True): sum over the dim(s) `axis`; padding counts as 0."""
 
@@ -399,6 +405,9 @@ def relu(x: Tensor, /) -> Tensor:
 
 def repeat(values: Tensor, *, in_spatial_dim: Dim, repeats: Tensor, out_spatial_dim: Optional[Dim] = ..., max_len_factor: Optional[float] = ...) -> tuple[Tensor, Dim]:
     """repeat(values, *, in_spatial_dim, repeats, out_spatial_dim=None, max_len_factor=None) -> (tensor, dim): see dimtorch.ops.repeat.repeat."""
+
+def replace_dim_v2(source: Tensor, *, in_dim: Dim, out_dim: Dim, allow_expand: bool = ..., allow_shrink: bool = ...) -> Tensor:
+    """replace_dim_v2(source, *, in_dim, out_dim, allow_expand=True, allow_shrink=True) -> Tensor: see dimtorch.ops.reshape.replace_dim_v2; one narrow or constant_pad_nd here (and one where with the cached mask for a dynamic in_dim)."""
 
 def reshape(source: Tensor, in_dims: Sequence[Dim], out_dims: Sequence[Dim]) -> Tensor:
     """reshape(source, in_dims, out_dims): see dimtorch.ops.reshape.reshape; static in_dims adjacent in order into static out_dims are one reshape here."""
@@ -463,11 +472,17 @@ def squeeze(x: Tensor, /, axis: Dim) -> Tensor:
 def stack(tensors: Sequence[Tensor], /, *, out_dim: Optional[Dim] = ...) -> Any:
     """stack(tensors, /, *, out_dim=None) -> (tensor, out_dim): see dimtorch.ops.stack.stack."""
 
+def stft(x: Tensor, *, in_spatial_dim: Dim, frame_step: int, frame_length: int, fft_length: Optional[int] = ..., window_use_frame_length: bool = ..., align_window_left: bool = ..., window_enforce_even: bool = ..., out_spatial_dim: Optional[Dim] = ..., out_dim: Optional[Dim] = ..., use_mask: Optional[bool] = ...) -> Any:
+    """stft(x, *, in_spatial_dim, frame_step, frame_length, fft_length=None, window_use_frame_length=True, align_window_left=True, window_enforce_even=True, out_spatial_dim=None, out_dim=None, use_mask=None) -> (y, out_spatial_dim, out_dim): see dimtorch.ops.signal.stft; one stft with a cached window here."""
+
 def tanh(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
 def top_k(x: Tensor, /, *, axis: Union[Dim, Sequence[Dim]], k: Union[int, Dim, None] = ..., k_dim: Optional[Dim] = ..., sorted: bool = ...) -> Any:
     """top_k(x, /, *, axis, k=None, k_dim=None, sorted=True) -> (values, indices, k_dim): see dimtorch.ops.sort.top_k."""
+
+def top_k_mask(values: Tensor, *, axis: Dim, k: int) -> Tensor:
+    """top_k_mask(values, *, axis, k) -> Tensor: see dimtorch.ops.sort.top_k_mask; one topk and one scatter_ here."""
 
 def transposed_conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim], out_spatial_dims: Optional[Sequence[Dim]] = ..., filter_size: Sequence[Dim], padding: str = ..., remove_padding: Union[int, Sequence[int]] = ..., output_padding: Optional[Union[int, Sequence[Optional[int]]]] = ..., strides: Optional[Union[int, Sequence[int]]] = ..., bias: Optional[Tensor] = ..., use_mask: Optional[bool] = ..., dilation: Union[int, Sequence[int]] = ..., groups: int = ...) -> tuple[Tensor, tuple[Dim, ...]]:
     """transposed_conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, ...) -> (tensor, out_spatial_dims): see dimtorch.ops.conv.transposed_conv (no fast path: the definition, called from here so that its errors are named and dim= gets a hint; ~1 K instructions a call, ~0.3 % of a tiny transposed conv)."""

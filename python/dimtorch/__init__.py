@@ -15,27 +15,27 @@ from .ops.creation import (  # noqa: F401
 from .ops.mask import last_frame_position_of_dim, sequence_mask  # noqa: F401
 from .ops.gather import sparse_to_dense  # noqa: F401  (gather, pad, scatter: C++ fast paths; one_hot: _C)
 from .ops.packing import unpack_padded  # noqa: F401  (pack_padded: C++ fast path)
-from .ops.sort import sort, top_k_mask, top_p_mask  # noqa: F401  (top_k, search_sorted: C++ fast paths; cumsum: _C)
+from .ops.sort import sort, top_p_mask  # noqa: F401  (top_k, search_sorted, top_k_mask: C++ fast paths; cumsum: _C)
 from .ops.stack import unstack  # noqa: F401  (split, stack: C++ fast paths)
 from .ops.slicing import shift_left  # noqa: F401  (slice, shift_right, reverse_sequence: C++ fast paths)
 # conv, pool: C++ fast paths; transposed_conv: _C calls its definition
 from .ops.conv_args import make_conv_out_spatial_dims, make_transposed_conv_out_spatial_dims  # noqa: F401
 from .ops.shape import expand_dim, expand_dims, replace_dim, split_dims  # noqa: F401  (merge_dims: C++; squeeze: _C)
 from .ops.masked_nested import masked_scatter_nested, masked_select_nested  # noqa: F401  (masked_select/scatter: C++)
-from .ops.reshape import replace_dim_v2  # noqa: F401  (reshape: C++ fast path)
+# reshape, replace_dim_v2: C++ fast paths (definitions in .ops.reshape)
 # repeat: C++ fast path (definition in ._repeat)
 # window: C++ fast path (definition in .ops.window)
 from ._capture import pytree as _pytree  # noqa: F401  (registers Tensor as a pytree node)
 from ._capture import compile as _compile
 from ._pickle import register_safe_globals as _register_safe_globals
 from .ops.loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
-from .ops.label_smoothing import label_smoothed_log_prob_gradient, label_smoothing, smooth_one_hot  # noqa: F401
+from .ops.label_smoothing import label_smoothed_log_prob_gradient, smooth_one_hot  # noqa: F401  (label_smoothing: C++)
 from .ops.reduce import reduce_logmeanexp  # noqa: F401
 from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, selu  # noqa: F401  (lerp: C++ fast path)
 # scatter, scatter_count: C++ fast paths (definitions in ._scatter)
 from .ops.attention import dot_attention  # noqa: F401
 from .ops.loop import cond, scan, while_loop  # noqa: F401
-from .ops.signal import stft  # noqa: F401
+# stft: C++ fast path (definition in .ops.signal)
 from .ops.safe_log import safe_log  # noqa: F401
 from . import audio  # noqa: F401  (dt.audio.mel_filterbank, log_mel_filterbank_from_raw, specaugment, ...)
 from .ops.concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
@@ -50,7 +50,7 @@ from .ops.positional import (  # noqa: F401
     apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )
 from .ops.gradient import scaled_gradient, scaled_gradient_ext  # noqa: F401
-from .ops.reduce_out import reduce_out  # noqa: F401
+# reduce_out: C++ fast path (definition in .ops.reduce_out)
 from .ops.dim_ranges import linspace_over_dim, range_over_dim_strided, range_over_merged_dims  # noqa: F401
 from .ops.shape_counts import masked_fraction_of_shape, num_elements_of_shape  # noqa: F401
 from .ops.complex import complex_as_real, make_complex, real_as_complex  # noqa: F401

@@ -76,6 +76,8 @@ bool init() {
   if (!parameter_mod) return false;
   Ref copy_mod(PyImport_ImportModule("copy"));
   if (!copy_mod || !get_attr(copy_mod.get(), "deepcopy", &T.deepcopy)) return false;
+  Ref vf_mod(PyObject_GetAttrString(c_mod.get(), "_VariableFunctions"));
+  if (!vf_mod || !get_attr(vf_mod.get(), "stft", &T.vf_stft)) return false;
   Ref nn_mod(PyObject_GetAttrString(c_mod.get(), "_nn"));
   if (!nn_mod || !get_attr(nn_mod.get(), "glu", &T.glu)) return false;
   PyObject* plain = PyObject_GetAttrString(t, "Tensor");
@@ -125,7 +127,9 @@ bool init() {
        get_attr(tb, "split_with_sizes", &T.split_with_sizes) &&
        get_attr(tb, "index_select", &T.index_select) && get_attr(tb, "flatten", &T.flatten) &&
        get_attr(tb, "flip", &T.flip) && get_attr(tb, "expand_as", &T.expand_as) && get_attr(tb, "select", &T.select) &&
-       get_attr(tb, "scatter_add_", &T.scatter_add_) && get_attr(tb, "unfold", &T.unfold);
+       get_attr(tb, "scatter_add_", &T.scatter_add_) && get_attr(tb, "unfold", &T.unfold) &&
+       get_attr(tb, "scatter_reduce_", &T.scatter_reduce_) && get_attr(tb, "scatter_", &T.scatter_) &&
+       get_attr(tb, "new_full", &T.new_full);
   if (!ok) return false;
   const char* const conv_names[3] = {"conv1d", "conv2d", "conv3d"};
   const char* const max_pool_names[3] = {"max_pool1d", "max_pool2d", "max_pool3d"};

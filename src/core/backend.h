@@ -87,6 +87,10 @@ struct Table {
   PyObject* expand_as = nullptr;         // TensorBase.expand_as
   PyObject* select = nullptr;            // TensorBase.select
   PyObject* scatter_add_ = nullptr;      // TensorBase.scatter_add_
+  PyObject* scatter_reduce_ = nullptr;   // TensorBase.scatter_reduce_
+  PyObject* scatter_ = nullptr;          // TensorBase.scatter_
+  PyObject* new_full = nullptr;          // TensorBase.new_full
+  PyObject* vf_stft = nullptr;           // torch._C._VariableFunctions.stft (what torch.stft calls)
   PyObject* cumsum = nullptr;            // TensorBase.cumsum
   PyObject* searchsorted = nullptr;      // torch.searchsorted
   PyObject* glu = nullptr;               // torch._C._nn.glu (what F.glu calls)

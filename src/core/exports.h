@@ -36,6 +36,9 @@ bool export_ops_masked(PyObject* module);  // ops_masked.cpp: masked_select, mas
 bool export_ops_conv(PyObject* module);  // ops/conv.cpp: conv (transposed_conv: its definition)
 bool export_ops_pool(PyObject* module);  // ops/pool.cpp: pool
 bool export_ops_gating(PyObject* module);  // ops/gating.cpp: gating (the GLU)
+bool export_ops_reduce_out(PyObject* module);  // ops/reduce_out.cpp: reduce_out
+bool export_ops_signal(PyObject* module);  // ops/signal.cpp: stft
+bool export_ops_label_smoothing(PyObject* module);  // ops/label_smoothing.cpp: label_smoothing
 bool export_ops_nested(PyObject* module);  // ops/nested.cpp: where_nested (a flat state)
 bool export_ops_window(PyObject* module);  // ops/window.cpp: window
 

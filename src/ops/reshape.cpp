@@ -1,5 +1,6 @@
-// Fast path of reshape (definition: python/dimtorch/ops/reshape.py): adjacent static dims into new
-// static dims (one reshape). Every other case goes to the Python definition, which owns the errors.
+// Fast paths of reshape (definition: python/dimtorch/ops/reshape.py): adjacent static dims into new
+// static dims (one reshape); replace_dim_v2 (one narrow or constant_pad_nd, one where with a cached mask).
+// Every other case goes to the Python definition, which owns the errors.
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"
@@ -86,11 +87,102 @@ PyObject* f_reshape(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   return tensor_make(raw, dims.get(), sizes, x->sparse_dim, feature);
 }
 
+// ---- replace_dim_v2 ---------------------------------------------------------------------------
+
+DIMTORCH_PYTHON_FALLBACK(replace_dim_v2_fallback, "replace_dim_v2")
+
+/// replace_dim_v2(source, *, in_dim, out_dim, allow_expand=True, allow_shrink=True): the fast path (the
+/// flags not given or True) as the definition: source's in_dim axis cut (narrow) or zero-padded
+/// (constant_pad_nd) to out_dim's raw size (static, or a dynamic dim's longest sequence); a dynamic in_dim
+/// whose lengths vary over dims of source, when out_dim's longest sequence is longer than in_dim's (so the
+/// definition's host check _within is False without reading lengths), then zeroed past each sequence's own
+/// length by one where with in_dim's cached mask. Every other call goes to the definition.
+PyObject* f_replace_dim_v2(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"source", "in_dim", "out_dim", "allow_expand", "allow_shrink"};
+  const char* caller = "dimtorch.replace_dim_v2()";
+  PyObject* v[5];
+  if (!parse_args(args, nargs, kwnames, names, 5, 1, 3, v, caller)) {
+    PyErr_Clear();
+    return replace_dim_v2_fallback(args, nargs, kwnames);
+  }
+#define FALLBACK() return replace_dim_v2_fallback(args, nargs, kwnames)
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) || !is_dim(v[2]) || (v[3] && v[3] != Py_True) ||
+      (v[4] && v[4] != Py_True))
+    FALLBACK();
+  TensorObject* x = as_tensor(v[0]);
+  PyObject* in_dim = v[1];
+  PyObject* out_dim = v[2];
+  int a = dims_index(x->dims, in_dim);
+  if (a < 0 || dims_index(x->dims, out_dim) >= 0) FALLBACK();
+  DimObject* out = as_dim(out_dim);
+  Py_ssize_t n_out = dim_has_lengths(out) ? dim_max_size(out) : out->size;
+  if (n_out < 0) {
+    if (n_out == -2) PyErr_Clear();
+    FALLBACK();
+  }
+  Py_ssize_t nd = tensor_ndim(x);
+  DimObject* in = as_dim(in_dim);
+  signed char pos[kMaxDims + 1];
+  int n_pos = 0;
+  bool masked = false;
+  if (dim_has_lengths(in)) {
+    if (lengths_positions(in, x->dims, true, pos, &n_pos, caller)) {
+      Py_ssize_t in_max = dim_max_size(in);
+      if (in_max < 0) {
+        if (in_max == -2) PyErr_Clear();
+        FALLBACK();
+      }
+      if (n_out <= in_max) FALLBACK();  // (whether out_dim's frames fit in in_dim's: the definition reads lengths)
+      masked = true;
+    } else {
+      PyErr_Clear();  // lengths over a dim that source lacks: no mask (as the definition)
+    }
+  }
+#undef FALLBACK
+  Py_ssize_t old = x->sizes[a];
+  Ref raw = Ref::borrow(x->raw);
+  if (n_out < old) {
+    raw = Ref(fast_path::narrowed(x->raw, a, 0, n_out));
+  } else if (n_out > old) {
+    Py_ssize_t after = nd - 1 - a;
+    Ref pad_list(PyTuple_New(2 * after + 2));
+    if (!pad_list) return nullptr;
+    for (Py_ssize_t j = 0; j < 2 * after + 1; ++j) PyTuple_SET_ITEM(pad_list.get(), j, Py_NewRef(backend::T.zero));
+    PyObject* right = PyLong_FromSsize_t(n_out - old);
+    if (!right) return nullptr;
+    PyTuple_SET_ITEM(pad_list.get(), 2 * after + 1, right);
+    raw = Ref(backend::call2(backend::T.constant_pad_nd, x->raw, pad_list.get()));
+  }
+  if (!raw) return nullptr;
+  if (masked) {
+    Ref device(PyObject_GetAttr(x->raw, backend::T.s_device));
+    if (!device) return nullptr;
+    Ref mask(dim_cached_raw(in, MaskKind::kMask, pos, static_cast<int>(nd), n_out, device.get()));
+    PyObject* dtype = mask ? backend::raw_dtype_name(x->raw) : nullptr;
+    if (!dtype) return nullptr;
+    PyObject* zero = PyUnicode_CompareWithASCIIString(dtype, "bool") == 0 ? Py_False : backend::T.zero;
+    raw = Ref(backend::call3(backend::T.where, mask.get(), raw.get(), zero));
+    if (!raw) return nullptr;
+  }
+  Ref dims(fast_path::dims_replaced(x->dims, a, out_dim));
+  if (!dims) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  std::copy(x->sizes, x->sizes + nd, sizes);
+  sizes[a] = n_out;
+  PyObject* sparse = x->sparse_dim == in_dim ? out_dim : x->sparse_dim;
+  PyObject* feature = x->feature_dim == in_dim ? out_dim : x->feature_dim;
+  return tensor_make(raw.release(), dims.get(), sizes, sparse, feature);
+}
+
 PyMethodDef kFunctions[] = {
     {"reshape", DIMTORCH_OP(f_reshape),
      METH_FASTCALL | METH_KEYWORDS,
      "reshape(source, in_dims, out_dims): see dimtorch.ops.reshape.reshape; static in_dims adjacent in order "
      "into static out_dims are one reshape here."},
+    {"replace_dim_v2", DIMTORCH_OP(f_replace_dim_v2), METH_FASTCALL | METH_KEYWORDS,
+     "replace_dim_v2(source, *, in_dim, out_dim, allow_expand=True, allow_shrink=True) -> Tensor: see "
+     "dimtorch.ops.reshape.replace_dim_v2; one narrow or constant_pad_nd here (and one where with the cached "
+     "mask for a dynamic in_dim)."},
     {nullptr}};
 
 }  // namespace

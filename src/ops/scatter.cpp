@@ -1,5 +1,6 @@
 // Fast path of scatter (definition: python/dimtorch/ops/scatter.py) along one dim (one
-// scatter_add_). Every other case goes to the Python definition (python_fallback.h).
+// scatter_add_, or one scatter_reduce_ for max, min and mean). Every other case goes to the Python
+// definition (python_fallback.h).
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"
@@ -23,15 +24,22 @@ using namespace fast_path;
 DIMTORCH_PYTHON_FALLBACK(scatter_fallback, "scatter")
 DIMTORCH_PYTHON_FALLBACK(scatter_count_fallback, "scatter_count")
 
+/// The reduction of a common call: sum (scatter_add_), or max, min, mean (scatter_reduce_ into a tensor of
+/// the fill value, include_self=False, as the definition's _reduce_along).
+enum class Reduce { kSum, kMax, kMin, kMean };
+
 /// The common call of scatter and scatter_count: raw `x_raw` over `x_dims` (sizes `x_sizes`; x's own,
-/// or the indices' for scatter_count's ones) added along `d` into the static `out_dim` at the int64
+/// or the indices' for scatter_count's ones) reduced along `d` into the static `out_dim` at the int64
 /// indices `idx`, whose dims are all among x_dims with the same sizes and of which no other than `d`
-/// has lengths: one scatter_add_ in x's layout. The padding of a dynamic `d` goes to an extra last row
-/// that is cut off (where with the dim's cached mask, on the indices). `x` (the markers kept) may be
-/// null. NULL with an error set, or with *fall_back set (no error) for a call that is not the common one.
-PyObject* scatter_add_common(TensorObject* x, PyObject* x_raw, PyObject* x_dims, const Py_ssize_t* x_sizes,
-                             TensorObject* idx, PyObject* d, PyObject* out_dim, const char* caller,
-                             bool* fall_back) {
+/// has lengths: one scatter_add_ (sum) or scatter_reduce_ (max, min, mean of a float x: `fill` the value
+/// of positions nothing reaches, NULL for the mode's default) in x's layout. The padding of a dynamic
+/// `d` goes to an extra last row that is cut off (where with the dim's cached mask, on the indices; for
+/// max and min also on x, the padding values made neutral, as the definition). `x` (the markers kept)
+/// may be null. NULL with an error set, or with *fall_back set (no error) for a call that is not the
+/// common one.
+PyObject* scatter_common(TensorObject* x, PyObject* x_raw, PyObject* x_dims, const Py_ssize_t* x_sizes,
+                         TensorObject* idx, PyObject* d, PyObject* out_dim, Reduce reduce, PyObject* fill,
+                         const char* caller, bool* fall_back) {
   *fall_back = true;
   if (!out_dim || !is_dim(out_dim) || as_dim(out_dim)->size < 0 || (idx->sparse_dim && idx->sparse_dim != out_dim))
     return nullptr;
@@ -48,6 +56,14 @@ PyObject* scatter_add_common(TensorObject* x, PyObject* x_raw, PyObject* x_dims,
     return nullptr;
   }
   if (PyUnicode_CompareWithASCIIString(dtype, "int64") != 0) return nullptr;
+  if (reduce != Reduce::kSum) {  // (an int x: the definition's float32 mean, iinfo extremes)
+    PyObject* x_dtype = backend::raw_dtype_name(x_raw);
+    if (!x_dtype) {
+      *fall_back = false;
+      return nullptr;
+    }
+    if (!backend::is_floating_dtype_name(x_dtype)) return nullptr;
+  }
   Py_ssize_t nd = PyTuple_GET_SIZE(x_dims);
   Py_ssize_t n_out = as_dim(out_dim)->size;
   bool dynamic = dim_has_lengths(as_dim(d));
@@ -61,6 +77,7 @@ PyObject* scatter_add_common(TensorObject* x, PyObject* x_raw, PyObject* x_dims,
   *fall_back = false;
   Ref ir(tensor_raw_aligned(idx, x_dims, caller));
   if (!ir) return nullptr;
+  Ref source = Ref::borrow(x_raw);
   if (dynamic) {
     Ref device(PyObject_GetAttr(x_raw, backend::T.s_device));
     if (!device) return nullptr;
@@ -69,19 +86,48 @@ PyObject* scatter_add_common(TensorObject* x, PyObject* x_raw, PyObject* x_dims,
     if (!mask || !extra_row) return nullptr;
     ir = Ref(backend::call3(backend::T.where, mask.get(), ir.get(), extra_row.get()));
     if (!ir) return nullptr;
+    if (reduce == Reduce::kMax || reduce == Reduce::kMin) {  // (a NaN there would reach the backward pass)
+      PyObject* neutral = reduce == Reduce::kMax ? backend::T.float_neg_inf : backend::T.float_inf;
+      source = Ref(backend::call3(backend::T.where, mask.get(), x_raw, neutral));
+      if (!source) return nullptr;
+    }
   }
   Py_ssize_t out_sizes[kMaxDims];
   std::copy(x_sizes, x_sizes + nd, out_sizes);
   out_sizes[a] = n_out + (dynamic ? 1 : 0);  // a dynamic dim's padding goes to the extra last row
   Ref shape(size_tuple(out_sizes, nd));
   if (!shape) return nullptr;
-  Ref zeros(backend::call2(backend::T.new_zeros, x_raw, shape.get()));
+  Ref target;
+  if (reduce == Reduce::kSum) {
+    target = Ref(backend::call2(backend::T.new_zeros, x_raw, shape.get()));
+  } else {
+    if (!fill) fill = reduce == Reduce::kMax ? backend::T.float_neg_inf
+                      : reduce == Reduce::kMin ? backend::T.float_inf : backend::T.zero;
+    target = Ref(backend::call3(backend::T.new_full, x_raw, shape.get(), fill));
+  }
   // indices over all of x's dims (checked: the same sizes) need no expand (~0.7 us)
   Ref index(tensor_ndim(idx) == nd ? Ref(ir.release()) : Ref(backend::call2(backend::T.expand_as, ir.get(), x_raw)));
   Ref a_obj(PyLong_FromLong(a));
-  if (!zeros || !index || !a_obj) return nullptr;
-  PyObject* call[4] = {zeros.get(), a_obj.get(), index.get(), x_raw};
-  Ref raw(PyObject_Vectorcall(backend::T.scatter_add_, call, 4, nullptr));
+  if (!target || !index || !a_obj) return nullptr;
+  Ref raw;
+  if (reduce == Reduce::kSum) {
+    PyObject* call[4] = {target.get(), a_obj.get(), index.get(), source.get()};
+    raw = Ref(PyObject_Vectorcall(backend::T.scatter_add_, call, 4, nullptr));
+  } else {
+    static PyObject* names[3] = {};
+    static PyObject* kwnames = nullptr;
+    if (!kwnames) {
+      Ref k(Py_BuildValue("(s)", "include_self"));
+      if (!k) return nullptr;
+      kwnames = k.release();
+    }
+    PyObject* how = reduce == Reduce::kMax ? fast_path::interned(&names[0], "amax")
+                    : reduce == Reduce::kMin ? fast_path::interned(&names[1], "amin")
+                                             : fast_path::interned(&names[2], "mean");
+    if (!how) return nullptr;
+    PyObject* call[6] = {target.get(), a_obj.get(), index.get(), source.get(), how, Py_False};
+    raw = Ref(PyObject_Vectorcall(backend::T.scatter_reduce_, call, 5, kwnames));
+  }
   if (!raw) return nullptr;
   if (dynamic) {
     raw = Ref(narrowed(raw.get(), a, 0, n_out));
@@ -96,25 +142,43 @@ PyObject* scatter_add_common(TensorObject* x, PyObject* x_raw, PyObject* x_dims,
                      x ? kept_feature(x, dims.get()) : nullptr);
 }
 
-/// scatter(x, *, indices, indices_dim, out_dim=None): the fast path (its common call: no mode,
-/// fill_value or use_mask, which go to the Python definition as unknown keywords) adds along one indices dim
-/// into a static out dim, with int64 indices over dims of x of the same sizes, where no other
-/// indices dim has lengths (scatter_add_common).
+/// scatter(x, /, *, indices, indices_dim, mode="sum", fill_value=None, out_dim=None, use_mask=None): the
+/// fast path (its common call) reduces along one indices dim into a static out dim, with int64 indices
+/// over dims of x of the same sizes, where no other indices dim has lengths (scatter_common): mode sum
+/// (no fill_value), or max, min, mean of a float x (fill_value None or a number); use_mask None or True.
+/// Other modes and calls go to the Python definition.
 PyObject* f_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"x", "indices", "indices_dim", "out_dim"};
+  static const char* const names[] = {"x", "indices", "indices_dim", "mode", "fill_value", "out_dim", "use_mask"};
   const char* caller = "dimtorch.scatter()";
-  PyObject* v[4];
-  if (!parse_args(args, nargs, kwnames, names, 4, 1, 3, v, caller, 1)) {
+  PyObject* v[7];
+  if (!parse_args(args, nargs, kwnames, names, 7, 1, 3, v, caller, 1)) {
     PyErr_Clear();
     return scatter_fallback(args, nargs, kwnames);
   }
   if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_tensor(v[1]) || !as_tensor(v[1])->raw || !is_dim(v[2]))
     return scatter_fallback(args, nargs, kwnames);
+  Reduce reduce = Reduce::kSum;
+  if (v[3]) {
+    static PyObject* modes[4] = {};
+    const char* const mode_names[4] = {"sum", "max", "min", "mean"};
+    int m = 0;
+    while (m < 4 && v[3] != fast_path::interned(&modes[m], mode_names[m])) ++m;
+    if (m == 4 && PyUnicode_CheckExact(v[3])) {  // a str made at run time: compared by value
+      m = 0;
+      while (m < 4 && PyUnicode_CompareWithASCIIString(v[3], mode_names[m]) != 0) ++m;
+    }
+    if (m == 4) return scatter_fallback(args, nargs, kwnames);
+    reduce = static_cast<Reduce>(m);
+  }
+  PyObject* fill = v[4] && v[4] != Py_None ? v[4] : nullptr;
+  if (fill && (reduce == Reduce::kSum || !(PyFloat_CheckExact(fill) || PyLong_CheckExact(fill))))
+    return scatter_fallback(args, nargs, kwnames);
+  if (v[6] && v[6] != Py_None && v[6] != Py_True) return scatter_fallback(args, nargs, kwnames);
   TensorObject* x = as_tensor(v[0]);
   TensorObject* idx = as_tensor(v[1]);
-  PyObject* out_dim = v[3] && v[3] != Py_None ? v[3] : idx->sparse_dim;
+  PyObject* out_dim = v[5] && v[5] != Py_None ? v[5] : idx->sparse_dim;
   bool fall_back;
-  PyObject* out = scatter_add_common(x, x->raw, x->dims, x->sizes, idx, v[2], out_dim, caller, &fall_back);
+  PyObject* out = scatter_common(x, x->raw, x->dims, x->sizes, idx, v[2], out_dim, reduce, fill, caller, &fall_back);
   return fall_back ? scatter_fallback(args, nargs, kwnames) : out;
 }
 
@@ -139,8 +203,8 @@ PyObject* f_scatter_count(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
   Ref ones(int32_ones(idx->sizes, tensor_ndim(idx), device.get()));
   if (!ones) return nullptr;
   bool fall_back;
-  PyObject* out = scatter_add_common(nullptr, ones.get(), idx->dims, idx->sizes, idx, v[1], out_dim, caller,
-                                     &fall_back);
+  PyObject* out = scatter_common(nullptr, ones.get(), idx->dims, idx->sizes, idx, v[1], out_dim, Reduce::kSum,
+                                 nullptr, caller, &fall_back);
   return fall_back ? scatter_count_fallback(args, nargs, kwnames) : out;
 }
 

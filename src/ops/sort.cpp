@@ -1,5 +1,6 @@
 // Fast paths of the sort family (definitions: python/dimtorch/ops/sort.py): top_k over a static dim
-// (one topk), cumsum (one cumsum). Every other case goes to the Python definition (python_fallback.h).
+// (one topk), cumsum (one cumsum), search_sorted, top_k_mask (topk + scatter_). Every other case goes to
+// the Python definition (python_fallback.h).
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"
@@ -182,6 +183,80 @@ PyObject* f_search_sorted(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
   return tensor_make(out, values->dims, values->sizes, axis, nullptr);
 }
 
+// ---- top_k_mask -------------------------------------------------------------------------------
+
+DIMTORCH_PYTHON_FALLBACK(top_k_mask_fallback, "top_k_mask")
+
+/// top_k_mask(values, *, axis, k): the fast path (an int k >= 1; a dynamic axis of a float values whose
+/// lengths' dims are values' own) as the definition: the padding of a dynamic axis set to -inf by the
+/// dim's cached mask, one topk, one bool zeros scattered True at its indices, and with the mask.
+PyObject* f_top_k_mask(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"values", "axis", "k"};
+  const char* caller = "dimtorch.top_k_mask()";
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 1, 3, v, caller)) {
+    PyErr_Clear();
+    return top_k_mask_fallback(args, nargs, kwnames);
+  }
+#define FALLBACK() return top_k_mask_fallback(args, nargs, kwnames)
+  Py_ssize_t k;
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) || !exact_int(v[2], &k) || k < 1) FALLBACK();
+  TensorObject* x = as_tensor(v[0]);
+  DimObject* axis = as_dim(v[1]);
+  int a = dims_index(x->dims, v[1]);
+  if (a < 0) FALLBACK();
+  Py_ssize_t nd = tensor_ndim(x);
+  bool dynamic = dim_has_lengths(axis);
+  signed char pos[kMaxDims + 1];
+  int n_pos = 0;
+  if (dynamic) {
+    PyObject* dtype = backend::raw_dtype_name(x->raw);
+    if (!dtype) return nullptr;
+    if (!backend::is_floating_dtype_name(dtype)) FALLBACK();  // (ints: the definition's iinfo minimum)
+    if (!lengths_positions(axis, x->dims, true, pos, &n_pos, caller)) {
+      PyErr_Clear();
+      FALLBACK();
+    }
+  }
+#undef FALLBACK
+  static PyObject* bool_name = PyUnicode_InternFromString("bool");
+  PyObject* bool_dtype = bool_name ? backend::dtype_from(bool_name, caller) : nullptr;
+  if (!bool_dtype) return nullptr;
+  Ref raw = Ref::borrow(x->raw);
+  Ref valid;
+  if (dynamic) {
+    Ref device(PyObject_GetAttr(x->raw, backend::T.s_device));
+    if (!device) return nullptr;
+    valid = Ref(dim_cached_raw(axis, MaskKind::kMask, pos, static_cast<int>(nd), x->sizes[a], device.get()));
+    if (!valid) return nullptr;
+    raw = Ref(backend::call3(backend::T.where, valid.get(), x->raw, backend::T.float_neg_inf));
+    if (!raw) return nullptr;
+  }
+  Ref a_obj(PyLong_FromLong(a));
+  Ref k_obj(PyLong_FromSsize_t(std::min(k, x->sizes[a])));
+  Ref shape(size_tuple(x->sizes, nd));
+  if (!a_obj || !k_obj || !shape) return nullptr;
+  Ref top(backend::call3(backend::T.topk, raw.get(), k_obj.get(), a_obj.get()));
+  if (!top) return nullptr;
+  if (!PyTuple_Check(top.get()) || PyTuple_GET_SIZE(top.get()) != 2) {
+    PyErr_SetString(PyExc_RuntimeError, "dimtorch.top_k_mask(): topk did not return (values, indices)");
+    return nullptr;
+  }
+  static PyObject* dtype_kw = nullptr;
+  if (!dtype_kw && !(dtype_kw = Py_BuildValue("(s)", "dtype"))) return nullptr;
+  PyObject* zeros_args[3] = {raw.get(), shape.get(), bool_dtype};
+  Ref zeros(PyObject_Vectorcall(backend::T.new_zeros, zeros_args, 2, dtype_kw));
+  if (!zeros) return nullptr;
+  PyObject* scatter_args[4] = {zeros.get(), a_obj.get(), PyTuple_GET_ITEM(top.get(), 1), Py_True};
+  Ref mask(PyObject_Vectorcall(backend::T.scatter_, scatter_args, 4, nullptr));
+  if (!mask) return nullptr;
+  if (dynamic) {
+    mask = Ref(backend::call2(backend::T.logical_and, mask.get(), valid.get()));
+    if (!mask) return nullptr;
+  }
+  return tensor_make(mask.release(), x->dims, x->sizes, nullptr, nullptr);
+}
+
 #define FASTCALL_KW(fn) DIMTORCH_OP(fn), METH_FASTCALL | METH_KEYWORDS
 
 PyMethodDef kFunctions[] = {
@@ -190,6 +265,8 @@ PyMethodDef kFunctions[] = {
      "dimtorch.ops.sort.top_k."},
     {"cumsum", FASTCALL_KW(f_cumsum),
      "cumsum(x, /, *, spatial_dim=None, axis=None) -> Tensor: see dimtorch.ops.sort.cumsum; one cumsum here (and one where with the cached mask for a dynamic axis)."},
+    {"top_k_mask", FASTCALL_KW(f_top_k_mask),
+     "top_k_mask(values, *, axis, k) -> Tensor: see dimtorch.ops.sort.top_k_mask; one topk and one scatter_ here."},
     {"search_sorted", FASTCALL_KW(f_search_sorted),
      "search_sorted(sorted_seq, values, *, axis, side='left', out_dtype='int32') -> Tensor: see "
      "dimtorch.ops.sort.search_sorted; one searchsorted here for one static sorted sequence."},

@@ -10,10 +10,10 @@ from hypothesis import given, strategies as st
 
 import dimtorch as dt
 from dimtorch.ops import (
-    packing as _packing, scatter as _scatter, slicing as _slicing, sort as _sort, stack as _stack,
+    packing as _packing, reshape as _reshape, scatter as _scatter, slicing as _slicing, sort as _sort, stack as _stack,
 )
 
-from fast_path_checks import assert_same, both, same_dim  # noqa: F401
+from fast_path_checks import assert_same, both, definition_calls, same_dim  # noqa: F401
 from helpers import PAD_LARGE, PAD_NAN, make_padded_batch
 
 
@@ -175,6 +175,77 @@ def test_top_k_backward():
 
 
 @pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_top_k_mask(pad):
+    """top_k_mask's fast path (topk + scatter_; a dynamic axis masked by its cached mask) against the definition:
+    static and dynamic axes in every layout, k past a sequence's length and past the axis, float64, gradient-free
+    bool results; the calls it takes never run the definition; an int x over a dynamic axis and bad k go to it."""
+    b = make_padded_batch((5, 3, 1, 0), feature=6, pad_value=pad, extra_time=1)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    for order in ((0, 1, 2), (2, 0, 1), (1, 2, 0)):
+        xt = x.copy_transpose(tuple(x.dims[i] for i in order))
+        for axis, k in ((b.feature, 3), (b.feature, 6), (b.feature, 9), (b.time, 2), (b.time, 4), (b.time, 20)):
+            out = both(dt.top_k_mask, _sort.top_k_mask, xt, axis=axis, k=k)
+            assert out.dims == xt.dims and out.raw.dtype == torch.bool and out.feature_dim is None
+            assert definition_calls(lambda: dt.top_k_mask(xt, axis=axis, k=k), _sort.top_k_mask) == 0
+    out = dt.top_k_mask(x, axis=b.time, k=2)
+    for i, n in enumerate(b.lengths):  # each sequence alone
+        alone = torch.zeros(n, 6, dtype=torch.bool).scatter_(0, b.x.raw[i, :n].topk(min(2, n), 0).indices, True)
+        assert torch.equal(out.raw[i, :n], alone) and not out.raw[i, n:].any()
+    both(dt.top_k_mask, _sort.top_k_mask, dt.Tensor(b.x.raw.double(), b.x.dims), axis=b.time, k=2)
+    ints = dt.Tensor(torch.randint(-9, 9, b.x.raw.shape, generator=torch.Generator().manual_seed(6)), b.x.dims)
+    both(dt.top_k_mask, _sort.top_k_mask, ints, axis=b.feature, k=2)
+    both(dt.top_k_mask, _sort.top_k_mask, ints, axis=b.time, k=2)
+    assert definition_calls(lambda: dt.top_k_mask(ints, axis=b.time, k=2), _sort.top_k_mask) == 1
+    for k in (0, True, 1.0):
+        with pytest.raises(ValueError, match=r"^dimtorch\.top_k_mask\(\): k must be an int >= 1"):
+            dt.top_k_mask(x, axis=b.feature, k=k)
+    with pytest.raises(TypeError, match=r"^dimtorch\.top_k_mask\(\): .*unexpected keyword argument 'dim'"):
+        dt.top_k_mask(x, dim=b.feature, k=2)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_replace_dim_v2(pad):
+    """replace_dim_v2's fast path (narrow or constant_pad_nd, one where with in_dim's cached mask) against the
+    definition: a dynamic in_dim replaced by a longer dynamic or static dim (masked: no padding value reaches
+    out_dim's frames), a static one cut or padded, every layout, bool and int dtypes, markers moved, gradients;
+    the calls it takes never run the definition; a shorter out_dim (the definition reads lengths) and the flags
+    go to it."""
+    b = make_padded_batch((5, 3, 1, 0), feature=6, pad_value=pad, extra_time=1)
+    vocab = dt.Dim(9, name="vocab")
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    ints = dt.Tensor(torch.randint(9, b.x.raw.shape, generator=torch.Generator().manual_seed(7)), b.x.dims,
+                     sparse_dim=vocab)
+    fast = [(b.time, b.time + 2), (b.time, dt.Dim(6, name="six")), (b.time, dt.Dim(9, name="nine")),
+            (b.feature, dt.Dim(8, name="f8")), (b.feature, dt.Dim(2, name="f2")), (b.feature, dt.Dim(6, name="f6"))]
+    for order in ((0, 1, 2), (2, 0, 1), (1, 2, 0)):
+        for src in (x, ints, dt.Tensor(b.x.raw > 0, b.x.dims)):
+            xt = src.copy_transpose(tuple(src.dims[i] for i in order))
+            for in_dim, out_dim in fast:
+                y = both(dt.replace_dim_v2, _reshape.replace_dim_v2, xt, in_dim=in_dim, out_dim=out_dim)
+                assert y.dims[xt.dims.index(in_dim)] is out_dim
+                assert definition_calls(lambda: dt.replace_dim_v2(xt, in_dim=in_dim, out_dim=out_dim),
+                                        _reshape.replace_dim_v2) == 0
+    y = dt.replace_dim_v2(x, in_dim=b.time, out_dim=b.time + 2)
+    for i, n in enumerate(b.lengths):  # each sequence alone: its frames, then zeros
+        assert torch.equal(y.raw[i, :n], b.x.raw[i, :n]) and not y.raw[i, n:].any()
+    assert y.feature_dim is b.feature
+    assert dt.replace_dim_v2(x, in_dim=b.feature, out_dim=vocab).feature_dim is vocab
+    for kwargs in ({"out_dim": b.time - 1}, {"out_dim": dt.Dim(3, name="three")},
+                   {"out_dim": b.time + 2, "allow_expand": True, "allow_shrink": False}):
+        call = lambda: dt.replace_dim_v2(x, in_dim=b.time, **kwargs)  # noqa: E731
+        both(lambda: call(), lambda: _reshape.replace_dim_v2(x, in_dim=b.time, **kwargs))
+        assert definition_calls(call, _reshape.replace_dim_v2) == 1
+    with pytest.raises(ValueError, match=r"^dimtorch\.replace_dim_v2\(\): out_dim .* is already a dim of source"):
+        dt.replace_dim_v2(x, in_dim=b.time, out_dim=b.feature)
+    grads = []
+    for fn in (dt.replace_dim_v2, _reshape.replace_dim_v2):
+        raw = b.x.raw.clone().requires_grad_(True)
+        fn(dt.Tensor(raw, b.x.dims), in_dim=b.time, out_dim=b.time + 2).raw.sum().backward()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
 def test_reverse_sequence(pad):
     b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
     both(dt.reverse_sequence, _slicing.reverse_sequence, b.x, axis=b.time)
@@ -313,9 +384,9 @@ def test_scatter_count():
 
 
 @pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
-def test_scatter_modes_go_to_the_python_definition(pad):
-    """mode, fill_value and use_mask are the Python definition's: the fast path hands every call that
-    names them over (mode="sum" too), and the results are the definition's."""
+def test_scatter_modes_are_the_python_definition(pad):
+    """mode, fill_value and use_mask: whichever path takes a call (the fast path: sum, max, min, mean), the
+    results are the definition's."""
     b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
     vocab = dt.Dim(6, name="vocab")
     labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=torch.Generator().manual_seed(3))
@@ -327,6 +398,57 @@ def test_scatter_modes_go_to_the_python_definition(pad):
         both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode=mode)
         both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, mode=mode, fill_value=-3)
     both(dt.scatter, _scatter.scatter, b.x, indices=indices, indices_dim=b.time, fill_value=1.5)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("mode", ["max", "min", "mean"])
+def test_scatter_reduce_fast_path(pad, mode):
+    """scatter's fast path of max, min and mean (one scatter_reduce_) against the definition: x in every layout,
+    padding NaN or huge and garbage labels there (reaching neither result nor gradient), each sequence alone
+    against torch, a static indices dim, a given fill_value and out_dim, float64; the calls it takes never run
+    the definition, an int x and use_mask=False go to it."""
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
+    vocab = dt.Dim(6, name="vocab")
+    labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=torch.Generator().manual_seed(4))
+    labels[:, -1] = 10**6  # garbage in the padding: never used
+    indices = dt.Tensor(labels, (b.batch, b.time), sparse_dim=vocab)
+    x = dt.Tensor(b.x.raw, b.x.dims, feature_dim=b.feature)
+    for order in ((0, 1, 2), (2, 0, 1), (1, 2, 0)):
+        xt = x.copy_transpose(tuple(x.dims[i] for i in order))
+        both(dt.scatter, _scatter.scatter, xt, indices=indices, indices_dim=b.time, mode=mode)
+        assert definition_calls(lambda: dt.scatter(xt, indices=indices, indices_dim=b.time, mode=mode),
+                                _scatter.scatter) == 0
+    out = dt.scatter(x, indices=indices, indices_dim=b.time, mode=mode)
+    assert out.dims == (b.batch, vocab, b.feature) and out.feature_dim is b.feature
+    reduce = {"max": "amax", "min": "amin", "mean": "mean"}[mode]
+    fill = {"max": -float("inf"), "min": float("inf"), "mean": 0.0}[mode]
+    for i, n in enumerate(b.lengths):  # each sequence alone
+        expected = torch.full((6, 4), fill).scatter_reduce_(0, labels[i, :n, None].expand(n, 4), b.x.raw[i, :n],
+                                                            reduce, include_self=False)
+        torch.testing.assert_close(out.raw[i], expected)
+    both(dt.scatter, _scatter.scatter, x, indices=indices, indices_dim=b.time, mode=mode, fill_value=-3)
+    both(dt.scatter, _scatter.scatter, x, indices=indices, indices_dim=b.time, mode=mode, fill_value=2.5,
+         out_dim=vocab, use_mask=True)
+    static = dt.Tensor(torch.tensor([5, 0, 5, 1]), (b.feature,), sparse_dim=vocab)
+    both(dt.scatter, _scatter.scatter, x, indices=static, indices_dim=b.feature, mode=mode)
+    both(dt.scatter, _scatter.scatter, dt.Tensor(b.x.raw.double(), b.x.dims), indices=indices, indices_dim=b.time,
+         mode=mode)
+    ints = dt.Tensor(torch.randint(-9, 9, b.x.raw.shape, generator=torch.Generator().manual_seed(5)), b.x.dims)
+    clean = dt.Tensor(labels.clamp(max=5), indices.dims, sparse_dim=vocab)
+    for xi, ii, use_mask in ((ints, indices, None), (x, clean, False)):
+        both(dt.scatter, _scatter.scatter, xi, indices=ii, indices_dim=b.time, mode=mode, use_mask=use_mask)
+        assert definition_calls(lambda: dt.scatter(xi, indices=ii, indices_dim=b.time, mode=mode, use_mask=use_mask),
+                                _scatter.scatter) == 1
+    both(dt.scatter, _scatter.scatter, x, indices=indices, indices_dim=b.time, mode="".join(mode))  # not interned
+    grads = []
+    weights = torch.randn(4, 6, 4)
+    for fn in (dt.scatter, _scatter.scatter):
+        raw = b.x.raw.clone().requires_grad_(True)
+        y = fn(dt.Tensor(raw, b.x.dims), indices=indices, indices_dim=b.time, mode=mode).raw
+        (torch.where(torch.isfinite(y), y, 0.0) * weights).sum().backward()
+        assert torch.isfinite(raw.grad).all()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
 
 
 def test_scatter_cases_for_the_python_definition():
@@ -373,6 +495,9 @@ def test_odd_arguments_raise_python_errors_not_crashes():
         (dt.split, ("axis", "out_dims")),
         (dt.stack, ("out_dim",)),
         (dt.top_k, ("axis", "k")),
+        (dt.top_k_mask, ("axis", "k")),
+        (dt.reduce_out, ("mode", "num_pieces", "out_dim")),
+        (dt.replace_dim_v2, ("in_dim", "out_dim", "allow_expand", "allow_shrink")),
         (dt.reverse_sequence, ("axis", "handle_dynamic_dims")),
         (dt.gather, ("indices", "axis", "clip_to_valid")),
         (dt.pad, ("axes", "padding", "value", "mode")),

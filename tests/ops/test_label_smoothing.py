@@ -168,3 +168,51 @@ def test_label_smoothing_and_smooth_one_hot_errors():
         dt.smooth_one_hot(labels, label_prob=dt.Tensor(torch.zeros(4), (b.feature,)))
     with pytest.raises(TypeError, match=r"dimtorch\.smooth_one_hot\(\): .*takes 1 positional argument"):
         dt.smooth_one_hot(labels, 0.9)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_label_smoothing_fast_path_is_the_definition(pad):
+    """dt.label_smoothing's C++ fast path (a number smoothing: float probabilities by one mul and one add_, int64
+    labels by smooth_one_hot's full + scatter_) gives the definition's dims, markers, values and gradients: every
+    layout, axis given or by default, labels out of range (negative, n, garbage in the padding), int smoothing;
+    the calls it takes never run the definition; a Tensor smoothing, int32 labels, a dynamic or 1-entry axis and
+    the errors go to it."""
+    from dimtorch.ops import label_smoothing as _ls
+    from fast_path_checks import both, definition_calls
+    pb = make_padded_batch((4, 2, 0), feature=5, pad_value=pad)
+    x = dt.Tensor(pb.x.raw, pb.x.dims, feature_dim=pb.feature)
+    vocab = dt.Dim(7, name="vocab")
+    raw_labels = torch.randint(-2, 9, pb.x.raw.shape[:2], generator=torch.Generator().manual_seed(8))
+    labels = dt.Tensor(raw_labels, pb.x.dims[:2], sparse_dim=vocab)
+    for order in ((0, 1, 2), (2, 0, 1), (1, 2, 0)):
+        xt = x.copy_transpose(tuple(x.dims[i] for i in order))
+        for kwargs in ({}, {"axis": pb.feature}):
+            y = both(dt.label_smoothing, _ls.label_smoothing, xt, 0.1, **kwargs)
+            assert y.feature_dim is pb.feature
+            assert definition_calls(lambda: dt.label_smoothing(xt, 0.1, **kwargs), _ls.label_smoothing) == 0
+    for lab in (labels, labels.copy_transpose(labels.dims[::-1])):
+        for smoothing in (0.1, 0, 1, 0.5):
+            y = both(dt.label_smoothing, _ls.label_smoothing, lab, smoothing)
+            assert y.dims == lab.dims + (vocab,) and y.feature_dim is vocab and y.raw.dtype == torch.float32
+            assert definition_calls(lambda: dt.label_smoothing(lab, smoothing), _ls.label_smoothing) == 0
+        both(dt.label_smoothing, _ls.label_smoothing, lab, 0.1, axis=vocab)
+    for handed_over in ((labels, dt.Tensor(torch.full((3,), 0.1), (pb.batch,))),
+                        (dt.Tensor(raw_labels.int(), labels.dims, sparse_dim=vocab), 0.1),
+                        (x, dt.Tensor(torch.full((3,), 0.2), (pb.batch,)))):
+        both(dt.label_smoothing, _ls.label_smoothing, *handed_over)
+        assert definition_calls(lambda: dt.label_smoothing(*handed_over), _ls.label_smoothing) == 1
+    with pytest.raises(ValueError, match=r"^dimtorch\.label_smoothing\(\): axis .* must be static with at least 2"):
+        dt.label_smoothing(x, 0.1, axis=pb.time)
+    one = dt.Dim(1, name="one")
+    with pytest.raises(ValueError, match=r"^dimtorch\.label_smoothing\(\): axis .* must be static with at least 2"):
+        dt.label_smoothing(dt.Tensor(torch.ones(3, 1), (pb.batch, one)), 0.1, axis=one)
+    with pytest.raises(ValueError, match=r"^dimtorch\.label_smoothing\(\): axis .* is not the sparse_dim"):
+        dt.label_smoothing(labels, 0.1, axis=pb.feature)
+    with pytest.raises(TypeError, match=r"^dimtorch\.label_smoothing\(\): smoothing must be a number"):
+        dt.label_smoothing(x, True)
+    grads = []
+    for fn in (dt.label_smoothing, _ls.label_smoothing):
+        raw = pb.x.raw.clone().requires_grad_(True)
+        torch.nan_to_num(fn(dt.Tensor(raw, x.dims, feature_dim=pb.feature), 0.2).raw).sum().backward()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0, equal_nan=True)

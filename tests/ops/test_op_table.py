@@ -105,6 +105,9 @@ FAST_PATH_TESTS = {
     "ops.conv": "ops/test_conv_fast_path.py",
     "ops.pool": "ops/test_pool.py",
     "ops.gating": "ops/test_gating.py",
+    "ops.reduce_out": "ops/test_reduce_out.py",
+    "ops.signal": "ops/test_signal.py",
+    "ops.label_smoothing": "ops/test_label_smoothing.py",
     "ops.nested": "ops/test_nested.py",
     "ops.window": "ops/test_window.py",
     **{module: "ops/test_array_fast_paths.py" for module in (

@@ -50,3 +50,42 @@ def test_errors():
         dt.reduce_out(pb.x, mode="max", num_pieces=3)
     with pytest.raises(ValueError, match=r"out_dim must be a Dim of size 2"):
         dt.reduce_out(pb.x, mode="max", num_pieces=2, out_dim=dt.Dim(3, name="o"))
+
+
+@pytest.mark.parametrize("mode", list(TORCH))
+def test_reduce_out_fast_path_is_the_definition(mode):
+    """dt.reduce_out's C++ fast path (one reshape and one reduction) gives the definition's dims, markers, values and
+    gradients in every layout, with a given out_dim and a sparse_dim kept; the calls it takes never run the
+    definition; an int mean and every error go to the definition."""
+    from dimtorch.ops import reduce_out as _reduce_out
+    from fast_path_checks import both, definition_calls
+    pb = make_padded_batch((4, 2, 0), feature=6, pad_value=PAD_NAN)
+    x = dt.Tensor(pb.x.raw, pb.x.dims, feature_dim=pb.feature)
+    for order in ((0, 1, 2), (2, 0, 1), (1, 2, 0)):
+        xt = x.copy_transpose(tuple(x.dims[i] for i in order))
+        for pieces in (1, 2, 3, 6):
+            y = both(dt.reduce_out, _reduce_out.reduce_out, xt, mode=mode, num_pieces=pieces)
+            assert y.feature_dim is pb.feature // pieces
+            assert definition_calls(lambda: dt.reduce_out(xt, mode=mode, num_pieces=pieces), _reduce_out.reduce_out) == 0
+        both(dt.reduce_out, _reduce_out.reduce_out, xt, mode=mode, num_pieces=2, out_dim=dt.Dim(3, name="readout"))
+    vocab = dt.Dim(6, name="vocab")
+    sparse = dt.Tensor(torch.randint(6, pb.x.raw.shape), pb.x.dims, sparse_dim=vocab, feature_dim=pb.feature)
+    if mode != "mean":
+        both(dt.reduce_out, _reduce_out.reduce_out, sparse, mode=mode, num_pieces=2)
+    else:
+        assert definition_calls(lambda: pytest.raises(RuntimeError, dt.reduce_out, sparse, mode=mode, num_pieces=2),
+                                _reduce_out.reduce_out) == 1
+    both(dt.reduce_out, _reduce_out.reduce_out, x, mode="".join(mode), num_pieces=3)  # a str that is not interned
+    grads = []
+    for fn in (dt.reduce_out, _reduce_out.reduce_out):
+        raw = pb.x.raw.clone().requires_grad_(True)
+        y = fn(dt.Tensor(raw, pb.x.dims, feature_dim=pb.feature), mode=mode, num_pieces=3)
+        torch.nan_to_num(y.raw).sum().backward()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0, equal_nan=True)
+    with pytest.raises(ValueError, match=r"^dimtorch\.reduce_out\(\): num_pieces must be an int >= 1"):
+        dt.reduce_out(x, mode=mode, num_pieces=True)
+    with pytest.raises(ValueError, match=r"^dimtorch\.reduce_out\(\): out_dim must be a Dim of size 3"):
+        dt.reduce_out(x, mode=mode, num_pieces=2, out_dim=pb.time)
+    with pytest.raises(TypeError, match=r"^dimtorch\.reduce_out\(\): .*unexpected keyword argument 'axis'"):
+        dt.reduce_out(x, mode=mode, num_pieces=2, axis=pb.feature)

@@ -114,3 +114,44 @@ def test_safe_log():
         dt.safe_log(x, eps=0.0)
     with pytest.raises(TypeError, match=r"dimtorch\.safe_log\(\): x must be a float tensor, got int64"):
         dt.safe_log(dt.Tensor(torch.zeros(4, dtype=torch.int64), (f,)))
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_stft_fast_path_is_the_definition(pad):
+    """dt.stft's C++ fast path (masked where, one stft with the cached window) gives the definition's dims, values
+    and gradients: every CASES configuration, x in other layouts with a channel dim, a static signal, extra frames
+    past the longest sequence, float64; the calls it takes never run the definition; half precision, given out
+    dims, use_mask=False, no whole window and the errors go to it."""
+    from dimtorch.ops import signal as _signal
+    from fast_path_checks import both, definition_calls
+    lengths = [9, 6, 0, 4]
+    batch, time, x = _batch(lengths, pad)
+    chan = dt.Dim(2, name="chan")
+    x3 = dt.Tensor(torch.stack([x.raw, -x.raw]).permute(2, 1, 0).contiguous(), (time, batch, chan))
+    static = dt.Dim(10, name="static")
+    signal = dt.Tensor(torch.randn(10, generator=torch.Generator().manual_seed(3)), (static,))
+    for step, frame, fft, use_frame, left, even in CASES:
+        kw = dict(frame_step=step, frame_length=frame, fft_length=fft, window_use_frame_length=use_frame,
+                  align_window_left=left, window_enforce_even=even)
+        for src, d in ((x, time), (x3, time), (dt.Tensor(x.raw.double(), x.dims), time), (signal, static)):
+            y, out_time, freq = both(dt.stft, _signal.stft, src, in_spatial_dim=d, **kw)
+            assert freq.name == "stft-freq" and y.feature_dim is freq and y.dims[-2:] == (freq, out_time)
+            assert definition_calls(lambda: dt.stft(src, in_spatial_dim=d, **kw), _signal.stft) == 0
+    kw = dict(in_spatial_dim=time, frame_step=2, frame_length=4)
+    y, out_time, freq = dt.stft(x, **kw)
+    ref, _, _ = _signal.stft(x, **kw, out_dim=freq, out_spatial_dim=out_time)
+    assert out_time is _signal.stft(x, **kw)[1]  # the same out dim by dim math
+    for handed_over in (dict(x=dt.Tensor(x.raw.half(), x.dims), **kw), dict(x=x, **kw, use_mask=False),
+                        dict(x=x, **kw, out_dim=freq), dict(x=x, **kw, out_spatial_dim=out_time),
+                        dict(x=x, in_spatial_dim=time, frame_step=2, frame_length=16)):
+        both(lambda: dt.stft(**handed_over), lambda: _signal.stft(**handed_over))
+        assert definition_calls(lambda: dt.stft(**handed_over), _signal.stft) == 1
+    grads = []
+    for fn in (dt.stft, _signal.stft):
+        raw = x.raw.clone().requires_grad_(True)
+        y, _, _ = fn(dt.Tensor(raw, x.dims), **kw)
+        y.raw.abs().square().sum().backward()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+    with pytest.raises(TypeError, match=r"^dimtorch\.stft\(\): .*unexpected keyword argument 'axis'"):
+        dt.stft(x, axis=time, frame_step=2, frame_length=4)

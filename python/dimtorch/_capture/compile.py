@@ -21,7 +21,7 @@ import torch
 from .. import _C, _pickle
 from ..ops import (
     concat as _concat, dim as _dim, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
-    slicing as _slicing, tensor as _tensor,
+    signal as _signal, slicing as _slicing, tensor as _tensor,
 )
 from .._core import data_dependent as _data_dependent, in_graph as _in_graph, sizes as _sizes, tracing as _tracing
 from .._C import Dim, Tensor
@@ -53,6 +53,7 @@ def _core_definitions() -> dict:
         "_reverse_index": _slicing._reverse_index,
         "_valid_index": _packing._valid_index,
         "_gather_index": _concat._gather_index,
+        "_stft_window": _signal._window,  # (made once per configuration: stft's fast path caches it)
         "to_host": _data_dependent.to_host,
     })
     return table

@@ -6,12 +6,11 @@ from typing import Optional, Tuple, Union
 
 import torch
 
-from .._C import Dim, Tensor, abs as _abs, cast, matmul
+from .._C import Dim, Tensor, abs as _abs, cast, log, matmul, maximum, square, stft  # (stft: the C++ fast path)
 from ..ops.safe_log import safe_log
 from .._core.args import check_tensor, dim_str
 from .._core.dim_cache import store_while_both_live
 from ..ops.shape import squeeze
-from ..ops.signal import stft
 from ..ops._support import names_errors
 
 
@@ -99,7 +98,7 @@ def log_mel_filterbank_from_raw(raw_audio: Tensor, *, in_spatial_dim: Dim, out_d
     int(step_len * sampling_rate), n_fft the next power of two (default); power spectrum |X|^2 in
     raw_audio's dtype; mel_filterbank to out_dim filters; log_base-logarithm of max(., 1e-10).
     Frames per sequence by dim math (each sequence's own length); a feature dim of size 1 in
-    raw_audio is squeezed first."""
+    raw_audio is squeezed first. (The stft is its C++ fast path; the mel matrix and safe_log are inlined.)"""
     caller = "dimtorch.audio.log_mel_filterbank_from_raw()"
     check_tensor(raw_audio, caller, what="raw_audio")
     feature = raw_audio.feature_dim
@@ -113,9 +112,23 @@ def log_mel_filterbank_from_raw(raw_audio: Tensor, *, in_spatial_dim: Dim, out_d
         n_fft = 1 << (window - 1).bit_length()
     spectrum, out_spatial_dim, freq_dim = stft(raw_audio, in_spatial_dim=in_spatial_dim, frame_step=step,
                                                frame_length=window, fft_length=n_fft)
-    power = cast(_abs(spectrum) ** 2.0, raw_audio.dtype)
-    mel = mel_filterbank(power, in_dim=freq_dim, out_dim=out_dim, sampling_rate=sampling_rate)
-    log_mel = safe_log(mel, eps=1e-10)
+    power = cast(square(_abs(spectrum)), raw_audio.dtype)
+    if isinstance(out_dim, Dim) and out_dim.size is not None and type(sampling_rate) in (int, float) and \
+            sampling_rate > 0:
+        # mel_filterbank's own call, its checks known to pass: stft's freq dim is new on every call, so its
+        # lookup by the dims' ids would miss (and register weak references) every time. The matrix from
+        # mel_filterbank_matrix's cache.
+        raw = power.raw
+        f_max, fft = sampling_rate / 2.0, (freq_dim.size - 1) * 2
+        w = _MATRICES.get((0, f_max, sampling_rate, fft, out_dim.size, raw.dtype, raw.device))
+        if w is None:
+            w = mel_filterbank_matrix(f_min=0, f_max=f_max, sampling_rate=sampling_rate, fft_length=fft,
+                                      n_filters=out_dim.size, dtype=raw.dtype, device=raw.device)
+        mel = matmul(power, Tensor(w, (freq_dim, out_dim)), reduce=freq_dim)
+        log_mel = log(maximum(mel, 1e-10))  # safe_log(mel, eps=1e-10)
+    else:
+        mel = mel_filterbank(power, in_dim=freq_dim, out_dim=out_dim, sampling_rate=sampling_rate)
+        log_mel = safe_log(mel, eps=1e-10)
     if log_base != math.e:
         log_mel = log_mel * (1.0 / math.log(log_base))
     return Tensor(log_mel.raw, log_mel.dims, feature_dim=out_dim), out_spatial_dim
