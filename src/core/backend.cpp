@@ -138,6 +138,7 @@ bool init() {
     if (!get_attr(t, conv_names[i], &T.conv[i]) || !get_attr(t, max_pool_names[i], &T.max_pool[i]) ||
         !get_attr(F, avg_pool_names[i], &T.avg_pool[i]))
       return false;
+  if (!get_attr(nn_mod.get(), "thnn_conv2d", &T.thnn_conv2d)) return false;
   T.zero = PyLong_FromLong(0);
   T.float_inf = PyFloat_FromDouble(Py_HUGE_VAL);
   T.float_neg_inf = PyFloat_FromDouble(-Py_HUGE_VAL);
@@ -159,7 +160,10 @@ bool init() {
   T.s_device = PyUnicode_InternFromString("device");
   T.s_requires_grad = PyUnicode_InternFromString("requires_grad");
   T.s_mT = PyUnicode_InternFromString("mT");
-  if (!T.s_shape || !T.s_dtype || !T.s_device || !T.s_requires_grad || !T.s_mT) return false;
+  T.s_is_cpu = PyUnicode_InternFromString("is_cpu");
+  if (!T.s_shape || !T.s_dtype || !T.s_device || !T.s_requires_grad || !T.s_mT ||
+      !T.s_is_cpu)
+    return false;
 
   for (const char* name : kDtypeNames) {
     PyObject* dt = PyObject_GetAttrString(t, name);

@@ -100,6 +100,7 @@ struct Table {
   PyObject* conv[3] = {};      // torch.conv1d, conv2d, conv3d (what F.conv*d are)
   PyObject* max_pool[3] = {};  // torch.max_pool1d, 2d, 3d (F.max_pool*d without return_indices)
   PyObject* avg_pool[3] = {};  // F.avg_pool1d, 2d, 3d
+  PyObject* thnn_conv2d = nullptr;  // torch._C._nn.thnn_conv2d: im2col + matmul (one input channel on the CPU)
   PyObject* float32 = nullptr;     // torch.float32
   PyObject* int64 = nullptr;       // torch.int64
   PyObject* zero = nullptr;         // the int 0
@@ -111,6 +112,7 @@ struct Table {
   PyObject* s_device = nullptr;
   PyObject* s_requires_grad = nullptr;
   PyObject* s_mT = nullptr;
+  PyObject* s_is_cpu = nullptr;
 };
 extern Table T;
 

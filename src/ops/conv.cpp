@@ -163,23 +163,18 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   // ops/conv.py _conv2d_one_channel).
   bool one_channel = n == 2 && groups == 1 && in_size == 1 && dilation[0] == 1 && dilation[1] == 1;
   if (one_channel) {
-    Ref is_cpu(PyObject_GetAttrString(raw.get(), "is_cpu"));
+    Ref is_cpu(PyObject_GetAttr(raw.get(), backend::T.s_is_cpu));
     if (!is_cpu) return nullptr;
     one_channel = is_cpu.get() == Py_True;
   }
   Ref out;
   if (one_channel) {
-    static PyObject* thnn = nullptr;
-    if (!thnn) {
-      Ref nn(PyImport_ImportModule("torch._C._nn"));
-      if (!nn || !(thnn = PyObject_GetAttrString(nn.get(), "thnn_conv2d"))) return nullptr;
-    }
     Py_ssize_t kernel[2] = {as_dim(fs_items[0])->size, as_dim(fs_items[1])->size};
     Ref kernel_arg(int_arg(kernel, 2));
     if (!kernel_arg) return nullptr;
     PyObject* thnn_args[6] = {raw.get(), filter->raw, kernel_arg.get(), bias ? as_tensor(bias)->raw : Py_None,
                               stride_arg.get(), pad_arg.get()};
-    out = Ref(PyObject_Vectorcall(thnn, thnn_args, 6, nullptr));
+    out = Ref(PyObject_Vectorcall(backend::T.thnn_conv2d, thnn_args, 6, nullptr));
   } else {
     out = Ref(PyObject_Vectorcall(backend::T.conv[n - 1], conv_args, 7, nullptr));
   }
