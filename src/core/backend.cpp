@@ -115,7 +115,7 @@ bool init() {
        get_attr(t, "var_mean", &T.var_mean) && get_attr(t, "cat", &T.cat) &&
        get_attr(t, "constant_pad_nd", &T.constant_pad_nd) && get_attr(t, "gather", &T.gather) &&
        get_attr(tb, "new_zeros", &T.new_zeros) &&
-       get_attr(F, "embedding", &T.embedding) && get_attr(F, "one_hot", &T.one_hot) && get_attr(F, "dropout", &T.dropout) &&
+       get_attr(F, "embedding", &T.embedding) && get_attr(F, "one_hot", &T.one_hot) && get_attr(t, "dropout", &T.dropout) &&
        get_attr(tb, "new_empty", &T.new_empty) && get_attr(tb, "bernoulli_", &T.bernoulli_) &&
        get_attr(tb, "div_", &T.div_) && get_attr(tb, "lerp_", &T.lerp_) &&
        get_attr(tb, "detach", &T.detach) && get_attr(t, "addcmul", &T.addcmul) &&

@@ -68,7 +68,7 @@ struct Table {
   PyObject* new_zeros = nullptr;   // TensorBase.new_zeros
   PyObject* embedding = nullptr;   // torch.nn.functional.embedding
   PyObject* one_hot = nullptr;     // torch.nn.functional.one_hot
-  PyObject* dropout = nullptr;     // torch.nn.functional.dropout
+  PyObject* dropout = nullptr;     // torch.dropout (F.dropout's kernel without its Python wrapper: the same draws)
   PyObject* new_empty = nullptr;   // TensorBase.new_empty
   PyObject* bernoulli_ = nullptr;  // TensorBase.bernoulli_
   PyObject* div_ = nullptr;        // TensorBase.div_

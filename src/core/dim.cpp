@@ -373,6 +373,19 @@ PyObject* m_get_max_size(PyObject* self, PyObject*) {
   if (m < 0) Py_RETURN_NONE;
   return PyLong_FromSsize_t(m);
 }
+/* The min of the lengths as a host int (the static size for a static dim), computed once with the max
+   (no device read after the lengths are on the host); None when unknown or while tracing. What the
+   eager scan reads to skip its per-step state masking on the steps every sequence still runs. */
+PyObject* m_min_size(PyObject* self, PyObject*) {
+  DimObject* d = as_dim(self);
+  if (dim_is_traced(d)) Py_RETURN_NONE;
+  if (PyErr_Occurred()) return nullptr;
+  if (d->size >= 0) return PyLong_FromSsize_t(d->size);
+  Py_ssize_t m = dim_min_size(d);
+  if (m == -2) return nullptr;
+  if (m < 0) Py_RETURN_NONE;
+  return PyLong_FromSsize_t(m);
+}
 /* Dims are identities: copying one must give the same object, or copies of a model would stop
    matching the dims of the data. */
 PyObject* m_copy(PyObject* self, PyObject*) { return Py_NewRef(self); }
@@ -606,6 +619,9 @@ PyMethodDef dim_methods[] = {
     {"get_max_size", m_get_max_size, METH_NOARGS,
      "Max size as a host int (static size, or max of the lengths, computed once); None if the size "
      "comes from data only. Never reads device memory."},
+    {"_min_size", m_min_size, METH_NOARGS,
+     "Min of the lengths as a host int (static size for a static dim), computed once; None if unknown "
+     "or while tracing. Never reads device memory after the lengths are known on the host."},
     {"get_mask", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_get_mask)),
      METH_FASTCALL | METH_KEYWORDS,
      "get_mask(dims_order=None, device=None): bool Tensor, True on valid frames, over the lengths' "

@@ -1,5 +1,6 @@
-// Fast path of dropout (definition: python/dimtorch/ops/dropout.py): F.dropout per element, or one
-// mask over the dims `axis`. Every other case goes to the Python definition, which owns the errors.
+// Fast path of dropout (definition: python/dimtorch/ops/dropout.py): torch.dropout per element (the
+// kernel F.dropout calls, without its Python wrapper: the same draws), or one mask over the dims
+// `axis`. Every other case goes to the Python definition, which owns the errors.
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"

@@ -236,12 +236,15 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
                              f"with a size or lengths, or loop with cond")
         steps = _unstacked(xs, spatial_dim, n, caller) if xs is not None else [None] * n
         masks = _step_masks(spatial_dim, n, _device_of(initial, xs))
+        # Steps before the shortest sequence's end have every frame valid: where(mask, new, old) would
+        # give new (the host min of the lengths, cached on the dim with the max: no device read).
+        all_running = (spatial_dim._min_size() or 0) if masks is not None else n
         all_in = [None]  # the state's dims once they are known to hold the mask's dims
         state = initial
         for i in range(n):
             y, new_state = _call_body(body, steps[i], state, caller)
             outputs.add(y)
-            if masks is None:
+            if i < all_running:
                 state = new_state
             elif type(new_state) is Tensor and type(state) is Tensor and new_state.dims == state.dims == all_in[0]:
                 state = where(masks[i], new_state, state)  # a single state Tensor over the mask's dims, as before

@@ -479,7 +479,7 @@ class _RelPos:
             pe = relative_positional_encoding_raw(q, count - q + 1, self.pos_emb_feat_dim.size, dtype=like.dtype,
                                                   device=like.device)
         if self.pos_emb_dropout and self.training:
-            pe = F.dropout(pe, self.pos_emb_dropout, True)
+            pe = torch.dropout(pe, self.pos_emb_dropout, True)
         if self.linear_pos is not None:
             rel = Dim(None, name="rel_pos")
             pos = self.linear_pos(Tensor(pe, (rel, self.pos_emb_feat_dim)))
@@ -500,7 +500,7 @@ class _RelPos:
     def _softmax_values(self, scores, v):
         att = torch.softmax(scores, dim=-1)
         if self.att_dropout and self.training:
-            att = F.dropout(att, self.att_dropout, True)
+            att = torch.dropout(att, self.att_dropout, True)  # (F.dropout's kernel, no wrapper)
         return torch.matmul(att, v)
 
 

@@ -121,15 +121,23 @@ class BatchNorm(Module):
         if self.running_mean is None or training:
             mean, variance = _C.moments(source, axis=axis)
             if self.running_mean is not None:
-                with torch.no_grad():
-                    m = self.momentum
-                    self.running_mean.raw.add_((mean.raw.detach() - self.running_mean.raw) * m)
-                    self.running_variance.raw.add_((variance.raw.detach() - self.running_variance.raw) * m)
+                with torch.no_grad():  # running += (stat - running) * momentum, one op each
+                    self.running_mean.raw.lerp_(mean.raw.detach(), self.momentum)
+                    self.running_variance.raw.lerp_(variance.raw.detach(), self.momentum)
         else:
             mean, variance = self.running_mean, self.running_variance
-        bn = (source - mean) * _C.rsqrt(variance + self.eps)
+        # (x - mean) * scale (+ beta) with scale = rsqrt(variance + eps) (* gamma) over in_dim alone: the
+        # centering stays first (a large mean does not lose x's digits), one pass less over x.
+        scale = _C.rsqrt(variance + self.eps)
         if self.gamma is not None:
-            bn = bn * self.gamma
+            scale = scale * self.gamma
+        if source.dims[-1] is self.in_dim and mean.dims == scale.dims == (self.in_dim,) and (
+                self.beta is None or self.beta.dims == (self.in_dim,)):
+            # in_dim last (the usual layout): torch broadcasts the per-channel vectors as they are
+            centered = source.raw - mean.raw
+            raw = centered * scale.raw if self.beta is None else torch.addcmul(self.beta.raw, centered, scale.raw)
+            return Tensor(raw, source.dims, feature_dim=source.feature_dim)
+        bn = (source - mean) * scale
         if self.beta is not None:
             bn = bn + self.beta
         return bn
