@@ -64,6 +64,29 @@ def test_scan_batch_independence():
     check_batch_independence(fn, pb.x, pb.batch, pb.time, atol=1e-6, rtol=1e-5)
 
 
+def test_scan_state_layout_does_not_depend_on_the_lengths():
+    """Steps where every sequence runs skip the state's where only when the body's new state keeps its old
+    dims and markers: a body that drops the feature marker (two static dims: no default marker) gets
+    where's result (the old leaf's marker) on those steps too, so the final state's markers are the same
+    whether or not the lengths differ."""
+    feature, heads = dt.Dim(3, name="feature"), dt.Dim(2, name="heads")
+    results = []
+    for lengths in ([3, 3], [3, 2]):
+        batch = dt.Dim(2, name="batch")
+        time = dt.Dim(dt.Tensor(torch.tensor(lengths), (batch,)), name="time")
+        x = dt.Tensor(torch.randn(2, 3, 2, 3), (batch, time, heads, feature))
+        h0 = dt.Tensor(torch.zeros(2, 2, 3), (batch, heads, feature), feature_dim=feature)
+
+        def body(x_t, h):
+            s = x_t + h
+            h = dt.Tensor(s.raw, s.dims)  # no marker
+            return h, h
+
+        _, h, _ = dt.scan(spatial_dim=time, initial=h0, xs=x, ys=h0, body=body)
+        results.append(h.feature_dim)
+    assert results == [feature, feature], results
+
+
 def test_scan_static_dim_nested_state_no_xs_and_tensor_arrays():
     steps = dt.Dim(3, name="steps")
     batch = dt.Dim(2, name="batch")

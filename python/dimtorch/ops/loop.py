@@ -111,6 +111,23 @@ def _mask_leaf(new, old, mask: Tensor, caller: str):
                     f"Tensors, Dims, None or Python numbers (or register the type as a pytree node)")
 
 
+def _same_leaf_layout(new, old) -> bool:
+    if type(new) is Tensor:
+        return (type(old) is Tensor and new.dims == old.dims and new.feature_dim is old.feature_dim
+                and new.sparse_dim is old.sparse_dim)
+    return not isinstance(old, Tensor)  # None, Dims, numbers: _mask_leaf takes new for them
+
+
+def _keeps_layout(new, old) -> bool:
+    """Whether every leaf of the body's new state has its old leaf's dims and markers (and the same
+    structure): then masking it on a step where every sequence runs gives new itself."""
+    if type(new) is Tensor or type(old) is Tensor:
+        return _same_leaf_layout(new, old)
+    new_leaves, spec = _flatten(new)
+    old_leaves, old_spec = _flatten(old)
+    return spec == old_spec and all(_same_leaf_layout(n, o) for n, o in zip(new_leaves, old_leaves))
+
+
 def _masked_state(new, old, mask: Tensor, caller: str):
     if type(new) is Tensor and type(old) is Tensor:  # the common single-Tensor state, without pytree
         return _mask_leaf(new, old, mask, caller)
@@ -237,14 +254,15 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
         steps = _unstacked(xs, spatial_dim, n, caller) if xs is not None else [None] * n
         masks = _step_masks(spatial_dim, n, _device_of(initial, xs))
         # Steps before the shortest sequence's end have every frame valid: where(mask, new, old) would
-        # give new (the host min of the lengths, cached on the dim with the max: no device read).
+        # give new's values (the host min of the lengths, cached on the dim with the max: no device read),
+        # and new itself where each leaf keeps its old dims and markers (else where's rules apply as before).
         all_running = (spatial_dim._min_size() or 0) if masks is not None else n
         all_in = [None]  # the state's dims once they are known to hold the mask's dims
         state = initial
         for i in range(n):
             y, new_state = _call_body(body, steps[i], state, caller)
             outputs.add(y)
-            if i < all_running:
+            if i < all_running and _keeps_layout(new_state, state):
                 state = new_state
             elif type(new_state) is Tensor and type(state) is Tensor and new_state.dims == state.dims == all_in[0]:
                 state = where(masks[i], new_state, state)  # a single state Tensor over the mask's dims, as before
