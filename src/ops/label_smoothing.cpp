@@ -94,8 +94,9 @@ PyObject* f_label_smoothing(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
   PyObject* dtype = backend::raw_dtype_name(x->raw);
   if (!dtype) return nullptr;
   if (x->sparse_dim && backend::is_integer_dtype_name(dtype)) {  // int labels: smooth_one_hot
+    // (the sparse dim also a dim of the labels: the result would hold it twice; the definition says so)
     if (axis != x->sparse_dim || PyUnicode_CompareWithASCIIString(dtype, "int64") != 0 ||
-        tensor_ndim(x) + 1 > kMaxDims)
+        tensor_ndim(x) + 1 > kMaxDims || dims_index(x->dims, axis) >= 0)
       FALLBACK();
     return smooth_one_hot_common(x, axis, 1.0 - smoothing, caller);
   }

@@ -58,6 +58,9 @@ PyObject* f_reduce_out(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
     PyErr_Clear();
     FALLBACK();
   }
+  // out_dim already another dim of x (given, or the derived dim's cached object): the definition says so.
+  int at = dims_index(x->dims, out_dim.get());
+  if (at >= 0 && at != a) FALLBACK();
 #undef FALLBACK
   Py_ssize_t nd = tensor_ndim(x);
   Py_ssize_t split[kMaxDims + 1];

@@ -135,7 +135,8 @@ PyObject* f_replace_dim_v2(PyObject*, PyObject* const* args, Py_ssize_t nargs, P
       if (n_out <= in_max) FALLBACK();  // (whether out_dim's frames fit in in_dim's: the definition reads lengths)
       masked = true;
     } else {
-      PyErr_Clear();  // lengths over a dim that source lacks: no mask (as the definition)
+      PyErr_Clear();  // lengths over a dim that source lacks (or any other failure): the definition decides
+      FALLBACK();
     }
   }
 #undef FALLBACK

@@ -201,6 +201,10 @@ PyObject* f_stft(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   PyObject* call[9] = {raw.get(), fft_obj.get(), step_obj.get(), fft_obj.get(), window.get(), Py_False, Py_None,
                        Py_True, Py_None};
   Ref y(PyObject_Vectorcall(backend::T.vf_stft, call, 9, nullptr));
+  if (!y && PyErr_ExceptionMatches(PyExc_TypeError)) {  // a torch before align_to_window: torch.stft's own way
+    PyErr_Clear();
+    return stft_fallback(args, nargs, kwnames);
+  }
   if (!y) return nullptr;
   if (n_frames != n_out) {
     y = Ref(fast_path::narrowed(y.get(), 2, 0, n_out));

@@ -216,3 +216,12 @@ def test_label_smoothing_fast_path_is_the_definition(pad):
         torch.nan_to_num(fn(dt.Tensor(raw, x.dims, feature_dim=pb.feature), 0.2).raw).sum().backward()
         grads.append(raw.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0, equal_nan=True)
+
+
+def test_int_labels_whose_sparse_dim_is_also_their_dim_are_refused():
+    """Labels over (b, v) with sparse_dim v: the one-hot result would hold v twice: refused (the fast path hands
+    the call to the definition), not a Tensor with a repeated dim."""
+    b, v = dt.Dim(4, name="b"), dt.Dim(5, name="v")
+    labels = dt.Tensor(torch.randint(0, 5, (4, 5)), (b, v), sparse_dim=v)
+    with pytest.raises(ValueError, match="appears twice"):
+        dt.label_smoothing(labels, 0.1)

@@ -89,3 +89,12 @@ def test_reduce_out_fast_path_is_the_definition(mode):
         dt.reduce_out(x, mode=mode, num_pieces=2, out_dim=pb.time)
     with pytest.raises(TypeError, match=r"^dimtorch\.reduce_out\(\): .*unexpected keyword argument 'axis'"):
         dt.reduce_out(x, mode=mode, num_pieces=2, axis=pb.feature)
+
+
+def test_out_dim_already_a_dim_of_the_source_is_refused():
+    """out_dim that is another dim of the source would be there twice: refused (the fast path hands the call
+    to the definition), not a Tensor with a repeated dim."""
+    b, f = dt.Dim(4, name="b"), dt.Dim(8, name="f")
+    x = dt.Tensor(torch.randn(4, 8), (b, f), feature_dim=f)
+    with pytest.raises(ValueError, match="appears twice"):
+        dt.reduce_out(x, mode="max", num_pieces=2, out_dim=b)
