@@ -31,8 +31,8 @@ PyObject* smooth_one_hot_common(TensorObject* labels, PyObject* axis, double lab
   Ref high(low ? PyObject_RichCompare(labels->raw, n_obj.get(), Py_LT) : nullptr);
   Ref in_range(high ? backend::call2(backend::T.logical_and, low.get(), high.get()) : nullptr);
   Ref index(in_range ? backend::call3(backend::T.where, in_range.get(), labels->raw, n_obj.get()) : nullptr);
-  static PyObject* last = PyLong_FromLong(-1);
-  if (!index || !last) return nullptr;
+  static PyObject* last = nullptr;
+  if (!index || (!last && !(last = PyLong_FromLong(-1)))) return nullptr;
   index = Ref(backend::call2(backend::T.unsqueeze, index.get(), last));
   if (!index) return nullptr;
   Py_ssize_t sizes[kMaxDims];
@@ -42,13 +42,14 @@ PyObject* smooth_one_hot_common(TensorObject* labels, PyObject* axis, double lab
   Ref fill(PyFloat_FromDouble(other));
   Ref device(PyObject_GetAttr(labels->raw, backend::T.s_device));
   if (!shape || !fill || !device) return nullptr;
-  static PyObject* kwnames = Py_BuildValue("(ss)", "dtype", "device");
-  if (!kwnames) return nullptr;
+  static PyObject* kwnames = nullptr;
+  if (!kwnames && !(kwnames = Py_BuildValue("(ss)", "dtype", "device"))) return nullptr;
   PyObject* full_args[4] = {shape.get(), fill.get(), backend::T.float32, device.get()};
   Ref out(PyObject_Vectorcall(backend::T.full, full_args, 2, kwnames));
   Ref value(out ? PyFloat_FromDouble(label_prob) : nullptr);
   if (!value) return nullptr;
-  static PyObject* scatter_ = PyUnicode_InternFromString("scatter_");
+  static PyObject* s_scatter_ = nullptr;
+  PyObject* scatter_ = fast_path::interned(&s_scatter_, "scatter_");
   if (!scatter_) return nullptr;
   PyObject* scatter_args[4] = {out.get(), last, index.get(), value.get()};
   Ref scattered(PyObject_VectorcallMethod(scatter_, scatter_args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
@@ -109,7 +110,8 @@ PyObject* f_label_smoothing(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
   // in place on the product (its backward needs neither): one allocation fewer than two ops
   Ref product(PyNumber_Multiply(x->raw, factor.get()));
   if (!product) return nullptr;
-  static PyObject* add_ = PyUnicode_InternFromString("add_");
+  static PyObject* s_add_ = nullptr;
+  PyObject* add_ = fast_path::interned(&s_add_, "add_");
   if (!add_) return nullptr;
   PyObject* add_args[2] = {product.get(), floor_obj.get()};
   PyObject* raw = PyObject_VectorcallMethod(add_, add_args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);

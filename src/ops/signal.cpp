@@ -151,7 +151,8 @@ PyObject* f_stft(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   Py_ssize_t n_frames = (n_samples - fft) / step + 1;
   if (n_frames < n_out) FALLBACK();  // (the definition's error)
 #undef FALLBACK
-  static PyObject* freq_name = PyUnicode_InternFromString("stft-freq");
+  static PyObject* s_freq_name = nullptr;
+  PyObject* freq_name = fast_path::interned(&s_freq_name, "stft-freq");
   if (!freq_name) return nullptr;
   Ref out_dim(fast_path::new_static_dim(fft / 2 + 1, freq_name));
   if (!out_dim) return nullptr;

@@ -150,8 +150,10 @@ PyObject* f_search_sorted(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
   if (tensor_ndim(seq) != 1 || PyTuple_GET_ITEM(seq->dims, 0) != axis || dim_has_lengths(as_dim(axis)) ||
       tensor_ndim(values) == 0)
     FALLBACK();
-  static PyObject* left = PyUnicode_InternFromString("left");
-  static PyObject* right = PyUnicode_InternFromString("right");
+  static PyObject *s_left = nullptr, *s_right = nullptr;
+  PyObject* left = interned(&s_left, "left");
+  PyObject* right = interned(&s_right, "right");
+  if (!left || !right) return nullptr;
   PyObject* side = v[3] ? v[3] : left;
   if (!PyUnicode_CheckExact(side) ||
       (PyUnicode_Compare(side, left) != 0 && PyUnicode_Compare(side, right) != 0))
@@ -175,8 +177,8 @@ PyObject* f_search_sorted(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
   if (!name) return nullptr;
   Ref seq_raw(PyObject_CallMethodNoArgs(seq->raw, name));
   Ref values_raw(seq_raw ? PyObject_CallMethodNoArgs(values->raw, name) : nullptr);
-  static PyObject* kw = Py_BuildValue("(ss)", "side", "out_int32");
-  if (!values_raw || !kw) return nullptr;
+  static PyObject* kw = nullptr;
+  if (!values_raw || (!kw && !(kw = Py_BuildValue("(ss)", "side", "out_int32")))) return nullptr;
   PyObject* call_args[4] = {seq_raw.get(), values_raw.get(), side, int32 ? Py_True : Py_False};
   PyObject* out = PyObject_Vectorcall(backend::T.searchsorted, call_args, 2, kw);
   if (!out) return nullptr;
@@ -219,7 +221,8 @@ PyObject* f_top_k_mask(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
     }
   }
 #undef FALLBACK
-  static PyObject* bool_name = PyUnicode_InternFromString("bool");
+  static PyObject* s_bool = nullptr;
+  PyObject* bool_name = interned(&s_bool, "bool");
   PyObject* bool_dtype = bool_name ? backend::dtype_from(bool_name, caller) : nullptr;
   if (!bool_dtype) return nullptr;
   Ref raw = Ref::borrow(x->raw);
