@@ -212,6 +212,12 @@ def _merged_dim(*args: Any, **kwargs: Any) -> Any:
 def _operators_broadcast_all_sources(*args: Any, **kwargs: Any) -> Any:
     """_operators_broadcast_all_sources() -> bool: see _set_operators_broadcast_all_sources."""
 
+def _rf_concat_features(*args: Any, **kwargs: Any) -> Any:
+    """dimtorch.rf.concat_features: concat along each source's feature_dim; the result's feature_dim is the concatenated dim. See dimtorch.ops.concat.rf_concat_features."""
+
+def _rf_dropout(*args: Any, **kwargs: Any) -> Any:
+    """dimtorch.rf.dropout: dropout when the run context's train flag is set (for this function) or on_forward, else source itself. See dimtorch.ops.dropout.train_flag_dropout."""
+
 def _set_default_device(*args: Any, **kwargs: Any) -> Any:
     """_set_default_device(device): where zeros/ones/full put a new tensor when the call gives no device (None: torch's default); set through dimtorch._core.default_device."""
 
@@ -220,6 +226,9 @@ def _set_definitions(*args: Any, **kwargs: Any) -> Any:
 
 def _set_operators_broadcast_all_sources(*args: Any, **kwargs: Any) -> Any:
     """_set_operators_broadcast_all_sources(on) -> previous: whether Tensor's operators (and combine/compare without allow_broadcast_all_sources) broadcast over all sources (RETURNN's rule)."""
+
+def _set_train_flag(*args: Any, **kwargs: Any) -> Any:
+    """_set_train_flag(flag): the run context's train flag for dropout (True, False, or None: ask Python); set by dimtorch._core.run_ctx."""
 
 def _set_type_attr(*args: Any, **kwargs: Any) -> Any:
     """Puts a Python definition into Tensor's or Dim's type dict (dimtorch._capture.compile does)."""
@@ -475,6 +484,9 @@ def stack(tensors: Sequence[Tensor], /, *, out_dim: Optional[Dim] = ...) -> Any:
 
 def stft(x: Tensor, *, in_spatial_dim: Dim, frame_step: int, frame_length: int, fft_length: Optional[int] = ..., window_use_frame_length: bool = ..., align_window_left: bool = ..., window_enforce_even: bool = ..., out_spatial_dim: Optional[Dim] = ..., out_dim: Optional[Dim] = ..., use_mask: Optional[bool] = ...) -> Any:
     """stft(x, *, in_spatial_dim, frame_step, frame_length, fft_length=None, window_use_frame_length=True, align_window_left=True, window_enforce_even=True, out_spatial_dim=None, out_dim=None, use_mask=None) -> (y, out_spatial_dim, out_dim): see dimtorch.ops.signal.stft; one stft with a cached window here."""
+
+def stop_gradient(source: Tensor) -> Tensor:
+    """source with its raw detached (no gradient flows back through it); the same values, dims and markers. See dimtorch.ops.gradient.stop_gradient."""
 
 def tanh(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""

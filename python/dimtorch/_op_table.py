@@ -117,6 +117,7 @@ _DEFINITIONS = {
     "where_nested": "ops.nested",
     "while_loop": "ops.loop",
     "scaled_gradient": "ops.gradient",
+    "stop_gradient": "ops.gradient",
     "scaled_gradient_ext": "ops.gradient",
     "reduce_out": "ops.reduce_out",
     "range_over_dim_strided": "ops.dim_ranges",

@@ -112,7 +112,9 @@ bool add_functions(PyObject* module, PyMethodDef* defs) {
       return false;
     }
     w->name = d->ml_name;
-    w->caller = std::string("dimtorch.") + d->ml_name + "()";
+    // _rf_<name> implements dimtorch.rf.<name> (its errors name that); the rest are dimtorch.<name>.
+    std::string name = d->ml_name;
+    w->caller = name.rfind("_rf_", 0) == 0 ? "dimtorch.rf." + name.substr(4) + "()" : "dimtorch." + name + "()";
   }
   return PyModule_AddFunctions(module, defs) == 0;
 }

@@ -17,6 +17,7 @@ namespace dimtorch {
 namespace {
 
 DIMTORCH_PYTHON_FALLBACK(concat_fallback, "concat")
+DIMTORCH_PYTHON_FALLBACK(rf_concat_features_fallback, "_rf_concat_features")
 
 /* The gather index of a dynamic concat (dimtorch.ops.concat._gather_index builds it from the host
    lengths), expanded to the output's shape and cached in the canonical out dim's cache of index
@@ -195,7 +196,35 @@ PyObject* f_concat(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject
   return PyTuple_Pack(2, t.get(), out);
 }
 
+/// _rf_concat_features(*sources, allow_broadcast=False): dimtorch.rf.concat_features, concat of the
+/// sources along their feature dims, the concatenated dim the result's feature dim. Each source with a
+/// feature dim goes to concat's fast path (which hands what it does not take to concat's definition);
+/// anything else (no feature dim, broadcasting, bad input) to this function's definition.
+PyObject* f_rf_concat_features(PyObject* m, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (kwnames && (PyTuple_GET_SIZE(kwnames) != 1 || args[nargs] != Py_False ||
+                  PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "allow_broadcast") != 0))
+    return rf_concat_features_fallback(args, nargsf, kwnames);
+  if (nargs < 1 || nargs > kMaxDims) return rf_concat_features_fallback(args, nargsf, kwnames);
+  Ref pairs[kMaxDims];
+  PyObject* pair_args[kMaxDims];
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    if (!is_tensor(args[i]) || !as_tensor(args[i])->feature_dim) return rf_concat_features_fallback(args, nargsf, kwnames);
+    pairs[i] = Ref(PyTuple_Pack(2, args[i], as_tensor(args[i])->feature_dim));
+    if (!pairs[i]) return nullptr;
+    pair_args[i] = pairs[i].get();
+  }
+  Ref result(f_concat(m, pair_args, nargs, nullptr));
+  if (!result) return nullptr;
+  TensorObject* out = as_tensor(PyTuple_GET_ITEM(result.get(), 0));
+  return tensor_make(Py_NewRef(out->raw), out->dims, out->sizes, out->sparse_dim, PyTuple_GET_ITEM(result.get(), 1));
+}
+
 PyMethodDef kFunctions[] = {
+    {"_rf_concat_features", DIMTORCH_OP(f_rf_concat_features), METH_FASTCALL | METH_KEYWORDS,
+     "_rf_concat_features(*sources, allow_broadcast=False)\n--\n\n"
+     "dimtorch.rf.concat_features: concat along each source's feature_dim; the result's feature_dim is the "
+     "concatenated dim. See dimtorch.ops.concat.rf_concat_features."},
     {"concat", DIMTORCH_OP(f_concat),
      METH_FASTCALL | METH_KEYWORDS,
      "concat((x, dim_x), (y, dim_y), ..., out_dim=None) -> (tensor, out_dim): see "

@@ -1,5 +1,6 @@
 """RETURNN frontend code (dimtorch.rf) under torch.compile(fullgraph=True): what the AED model of RETURNN's
-demo-rf-pt-benchmark.py needs in its training step — a product of dims (heads * feature) made in the step,
+demo-rf-pt-benchmark.py needs in its training step — a product of dims (heads * feature) made in the step, dropout
+by the run context's train flag,
 and rf.scan over the targets' dynamic dim with outputs (one torch scan, its outputs stacked in the graph); and the
 demo's whole training step over 50 batches of random sizes (few graphs, equal to eager)."""
 from __future__ import annotations
@@ -68,6 +69,29 @@ def _rf_decoder(feature, weight):
 
 
 @pytest.mark.slow  # two compiles of a scan: ~26 s on 2 cores
+def test_rf_dropout_follows_the_train_flag_in_a_compiled_step():
+    """rf.dropout (a C function: the flag the run context publishes) traces as its definition, which reads the
+    context's flag for it (also one set by train_flag_ctx(func=rf.dropout)); with stop_gradient in one graph."""
+    b, f = dt.Dim(4, name="b"), dt.Dim(6, name="f")
+
+    def step(raw):
+        y = drf.dropout(dt.Tensor(raw, (b, f)), 0.5, axis=f)
+        return (drf.stop_gradient(y) + y).raw
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    ones = torch.ones(4, 6)
+    try:
+        drf.init_train_step_run_ctx(train_flag=True)
+        assert set(compiled(ones).unique().tolist()) <= {0.0, 4.0}
+        drf.init_train_step_run_ctx(train_flag=False)
+        assert compiled(ones).unique().tolist() == [2.0]
+        with drf.get_run_ctx().train_flag_ctx(True, func=drf.dropout):
+            assert set(compiled(ones).unique().tolist()) <= {0.0, 4.0}
+    finally:
+        drf.reset_run_ctx()
+        torch._dynamo.reset()
+
+
 def test_rf_scan_with_outputs_is_one_graph_for_every_length():
     """rf.scan collects its outputs per step in eager mode; traced, they are the torch scan's stacked outputs
     (a Python list filled in the scan's body is a side effect Dynamo refuses). Outputs, final state and

@@ -1,5 +1,6 @@
-"""Tests of python/dimtorch/ops/gradient.py: scaled_gradient and scaled_gradient_ext against the gradient written by
-hand in torch, on padded batches (NaN / 1e30 padding), per sequence alone, and errors."""
+"""Tests of python/dimtorch/ops/gradient.py: stop_gradient (fast path and definition), scaled_gradient and
+scaled_gradient_ext against the gradient written by hand in torch, on padded batches (NaN / 1e30 padding), per
+sequence alone, and errors."""
 import pytest
 import torch
 
@@ -86,3 +87,38 @@ def test_errors():
         dt.scaled_gradient_ext(pb.x, shift=dt.Tensor(torch.ones(2), (other,)))
     with pytest.raises(ValueError, match=r"scale_shift_by_sum_over_axis 'other'\(2\) is not a dim of source"):
         dt.scaled_gradient_ext(pb.x, shift=1.0, scale_shift_by_sum_over_axis=other)
+
+
+@pytest.mark.parametrize("pad_value", [PAD_NAN, PAD_LARGE])
+def test_stop_gradient_detaches_and_keeps_dims_and_markers(pad_value):
+    """The fast path and the definition: the same values (padding untouched), dims and markers; no gradient
+    reaches the source, while a branch beside it still gets its own."""
+    from dimtorch.ops.gradient import stop_gradient as definition
+    pb = make_padded_batch((5, 3, 0), feature=4, pad_value=pad_value)
+    for fn in (dt.stop_gradient, definition):
+        raw, x = _leaf(pb)
+        y = fn(x)
+        assert y.dims == x.dims and y.feature_dim is pb.feature and y.sparse_dim is None
+        assert not y.raw.requires_grad and y.raw.data_ptr() == raw.data_ptr()  # a view, no copy
+        torch.testing.assert_close(y.raw, raw.detach(), equal_nan=True)
+        (grad,) = torch.autograd.grad((y.raw * raw).sum(), raw)
+        torch.testing.assert_close(grad, raw.detach(), equal_nan=True)  # only the branch beside it
+    labels = dt.Tensor(torch.tensor([1, 0, 2]), (pb.batch,), sparse_dim=dt.Dim(3, name="classes"))
+    assert dt.stop_gradient(source=labels).sparse_dim is labels.sparse_dim
+
+
+def test_stop_gradient_per_sequence_alone():
+    pb = make_padded_batch((5, 3, 2), feature=4, pad_value=PAD_NAN)
+    batched = dt.stop_gradient(pb.x).raw
+    for b, n in enumerate(pb.lengths):
+        alone = make_padded_batch((n,), feature=4, pad_value=PAD_NAN)
+        alone_raw = pb.x.raw[b:b + 1, :n].clone()
+        y = dt.stop_gradient(dt.Tensor(alone_raw, alone.x.dims))
+        torch.testing.assert_close(y.raw[0], batched[b, :n])
+
+
+def test_stop_gradient_errors_name_the_call():
+    with pytest.raises(TypeError, match=r"dimtorch\.stop_gradient\(\): source must be a dimtorch\.Tensor, got Tensor"):
+        dt.stop_gradient(torch.zeros(2))
+    with pytest.raises(TypeError, match=r"dimtorch\.stop_gradient\(\).*unexpected keyword argument 'dim'"):
+        dt.stop_gradient(dt.ones((dt.Dim(2, name="n"),)), dim=0)

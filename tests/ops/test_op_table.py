@@ -116,6 +116,7 @@ FAST_PATH_TESTS = {
     "ops.ctc_align": "ops/test_ctc_align.py",
     "ops.repeat": "ops/test_repeat.py",
     "ops.decoding": "ops/test_decoding.py",
+    "ops.gradient": "ops/test_gradient.py",
 }
 
 

@@ -3,9 +3,11 @@ dims, batch_dim, single_step_dim) are made once at import, and the leak check (t
 count them against whichever test imported the module first. The `rf` fixture of the tests that run
 RETURNN frontend beside dimtorch.rf: returnn.frontend set up once for the session (its PyTorch backend, the
 newest behavior version); they skip where it is not installed or usable. After each test no run context
-is left installed (it holds a step's losses and outputs, and with them their dims)."""
+is left installed (it holds a step's losses and outputs, and with them their dims), ours or RETURNN's (its
+train flag left on would turn on its dropout in the next test)."""
 import importlib
 import pkgutil
+import sys
 
 import pytest
 
@@ -30,3 +32,6 @@ def rf():
 def no_run_ctx_left():
     yield
     dimtorch.rf.reset_run_ctx()
+    theirs = sys.modules.get("returnn.frontend.run_ctx")
+    if theirs is not None:
+        theirs.reset_run_ctx()

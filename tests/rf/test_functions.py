@@ -194,20 +194,74 @@ def test_random_uniform_int_dtype_and_sparse_dim_on_both(rf):
     assert dtrf.random_uniform([dt.Dim(3, name="n")], sparse_dim=dt.Dim(4, name="v")).dtype == "int64"
 
 
-def test_dropout_follows_the_train_flag(monkeypatch):
-    """rf.dropout drops only when the run context's train flag is set (for dropout) or on_forward; the
-    run context's contract is read from dimtorch._core.run_ctx (here a stand-in)."""
-    import importlib
-    rf_dropout = importlib.import_module("dimtorch.rf.dropout")  # (dimtorch.rf.dropout is the function, as in rf)
-    pb_batch, feat = dt.Dim(4000, name="n"), dt.Dim(2, name="f")
-    x = dt.ones((pb_batch, feat))
-    assert rf_dropout.dropout(x, 0.5) is x
-    assert float((rf_dropout.dropout(x, 0.5, on_forward=True).raw == 0).float().mean()) == pytest.approx(0.5, abs=0.05)
-    monkeypatch.setattr(rf_dropout, "is_train_flag_enabled", lambda func=None: func is rf_dropout.dropout)
-    y = dtrf.dropout(x, 0.5, axis=feat)
-    assert set(y.raw.unique().tolist()) <= {0.0, 2.0} and bool((y.raw == y.raw[:1]).all())  # one mask over feat
-    with pytest.raises(ValueError, match=r"dimtorch\.rf\.dropout\(\): axis=True"):
-        dtrf.dropout(x, 0.5, axis=True)
+def test_dropout_follows_the_train_flag():
+    """rf.dropout drops only when the run context's train flag is set (for dropout) or on_forward: without a
+    context, in train and forward contexts, under train_flag_ctx for it alone or for all, with a Tensor flag
+    (which only the definition reads). The C++ function (the flag the context publishes) and its definition
+    (the flag the context gives) agree on each."""
+    from dimtorch.ops.dropout import train_flag_dropout
+    n, feat = dt.Dim(4000, name="n"), dt.Dim(2, name="f")
+    x = dt.ones((n, feat))
+
+    def drops(fn, *args, **kwargs):
+        y = fn(x, 0.5, *args, **kwargs)
+        if y is x:
+            return False
+        assert set(y.raw.unique().tolist()) <= {0.0, 2.0}
+        assert float((y.raw == 0).float().mean()) == pytest.approx(0.5, abs=0.05)
+        return True
+
+    def both(expected, *args, **kwargs):
+        assert drops(dtrf.dropout, *args, **kwargs) is expected
+        assert drops(train_flag_dropout, *args, **kwargs) is expected
+
+    try:
+        dtrf.reset_run_ctx()
+        both(False)
+        both(True, on_forward=True)
+        dtrf.init_train_step_run_ctx(train_flag=True)
+        both(True)
+        with dtrf.get_run_ctx().train_flag_ctx(False, func=dtrf.dropout):
+            both(False)
+            both(True, on_forward=True)
+        both(True)
+        with dtrf.get_run_ctx().train_flag_ctx(False, func=dtrf.BatchNorm.__call__):  # another function's flag
+            both(True)
+        with dtrf.get_run_ctx().train_flag_ctx(False):
+            both(False)
+            with dtrf.get_run_ctx().train_flag_ctx(True, func=[dtrf.dropout]):
+                both(True)
+            both(False)
+        dtrf.get_run_ctx_step()
+        dtrf.init_train_step_run_ctx(train_flag=False)
+        both(False)
+        dtrf.init_forward_step_run_ctx()
+        both(False)
+        dtrf.init_train_step_run_ctx(train_flag=dtrf.convert_to_tensor(True))
+        both(True)
+        dtrf.init_train_step_run_ctx(train_flag=dtrf.convert_to_tensor(False))
+        both(False)
+        dtrf.init_train_step_run_ctx(train_flag=True)
+        y = dtrf.dropout(x, drop_prob=0.5, axis=feat)
+        assert set(y.raw.unique().tolist()) <= {0.0, 2.0} and bool((y.raw == y.raw[:1]).all())  # one mask over feat
+        assert dtrf.dropout(x, 0.5, axis=False).raw.unique().numel() == 2
+        for fn in (dtrf.dropout, train_flag_dropout):
+            with pytest.raises(ValueError, match=r"dimtorch\.rf\.dropout\(\): axis=True"):
+                fn(x, 0.5, axis=True)
+            with pytest.raises(ValueError, match=r"dimtorch\.rf\.dropout\(\): drop_prob must be in \[0, 1\)"):
+                fn(x, 1.5)
+        keep = dtrf.dropout(x, dtrf.convert_to_tensor(0.25), axis=feat)  # a Tensor drop probability
+        assert set(keep.raw.unique().tolist()) <= {0.0, torch.tensor(1.0 / 0.75).item()}
+    finally:
+        dtrf.reset_run_ctx()
+    assert dtrf.dropout(x, 0.5) is x
+
+
+def test_dropout_binding_errors_are_named():
+    with pytest.raises(TypeError, match=r"dimtorch\.rf\.dropout\(\)|train_flag_dropout\(\)"):
+        dtrf.dropout(dt.ones((dt.Dim(2, name="n"),)), 0.5, dim=None)
+    with pytest.raises(TypeError):
+        dtrf.dropout()
 
 
 def test_calc_conv_out_lengths_agree_with_returnn_frontend(rf):
@@ -226,3 +280,37 @@ def test_calc_conv_out_lengths_agree_with_returnn_frontend(rf):
     out = dtrf.calc_conv_out_length(time, filter_size=3, stride=2, padding="same")
     assert out is dt.make_conv_out_spatial_dims([time], filter_size=3, padding="same", strides=2)[0]
     assert out.lengths.raw.tolist() == [3, 1]
+
+
+def test_concat_features_fast_path_agrees_with_its_definition():
+    """rf.concat_features (C++: each source's feature dim to concat's fast path) and its definition: the same
+    values, dims and feature dim, forward and backward, on static features and on a padded dynamic feature
+    dim (NaN padding: concat's definition); the same errors."""
+    from dimtorch.ops.concat import rf_concat_features as definition
+    b, f, g = dt.Dim(3, name="b"), dt.Dim(2, name="f"), dt.Dim(4, name="g")
+    lengths = dt.Tensor(torch.tensor([3, 1, 2]), (b,))
+    dyn = dt.Dim(lengths, name="dyn")
+    dyn_raw = torch.randn(3, 3)
+    dyn_raw[1, 1:] = float("nan")
+    dyn_raw[2, 2:] = float("nan")
+    for second_dims, second_raw in (((b, g), torch.randn(3, 4)), ((b, dyn), dyn_raw)):
+        outs = []
+        for fn in (dtrf.concat_features, definition):
+            xr = torch.randn(3, 2, generator=torch.Generator().manual_seed(1)).requires_grad_()
+            yr = second_raw.clone().requires_grad_()
+            x = dt.Tensor(xr, (b, f), feature_dim=f)
+            y = dt.Tensor(yr, second_dims, feature_dim=second_dims[1])
+            out = fn(x, y)
+            assert out.feature_dim is out.dims[1] and out.dims[0] is b
+            valid = out.dims[1].get_mask(dims_order=out.dims).raw if out.dims[1].is_dynamic() else None
+            vals = out.raw if valid is None else torch.where(valid, out.raw, 0.0)
+            vals.sum().backward()
+            outs.append((vals.detach(), xr.grad, torch.nan_to_num(yr.grad, nan=7.0)))
+        for got, want in zip(*outs):
+            torch.testing.assert_close(got, want)
+    x = dt.Tensor(torch.randn(3, 2), (b, f), feature_dim=f)
+    for fn in (dtrf.concat_features, definition):
+        with pytest.raises(ValueError, match=r"dimtorch\.rf\.concat_features\(\): every source needs a feature_dim"):
+            fn(x, dt.Tensor(torch.randn(3, 4), (b, g)))
+    z = dt.Tensor(torch.randn(4), (g,), feature_dim=g)
+    assert dtrf.concat_features(x, z, allow_broadcast=True).dims == definition(x, z, allow_broadcast=True).dims

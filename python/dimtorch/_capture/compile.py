@@ -20,7 +20,7 @@ import torch
 
 from .. import _C, _pickle
 from ..ops import (
-    concat as _concat, dim as _dim, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
+    concat as _concat, dropout as _dropout, dim as _dim, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
     signal as _signal, slicing as _slicing, tensor as _tensor,
 )
 from .._core import data_dependent as _data_dependent, in_graph as _in_graph, sizes as _sizes, tracing as _tracing
@@ -55,6 +55,8 @@ def _core_definitions() -> dict:
         "_gather_index": _concat._gather_index,
         "_stft_window": _signal._window,  # (made once per configuration: stft's fast path caches it)
         "to_host": _data_dependent.to_host,
+        "_rf_dropout": _dropout.train_flag_dropout,  # dimtorch.rf.dropout
+        "_rf_concat_features": _concat.rf_concat_features,  # dimtorch.rf.concat_features
     })
     return table
 
@@ -110,6 +112,8 @@ def _install_polyfills() -> None:
             substitute(op.fast_path, op.definition)
     substitute(_C._merged_dim, _dim.merged_dim)
     substitute(_C._dim_cached_raw, _in_graph.dim_cached_raw)
+    substitute(_C._rf_dropout, _dropout.train_flag_dropout)
+    substitute(_C._rf_concat_features, _concat.rf_concat_features)
     substitute(Tensor.__init__, _tensor.__init__)
     substitute(Dim.__init__, _dim.__init__)
     for name, fn in _tensor.METHODS.items():

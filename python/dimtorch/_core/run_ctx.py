@@ -4,8 +4,15 @@ rf.init_forward_step_run_ctx()). One per process, as RETURNN's: steps run one at
 
 The context object has the methods mark_as_loss(tensor, name, **options), mark_as_output(tensor, name,
 *, shape=None), mark_as_default_output(tensor, *, shape=None) and is_train_flag_enabled(func=), and the
-attribute step; is_train_flag_enabled() and get_step() here read them (False and 0 without a context)."""
+attribute step; is_train_flag_enabled() and get_step() here read them (False and 0 without a context).
+
+dimtorch.rf.dropout reads its train flag in C++: install() publishes the context's flag for it to the core
+(_C._set_train_flag), and a context whose flags change afterwards (RunCtx.train_flag_ctx) calls
+train_flags_changed(). A context that does not say it does (the attribute publishes_train_flags) gets
+None published: dropout then asks it on every call, as before."""
 from __future__ import annotations
+
+from .. import _C
 
 _ctx = None
 # Step thresholds that step code compares the global train step with (SpecAugment's schedule; RETURNN's
@@ -15,6 +22,16 @@ _ctx = None
 # when the step crosses a threshold.
 _schedules = {(0, 1000, 2000)}
 _reached: tuple = ()  # ((thresholds, reached per threshold), ...) for the installed context's step
+
+
+# rf.dropout's key among a context's per-function train flags (train_flag_ctx(func=rf.dropout)): its name, as
+# rf.dropout is a C function, which Dynamo cannot hash when a compiled step looks its flag up.
+DROPOUT_KEY = "dimtorch.rf.dropout"
+
+
+def flag_key(func):
+    """The key of `func`'s own train flag in a context's flags (see DROPOUT_KEY)."""
+    return DROPOUT_KEY if func is _C._rf_dropout else func
 
 
 def current(caller: str):
@@ -31,6 +48,23 @@ def install(ctx) -> None:
     _ctx = ctx
     step = get_step()
     _reached = tuple((thresholds, _reached_of(step, thresholds)) for thresholds in sorted(_schedules))
+    _publish_train_flag()
+
+
+def train_flags_changed(ctx) -> None:
+    """Called by a context whose train flags changed: the core's copy follows when it is the installed one."""
+    if ctx is _ctx:
+        _publish_train_flag()
+
+
+def _publish_train_flag() -> None:
+    flag = False
+    if _ctx is not None:
+        flag = None
+        if getattr(_ctx, "publishes_train_flags", False):
+            flag = _ctx.is_train_flag_enabled(func=DROPOUT_KEY)
+            flag = flag if type(flag) is bool else None  # a Tensor flag: dropout asks each time
+    _C._set_train_flag(flag)
 
 
 def is_train_flag_enabled(func=None) -> bool:

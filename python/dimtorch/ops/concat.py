@@ -1,4 +1,5 @@
-"""concat: joining tensors along one dim each, static dims by torch.cat, dynamic dims sequence by sequence; cum_concat_step."""
+"""concat: joining tensors along one dim each, static dims by torch.cat, dynamic dims sequence by sequence; cum_concat_step;
+rf.concat_features's definition."""
 from __future__ import annotations
 
 import weakref
@@ -217,6 +218,19 @@ def concat(*sources, allow_broadcast: bool = False, out_dim: Optional[Dim] = Non
 
 
 @names_errors("dimtorch.cum_concat_step()")
+def rf_concat_features(*sources, allow_broadcast: bool = False) -> Tensor:
+    """dimtorch.rf.concat_features: concat along each source's feature_dim; the result's feature_dim is
+    the concatenated dim. (The C++ function _C._rf_concat_features takes the common call.)"""
+    pairs = []
+    for s in sources:
+        feature = getattr(s, "feature_dim", None)
+        if feature is None:
+            raise ValueError(f"dimtorch.rf.concat_features(): every source needs a feature_dim, got {s!r}")
+        pairs.append((s, feature))
+    out, dim = _C.concat(*pairs, allow_broadcast=True) if allow_broadcast else _C.concat(*pairs)
+    return Tensor(out.raw, out.dims, feature_dim=dim)
+
+
 def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatial_dim: Optional[Dim] = None):
     """One step of accumulating frames (RETURNN frontend's): prev_accum (over `axis`, e.g. a
     decoder's history) with `source` (one frame, without axis; its dims among prev_accum's)

@@ -1,4 +1,4 @@
-"""scaled_gradient, scaled_gradient_ext (RETURNN frontend's): identity forward, the gradient scaled (and shifted)
+"""stop_gradient, scaled_gradient, scaled_gradient_ext (RETURNN frontend's): identity forward, the gradient scaled (and shifted)
 on its way back, e.g. a gradient reversal layer (scale -1) or a down-weighted auxiliary branch."""
 from __future__ import annotations
 
@@ -25,6 +25,14 @@ def _factor(value, x: Tensor, caller: str, what: str):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{caller}: {what} must be a number or a dimtorch.Tensor, got {type(value).__name__}")
     return float(value)
+
+
+@names_errors("dimtorch.stop_gradient()")
+def stop_gradient(source: Tensor) -> Tensor:
+    """source with its raw detached: the same values, dims and markers; no gradient flows back through it
+    (RETURNN frontend's stop_gradient)."""
+    check_tensor(source, "dimtorch.stop_gradient()", what="source")
+    return keep_markers(source, source.raw.detach(), source.dims)
 
 
 @names_errors("dimtorch.scaled_gradient()")

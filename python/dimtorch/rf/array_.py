@@ -7,6 +7,7 @@ import functools as _functools
 from typing import Optional, Tuple
 
 import dimtorch as _dt
+from dimtorch import _C
 from dimtorch import Dim, Tensor
 
 __all__ = [
@@ -83,16 +84,9 @@ def copy(tensor: Tensor) -> Tensor:
     return Tensor(tensor.raw.clone(), tensor.dims, sparse_dim=tensor.sparse_dim, feature_dim=tensor.feature_dim)
 
 
-def concat_features(*sources: Tensor, allow_broadcast=False) -> Tensor:
-    """concat along each source's feature_dim; the result's feature_dim is the concatenated dim."""
-    pairs = []
-    for s in sources:
-        feature = getattr(s, "feature_dim", None)
-        if feature is None:
-            raise ValueError(f"dimtorch.rf.concat_features(): every source needs a feature_dim, got {s!r}")
-        pairs.append((s, feature))
-    out, dim = _concat(*pairs, allow_broadcast=True) if allow_broadcast else _concat(*pairs)
-    return Tensor(out.raw, out.dims, feature_dim=dim)
+# concat along each source's feature dim, the concatenated dim the result's feature dim: C++ (the definition:
+# dimtorch.ops.concat.rf_concat_features)
+concat_features = _C._rf_concat_features
 
 
 _concat = _dt.concat

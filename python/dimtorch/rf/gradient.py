@@ -12,6 +12,7 @@ __all__ = ["set_requires_gradient", "gradient", "stop_gradient", "stop_gradient_
            "scaled_gradient_ext", "gradient_checkpoint_scope"]
 
 scaled_gradient = _dt.scaled_gradient
+stop_gradient = _dt.stop_gradient  # (C++: the raw's detach, markers kept)
 scaled_gradient_ext = _dt.scaled_gradient_ext
 
 
@@ -25,14 +26,6 @@ def gradient(y: Tensor, x: Tensor) -> Tensor:
     (torch.autograd.grad with create_graph=True)."""
     (grad,) = torch.autograd.grad(y.raw, x.raw, create_graph=True)
     return Tensor(grad, x.dims, feature_dim=x.feature_dim)
-
-
-def stop_gradient(source: Tensor) -> Tensor:
-    """source with its raw detached."""
-    sparse_dim, feature_dim = source.sparse_dim, source.feature_dim
-    if sparse_dim is None and feature_dim is None:
-        return Tensor(source.raw.detach(), source.dims)
-    return Tensor(source.raw.detach(), source.dims, sparse_dim=sparse_dim, feature_dim=feature_dim)
 
 
 def stop_gradient_scope():

@@ -102,7 +102,7 @@ def current_train_flag(func=None) -> Optional[bool]:
     if ctx is None:
         return None
     flags = ctx._train_flags_stack[-1]
-    flag = flags.get(func, flags[None]) if func is not None and len(flags) > 1 else flags[None]
+    flag = flags.get(_slot.flag_key(func), flags[None]) if func is not None and len(flags) > 1 else flags[None]
     return flag if type(flag) is bool else bool(flag.raw) if isinstance(flag, Tensor) else bool(flag)
 
 
@@ -115,6 +115,8 @@ def _scalar_tensor(value) -> Tensor:
 class RunCtx:
     """The context of one step: `stage` ("init", "train_step" or "forward_step"), `train_flag`, `step`,
     `epoch`, the marked `losses` (name -> Loss) and `outputs` (a TensorDict of name -> Tensor)."""
+
+    publishes_train_flags = True  # train_flag_ctx tells dimtorch._core.run_ctx (rf.dropout's flag in C++)
 
     def __init__(self, *, stage: str, train_flag: Union[bool, Tensor] = False, step: Union[int, Tensor] = 0,
                  epoch: Union[int, Tensor] = 1, expected_outputs=None):
@@ -143,7 +145,7 @@ class RunCtx:
         """The train flag for `func` (e.g. dimtorch.rf.dropout, or SomeModule.__call__) when a
         train_flag_ctx set one for it, else the step's."""
         flags = self._train_flags_stack[-1]
-        return flags.get(func, flags[None]) if func is not None else flags[None]
+        return flags.get(_slot.flag_key(func), flags[None]) if func is not None else flags[None]
 
     @contextmanager
     def train_flag_ctx(self, train_flag: Union[bool, Tensor], *,
@@ -156,12 +158,14 @@ class RunCtx:
             if f is not None and not callable(f):
                 raise TypeError(f"dimtorch.rf.RunCtx.train_flag_ctx(): func must be a function or functions, got "
                                 f"{type(f).__name__}")
-            flags[f] = train_flag
+            flags[_slot.flag_key(f)] = train_flag
         self._train_flags_stack.append(flags)
+        _slot.train_flags_changed(self)
         try:
             yield
         finally:
             self._train_flags_stack.pop()
+            _slot.train_flags_changed(self)
 
     @property
     def step(self) -> Union[int, Tensor]:
