@@ -103,3 +103,42 @@ def test_max_pool_side_by_side_ties_and_nan_like_torch():
     want.sum().backward()
     torch.testing.assert_close(y.raw, want, equal_nan=True)
     torch.testing.assert_close(x.raw.grad, want_in.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_max_pool_pairs_every_order_of_values_like_torch(dtype):
+    """Pairs along the last axis (ops/pool_pairs.py): every ordering of a pair, ties, signed zeros, infinities
+    and NaN in either or both places give torch's max pool's values and gradient; without grad the same
+    values; a second derivative through it equals torch's."""
+    nan, inf = float("nan"), float("inf")
+    pairs = [(1.0, 2.0), (2.0, 1.0), (3.0, 3.0), (-1.0, -1.0), (0.0, -0.0), (-0.0, 0.0), (nan, 1.0), (1.0, nan),
+             (nan, nan), (-inf, -inf), (-inf, 5.0), (inf, inf), (7.0, -inf)]
+    flat = torch.tensor([v for p in pairs for v in p], dtype=dtype)
+    c, t = dt.Dim(64, name="c"), dt.Dim(64, name="t")  # 64 x 64 x 26 elements: the split runs
+    f = dt.Dim(flat.numel(), name="f")
+    raw = flat.repeat(64, 64, 1)
+    g = torch.randn(64, 64, len(pairs), generator=torch.Generator().manual_seed(0)).to(dtype)
+    x = dt.Tensor(raw.clone().requires_grad_(), (c, t, f))
+    kw = dict(mode="max", pool_size=(1, 2), padding="valid", in_spatial_dims=[t, f])
+    y, _ = dt.pool(x, **kw)
+    (y.raw * g).sum().backward()
+    want_in = raw.clone().requires_grad_()
+    want = F.max_pool2d(want_in[None], (1, 2))[0]
+    (want * g).sum().backward()
+    torch.testing.assert_close(y.raw, want, equal_nan=True)
+    torch.testing.assert_close(x.raw.grad, want_in.grad)
+    with torch.no_grad():
+        torch.testing.assert_close(dt.pool(dt.Tensor(raw, (c, t, f)), **kw)[0].raw, want.detach(), equal_nan=True)
+    # a second derivative (the gradient's own graph): d/dx of sum(grad_x * x)
+    if dtype is torch.float64:
+        finite = torch.tensor([v for p in pairs[:6] for v in p], dtype=dtype).repeat(64, 64, 1)
+        ours_in = finite.clone().requires_grad_()
+        theirs_in = finite.clone().requires_grad_()
+        fx = dt.Dim(finite.shape[-1], name="fx")
+        ours_y = dt.pool(dt.Tensor(ours_in, (c, t, fx)), mode="max", pool_size=(1, 2), padding="valid",
+                         in_spatial_dims=[t, fx])[0].raw
+        theirs_y = F.max_pool2d(theirs_in[None], (1, 2))[0]
+        (og,) = torch.autograd.grad((ours_y ** 2).sum(), ours_in, create_graph=True)
+        (tg,) = torch.autograd.grad((theirs_y ** 2).sum(), theirs_in, create_graph=True)
+        torch.testing.assert_close(og, tg)
+        torch.testing.assert_close(torch.autograd.grad(og.sum(), ours_in)[0], torch.autograd.grad(tg.sum(), theirs_in)[0])

@@ -20,7 +20,7 @@ import torch
 
 from .. import _C, _pickle
 from ..ops import (
-    concat as _concat, dropout as _dropout, dim as _dim, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
+    concat as _concat, dropout as _dropout, pool_pairs as _pool_pairs, dim as _dim, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
     signal as _signal, slicing as _slicing, tensor as _tensor,
 )
 from .._core import data_dependent as _data_dependent, in_graph as _in_graph, sizes as _sizes, tracing as _tracing
@@ -54,6 +54,7 @@ def _core_definitions() -> dict:
         "_valid_index": _packing._valid_index,
         "_gather_index": _concat._gather_index,
         "_stft_window": _signal._window,  # (made once per configuration: stft's fast path caches it)
+        "_pair_max": _pool_pairs.pair_max,  # pool's pairs side by side along the last axis
         "to_host": _data_dependent.to_host,
         "_rf_dropout": _dropout.train_flag_dropout,  # dimtorch.rf.dropout
         "_rf_concat_features": _concat.rf_concat_features,  # dimtorch.rf.concat_features
