@@ -383,6 +383,9 @@ def reduce_argmax(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
 def reduce_argmin(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_argmin(x, /, axis, use_mask=True): int64 index along `axis`; never padding."""
 
+def reduce_logmeanexp(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_logmeanexp(x, /, axis, use_mask=True): log of the mean of exp over `axis` (each sequence's own frames): see dimtorch.ops.reduce.reduce_logmeanexp; the log of the lengths cached on the dim here."""
+
 def reduce_logsumexp(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_logsumexp(x, /, axis, use_mask=True): log-sum-exp; padding ignored."""
 

@@ -30,7 +30,7 @@ from ._capture import compile as _compile
 from ._pickle import register_safe_globals as _register_safe_globals
 from .ops.loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from .ops.label_smoothing import label_smoothed_log_prob_gradient, smooth_one_hot  # noqa: F401  (label_smoothing: C++)
-from .ops.reduce import reduce_logmeanexp  # noqa: F401
+# reduce_logmeanexp: C++ fast path (definition in .ops.reduce)
 from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, selu  # noqa: F401  (lerp: C++ fast path)
 # scatter, scatter_count: C++ fast paths (definitions in ._scatter)
 from .ops.attention import dot_attention  # noqa: F401
