@@ -272,6 +272,9 @@ def cumsum(x: Tensor, /, *, spatial_dim: Optional[Dim] = ..., axis: Optional[Dim
 def dot(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
     """dot(a, b, reduce, use_mask=True): same as matmul."""
 
+def dot_attention(query: Tensor, keys: Tensor, values: Tensor, *, key_dim: Dim, axis: Dim, att_dropout: float = ..., att_dropout_broadcast: Optional[bool] = ..., causal_query_spatial_dim: Optional[Dim] = ..., scale: Optional[float] = ..., training: bool = ...) -> Tensor:
+    """dot_attention(query, keys, values, *, key_dim, axis, att_dropout=0.0, att_dropout_broadcast=None, causal_query_spatial_dim=None, scale=None, training=True) -> Tensor: see dimtorch.ops.attention.dot_attention; one scaled_dot_product_attention here, with the dims' cached masks."""
+
 def dropout(x: Tensor, p: float, axis: _Dims = ..., training: bool = ...) -> Tensor:
     """dropout(x, p, axis=None, training=True): zeroes elements with probability p and scales the rest by 1/(1-p); with `axis`, one draw per position over those dims, shared by the rest. p=0 or training=False returns x. See dimtorch.ops.dropout.dropout."""
 

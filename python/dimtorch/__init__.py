@@ -33,7 +33,7 @@ from .ops.label_smoothing import label_smoothed_log_prob_gradient, smooth_one_ho
 # reduce_logmeanexp: C++ fast path (definition in .ops.reduce)
 from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, selu  # noqa: F401  (lerp: C++ fast path)
 # scatter, scatter_count: C++ fast paths (definitions in ._scatter)
-from .ops.attention import dot_attention  # noqa: F401
+# dot_attention: C++ fast path (definition in .ops.attention)
 from .ops.loop import cond, scan, while_loop  # noqa: F401
 # stft: C++ fast path (definition in .ops.signal)
 from .ops.safe_log import safe_log  # noqa: F401
