@@ -227,6 +227,9 @@ def _set_type_attr(*args: Any, **kwargs: Any) -> Any:
 def abs(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
+def apply_rope(x: Tensor, pos_enc: Tensor, feat_dim: Dim) -> Tensor:
+    """apply_rope(x, pos_enc, feat_dim) -> Tensor: see dimtorch.ops.positional.apply_rope; its steps without its Python here (feat_dim x's last dim)."""
+
 def batch_norm(x: Tensor, axis: _Dims = ..., running_mean: Any = ..., running_var: Any = ..., weight: Any = ..., bias: Any = ..., training: Any = ..., momentum: Any = ..., eps: Any = ..., use_mask: Any = ...) -> Tensor:
     """batch_norm(x, axis=None, running_mean=None, running_var=None, weight=None, bias=None, training=True, momentum=0.1, eps=1e-5, use_mask=True)"""
 

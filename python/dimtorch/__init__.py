@@ -46,8 +46,8 @@ from .ops.ctc_align import (  # noqa: F401  (ctc_durations_from_path: C++ fast p
 # gating: C++ fast path (the GLU; definition in .ops.gating)
 from .ops.normalize import normalize  # noqa: F401
 from .ops.nested import gather_nested, mask_nested  # noqa: F401  (where_nested: C++ fast path)
-from .ops.positional import (  # noqa: F401
-    apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
+from .ops.positional import (  # noqa: F401  (apply_rope: C++ fast path)
+    relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )
 from .ops.gradient import scaled_gradient, scaled_gradient_ext  # noqa: F401
 # reduce_out: C++ fast path (definition in .ops.reduce_out)
