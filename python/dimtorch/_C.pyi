@@ -206,6 +206,9 @@ def _dim_cached_raw(*args: Any, **kwargs: Any) -> Any:
 def _live_counts(*args: Any, **kwargs: Any) -> Any:
     """_live_counts() -> tuple"""
 
+def _mel_filterbank(*args: Any, **kwargs: Any) -> Any:
+    """dimtorch.audio.mel_filterbank's fast path: see dimtorch.audio.mel for its definition; one matmul with the cached matrix here."""
+
 def _merged_dim(*args: Any, **kwargs: Any) -> Any:
     """_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."""
 
