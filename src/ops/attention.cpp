@@ -21,20 +21,11 @@ namespace {
 
 DIMTORCH_PYTHON_FALLBACK(dot_attention_fallback, "dot_attention")
 
-/// torch.nn.functional.scaled_dot_product_attention and its keywords, read once; borrowed.
+/// F.scaled_dot_product_attention (backend::T.sdpa) and its keywords, made once; borrowed.
 bool sdpa(PyObject** fn, PyObject** kwnames) {
-  static PyObject* f = nullptr;
   static PyObject* k = nullptr;
-  if (!f) {
-    Ref functional(PyImport_ImportModule("torch.nn.functional"));
-    if (!functional) return false;
-    Ref attr(PyObject_GetAttrString(functional.get(), "scaled_dot_product_attention"));
-    Ref names(Py_BuildValue("(ssss)", "attn_mask", "dropout_p", "is_causal", "scale"));
-    if (!attr || !names) return false;
-    f = attr.release();
-    k = names.release();
-  }
-  *fn = f;
+  if (!k && !(k = Py_BuildValue("(ssss)", "attn_mask", "dropout_p", "is_causal", "scale"))) return false;
+  *fn = backend::T.sdpa;
   *kwnames = k;
   return true;
 }

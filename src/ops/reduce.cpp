@@ -418,16 +418,9 @@ DIMTORCH_PYTHON_FALLBACK(reduce_logmeanexp_fallback, "reduce_logmeanexp")
 /// dtype), cast to dtype when that differs. Cached on the dim per (device, dtype, default dtype, layout).
 PyObject* log_count(DimObject* d, const signed char* pos, int k, int n_out, PyObject* device, PyObject* dtype) {
   using backend::T;
-  static PyObject* get_default_dtype = nullptr;
   static PyObject* tag = nullptr;
-  if (!get_default_dtype) {
-    Ref torch(PyImport_ImportModule("torch"));
-    if (!torch) return nullptr;
-    get_default_dtype = PyObject_GetAttrString(torch.get(), "get_default_dtype");
-    if (!get_default_dtype) return nullptr;
-  }
   if (!fast_path::interned(&tag, "logmeanexp_log_count")) return nullptr;
-  Ref default_dtype(PyObject_CallNoArgs(get_default_dtype));
+  Ref default_dtype(PyObject_CallNoArgs(T.get_default_dtype));
   if (!default_dtype) return nullptr;
   Ref key(PyTuple_New(5 + k));
   if (!key) return nullptr;

@@ -297,15 +297,12 @@ PyObject* f_mel_filterbank(PyObject*, PyObject* const* args, Py_ssize_t nargs, P
   Ref key(PyTuple_Pack(8, tag, f_min.get(), f_max.get(), rate, fft_obj.get(), filters.get(), dtype.get(), device.get()));
   if (!key) return nullptr;
   Ref w(fast_path::cached_on_dim(as_dim(in_dim), key.get(), [&]() -> PyObject* {
-    static PyObject* matrix_fn = nullptr;
-    if (!matrix_fn) {
-      Ref mel(PyImport_ImportModule("dimtorch.audio.mel"));
-      if (!mel || !(matrix_fn = PyObject_GetAttrString(mel.get(), "mel_filterbank_matrix"))) return nullptr;
-    }
+    Ref matrix_fn(Py_XNewRef(definition("_mel_filterbank_matrix")));  // (dimtorch.audio.mel_filterbank_matrix)
+    if (!matrix_fn) return nullptr;
     Ref kw(Py_BuildValue("(sssssss)", "f_min", "f_max", "sampling_rate", "fft_length", "n_filters", "dtype", "device"));
     if (!kw) return nullptr;
     PyObject* call[7] = {f_min.get(), f_max.get(), rate, fft_obj.get(), filters.get(), dtype.get(), device.get()};
-    return PyObject_Vectorcall(matrix_fn, call, 0, kw.get());
+    return PyObject_Vectorcall(matrix_fn.get(), call, 0, kw.get());
   }));
   if (!w) return nullptr;
   Ref y(backend::call2(T.matmul, x->raw, w.get()));

@@ -28,9 +28,9 @@ from .._C import Dim, Tensor
 from .._op_table import OPS
 
 
-def _mel_definition():
+def _audio_mel():
     from ..audio import mel  # noqa: PLC0415  (dimtorch.audio imports the ops: imported when first needed)
-    return mel.mel_filterbank
+    return mel
 
 
 def _core_definitions() -> dict:
@@ -59,7 +59,8 @@ def _core_definitions() -> dict:
         "_valid_index": _packing._valid_index,
         "_gather_index": _concat._gather_index,
         "_stft_window": _signal._window,  # (made once per configuration: stft's fast path caches it)
-        "_mel_filterbank": _mel_definition(),  # (dt.audio.mel_filterbank's fast path: not an op-table row)
+        "_mel_filterbank": _audio_mel().mel_filterbank,  # (dt.audio.mel_filterbank's fast path: no op-table row)
+        "_mel_filterbank_matrix": _audio_mel().mel_filterbank_matrix,  # (the matrix that fast path caches)
         "to_host": _data_dependent.to_host,
     })
     return table
@@ -116,7 +117,7 @@ def _install_polyfills() -> None:
             substitute(op.fast_path, op.definition)
     substitute(_C._merged_dim, _dim.merged_dim)
     substitute(_C._dim_cached_raw, _in_graph.dim_cached_raw)
-    substitute(_C._mel_filterbank, _mel_definition())
+    substitute(_C._mel_filterbank, _audio_mel().mel_filterbank)
     substitute(Tensor.__init__, _tensor.__init__)
     substitute(Dim.__init__, _dim.__init__)
     for name, fn in _tensor.METHODS.items():

@@ -116,6 +116,6 @@ PyMethodDef kFunctions[] = {
 
 }  // namespace
 
-bool export_ops_rope(PyObject* module) { return add_functions(module, kFunctions); }
+bool export_ops_positional(PyObject* module) { return add_functions(module, kFunctions); }
 
 }  // namespace dimtorch
