@@ -1,6 +1,6 @@
 // Fast path of scatter (definition: python/dimtorch/ops/scatter.py) along one dim (one
-// scatter_add_, or one scatter_reduce_ for max, min and mean). Every other case goes to the Python
-// definition (python_fallback.h).
+// scatter_add_, or one scatter_reduce_ for max, min and mean; logsumexp, logmeanexp and argmax by the
+// definition's steps). Every other case goes to the Python definition (python_fallback.h).
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"
@@ -307,7 +307,8 @@ PyObject* scatter_common(TensorObject* x, PyObject* x_raw, PyObject* x_dims, con
 /// scatter(x, /, *, indices, indices_dim, mode="sum", fill_value=None, out_dim=None, use_mask=None): the
 /// fast path (its common call) reduces along one indices dim into a static out dim, with int64 indices
 /// over dims of x of the same sizes, where no other indices dim has lengths (scatter_common): mode sum
-/// (no fill_value), or max, min, mean of a float x (fill_value None or a number); use_mask None or True.
+/// (no fill_value), or max, min, mean, logsumexp, logmeanexp, argmax of a float x (fill_value None or a
+/// number); use_mask None or True.
 /// Other modes and calls go to the Python definition.
 PyObject* f_scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "indices", "indices_dim", "mode", "fill_value", "out_dim", "use_mask"};
