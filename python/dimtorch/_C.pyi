@@ -206,6 +206,9 @@ def _dim_cached_raw(*args: Any, **kwargs: Any) -> Any:
 def _live_counts(*args: Any, **kwargs: Any) -> Any:
     """_live_counts() -> tuple"""
 
+def _mel_filterbank(*args: Any, **kwargs: Any) -> Any:
+    """dimtorch.audio.mel_filterbank's fast path: see dimtorch.audio.mel for its definition; one matmul with the cached matrix here."""
+
 def _merged_dim(*args: Any, **kwargs: Any) -> Any:
     """_merged_dim(dims) -> the Dim that merging these static dims gives (cached on the first)."""
 
@@ -235,6 +238,9 @@ def _set_type_attr(*args: Any, **kwargs: Any) -> Any:
 
 def abs(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
+
+def apply_rope(x: Tensor, pos_enc: Tensor, feat_dim: Dim) -> Tensor:
+    """apply_rope(x, pos_enc, feat_dim) -> Tensor: see dimtorch.ops.positional.apply_rope; its steps without its Python here (feat_dim x's last dim)."""
 
 def batch_norm(x: Tensor, axis: _Dims = ..., running_mean: Any = ..., running_var: Any = ..., weight: Any = ..., bias: Any = ..., training: Any = ..., momentum: Any = ..., eps: Any = ..., use_mask: Any = ...) -> Tensor:
     """batch_norm(x, axis=None, running_mean=None, running_var=None, weight=None, bias=None, training=True, momentum=0.1, eps=1e-5, use_mask=True)"""
@@ -280,6 +286,9 @@ def cumsum(x: Tensor, /, *, spatial_dim: Optional[Dim] = ..., axis: Optional[Dim
 
 def dot(a: _Operand, b: _Operand, reduce: _Dims, use_mask: Any = ...) -> Tensor:
     """dot(a, b, reduce, use_mask=True): same as matmul."""
+
+def dot_attention(query: Tensor, keys: Tensor, values: Tensor, *, key_dim: Dim, axis: Dim, att_dropout: float = ..., att_dropout_broadcast: Optional[bool] = ..., causal_query_spatial_dim: Optional[Dim] = ..., scale: Optional[float] = ..., training: bool = ...) -> Tensor:
+    """dot_attention(query, keys, values, *, key_dim, axis, att_dropout=0.0, att_dropout_broadcast=None, causal_query_spatial_dim=None, scale=None, training=True) -> Tensor: see dimtorch.ops.attention.dot_attention; one scaled_dot_product_attention here, with the dims' cached masks."""
 
 def dropout(x: Tensor, p: float, axis: _Dims = ..., training: bool = ...) -> Tensor:
     """dropout(x, p, axis=None, training=True): zeroes elements with probability p and scales the rest by 1/(1-p); with `axis`, one draw per position over those dims, shared by the rest. p=0 or training=False returns x. See dimtorch.ops.dropout.dropout."""
@@ -391,6 +400,9 @@ def reduce_argmax(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
 
 def reduce_argmin(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_argmin(x, /, axis, use_mask=True): int64 index along `axis`; never padding."""
+
+def reduce_logmeanexp(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
+    """reduce_logmeanexp(x, /, axis, use_mask=True): log of the mean of exp over `axis` (each sequence's own frames): see dimtorch.ops.reduce.reduce_logmeanexp; the log of the lengths cached on the dim here."""
 
 def reduce_logsumexp(x: Tensor, /, axis: _Dims, use_mask: Any = ...) -> Tensor:
     """reduce_logsumexp(x, /, axis, use_mask=True): log-sum-exp; padding ignored."""

@@ -30,10 +30,10 @@ from ._capture import compile as _compile
 from ._pickle import register_safe_globals as _register_safe_globals
 from .ops.loss import cross_entropy, ctc_loss, loss_mean_over_frames  # noqa: F401
 from .ops.label_smoothing import label_smoothed_log_prob_gradient, smooth_one_hot  # noqa: F401  (label_smoothing: C++)
-from .ops.reduce import reduce_logmeanexp  # noqa: F401
+# reduce_logmeanexp: C++ fast path (definition in .ops.reduce)
 from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, selu  # noqa: F401  (lerp: C++ fast path)
 # scatter, scatter_count: C++ fast paths (definitions in ._scatter)
-from .ops.attention import dot_attention  # noqa: F401
+# dot_attention: C++ fast path (definition in .ops.attention)
 from .ops.loop import cond, scan, while_loop  # noqa: F401
 # stft: C++ fast path (definition in .ops.signal)
 from .ops.safe_log import safe_log  # noqa: F401
@@ -46,8 +46,8 @@ from .ops.ctc_align import (  # noqa: F401  (ctc_durations_from_path: C++ fast p
 # gating: C++ fast path (the GLU; definition in .ops.gating)
 from .ops.normalize import normalize  # noqa: F401
 from .ops.nested import gather_nested, mask_nested  # noqa: F401  (where_nested: C++ fast path)
-from .ops.positional import (  # noqa: F401
-    apply_rope, relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
+from .ops.positional import (  # noqa: F401  (apply_rope: C++ fast path)
+    relative_positional_encoding, sinusoidal_encoding, sinusoidal_positional_encoding,
 )
 from .ops.gradient import scaled_gradient, scaled_gradient_ext  # noqa: F401
 # reduce_out: C++ fast path (definition in .ops.reduce_out)

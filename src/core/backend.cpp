@@ -79,7 +79,10 @@ bool init() {
   Ref vf_mod(PyObject_GetAttrString(c_mod.get(), "_VariableFunctions"));
   if (!vf_mod || !get_attr(vf_mod.get(), "stft", &T.vf_stft)) return false;
   Ref nn_mod(PyObject_GetAttrString(c_mod.get(), "_nn"));
-  if (!nn_mod || !get_attr(nn_mod.get(), "glu", &T.glu)) return false;
+  if (!nn_mod || !get_attr(nn_mod.get(), "glu", &T.glu) ||
+      !get_attr(nn_mod.get(), "scaled_dot_product_attention", &T.sdpa) ||
+      !get_attr(t, "get_default_dtype", &T.get_default_dtype))
+    return false;
   PyObject* plain = PyObject_GetAttrString(t, "Tensor");
   PyObject* parameter = plain ? PyObject_GetAttrString(parameter_mod.get(), "Parameter") : nullptr;
   if (!parameter) return false;

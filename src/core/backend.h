@@ -94,6 +94,8 @@ struct Table {
   PyObject* cumsum = nullptr;            // TensorBase.cumsum
   PyObject* searchsorted = nullptr;      // torch.searchsorted
   PyObject* glu = nullptr;               // torch._C._nn.glu (what F.glu calls)
+  PyObject* sdpa = nullptr;              // torch._C._nn.scaled_dot_product_attention (F.scaled_dot_product_attention)
+  PyObject* get_default_dtype = nullptr; // torch.get_default_dtype
   PyObject* unfold = nullptr;            // TensorBase.unfold
   PyObject* assert_async = nullptr;      // torch._assert_async (a device-side check: no wait)
   // Convolution and pooling (src/ops/conv.cpp), by number of spatial dims - 1.

@@ -42,6 +42,8 @@ bool export_ops_label_smoothing(PyObject* module);  // ops/label_smoothing.cpp: 
 bool export_ops_nested(PyObject* module);  // ops/nested.cpp: where_nested (a flat state)
 bool export_ops_window(PyObject* module);  // ops/window.cpp: window
 bool export_ops_gradient(PyObject* module);  // ops/gradient.cpp: stop_gradient
+bool export_ops_attention(PyObject* module);  // ops/attention.cpp: dot_attention
+bool export_ops_positional(PyObject* module);  // ops/positional.cpp: apply_rope
 
 /// Empty the plan caches (they hold the dims tuples they were made for): plan.cpp, ops_matmul.cpp.
 void plan_cache_clear();

@@ -1,6 +1,8 @@
 // Reductions over named dims (sum, mean, max, min, logsumexp, any, all, argmax, argmin) with the
 // padding of dynamic dims masked: one torch.where in front of one torch reduction; moments; softmax
 // and log_softmax (masked).
+#include <cmath>
+
 #include "core/args.h"
 #include "core/message_dims.h"
 #include "core/backend.h"
@@ -12,6 +14,8 @@
 #include "core/definitions.h"
 #include "core/tensor.h"
 #include "core/exports.h"
+#include "core/python_fallback.h"
+#include "ops/fast_path_util.h"
 
 namespace dimtorch {
 
@@ -407,6 +411,118 @@ DIMTORCH_REDUCE(f_argmax, Reduce::kArgMax, "reduce_argmax")
 DIMTORCH_REDUCE(f_argmin, Reduce::kArgMin, "reduce_argmin")
 #undef DIMTORCH_REDUCE
 
+DIMTORCH_PYTHON_FALLBACK(reduce_logmeanexp_fallback, "reduce_logmeanexp")
+
+/// log(clamp_min(lengths, 1)) of dynamic dim `d` laid out for its logsumexp over `n_out` dims (its
+/// lengths' dims at pos), in `dtype`: the definition's torch.log of the int lengths (in torch's default
+/// dtype), cast to dtype when that differs. Cached on the dim per (device, dtype, default dtype, layout).
+PyObject* log_count(DimObject* d, const signed char* pos, int k, int n_out, PyObject* device, PyObject* dtype) {
+  using backend::T;
+  static PyObject* tag = nullptr;
+  if (!fast_path::interned(&tag, "logmeanexp_log_count")) return nullptr;
+  Ref default_dtype(PyObject_CallNoArgs(T.get_default_dtype));
+  if (!default_dtype) return nullptr;
+  Ref key(PyTuple_New(5 + k));
+  if (!key) return nullptr;
+  PyTuple_SET_ITEM(key.get(), 0, Py_NewRef(tag));
+  PyTuple_SET_ITEM(key.get(), 1, Py_NewRef(device));
+  PyTuple_SET_ITEM(key.get(), 2, Py_NewRef(dtype));
+  PyTuple_SET_ITEM(key.get(), 3, default_dtype.release());
+  for (int j = -1; j < k; ++j) {
+    PyObject* v = PyLong_FromLong(j < 0 ? n_out : pos[j]);
+    if (!v) return nullptr;
+    PyTuple_SET_ITEM(key.get(), 5 + j, v);
+  }
+  return fast_path::cached_on_dim(d, key.get(), [&]() -> PyObject* {
+    Ref n(dim_cached_raw(d, MaskKind::kLengths, pos, n_out, 0, device));
+    if (!n) return nullptr;
+    Ref one(PyLong_FromLong(1));
+    if (!one) return nullptr;
+    Ref clamped(backend::call2(T.clamp_min, n.get(), one.get()));
+    if (!clamped) return nullptr;
+    Ref logs(backend::call1(T.unary[backend::kLog], clamped.get()));
+    if (!logs) return nullptr;
+    Ref logs_dtype(PyObject_GetAttr(logs.get(), T.s_dtype));
+    if (!logs_dtype) return nullptr;
+    if (logs_dtype.get() == dtype) return logs.release();
+    return backend::call2(T.to, logs.get(), dtype);
+  });
+}
+
+/// reduce_logmeanexp(x, /, axis, use_mask=True), the common call (the definition's own shortcut): one Dim
+/// of x, static or with lengths over dims that stay in the output, and no other dim of x whose lengths vary
+/// along it: the masked logsumexp (reduce_logsumexp's code) minus the log of each sequence's length, cached
+/// on the dim (the definition computes it per call), or minus log(size) for a static dim. Everything else to
+/// the definition.
+PyObject* f_logmeanexp(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "axis", "use_mask"};
+  const char* caller = "dimtorch.reduce_logmeanexp()";
+  PyObject* v[3];
+  if (!parse_args(args, nargs, kwnames, names, 3, 3, 2, v, caller, 1)) {
+    PyErr_Clear();
+    return reduce_logmeanexp_fallback(args, nargs, kwnames);
+  }
+  if (!Py_IS_TYPE(v[0], &TensorType) || !is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) ||
+      (v[2] && v[2] != Py_True))
+    return reduce_logmeanexp_fallback(args, nargs, kwnames);
+  TensorObject* x = as_tensor(v[0]);
+  PyObject* axis = v[1];
+  int a = dims_index(x->dims, axis);
+  if (a < 0) return reduce_logmeanexp_fallback(args, nargs, kwnames);
+  for (Py_ssize_t i = 0, nd = tensor_ndim(x); i < nd; ++i) {
+    DimObject* d = as_dim(PyTuple_GET_ITEM(x->dims, i));
+    if (i == a || !dim_has_lengths(d)) continue;
+    PyObject* lengths = dim_dyn_size(d);
+    if (!lengths) {
+      PyErr_Clear();
+      return reduce_logmeanexp_fallback(args, nargs, kwnames);
+    }
+    if (dims_index(as_tensor(lengths)->dims, axis) >= 0) return reduce_logmeanexp_fallback(args, nargs, kwnames);
+  }
+  PyObject* lengths = nullptr;
+  if (dim_has_lengths(as_dim(axis))) {
+    lengths = dim_dyn_size(as_dim(axis));
+    if (!lengths) {
+      PyErr_Clear();
+      return reduce_logmeanexp_fallback(args, nargs, kwnames);
+    }
+    // The lengths' dims must stay in the output (not the axis itself, and in x).
+    PyObject* ldims = as_tensor(lengths)->dims;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ldims); ++j) {
+      int p = dims_index(x->dims, PyTuple_GET_ITEM(ldims, j));
+      if (p < 0 || p == a) return reduce_logmeanexp_fallback(args, nargs, kwnames);
+    }
+  }
+  PyObject* lse_args[2] = {v[0], axis};
+  Ref total(reduce(Reduce::kLogSumExp, lse_args, 2, nullptr, caller));
+  if (!total) {  // (e.g. an int x: the definition raises, in its own words)
+    PyErr_Clear();
+    return reduce_logmeanexp_fallback(args, nargs, kwnames);
+  }
+  TensorObject* t = as_tensor(total.get());
+  Ref out;
+  if (!lengths) {
+    Py_ssize_t n = x->sizes[a];
+    Ref log_n(PyFloat_FromDouble(std::log(static_cast<double>(n > 1 ? n : 1))));
+    if (!log_n) return nullptr;
+    out = Ref(PyNumber_Subtract(t->raw, log_n.get()));
+  } else {
+    PyObject* ldims = as_tensor(lengths)->dims;
+    int k = static_cast<int>(PyTuple_GET_SIZE(ldims));
+    signed char pos[kMaxDims];
+    for (int j = 0; j < k; ++j) pos[j] = static_cast<signed char>(dims_index(t->dims, PyTuple_GET_ITEM(ldims, j)));
+    Ref device(PyObject_GetAttr(x->raw, backend::T.s_device));
+    if (!device) return nullptr;
+    Ref dtype(PyObject_GetAttr(t->raw, backend::T.s_dtype));
+    if (!dtype) return nullptr;
+    Ref log_n(log_count(as_dim(axis), pos, k, static_cast<int>(tensor_ndim(t)), device.get(), dtype.get()));
+    if (!log_n) return nullptr;
+    out = Ref(PyNumber_Subtract(t->raw, log_n.get()));
+  }
+  if (!out) return nullptr;
+  return tensor_make(out.release(), t->dims, t->sizes, nullptr, t->feature_dim);
+}
+
 PyObject* softmax_like(bool log, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                        const char* caller) {
   static const char* const names[] = {"x", "axis", "use_mask"};
@@ -489,6 +605,9 @@ PyMethodDef kFunctions[] = {
     {"reduce_min", FASTCALL(f_min), "reduce_min(x, /, axis, use_mask=True): min; padding never wins."},
     {"reduce_logsumexp", FASTCALL(f_logsumexp),
      "reduce_logsumexp(x, /, axis, use_mask=True): log-sum-exp; padding ignored."},
+    {"reduce_logmeanexp", FASTCALL(f_logmeanexp),
+     "reduce_logmeanexp(x, /, axis, use_mask=True): log of the mean of exp over `axis` (each sequence's own "
+     "frames): see dimtorch.ops.reduce.reduce_logmeanexp; the log of the lengths cached on the dim here."},
     {"reduce_any", FASTCALL(f_any), "reduce_any(x, /, axis, use_mask=True): bool any; padding False."},
     {"reduce_all", FASTCALL(f_all), "reduce_all(x, /, axis, use_mask=True): bool all; padding True."},
     {"reduce_argmax", FASTCALL(f_argmax),

@@ -230,11 +230,102 @@ PyObject* f_stft(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   return PyTuple_Pack(3, t.get(), out_spatial.get(), out_dim.get());
 }
 
+// ---- mel_filterbank (dt.audio; its definition: python/dimtorch/audio/mel.py) ------------------------------------
+
+DIMTORCH_PYTHON_FALLBACK(mel_filterbank_fallback, "_mel_filterbank")
+
+/// A number argument the definition keeps as it is: an exact int or float.
+bool plain_number(PyObject* o) { return PyLong_CheckExact(o) || PyFloat_CheckExact(o); }
+
+/// dt.audio.mel_filterbank(x, *, in_dim, out_dim, sampling_rate, fft_length=None, f_min=None, f_max=None): in_dim
+/// (static) x's last dim, out_dim a static Dim x lacks, the numbers plain ints or floats with the definition's
+/// checks passing: x's raw times the definition's matrix (mel_filterbank_matrix's own, looked up once per
+/// (filters, rate, fft length, f_min, f_max, dtype, device) and cached on in_dim), one torch.matmul; over x's other
+/// dims and out_dim, the feature dim. Every other call and any error: the definition.
+PyObject* f_mel_filterbank(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"x", "in_dim", "out_dim", "sampling_rate", "fft_length", "f_min", "f_max"};
+  const char* caller = "dimtorch.audio.mel_filterbank()";
+  PyObject* v[7];
+  if (!parse_args(args, nargs, kwnames, names, 7, 1, 4, v, caller)) {
+    PyErr_Clear();
+    return mel_filterbank_fallback(args, nargs, kwnames);
+  }
+#define FALLBACK() return mel_filterbank_fallback(args, nargs, kwnames)
+  if (!Py_IS_TYPE(v[0], &TensorType) || !is_tensor(v[0]) || !as_tensor(v[0])->raw || !is_dim(v[1]) || !is_dim(v[2]))
+    FALLBACK();
+  TensorObject* x = as_tensor(v[0]);
+  PyObject* in_dim = v[1];
+  PyObject* out_dim = v[2];
+  Py_ssize_t nd = tensor_ndim(x);
+  Py_ssize_t n_in = as_dim(in_dim)->size, n_out = as_dim(out_dim)->size;
+  if (nd < 1 || PyTuple_GET_ITEM(x->dims, nd - 1) != in_dim || n_in < 1 || n_out < 0 ||
+      dims_index(x->dims, out_dim) >= 0 || dim_has_lengths(as_dim(out_dim)))
+    FALLBACK();
+  PyObject* rate = v[3];
+  PyObject* fft_arg = v[4] ? v[4] : Py_None;
+  PyObject* f_min_arg = v[5] ? v[5] : Py_None;
+  PyObject* f_max_arg = v[6] ? v[6] : Py_None;
+  if (!plain_number(rate) || (fft_arg != Py_None && !PyLong_CheckExact(fft_arg)) ||
+      (f_min_arg != Py_None && !plain_number(f_min_arg)) || (f_max_arg != Py_None && !plain_number(f_max_arg)))
+    FALLBACK();
+  // The definition's defaults (`fft_length or ...`, `f_min or 0`, `f_max or sampling_rate / 2.0`) and checks.
+  Py_ssize_t fft = 0;
+  if (fft_arg != Py_None && !fast_path::exact_int(fft_arg, &fft)) FALLBACK();
+  if (fft == 0) fft = (n_in - 1) * 2;
+  if (fft < 0 || fft / 2 + 1 != n_in) FALLBACK();
+  int falsy = f_min_arg == Py_None ? 1 : !PyObject_IsTrue(f_min_arg);
+  Ref f_min(falsy ? PyLong_FromLong(0) : Py_NewRef(f_min_arg));
+  Ref two(PyFloat_FromDouble(2.0));
+  if (!f_min || !two) return nullptr;
+  falsy = f_max_arg == Py_None ? 1 : !PyObject_IsTrue(f_max_arg);
+  Ref f_max(falsy ? PyNumber_TrueDivide(rate, two.get()) : Py_NewRef(f_max_arg));
+  if (!f_max) return nullptr;
+  Ref zero(PyLong_FromLong(0));
+  if (!zero) return nullptr;
+  int ok = PyObject_RichCompareBool(zero.get(), f_min.get(), Py_LE);
+  if (ok == 1) ok = PyObject_RichCompareBool(f_min.get(), f_max.get(), Py_LT);
+  if (ok < 0) return nullptr;
+  if (!ok) FALLBACK();
+#undef FALLBACK
+  using backend::T;
+  Ref dtype(PyObject_GetAttr(x->raw, T.s_dtype));
+  Ref device(PyObject_GetAttr(x->raw, T.s_device));
+  Ref fft_obj(PyLong_FromSsize_t(fft));
+  Ref filters(PyLong_FromSsize_t(n_out));
+  static PyObject* tag = nullptr;
+  if (!dtype || !device || !fft_obj || !filters || !fast_path::interned(&tag, "mel_filterbank_matrix")) return nullptr;
+  Ref key(PyTuple_Pack(8, tag, f_min.get(), f_max.get(), rate, fft_obj.get(), filters.get(), dtype.get(), device.get()));
+  if (!key) return nullptr;
+  Ref w(fast_path::cached_on_dim(as_dim(in_dim), key.get(), [&]() -> PyObject* {
+    Ref matrix_fn(Py_XNewRef(definition("_mel_filterbank_matrix")));  // (dimtorch.audio.mel_filterbank_matrix)
+    if (!matrix_fn) return nullptr;
+    Ref kw(Py_BuildValue("(sssssss)", "f_min", "f_max", "sampling_rate", "fft_length", "n_filters", "dtype", "device"));
+    if (!kw) return nullptr;
+    PyObject* call[7] = {f_min.get(), f_max.get(), rate, fft_obj.get(), filters.get(), dtype.get(), device.get()};
+    return PyObject_Vectorcall(matrix_fn.get(), call, 0, kw.get());
+  }));
+  if (!w) return nullptr;
+  Ref y(backend::call2(T.matmul, x->raw, w.get()));
+  if (!y) {  // (the definition raises it, in its words)
+    PyErr_Clear();
+    return mel_filterbank_fallback(args, nargs, kwnames);
+  }
+  Ref dims(fast_path::dims_replaced(x->dims, nd - 1, out_dim));
+  if (!dims) return nullptr;
+  Py_ssize_t sizes[kMaxDims];
+  for (Py_ssize_t i = 0; i < nd; ++i) sizes[i] = i == nd - 1 ? n_out : x->sizes[i];
+  return tensor_make(y.release(), dims.get(), sizes, nullptr, out_dim);
+}
+
 PyMethodDef kFunctions[] = {
     {"stft", DIMTORCH_OP(f_stft), METH_FASTCALL | METH_KEYWORDS,
      "stft(x, *, in_spatial_dim, frame_step, frame_length, fft_length=None, window_use_frame_length=True, "
      "align_window_left=True, window_enforce_even=True, out_spatial_dim=None, out_dim=None, use_mask=None) -> "
      "(y, out_spatial_dim, out_dim): see dimtorch.ops.signal.stft; one stft with a cached window here."},
+    {"_mel_filterbank", DIMTORCH_OP(f_mel_filterbank), METH_FASTCALL | METH_KEYWORDS,
+     "_mel_filterbank($module, x, *, in_dim, out_dim, sampling_rate, fft_length=None, f_min=None, f_max=None)\n--\n\n"
+     "dimtorch.audio.mel_filterbank's fast path: see dimtorch.audio.mel for its definition; one matmul with the "
+     "cached matrix here."},
     {nullptr}};
 
 }  // namespace

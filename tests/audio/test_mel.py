@@ -108,3 +108,48 @@ def test_audio_errors():
         dt.audio.mel_filterbank(x, in_dim=freq, out_dim=mel, sampling_rate=8000, f_min=5000)
     with pytest.raises(ValueError, match=r"log_mel_filterbank_from_raw\(\): window_len and step_len must give"):
         dt.audio.log_mel_filterbank_from_raw(x, in_spatial_dim=freq, out_dim=mel, sampling_rate=10)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_mel_filterbank_fast_path(pad):
+    """dt.audio.mel_filterbank's C++ fast path (in_dim x's last dim: one matmul with the definition's matrix,
+    cached on in_dim) against the definition (dimtorch.audio.mel.mel_filterbank): values, dims, markers and
+    gradients the same (dynamic frames with NaN/1e30 padding, float64, given fft_length/f_min/f_max, a second call
+    from the cache, two filter counts on one in_dim); the calls it takes never run the definition, the others
+    (in_dim not last, inconsistent fft_length, bad frequencies, dim=) go to it, its errors named."""
+    from fast_path_checks import assert_same, definition_calls
+    from dimtorch.audio import mel as _mel
+    from helpers import make_padded_batch
+    pb = make_padded_batch((4, 2, 0), feature=33, pad_value=pad)
+    freq, mel, mel6 = pb.feature, dt.Dim(8, name="mel"), dt.Dim(6, name="mel6")
+    x = pb.x
+    taken = [(x, dict(in_dim=freq, out_dim=mel, sampling_rate=8000)),
+             (x, dict(in_dim=freq, out_dim=mel6, sampling_rate=8000)),
+             (x, dict(in_dim=freq, out_dim=mel, sampling_rate=8000.0, fft_length=64, f_min=300, f_max=3000.0)),
+             (x, dict(in_dim=freq, out_dim=mel, sampling_rate=8000, f_min=0.0)),
+             (dt.cast(x, "float64"), dict(in_dim=freq, out_dim=mel, sampling_rate=8000))]
+    for t, kwargs in taken:
+        for _ in range(2):  # (the second from the cache on in_dim)
+            assert_same(dt.audio.mel_filterbank(t, **kwargs), _mel.mel_filterbank(t, **kwargs))
+        assert definition_calls(lambda: dt.audio.mel_filterbank(t, **kwargs), _mel.mel_filterbank) == 0, kwargs
+    grads = []
+    for fn in (dt.audio.mel_filterbank, _mel.mel_filterbank):
+        raw = x.raw.clone().requires_grad_(True)
+        y = fn(dt.Tensor(raw, x.dims), in_dim=freq, out_dim=mel, sampling_rate=8000).raw
+        (torch.where(torch.isfinite(y), y, 0.0) * torch.linspace(-1, 1, y.numel()).view(y.shape)).sum().backward()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0, equal_nan=True)
+    handed = [(x.copy_transpose((pb.batch, freq, pb.time)), dict(in_dim=freq, out_dim=mel, sampling_rate=8000)),
+              (x, dict(in_dim=freq, out_dim=mel, sampling_rate=8000, fft_length=512)),
+              (x, dict(in_dim=freq, out_dim=mel, sampling_rate=8000, f_min=5000))]
+    for t, kwargs in handed:
+        def call(t=t, kwargs=kwargs):
+            try:
+                return dt.audio.mel_filterbank(t, **kwargs)
+            except (TypeError, ValueError) as e:
+                assert str(e).startswith("dimtorch.audio.mel_filterbank(): "), e
+        assert definition_calls(call, _mel.mel_filterbank) == 1, kwargs
+    assert_same(dt.audio.mel_filterbank(*handed[0][:1], **handed[0][1]), _mel.mel_filterbank(*handed[0][:1],
+                                                                                           **handed[0][1]))
+    with pytest.raises(TypeError, match=r"^dimtorch\.audio\.mel_filterbank\(\): .*'dim'.* use in_dim="):
+        dt.audio.mel_filterbank(x, in_dim=freq, out_dim=mel, sampling_rate=8000, dim=2)

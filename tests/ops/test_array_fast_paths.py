@@ -4,6 +4,8 @@ test files): the same dims, markers, values and gradients on padded batches, the
 hand to the Python definition (which owns the errors), and their index caches keyed by layout."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from hypothesis import given, strategies as st
@@ -401,12 +403,13 @@ def test_scatter_modes_are_the_python_definition(pad):
 
 
 @pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
-@pytest.mark.parametrize("mode", ["max", "min", "mean"])
+@pytest.mark.parametrize("mode", ["max", "min", "mean", "logsumexp", "logmeanexp", "argmax"])
 def test_scatter_reduce_fast_path(pad, mode):
-    """scatter's fast path of max, min and mean (one scatter_reduce_) against the definition: x in every layout,
-    padding NaN or huge and garbage labels there (reaching neither result nor gradient), each sequence alone
-    against torch, a static indices dim, a given fill_value and out_dim, float64; the calls it takes never run
-    the definition, an int x and use_mask=False go to it."""
+    """scatter's fast path of max, min and mean (one scatter_reduce_), and of logsumexp, logmeanexp and argmax
+    (the definition's steps from the counts and the max per position) against the definition: x in every
+    layout, padding NaN or huge and garbage labels there (reaching neither result nor gradient), each sequence
+    alone against torch, a static indices dim, a given fill_value and out_dim, float64; the calls it takes never
+    run the definition, an int x and use_mask=False go to it."""
     b = make_padded_batch((5, 3, 1, 0), pad_value=pad, extra_time=1)
     vocab = dt.Dim(6, name="vocab")
     labels = torch.randint(6, (4, b.x.raw.shape[1]), generator=torch.Generator().manual_seed(4))
@@ -419,13 +422,13 @@ def test_scatter_reduce_fast_path(pad, mode):
         assert definition_calls(lambda: dt.scatter(xt, indices=indices, indices_dim=b.time, mode=mode),
                                 _scatter.scatter) == 0
     out = dt.scatter(x, indices=indices, indices_dim=b.time, mode=mode)
-    assert out.dims == (b.batch, vocab, b.feature) and out.feature_dim is b.feature
-    reduce = {"max": "amax", "min": "amin", "mean": "mean"}[mode]
-    fill = {"max": -float("inf"), "min": float("inf"), "mean": 0.0}[mode]
+    assert out.dims == (b.batch, vocab, b.feature)
+    if mode == "argmax":
+        assert out.sparse_dim is b.time and out.feature_dim is None
+    else:
+        assert out.feature_dim is b.feature
     for i, n in enumerate(b.lengths):  # each sequence alone
-        expected = torch.full((6, 4), fill).scatter_reduce_(0, labels[i, :n, None].expand(n, 4), b.x.raw[i, :n],
-                                                            reduce, include_self=False)
-        torch.testing.assert_close(out.raw[i], expected)
+        torch.testing.assert_close(out.raw[i], _scatter_alone(b.x.raw[i, :n], labels[i, :n], 6, mode))
     both(dt.scatter, _scatter.scatter, x, indices=indices, indices_dim=b.time, mode=mode, fill_value=-3)
     both(dt.scatter, _scatter.scatter, x, indices=indices, indices_dim=b.time, mode=mode, fill_value=2.5,
          out_dim=vocab, use_mask=True)
@@ -436,12 +439,23 @@ def test_scatter_reduce_fast_path(pad, mode):
     ints = dt.Tensor(torch.randint(-9, 9, b.x.raw.shape, generator=torch.Generator().manual_seed(5)), b.x.dims)
     clean = dt.Tensor(labels.clamp(max=5), indices.dims, sparse_dim=vocab)
     for xi, ii, use_mask in ((ints, indices, None), (x, clean, False)):
-        both(dt.scatter, _scatter.scatter, xi, indices=ii, indices_dim=b.time, mode=mode, use_mask=use_mask)
+        if xi is ints and mode in ("logsumexp", "logmeanexp"):  # (the definition refuses it, in its own words)
+            errors = []
+            for fn in (dt.scatter, _scatter.scatter):
+                with pytest.raises(RuntimeError) as info:
+                    fn(xi, indices=ii, indices_dim=b.time, mode=mode)
+                errors.append(str(info.value))
+            assert errors[0] == "dimtorch.scatter(): " + errors[1]  # (the definition named by the C function)
+            continue
+        else:
+            both(dt.scatter, _scatter.scatter, xi, indices=ii, indices_dim=b.time, mode=mode, use_mask=use_mask)
         assert definition_calls(lambda: dt.scatter(xi, indices=ii, indices_dim=b.time, mode=mode, use_mask=use_mask),
                                 _scatter.scatter) == 1
     both(dt.scatter, _scatter.scatter, x, indices=indices, indices_dim=b.time, mode="".join(mode))  # not interned
     grads = []
     weights = torch.randn(4, 6, 4)
+    if mode == "argmax":  # (an int64 result: no gradient)
+        return
     for fn in (dt.scatter, _scatter.scatter):
         raw = b.x.raw.clone().requires_grad_(True)
         y = fn(dt.Tensor(raw, b.x.dims), indices=indices, indices_dim=b.time, mode=mode).raw
@@ -449,6 +463,24 @@ def test_scatter_reduce_fast_path(pad, mode):
         assert torch.isfinite(raw.grad).all()
         grads.append(raw.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+
+
+def _scatter_alone(x: torch.Tensor, labels: torch.Tensor, n_out: int, mode: str) -> torch.Tensor:
+    """scatter of one sequence's frames x (n, F) at labels (n,) into n_out rows, entry by entry (the reference)."""
+    rows = []
+    for v in range(n_out):
+        frames = x[labels == v]
+        if mode == "argmax":
+            at = (labels == v).nonzero()[:, 0]  # the frames' positions along time
+            rows.append(at[frames.argmax(0)] if len(frames) else torch.full((x.shape[1],), -1))
+        elif not len(frames):
+            rows.append(torch.full((x.shape[1],), {"max": -float("inf"), "min": float("inf"), "mean": 0.0}.get(
+                mode, -float("inf"))))
+        else:
+            rows.append({"max": lambda f: f.amax(0), "min": lambda f: f.amin(0), "mean": lambda f: f.mean(0),
+                         "logsumexp": lambda f: f.logsumexp(0),
+                         "logmeanexp": lambda f: f.logsumexp(0) - math.log(len(f))}[mode](frames))
+    return torch.stack(rows)
 
 
 def test_scatter_cases_for_the_python_definition():

@@ -212,3 +212,66 @@ def test_dot_attention_errors():
     with pytest.raises(ValueError, match=r"dot_attention\(\): with causal_query_spatial_dim 'time'.* only dim"):
         dt.dot_attention(dt.Tensor(torch.zeros(2, 2, 2, DK), (batch, time, two, key)), k, v, key_dim=key, axis=kv,
                          causal_query_spatial_dim=time)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_fast_path_against_the_definition(pad):
+    """dot_attention's C++ fast path (query, keys, values already in the plan's order, no causal dim, no dropout)
+    against the definition: cross and self attention, dynamic or static query and key dims, values over key_dim
+    or their own dim, batch dims or none, scale, float64; values, dims, markers and gradients the same (check),
+    each sequence alone as in the batch; the calls it takes never run the definition, the others go to it."""
+    from definition_checks import check
+    from fast_path_checks import definition_calls
+    from dimtorch.ops import attention as _attention
+    batch, time, kv, heads, key, value = _dims([4, 1, 3], [2, 5, 0])
+    g = torch.Generator().manual_seed(1)
+    q = _padded(torch.randn(3, H, 4, DK, generator=g), (batch, heads, time, key), pad)
+    k = _padded(torch.randn(3, H, 5, DK, generator=g), (batch, heads, kv, key), pad)
+    v = _padded(torch.randn(3, H, 5, DV, generator=g), (batch, heads, kv, value), pad)
+    v_key = _padded(torch.randn(3, H, 5, DK, generator=g), (batch, heads, kv, key), pad)
+    v = dt.Tensor(v.raw, v.dims, feature_dim=value)
+    ks = _padded(torch.randn(3, H, 4, DK, generator=g), (batch, heads, time, key), pad)  # self attention
+    vs = _padded(torch.randn(3, H, 4, DV, generator=g), (batch, heads, time, value), pad)
+    static_t = dt.Dim(5, name="static")
+    k_static = dt.Tensor(torch.randn(3, H, 5, DK, generator=g), (batch, heads, static_t, key))
+    v_static = dt.Tensor(torch.randn(3, H, 5, DV, generator=g), (batch, heads, static_t, value))
+    q_flat = dt.Tensor(torch.randn(4, DK, generator=g), (dt.Dim(4, name="tq"), key))
+    taken = [
+        ((q, k, v), dict(key_dim=key, axis=kv)),
+        ((q, k, v_key), dict(key_dim=key, axis=kv)),
+        ((q, ks, vs), dict(key_dim=key, axis=time)),
+        ((q, k, v), dict(key_dim=key, axis=kv, scale=0.5, att_dropout=0.3, training=False)),
+        ((q, k_static, v_static), dict(key_dim=key, axis=static_t, att_dropout=0)),
+        ((q_flat, dt.Tensor(k_static.raw[0, 0], (static_t, key)), dt.Tensor(v_static.raw[0, 0], (static_t, value))),
+         dict(key_dim=key, axis=static_t)),
+        ((dt.cast(q, "float64"), dt.cast(k, "float64"), dt.cast(v, "float64")), dict(key_dim=key, axis=kv)),
+    ]
+    for args, kwargs in taken:
+        check(dt.dot_attention, *args, **kwargs)
+        assert definition_calls(lambda: dt.dot_attention(*args, **kwargs), _attention.dot_attention) == 0, kwargs
+    # each sequence alone (static dims of its own lengths) gives its part of the batch's result
+    out = dt.dot_attention(q, k, v, key_dim=key, axis=kv)
+    for b, (n, m) in enumerate(zip([4, 1, 3], [2, 5, 0])):
+        tn, km = dt.Dim(n, name="tn"), dt.Dim(m, name="km")
+        alone = dt.dot_attention(dt.Tensor(q.raw[b, :, :n], (heads, tn, key)), dt.Tensor(k.raw[b, :, :m], (heads, km, key)),
+                                 dt.Tensor(v.raw[b, :, :m], (heads, km, value)), key_dim=key, axis=km)
+        torch.testing.assert_close(alone.raw, out.raw[b, :, :n])
+    handed = [
+        ((q, k, v), dict(key_dim=key, axis=kv, att_dropout=0.2)),  # dropout while training
+        ((q, ks, vs), dict(key_dim=key, axis=time, causal_query_spatial_dim=time)),
+        ((q, k.copy_transpose((heads, batch, kv, key)), v), dict(key_dim=key, axis=kv)),  # another layout
+        ((dt.Tensor(q.raw, q.dims), k, v), dict(key_dim=key, axis=kv, training=1)),
+        ((q, k, dt.cast(v, "float64")), dict(key_dim=key, axis=kv)),  # torch refuses: the definition's error
+    ]
+    for args, kwargs in handed:
+        assert definition_calls(lambda: _call_quietly(args, kwargs), _attention.dot_attention) == 1, kwargs
+    check(dt.dot_attention, q, k.copy_transpose((heads, batch, kv, key)), v, key_dim=key, axis=kv)
+    with pytest.raises(RuntimeError, match=r"^dimtorch\.dot_attention\(\): "):
+        dt.dot_attention(q, k, dt.cast(v, "float64"), key_dim=key, axis=kv)
+
+
+def _call_quietly(args, kwargs):
+    try:
+        dt.dot_attention(*args, **kwargs)
+    except RuntimeError:
+        pass

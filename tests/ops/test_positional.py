@@ -170,3 +170,40 @@ def test_relative_encoding_raw_of_an_empty_time():
     from dimtorch.ops.positional import relative_positional_encoding_raw
     assert relative_positional_encoding_raw(0, 0, 8).shape == (0, 8)
     assert relative_positional_encoding_raw(1, 1, 8).shape == (1, 8)
+
+
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_apply_rope_fast_path(pad):
+    """apply_rope's C++ fast path (feat_dim x's last dim, pos_enc over dims of x of its raw sizes) against the
+    definition: values, dims, markers and gradients of x and pos_enc (check), pos_enc in another order or over
+    fewer dims, float64 pos_enc (a float64 result), multi-head x; the calls it takes never run the definition,
+    the others (feat_dim not last, a shorter pos_enc, errors) go to it."""
+    from definition_checks import check
+    from fast_path_checks import definition_calls
+    from dimtorch.ops import positional as _positional
+    pb = make_padded_batch((5, 3, 0), feature=6, pad_value=pad)
+    heads = dt.Dim(2, name="heads")
+    pe = dt.sinusoidal_positional_encoding(spatial_dim=pb.time, feat_dim=pb.feature)
+    x4 = dt.Tensor(torch.stack([pb.x.raw, -pb.x.raw], 1), (pb.batch, heads, pb.time, pb.feature),
+                   feature_dim=pb.feature)
+    pe_grad = dt.Tensor(pe.raw.clone().requires_grad_(True), pe.dims)
+    taken = [(pb.x, pe), (x4, pe), (pb.x, pe.copy_transpose((pb.feature, pb.time))), (x4, pe_grad),
+             (pb.x, dt.Tensor(pe.raw[0], (pb.feature,))), (pb.x, dt.cast(pe, "float64")),
+             (dt.cast(pb.x, "float64"), pe)]
+    for x, p in taken:
+        check(dt.apply_rope, x, p, pb.feature)
+        assert definition_calls(lambda: dt.apply_rope(x, p, pb.feature), _positional.apply_rope) == 0
+    longer = dt.sinusoidal_positional_encoding(spatial_dim=pb.time, feat_dim=pb.feature)
+    handed = [(pb.x.copy_transpose((pb.feature, pb.batch, pb.time)), pe),
+              (pb.x, dt.Tensor(torch.cat([longer.raw, longer.raw]), (pb.time, pb.feature))),
+              (pb.x, dt.zeros((dt.Dim(2, name="k"), pb.feature)))]
+    for x, p in handed:
+        assert definition_calls(lambda: _quietly(dt.apply_rope, x, p, pb.feature), _positional.apply_rope) == 1
+    check(dt.apply_rope, *handed[0], pb.feature)
+
+
+def _quietly(fn, *args):
+    try:
+        fn(*args)
+    except ValueError:
+        pass

@@ -23,7 +23,7 @@ def _axis(dims, picks):
     return chosen or dims[1]
 
 
-@pytest.mark.parametrize("op", REDUCE + [dt.moments])
+@pytest.mark.parametrize("op", REDUCE + [dt.moments, dt.reduce_logmeanexp])
 @given(perm=st.permutations([0, 1, 2, 3]), lengths=lengths_st, extra=st.integers(0, 2), pad=pads,
        picks=st.lists(st.booleans(), min_size=4, max_size=4), reverse=st.booleans(), use_mask=st.booleans(),
        dtype=st.sampled_from([torch.float32, torch.float64, torch.int64, torch.bool]))
@@ -39,7 +39,7 @@ def test_reductions_any_layout(op, perm, lengths, extra, pad, picks, reverse, us
     check_either(op, x, axis, use_mask=use_mask)
 
 
-@pytest.mark.parametrize("op", REDUCE + [dt.moments])
+@pytest.mark.parametrize("op", REDUCE + [dt.moments, dt.reduce_logmeanexp])
 @pytest.mark.parametrize("lengths", [(0,), (0, 0), (3, 0, 1)])
 def test_length_0_sequences(op, lengths):
     """Neutral results, no NaN in values or gradients, also where every sequence is empty (an empty
@@ -116,3 +116,47 @@ def test_errors_name_the_call():
         for args, kwargs in bad + [((x, (time,)), {}), ((empty, empty.dims[1]), {}),
                                    ((dt.cast(x, "int64"), feature), {})]:
             check_error(op, *args, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+@pytest.mark.parametrize("order", [(0, 1, 2), (1, 0, 2), (2, 1, 0), (0, 2, 1)])
+def test_logmeanexp_fast_path(dtype, pad, order):
+    """reduce_logmeanexp's C++ fast path (a dynamic or static axis; the log of the lengths cached on the dim)
+    against its definition: values and gradients (check), the same result on a second call (the cache), each
+    sequence alone as in the batch, and which calls it hands to the definition."""
+    from dimtorch.ops import reduce as _reduce
+    from fast_path_checks import definition_calls, permuted_batch
+    x, batch, time, chan = permuted_batch((4, 1, 0, 3), 3, extra=2, pad=pad, order=order)
+    x = dt.Tensor(x.raw.to(dtype), x.dims, feature_dim=chan)
+    for axis in (time, chan):
+        first = check(dt.reduce_logmeanexp, x, axis)
+        assert definition_calls(lambda: dt.reduce_logmeanexp(x, axis), _reduce.reduce_logmeanexp) == 0
+        torch.testing.assert_close(dt.reduce_logmeanexp(x, axis=axis).raw, first.raw, rtol=0, atol=0, equal_nan=True)
+    # each sequence alone (its own static time dim, no padding) gives its row of the batch's result (to
+    # rounding: the definition's log of the lengths is float32 (torch.log of ints), a static size's a double)
+    out = dt.reduce_logmeanexp(x, time).copy_transpose((batch, chan)).raw
+    for b, n in enumerate((4, 1, 0, 3)):
+        t1 = dt.Dim(n, name="t1")
+        alone = dt.Tensor(x.copy_transpose((batch, time, chan)).raw[b, :n], (t1, chan))
+        torch.testing.assert_close(dt.reduce_logmeanexp(alone, t1).raw, out[b], equal_nan=True)
+    # handed to the definition: two axes, use_mask=False, an axis along which another dim's lengths vary
+    handed = [lambda: dt.reduce_logmeanexp(x, (time, chan)), lambda: dt.reduce_logmeanexp(x, time, use_mask=False),
+              lambda: dt.reduce_logmeanexp(x, batch)]
+    for call in handed:
+        assert definition_calls(call, _reduce.reduce_logmeanexp) == 1
+    check(dt.reduce_logmeanexp, x, batch)
+    check(dt.reduce_logmeanexp, dt.cast(x, "int64"), time, backward=False)  # (a float result)
+
+
+def test_logmeanexp_fast_path_default_dtype():
+    """The cached log of the lengths follows torch's default dtype as the definition's torch.log does."""
+    x, batch, time, chan = __import__("fast_path_checks").permuted_batch((5, 2), 3, extra=1, pad=PAD_NAN,
+                                                                         order=(0, 1, 2))
+    before = torch.get_default_dtype()
+    try:
+        for default in (torch.float64, torch.float32):
+            torch.set_default_dtype(default)
+            check(dt.reduce_logmeanexp, x, time, in_graph=(False,))
+    finally:
+        torch.set_default_dtype(before)

@@ -28,6 +28,11 @@ from .._C import Dim, Tensor
 from .._op_table import OPS
 
 
+def _audio_mel():
+    from ..audio import mel  # noqa: PLC0415  (dimtorch.audio imports the ops: imported when first needed)
+    return mel
+
+
 def _core_definitions() -> dict:
     table = {name: op.definition for name, op in OPS.items()}
     table.update({f"Tensor.{name}": fn for name, fn in _tensor.METHODS.items()})
@@ -55,6 +60,8 @@ def _core_definitions() -> dict:
         "_gather_index": _concat._gather_index,
         "_stft_window": _signal._window,  # (made once per configuration: stft's fast path caches it)
         "_pair_max": _pool_pairs.pair_max,  # pool's pairs side by side along the last axis
+        "_mel_filterbank": _audio_mel().mel_filterbank,  # (dt.audio.mel_filterbank's fast path: no op-table row)
+        "_mel_filterbank_matrix": _audio_mel().mel_filterbank_matrix,  # (the matrix that fast path caches)
         "to_host": _data_dependent.to_host,
         "_rf_dropout": _dropout.train_flag_dropout,  # dimtorch.rf.dropout
         "_rf_concat_features": _concat.rf_concat_features,  # dimtorch.rf.concat_features
@@ -115,6 +122,7 @@ def _install_polyfills() -> None:
     substitute(_C._dim_cached_raw, _in_graph.dim_cached_raw)
     substitute(_C._rf_dropout, _dropout.train_flag_dropout)
     substitute(_C._rf_concat_features, _concat.rf_concat_features)
+    substitute(_C._mel_filterbank, _audio_mel().mel_filterbank)
     substitute(Tensor.__init__, _tensor.__init__)
     substitute(Dim.__init__, _dim.__init__)
     for name, fn in _tensor.METHODS.items():

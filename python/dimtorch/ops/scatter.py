@@ -63,8 +63,8 @@ def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[D
     harmless); use_mask=False uses them as they are. Mean of an int x is a float32 mean. Indices
     must be in range at valid entries (torch checks on CPU; nothing is read back on the host).
 
-    The common call (one indices dim; mode "sum" without fill_value, or "max", "min", "mean" of a float x)
-    is dimtorch._C.scatter, which comes here for the others. While tracing, masks are built in the graph from the lengths, and a
+    The common call (one indices dim; mode "sum" without fill_value, or any other mode of a float x) is
+    dimtorch._C.scatter, which comes here for the others. While tracing, masks are built in the graph from the lengths, and a
     dynamic out_dim is an error (no tensor gives its padded size: its max length is data)."""
     caller = "dimtorch.scatter()"
     check_tensor(x, caller)
