@@ -34,7 +34,7 @@ from .ops.reduce import reduce_logmeanexp  # noqa: F401
 from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, selu  # noqa: F401  (lerp: C++ fast path)
 # scatter, scatter_count: C++ fast paths (definitions in ._scatter)
 from .ops.attention import dot_attention  # noqa: F401
-from .ops.loop import cond, scan, while_loop  # noqa: F401
+from .ops.loop import scan  # noqa: F401  (cond, while_loop: C++ fast paths)
 # stft: C++ fast path (definition in .ops.signal)
 from .ops.safe_log import safe_log  # noqa: F401
 from . import audio  # noqa: F401  (dt.audio.mel_filterbank, log_mel_filterbank_from_raw, specaugment, ...)

@@ -41,6 +41,7 @@ bool export_ops_signal(PyObject* module);  // ops/signal.cpp: stft
 bool export_ops_label_smoothing(PyObject* module);  // ops/label_smoothing.cpp: label_smoothing
 bool export_ops_nested(PyObject* module);  // ops/nested.cpp: where_nested (a flat state)
 bool export_ops_window(PyObject* module);  // ops/window.cpp: window
+bool export_ops_loop(PyObject* module);  // ops/loop.cpp: cond, while_loop (Python bool conditions)
 
 /// Empty the plan caches (they hold the dims tuples they were made for): plan.cpp, ops_matmul.cpp.
 void plan_cache_clear();

@@ -24,7 +24,7 @@ NB_MODULE(_C, m) {
       !export_ops_repeat(m.ptr()) || !export_ops_decoding(m.ptr()) || !export_ops_conv(m.ptr()) || !export_ops_pool(m.ptr()) ||
       !export_ops_gating(m.ptr()) || !export_ops_nested(m.ptr()) ||
       !export_ops_window(m.ptr()) || !export_ops_reduce_out(m.ptr()) ||
-      !export_ops_signal(m.ptr()) || !export_ops_label_smoothing(m.ptr()))
+      !export_ops_signal(m.ptr()) || !export_ops_label_smoothing(m.ptr()) || !export_ops_loop(m.ptr()))
     throw nb::python_error();
 
   m.def("_live_counts", [] { return nb::make_tuple(g_live_tensors, g_live_dims); },

@@ -110,6 +110,7 @@ FAST_PATH_TESTS = {
     "ops.label_smoothing": "ops/test_label_smoothing.py",
     "ops.nested": "ops/test_nested.py",
     "ops.window": "ops/test_window.py",
+    "ops.loop": "ops/test_loop.py",
     **{module: "ops/test_array_fast_paths.py" for module in (
         "ops.slicing", "ops.stack", "ops.sort", "ops.packing", "ops.scatter", "ops.gather", "ops.pad", "ops.reshape",
         "ops.shape", "ops.masked", "ops.dropout")},

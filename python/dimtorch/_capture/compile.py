@@ -20,7 +20,7 @@ import torch
 
 from .. import _C, _pickle
 from ..ops import (
-    concat as _concat, dim as _dim, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
+    concat as _concat, dim as _dim, loop as _loop, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
     signal as _signal, slicing as _slicing, tensor as _tensor,
 )
 from .._core import data_dependent as _data_dependent, in_graph as _in_graph, sizes as _sizes, tracing as _tracing
@@ -54,6 +54,10 @@ def _core_definitions() -> dict:
         "_valid_index": _packing._valid_index,
         "_gather_index": _concat._gather_index,
         "_stft_window": _signal._window,  # (made once per configuration: stft's fast path caches it)
+        # while_loop's fast path hands these cases to the definition's own code: a cond that gives no
+        # Python bool, a structure it does not check itself
+        "_loop_truth": _loop._truth,
+        "_while_loop_check": _loop._check_same_structure,
         "to_host": _data_dependent.to_host,
     })
     return table

@@ -84,11 +84,17 @@ def while_loop(cond: Callable[[Any], Union[bool, Tensor]], body: Callable[[Any],
     loop_vars = initial
     while _truth(cond(loop_vars), caller, "cond"):
         new_vars = body(loop_vars)
-        if not _same_structure(new_vars, loop_vars):
-            raise ValueError(f"{caller}: body returned another structure than initial's: {_flatten(new_vars)[1]} vs "
-                             f"{_flatten(loop_vars)[1]}")
+        _check_same_structure(new_vars, loop_vars)
         loop_vars = new_vars
     return loop_vars
+
+
+def _check_same_structure(new_vars, loop_vars) -> None:
+    """A ValueError naming while_loop unless the body's new_vars have loop_vars' structure (while_loop's fast
+    path, src/ops/loop.cpp, calls this for every structure it does not check itself)."""
+    if not _same_structure(new_vars, loop_vars):
+        raise ValueError(f"dimtorch.while_loop(): body returned another structure than initial's: "
+                         f"{_flatten(new_vars)[1]} vs {_flatten(loop_vars)[1]}")
 
 
 def _mask_leaf(new, old, mask: Tensor, caller: str):
