@@ -99,6 +99,7 @@ PyObject* f_while_loop(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
       if (!checked) return nullptr;
     }
     vars = std::move(next);
+    if (PyErr_CheckSignals() < 0) return nullptr;  // (as the interpreter's loop would: Ctrl-C stops it)
   }
 }
 

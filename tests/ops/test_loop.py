@@ -291,3 +291,16 @@ def test_while_loop_and_cond_fast_paths_backward():
         out.raw.sum().backward()
         grads.append(raw.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+
+
+def test_while_loop_fast_path_stops_on_ctrl_c():
+    """A loop of C callables only (no interpreter frame that would check for signals) still stops on Ctrl-C."""
+    import _thread
+    import threading
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            dt.while_loop(bool, abs, 1)
+    finally:
+        timer.cancel()
