@@ -266,6 +266,9 @@ def compare(a: _Operand, b: _Operand, kind: Any, /, *, allow_broadcast_all_sourc
 def concat(*sources: Any, allow_broadcast: bool = ..., out_dim: Optional[Dim] = ..., handle_dynamic_dims: Optional[bool] = ...) -> Any:
     """concat((x, dim_x), (y, dim_y), ..., out_dim=None) -> (tensor, out_dim): see dimtorch.ops.concat.concat; static concat dims of tensors in the same layout are one torch.cat here."""
 
+def cond(pred: Union[bool, Tensor], true_fn: Callable[[], Any], false_fn: Callable[[], Any]) -> Any:
+    """cond(pred, true_fn, false_fn): see dimtorch.ops.loop.cond; a Python bool pred calls its function here."""
+
 def constant(fill_value: Any, *, dims: _Dims, dtype: Any = ..., device: Any = ..., sparse_dim: Any = ..., feature_dim: Any = ...) -> Tensor:
     """constant(fill_value, *, dims, dtype=None, device=None, sparse_dim=None, feature_dim=None): full with RETURNN frontend's order (fill_value first, dims by keyword)."""
 
@@ -517,6 +520,9 @@ def where(condition: Any, true_value: Any, false_value: Any, /, *, allow_broadca
 
 def where_nested(x: Any, y: Any, *, condition: Tensor, condition_cpu: Optional[Tensor] = ...) -> Any:
     """where_nested(x, y, *, condition, condition_cpu=None): see dimtorch.ops.nested.where_nested; a flat tuple or list of Tensors is one where per pair here (the condition aligned once)."""
+
+def while_loop(cond: Callable[[Any], Union[bool, Tensor]], body: Callable[[Any], Any], initial: Any) -> Any:
+    """while_loop(cond, body, initial): see dimtorch.ops.loop.while_loop; the loop runs here while cond gives Python bools."""
 
 def window(source: Tensor, *, spatial_dim: Dim, window_dim: Dim, window_right: Optional[Union[Dim, int]] = ..., window_left: Optional[Union[Dim, int]] = ..., padding: str = ..., pad_value: Optional[Union[int, float]] = ..., stride: int = ..., out_spatial_dim: Optional[Dim] = ..., use_mask: Optional[bool] = ...) -> tuple[Tensor, Dim]:
     """window(source, *, spatial_dim, window_dim, window_right=None, window_left=None, padding='same', pad_value=None, stride=1, out_spatial_dim=None, use_mask=None) -> (y, out_spatial_dim): see dimtorch.ops.window.window; the common call is one pad and one unfold here (and one where with the cached mask for a dynamic dim)."""

@@ -34,7 +34,7 @@ from .ops.label_smoothing import label_smoothed_log_prob_gradient, smooth_one_ho
 from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, selu  # noqa: F401  (lerp: C++ fast path)
 # scatter, scatter_count: C++ fast paths (definitions in ._scatter)
 # dot_attention: C++ fast path (definition in .ops.attention)
-from .ops.loop import cond, scan, while_loop  # noqa: F401
+from .ops.loop import scan  # noqa: F401  (cond, while_loop: C++ fast paths)
 # stft: C++ fast path (definition in .ops.signal)
 from .ops.safe_log import safe_log  # noqa: F401
 from . import audio  # noqa: F401  (dt.audio.mel_filterbank, log_mel_filterbank_from_raw, specaugment, ...)

@@ -44,6 +44,7 @@ bool export_ops_window(PyObject* module);  // ops/window.cpp: window
 bool export_ops_gradient(PyObject* module);  // ops/gradient.cpp: stop_gradient
 bool export_ops_attention(PyObject* module);  // ops/attention.cpp: dot_attention
 bool export_ops_positional(PyObject* module);  // ops/positional.cpp: apply_rope
+bool export_ops_loop(PyObject* module);  // ops/loop.cpp: cond, while_loop (Python bool conditions)
 
 /// Empty the plan caches (they hold the dims tuples they were made for): plan.cpp, ops_matmul.cpp.
 void plan_cache_clear();

@@ -62,8 +62,26 @@ struct Named<F> {  // METH_O or METH_VARARGS
 #define DIMTORCH_OP(fn) \
   reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&::dimtorch::Named<fn>::call))
 
-/// PyModule_AddFunctions for defs whose ml_meth are DIMTORCH_OP wrappers (a SystemError for any
-/// other, so that no op misses the naming); records each wrapper's name for its errors.
+/// The wrapper of a module function that runs the caller's own functions (cond, while_loop): as Named, a
+/// call on a traced tensor goes to the definition, but no error is renamed, so that an error raised
+/// inside the caller's functions comes out as it was raised. Such a function hands every call it does
+/// not take (bad arguments included) to its definition, which names its own errors.
+template <PyObject* (*F)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*)>
+struct RunsUserCode {  // METH_FASTCALL | METH_KEYWORDS
+  static PyObject* call(PyObject* m, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    if (!known || any_traced(args, nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0)))
+      return call_definition_of(reinterpret_cast<void*>(&call), args, nargs, kwnames);
+    return F(m, args, nargs, kwnames);
+  }
+  static inline const bool known = remember_wrapper(reinterpret_cast<void*>(&call));
+};
+
+/// The ml_meth of a module function `fn` that runs the caller's functions, wrapped (see RunsUserCode).
+#define DIMTORCH_USER_CODE_OP(fn) \
+  reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&::dimtorch::RunsUserCode<fn>::call))
+
+/// PyModule_AddFunctions for defs whose ml_meth are DIMTORCH_OP (or DIMTORCH_USER_CODE_OP) wrappers (a
+/// SystemError for any other, so that no op misses the naming); records each wrapper's name for its errors.
 bool add_functions(PyObject* module, PyMethodDef* defs);
 /// Whether `table` (name -> callable) has a definition for every public function added by
 /// add_functions (each calls its definition on traced tensors); false with a KeyError naming the

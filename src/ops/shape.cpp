@@ -125,12 +125,26 @@ PyObject* f_merge_dims(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
     PyObject* d = i == first ? out.get() : PyTuple_GET_ITEM(x->dims, i);
     sizes[k] = i == first ? total : x->sizes[i];
     PyTuple_SET_ITEM(out_dims.get(), k, Py_NewRef(d));
-    call[k + 1] = PyLong_FromSsize_t(sizes[k]);
     ++k;
   }
-  // reshape(a, b, c): the sizes as separate ints, which torch parses faster than a tuple.
-  PyObject* raw = PyObject_Vectorcall(backend::T.reshape, call, out_nd + 1, nullptr);
-  for (Py_ssize_t k = 1; k <= out_nd; ++k) Py_XDECREF(call[k]);
+  PyObject* raw;
+  if (n >= 2) {
+    // flatten(first[, last]): reshape's result (a view where one exists) with one or two ints to parse,
+    // where reshape(a, b, c) takes one per output axis. (Not for one dim: flatten(i, i) returns x's raw itself.)
+    Ref start(PyLong_FromSsize_t(first));
+    Ref end(first + n < nd ? PyLong_FromSsize_t(first + n - 1) : nullptr);
+    if (!start || (first + n < nd && !end)) return nullptr;
+    call[1] = start.get();
+    call[2] = end.get();
+    raw = PyObject_Vectorcall(backend::T.flatten, call, end ? 3 : 2, nullptr);
+  } else {
+    // reshape(a, b, c): the sizes as separate ints, which torch parses faster than a tuple.
+    Py_ssize_t made = 0;
+    for (; made < out_nd; ++made)
+      if (!(call[made + 1] = PyLong_FromSsize_t(sizes[made]))) break;
+    raw = made == out_nd ? PyObject_Vectorcall(backend::T.reshape, call, out_nd + 1, nullptr) : nullptr;
+    for (Py_ssize_t j = 1; j <= made; ++j) Py_DECREF(call[j]);
+  }
   if (!raw) return nullptr;
   PyObject* feature =
       x->feature_dim && dims_index(out_dims.get(), x->feature_dim) >= 0 ? x->feature_dim : nullptr;

@@ -1,10 +1,11 @@
 """Tests of python/dimtorch/ops/loop.py: scan over a dim with per-sequence ends against torch loops per
 sequence (forward and backward, NaN/1e30 padding, each sequence alone), scan with cond, while_loop,
-cond; errors name the call."""
+cond; errors name the call; the C++ fast paths of cond and while_loop against their definitions."""
 import pytest
 import torch
 
 import dimtorch as dt
+from fast_path_checks import assert_same, definition_calls
 from helpers import PAD_LARGE, PAD_NAN, check_against_torch, check_batch_independence, make_padded_batch
 
 
@@ -175,3 +176,131 @@ def test_loop_errors():
     with pytest.raises(TypeError, match=r"dimtorch\.scan\(\): a state leaf of type object cannot be kept"):
         dt.scan(spatial_dim=pb.time, initial=(h0, object()), ys=None,
                 body=lambda x, s: (None, (s[0], object())))
+
+
+def _loop_definitions():
+    from dimtorch.ops import loop
+    return loop
+
+
+@pytest.mark.parametrize("state", ["int_tensor", "tensor", "list", "dict", "nested", "namedtuple", "float_none"])
+def test_while_loop_fast_path_against_its_definition(state):
+    """The C++ loop (src/ops/loop.cpp) gives what the definition gives on every kind of state, and checks the
+    flat ones itself: the definition's structure check runs only for the others."""
+    from collections import namedtuple
+
+    loop = _loop_definitions()
+    pb = make_padded_batch([3, 2], feature=2, pad_value=PAD_NAN)
+    x = pb.x
+    Pair = namedtuple("Pair", "i x")
+    cases = {
+        "int_tensor": ((0, x), lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] * 1.5)),
+        "tensor": (x, lambda v: bool(v.raw.nan_to_num(0.0).abs().max() < 100.0), lambda v: v * 2.0),
+        "list": ([0, 1.0, x], lambda s: s[0] < 4, lambda s: [s[0] + 1, s[1] * 0.5, s[2] + 1.0]),
+        "dict": ({"i": 0, "x": x}, lambda s: s["i"] < 2, lambda s: {"i": s["i"] + 1, "x": s["x"] - 1.0}),
+        "nested": ((0, (x, x)), lambda s: s[0] < 2, lambda s: (s[0] + 1, (s[1][1], s[1][0] * 3.0))),
+        "namedtuple": (Pair(0, x), lambda s: s.i < 2, lambda s: Pair(s.i + 1, s.x * 0.5)),
+        "float_none": ((0.0, None), lambda s: s[0] < 1.0, lambda s: (s[0] + 0.25, None)),
+    }
+    initial, cond, body = cases[state]
+    fast = dt.while_loop(cond, body, initial)
+    slow = loop.while_loop(cond, body, initial)
+    if isinstance(fast, dict):
+        assert fast.keys() == slow.keys()
+        fast, slow = tuple(fast.values()), tuple(slow.values())
+    assert_same(fast, slow)
+    checks = definition_calls(lambda: dt.while_loop(cond, body, initial), loop._check_same_structure)
+    assert checks == (0 if state in ("int_tensor", "tensor", "list") else
+                      {"dict": 2, "nested": 2, "namedtuple": 2, "float_none": 4}[state])
+    assert definition_calls(lambda: dt.while_loop(cond, body, initial), loop.while_loop) == 0
+
+
+def test_while_loop_fast_path_tensor_conditions_and_errors():
+    """A Tensor cond result in the middle of a fast loop is read by the definition's _truth; errors raised in the
+    caller's functions come out untouched (not named after the call); bad arguments get the definition's errors."""
+    loop = _loop_definitions()
+    x = dt.Tensor(torch.tensor(1.0), ())
+    calls = []
+
+    def cond(s):
+        calls.append(1)
+        return s[0] < 10 if len(calls) % 2 else s[1] < 10.0  # a bool, then a scalar bool Tensor, ...
+    for fn in (dt.while_loop, loop.while_loop):
+        calls.clear()
+        out = fn(cond, lambda s: (s[0] + 1, s[1] * 2.0), (0, x))
+        assert out[0] == 5 and out[1].raw.item() == 32.0 and len(calls) == 6
+
+    def body(s):
+        raise ValueError("raised in the body")
+    for fn in (dt.while_loop, loop.while_loop):
+        with pytest.raises(ValueError) as e:
+            fn(lambda s: True, body, 0)
+        assert str(e.value) == "raised in the body"
+        with pytest.raises(TypeError) as e:
+            fn(lambda s: s + "", body, 0)  # (a TypeError DIMTORCH_OP would have named after the call)
+        assert str(e.value) == "unsupported operand type(s) for +: 'int' and 'str'"
+        with pytest.raises(TypeError, match=r"^dimtorch\.while_loop\(\): cond must give a bool or a scalar bool "
+                                            r"Tensor, got a Tensor over \(\(none\)\) of float32$"):
+            fn(lambda s: x, body, 0)
+        with pytest.raises(ValueError, match=r"^dimtorch\.while_loop\(\): body returned another structure than "
+                                             r"initial's"):
+            fn(lambda s: s[0] < 2, lambda s: (s[0] + 1, 1.0), (0, 1))
+        with pytest.raises(TypeError, match=r"^dimtorch\.while_loop\(\): cond and body must be callables$"):
+            fn(1, body, 0)
+        with pytest.raises(TypeError, match=r"^dimtorch\.while_loop\(\): .*unexpected keyword argument 'dim'"):
+            fn(lambda s: False, body, 0, dim=1)
+    assert dt.while_loop(cond=lambda s: s < 3, body=lambda s: s + 1, initial=0) == 3
+    assert definition_calls(lambda: dt.while_loop(lambda s: s < 3, lambda s: s + 1, 0), loop.while_loop) == 0
+
+
+def test_cond_fast_path_against_its_definition():
+    """A Python bool pred calls its function in C++ (no definition call); a Tensor pred and bad arguments go to
+    the definition; an error raised in a branch comes out untouched."""
+    loop = _loop_definitions()
+    x = dt.Tensor(torch.tensor([1.0, float("nan")]), (dt.Dim(2, name="f"),))
+    for fn in (dt.cond, loop.cond):
+        assert fn(True, lambda: x * 2.0, lambda: x - 1.0).raw.tolist()[0] == 2.0
+        assert fn(False, lambda: x * 2.0, lambda: x - 1.0).raw.tolist()[0] == 0.0
+        assert fn(pred=False, true_fn=lambda: 1, false_fn=lambda: 2) == 2
+        assert fn(dt.Tensor(torch.tensor(True), ()), lambda: 1, lambda: 2) == 1
+        with pytest.raises(KeyError) as e:
+            fn(True, lambda: {}["k"], lambda: 2)
+        assert e.value.args == ("k",)
+        with pytest.raises(RuntimeError) as e:
+            fn(False, lambda: 1, lambda: (_ for _ in ()).throw(RuntimeError("in the branch")))
+        assert str(e.value) == "in the branch"
+        with pytest.raises(TypeError, match=r"^dimtorch\.cond\(\): true_fn and false_fn must be callables$"):
+            fn(True, 1, lambda: 2)
+        with pytest.raises(TypeError, match=r"^dimtorch\.cond\(\): pred must give a bool or a scalar bool Tensor, "
+                                            r"got int$"):
+            fn(1, lambda: 1, lambda: 2)
+        with pytest.raises(TypeError, match=r"^dimtorch\.cond\(\): .*unexpected keyword argument 'dim'"):
+            fn(True, lambda: 1, lambda: 2, dim=0)
+    assert definition_calls(lambda: dt.cond(True, lambda: 1, lambda: 2), loop.cond) == 0
+    assert definition_calls(lambda: dt.cond(dt.Tensor(torch.tensor(True), ()), lambda: 1, lambda: 2), loop.cond) == 1
+
+
+def test_while_loop_and_cond_fast_paths_backward():
+    """Gradients flow through the fast loop and branch as through the definitions."""
+    loop = _loop_definitions()
+    grads = []
+    for wl, cd in ((dt.while_loop, dt.cond), (loop.while_loop, loop.cond)):
+        raw = torch.tensor([0.5, -2.0], requires_grad=True)
+        x = dt.Tensor(raw, (dt.Dim(2, name="f"),))
+        out = wl(lambda s: s[0] < 3, lambda s: (s[0] + 1, cd(True, lambda: s[1] * s[1], lambda: s[1])), (0, x))[1]
+        out.raw.sum().backward()
+        grads.append(raw.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+
+
+def test_while_loop_fast_path_stops_on_ctrl_c():
+    """A loop of C callables only (no interpreter frame that would check for signals) still stops on Ctrl-C."""
+    import _thread
+    import threading
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            dt.while_loop(bool, abs, 1)
+    finally:
+        timer.cancel()

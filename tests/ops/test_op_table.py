@@ -112,6 +112,7 @@ FAST_PATH_TESTS = {
     "ops.window": "ops/test_window.py",
     "ops.attention": "ops/test_attention.py",
     "ops.positional": "ops/test_positional.py",
+    "ops.loop": "ops/test_loop.py",
     **{module: "ops/test_array_fast_paths.py" for module in (
         "ops.slicing", "ops.stack", "ops.sort", "ops.packing", "ops.scatter", "ops.gather", "ops.pad", "ops.reshape",
         "ops.shape", "ops.masked", "ops.dropout")},

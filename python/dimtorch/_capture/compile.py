@@ -20,7 +20,7 @@ import torch
 
 from .. import _C, _pickle
 from ..ops import (
-    concat as _concat, dropout as _dropout, pool_pairs as _pool_pairs, dim as _dim, mask as _mask, packing as _packing, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
+    concat as _concat, dim as _dim, dropout as _dropout, loop as _loop, mask as _mask, packing as _packing, pool_pairs as _pool_pairs, rf_dim as _rf_dim, rf_tensor as _rf_tensor,
     signal as _signal, slicing as _slicing, tensor as _tensor,
 )
 from .._core import data_dependent as _data_dependent, in_graph as _in_graph, sizes as _sizes, tracing as _tracing
@@ -62,6 +62,10 @@ def _core_definitions() -> dict:
         "_pair_max": _pool_pairs.pair_max,  # pool's pairs side by side along the last axis
         "_mel_filterbank": _audio_mel().mel_filterbank,  # (dt.audio.mel_filterbank's fast path: no op-table row)
         "_mel_filterbank_matrix": _audio_mel().mel_filterbank_matrix,  # (the matrix that fast path caches)
+        # while_loop's fast path hands these cases to the definition's own code: a cond that gives no
+        # Python bool, a structure it does not check itself
+        "_loop_truth": _loop._truth,
+        "_while_loop_check": _loop._check_same_structure,
         "to_host": _data_dependent.to_host,
         "_rf_dropout": _dropout.train_flag_dropout,  # dimtorch.rf.dropout
         "_rf_concat_features": _concat.rf_concat_features,  # dimtorch.rf.concat_features

@@ -77,10 +77,14 @@ def _check_blank(blank_index, size: int, caller: str) -> None:
 
 # ---- ctc_best_path -----------------------------------------------------------------------------------------
 
+def _dtype_of(raw: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return raw if raw.dtype is dtype else raw.to(dtype)
+
+
 def _viterbi(lp: torch.Tensor, frames: Optional[torch.Tensor], targets: torch.Tensor, target_lengths: torch.Tensor,
              blank: int, label_loop: bool) -> torch.Tensor:
     """The best CTC path (T, N) of log-probs lp (T, N, C) through targets (N, S) (padding already blank),
-    frames (T, N) bool or None (all valid). States: the extended labels z = blank, l1, blank, ..., lS, blank;
+    frames (T, N, 1) bool or None (all valid). States: the extended labels z = blank, l1, blank, ..., lS, blank;
     a frame stays in its state (label states only with label_loop), moves one on, or skips the blank between
     two labels (different labels, or any two without label_loop). One vectorized step per frame of the
     static raw time size (frames past a sequence's end keep its scores), then a backtrace the same way:
@@ -96,23 +100,23 @@ def _viterbi(lp: torch.Tensor, frames: Optional[torch.Tensor], targets: torch.Te
     skip = is_label & (state >= 3)
     if label_loop:
         skip = skip & F.pad(z[:, 2:] != z[:, :-2], (2, 0), value=False)
-    skip_add = torch.where(skip, 0.0, _NEG_INF).to(lp.dtype)
-    stay_add = None if label_loop else torch.where(is_label, _NEG_INF, 0.0).to(lp.dtype)
-    alpha = emit[0] + torch.where(state < 2, 0.0, _NEG_INF).to(lp.dtype)
+    skip_add = _dtype_of(torch.where(skip, 0.0, _NEG_INF), lp.dtype)
+    stay_add = None if label_loop else _dtype_of(torch.where(is_label, _NEG_INF, 0.0), lp.dtype)
+    alpha = emit[0] + _dtype_of(torch.where(state < 2, 0.0, _NEG_INF), lp.dtype)
 
     def forward_step(alpha, emit_t, valid_t):
         """alpha after one more frame, and each state's best move into it (0 stay, 1 step, 2 skip)."""
         stay = alpha if stay_add is None else alpha + stay_add
-        step = F.pad(alpha[:, :-1], (1, 0), value=_NEG_INF)
-        jump = F.pad(alpha[:, :-2], (2, 0), value=_NEG_INF) + skip_add
+        step = torch.constant_pad_nd(alpha[:, :-1], (1, 0), _NEG_INF)  # (F.pad's op, without its Python layer)
+        jump = torch.constant_pad_nd(alpha[:, :-2], (2, 0), _NEG_INF) + skip_add
         best, arg = torch.stack((stay, step, jump)).max(0)
         new = best + emit_t
-        return (new if valid_t is None else torch.where(valid_t.unsqueeze(1), new, alpha)), arg
+        return (new if valid_t is None else torch.where(valid_t, new, alpha)), arg
 
     def backward_step(cur, back_t, valid_t):
         """The state at the frame before, from the state at this one and its best move."""
         prev = cur - back_t.gather(1, cur)
-        return prev if valid_t is None else torch.where(valid_t.unsqueeze(1), prev, cur)
+        return prev if valid_t is None else torch.where(valid_t, prev, cur)
 
     scanned = n_time > 1 and (torch.compiler.is_compiling() or isinstance(n_time, torch.SymInt))
     if scanned:  # one torch scan each way: the time size stays symbolic (a loop is unrolled per length)
@@ -141,7 +145,7 @@ def _viterbi(lp: torch.Tensor, frames: Optional[torch.Tensor], targets: torch.Te
                 cur = backward_step(cur, back[t], None if frames is None else frames[t])
         states = torch.cat(path_states, 1)
     path = z.gather(1, states).t()  # (T, N)
-    keep = found.t() if frames is None else found.t() & frames
+    keep = found.t() if frames is None else found.t() & frames.squeeze(2)
     return torch.where(keep, path, blank)
 
 
@@ -190,19 +194,29 @@ def ctc_best_path(*, logits: Tensor, logits_normalized: bool = False, targets: T
     # backward fails on its integer outputs).
     lp = logits.raw_aligned((input_spatial_dim,) + batch + (class_dim,)).detach()
     tg = targets.raw_aligned(batch + (targets_spatial_dim,))
-    batch_shape = tuple(torch.broadcast_shapes(lp.shape[1:-1], tg.shape[:-1]))
+    traced = _tracing.tracing()
+    lp_batch, tg_batch = tuple(lp.shape[1:-1]), tuple(tg.shape[:-1])
+    # (the common call: one batch dim, neither broadcast over the other: no view to make)
+    plain = not traced and len(lp_batch) == 1 and lp_batch == tg_batch
+    batch_shape = lp_batch if plain else tuple(torch.broadcast_shapes(lp_batch, tg_batch))
     n_time, n_labels, device = lp.shape[0], tg.shape[-1], lp.device
     n = 1
     for s in batch_shape:
         n *= s
-    lp = lp.expand((n_time,) + batch_shape + (n_classes,)).reshape(n_time, n, n_classes)
-    tg = tg.to(device).expand(batch_shape + (n_labels,)).reshape(n, n_labels).to(torch.int64)
-    traced = _tracing.tracing()
+    if not plain:
+        lp = lp.expand((n_time,) + batch_shape + (n_classes,)).reshape(n_time, n, n_classes)
+    if tg.device != device:
+        tg = tg.to(device)
+    if not plain:
+        tg = tg.expand(batch_shape + (n_labels,)).reshape(n, n_labels)
+    tg = _dtype_of(tg, torch.int64)
     frames = _frames(input_spatial_dim, (input_spatial_dim,) + batch, (n_time,) + batch_shape, device,
                      "input_spatial_dim", caller, traced)
     if frames is not None:
-        frames = frames.expand((n_time,) + batch_shape).reshape(n_time, n)
-        lp = torch.where(frames.unsqueeze(-1), lp, 0.0)  # padding (NaN, inf) never reaches a score
+        if not plain or tuple(frames.shape) != (n_time, n):
+            frames = frames.expand((n_time,) + batch_shape).reshape(n_time, n)
+        frames = frames.unsqueeze(-1)  # (T, N, 1): each frame's where over the states broadcasts it
+        lp = torch.where(frames, lp, 0.0)  # padding (NaN, inf) never reaches a score
     if not normalized:
         lp = torch.log_softmax(lp, dim=-1)
     target_lengths = _lengths(targets_spatial_dim, batch, batch_shape, device, "targets_spatial_dim",

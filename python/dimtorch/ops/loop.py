@@ -13,7 +13,6 @@ import torch.utils._pytree as pytree
 from .._C import Dim, Tensor, cast, logical_and, where
 from .._core import in_graph as _in_graph, sizes as _sizes, tracing as _tracing
 from .._core.data_dependent import read_bool, read_int, to_host
-from .mask import get_mask
 from .._core.args import dim_str, dims_arg, dims_str
 from ._support import names_argument_errors
 
@@ -24,6 +23,9 @@ def _is_leaf(v) -> bool:
 
 def _flatten(tree):
     return pytree.tree_flatten(tree, is_leaf=_is_leaf)
+
+
+_LEAF_SPEC = _flatten(0)[1]  # the spec of a single leaf (a Tensor state, output or xs: no pytree walk per call)
 
 
 def _same_structure(a, b) -> bool:
@@ -82,11 +84,17 @@ def while_loop(cond: Callable[[Any], Union[bool, Tensor]], body: Callable[[Any],
     loop_vars = initial
     while _truth(cond(loop_vars), caller, "cond"):
         new_vars = body(loop_vars)
-        if not _same_structure(new_vars, loop_vars):
-            raise ValueError(f"{caller}: body returned another structure than initial's: {_flatten(new_vars)[1]} vs "
-                             f"{_flatten(loop_vars)[1]}")
+        _check_same_structure(new_vars, loop_vars)
         loop_vars = new_vars
     return loop_vars
+
+
+def _check_same_structure(new_vars, loop_vars) -> None:
+    """A ValueError naming while_loop unless the body's new_vars have loop_vars' structure (while_loop's fast
+    path, src/ops/loop.cpp, calls this for every structure it does not check itself)."""
+    if not _same_structure(new_vars, loop_vars):
+        raise ValueError(f"dimtorch.while_loop(): body returned another structure than initial's: "
+                         f"{_flatten(new_vars)[1]} vs {_flatten(loop_vars)[1]}")
 
 
 def _mask_leaf(new, old, mask: Tensor, caller: str):
@@ -144,7 +152,7 @@ class _Outputs:
 
     def __init__(self, ys, caller: str):
         self.caller = caller
-        self.templates, self.spec = _flatten(ys)
+        self.templates, self.spec = ([ys], _LEAF_SPEC) if type(ys) is Tensor else _flatten(ys)
         for t in self.templates:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"{caller}: ys must hold Tensor templates (or None), got {type(t).__name__}")
@@ -185,12 +193,12 @@ class _Outputs:
                 feature_dim = template.feature_dim if template.feature_dim in dims else None
                 out.append(Tensor(raw, (spatial_dim,) + tuple(dims), sparse_dim=template.sparse_dim,
                                   feature_dim=feature_dim))
-        return pytree.tree_unflatten(out, self.spec)
+        return out[0] if self.single is not None else pytree.tree_unflatten(out, self.spec)
 
 
 def _unstacked(xs, spatial_dim: Dim, n: int, caller: str) -> list:
     """xs as one structure per step: each Tensor leaf indexed along spatial_dim (views)."""
-    leaves, spec = _flatten(xs)
+    leaves, spec = ([xs], _LEAF_SPEC) if type(xs) is Tensor else _flatten(xs)
     per_leaf = []
     for leaf in leaves:
         if isinstance(leaf, Tensor):
@@ -209,6 +217,8 @@ def _unstacked(xs, spatial_dim: Dim, n: int, caller: str) -> list:
                              for r in leaf.raw.unbind(axis)[:n]])
         else:
             per_leaf.append([leaf] * n)
+    if spec is _LEAF_SPEC:
+        return per_leaf[0]
     return [pytree.tree_unflatten([steps[i] for steps in per_leaf], spec) for i in range(n)]
 
 
@@ -258,10 +268,26 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
         # and new itself where each leaf keeps its old dims and markers (else where's rules apply as before).
         all_running = (spatial_dim._min_size() or 0) if masks is not None else n
         all_in = [None]  # the state's dims once they are known to hold the mask's dims
+        # (the common step inline: a single output in its template's order, a state Tensor keeping its dims)
+        out_steps, out_dims = (outputs.steps[0], outputs.single.dims) if outputs.single is not None else (None, None)
         state = initial
         for i in range(n):
-            y, new_state = _call_body(body, steps[i], state, caller)
-            outputs.add(y)
+            out = body(steps[i], state)
+            if type(out) is not tuple or len(out) != 2:
+                out = _body_result(out, caller)
+            y, new_state = out
+            if out_steps is not None and type(y) is Tensor and y.dims == out_dims:
+                out_steps.append(y)
+            else:
+                outputs.add(y)
+            if type(new_state) is Tensor and type(state) is Tensor and new_state.dims == state.dims:
+                if i < all_running and new_state.feature_dim is state.feature_dim and \
+                        new_state.sparse_dim is state.sparse_dim:
+                    state = new_state
+                    continue
+                if new_state.dims == all_in[0]:
+                    state = where(masks[i], new_state, state)
+                    continue
             if i < all_running and _keeps_layout(new_state, state):
                 state = new_state
             elif type(new_state) is Tensor and type(state) is Tensor and new_state.dims == state.dims == all_in[0]:
@@ -407,7 +433,10 @@ def _lengths_over(lengths: Tensor, running: Tensor, cond_dims: tuple, caller: st
 
 
 def _call_body(body, x, state, caller: str):
-    out = body(x, state)
+    return _body_result(body(x, state), caller)
+
+
+def _body_result(out, caller: str):
     if not isinstance(out, tuple) or len(out) != 2:
         raise TypeError(f"{caller}: body must return (y, new state), got {type(out).__name__}")
     return out
@@ -431,6 +460,8 @@ def _limit(max_seq_len, caller: str) -> int:
 
 def _device_of(*trees) -> torch.device:
     for tree in trees:
+        if type(tree) is Tensor:
+            return tree.raw.device
         for leaf in _flatten(tree)[0]:
             if isinstance(leaf, Tensor):
                 return leaf.raw.device
@@ -444,7 +475,7 @@ def _step_masks(spatial_dim: Dim, n: int, device) -> Optional[list]:
     if lengths is None:
         return None
     order = tuple(lengths.dims) + (spatial_dim,)
-    mask = get_mask(spatial_dim, dims_order=order, device=device)
+    mask = spatial_dim.get_mask(dims_order=order, device=device)  # (the C++ cache's fast path)
     raw = mask.raw if mask.dims == order else mask.raw_aligned(order)
     return [Tensor(r, tuple(lengths.dims)) for r in raw.unbind(-1)[:n]]
 

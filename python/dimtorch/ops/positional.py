@@ -212,8 +212,11 @@ def relative_positional_encoding(*, query_spatial_dim: Optional[Dim], key_value_
     query_spatial_dim=None (one step, the query the last frame of each sequence's keys): over
     (key lengths' dims, key_value_spatial_dim, feat_dim), distance j - (T_b - 1) per sequence."""
     caller = "dimtorch.relative_positional_encoding()"
-    fast = _fast_lookup(("rel", id(query_spatial_dim), id(key_value_spatial_dim), id(feat_dim), query_offset, dtype,
-                         device))
+    try:  # (_fast_lookup inline: this is the call a model makes every step)
+        fast = _FAST.get(("rel", id(query_spatial_dim), id(key_value_spatial_dim), id(feat_dim), query_offset, dtype,
+                          device))
+    except TypeError:  # (arguments that cannot be a key: the checks below name them)
+        fast = None
     if fast is not None and fast[0]() is query_spatial_dim and fast[1]() is key_value_spatial_dim and \
             not _tracing.tracing():  # (a cached raw is no tensor of a trace)
         raw, out_dim = fast[2]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Union
 
-from .._C import Tensor
-from ..ops.loop import cond as _cond
+from .._C import Tensor, cond as _cond  # (the C++ fast path; a Tensor pred goes to the definition)
 
 __all__ = ["cond"]
 

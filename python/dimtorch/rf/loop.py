@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import torch.utils._pytree as pytree
 
+from .. import _C
 from .._C import Dim, Tensor
 from .._core import tracing as _tracing
 from ..ops import loop as _loop
@@ -27,7 +28,7 @@ def while_loop(cond: Callable[[Any], Union[bool, Tensor]], body: Callable[[Any],
     device once per iteration. (Dict states may come back with their keys in another order.)"""
     def ordered_body(s):
         return _like(body(s), s)
-    return _loop.while_loop(cond, ordered_body, initial)
+    return _C.while_loop(cond, ordered_body, initial)  # (the C++ fast path: python/dimtorch/ops/loop.py's)
 
 
 def _is_leaf(x) -> bool:
