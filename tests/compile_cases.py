@@ -347,6 +347,7 @@ CASES = {
     "where_nested": lambda e: list(dt.where_nested((e.x,), (e.x * 2.0,), condition=e.x > 0.0)),
     "while_loop": _while,
     "scaled_gradient": lambda e: [dt.scaled_gradient(e.x, 2.0)],
+    "stop_gradient": lambda e: [e.x + dt.stop_gradient(e.x) * 2.0],  # (the gradient: 1, not 3)
     "scaled_gradient_ext": lambda e: [dt.scaled_gradient_ext(e.x, scale=2.0, shift=0.1,
                                                              scale_shift_by_sum_over_axis=e.t)],
     "reduce_out": lambda e: [dt.reduce_out(e.x, mode="max", num_pieces=2)],

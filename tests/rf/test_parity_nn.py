@@ -96,6 +96,7 @@ def test_transformer_encoder(rf, embed):
     from returnn.frontend.encoder.transformer import TransformerEncoder
     from returnn.frontend.decoder.transformer import FeedForwardGated
     from returnn.tensor import Dim as RfDim
+    torch.manual_seed(0)  # (the weights: RETURNN's random init, copied; whichever test ran before set the state)
     s = Sides(rf)
     rlabels, rvocab, labels, vocab = _labels(rf, s)
     extra = dict(embed_dim=RfDim(6, name="embed")) if embed else dict(ff=FeedForwardGated)
@@ -105,7 +106,7 @@ def test_transformer_encoder(rf, embed):
     copy_params_from_rf(theirs, ours)
     rf_outs, dt_outs = {}, {}
     s.compare(theirs(rlabels, spatial_dim=s.rtime, collected_outputs=rf_outs),
-              ours(labels, spatial_dim=s.time, collected_outputs=dt_outs), atol=1e-4)
+              ours(labels, spatial_dim=s.time, collected_outputs=dt_outs), atol=3e-4)  # (2 layers in float32, summing in other orders: seen 1.4e-4)
     assert list(rf_outs) == list(dt_outs) == ["0", "1"]
 
 

@@ -217,7 +217,6 @@ def concat(*sources, allow_broadcast: bool = False, out_dim: Optional[Dim] = Non
     return Tensor(raw, out_dims, sparse_dim=x0.sparse_dim, feature_dim=feature_dim), out_dim
 
 
-@names_errors("dimtorch.cum_concat_step()")
 def rf_concat_features(*sources, allow_broadcast: bool = False) -> Tensor:
     """dimtorch.rf.concat_features: concat along each source's feature_dim; the result's feature_dim is
     the concatenated dim. (The C++ function _C._rf_concat_features takes the common call.)"""
@@ -231,6 +230,7 @@ def rf_concat_features(*sources, allow_broadcast: bool = False) -> Tensor:
     return Tensor(out.raw, out.dims, feature_dim=dim)
 
 
+@names_errors("dimtorch.cum_concat_step()")
 def cum_concat_step(source: Tensor, *, prev_accum: Tensor, axis: Dim, out_spatial_dim: Optional[Dim] = None):
     """One step of accumulating frames (RETURNN frontend's): prev_accum (over `axis`, e.g. a
     decoder's history) with `source` (one frame, without axis; its dims among prev_accum's)
