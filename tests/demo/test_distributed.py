@@ -122,35 +122,6 @@ def _torchrun(nproc, *args, timeout=240):
     return run
 
 
-def test_torchrun_ddp_writes_and_resumes_with_another_number_of_ranks(tmp_path):
-    out = tmp_path / "ddp"
-    _torchrun(2, "--steps", "3", "--out", str(out))
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["step"] == 3 and summary["world_size"] == 2 and summary["parallel"] == "ddp"
-    assert (out / "training.png").read_bytes()[:4] == b"\x89PNG" and not list(out.glob("*.tmp*"))
-    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")  # weights_only=True inside
-    assert state["world_size"] == 2 and len(state["rng_cpu_ranks"]) == 2
-    # one process goes on where two stopped: the epoch position counts bucket batches
-    resumed = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(out), "--steps", "5", "--resume"])
-    assert resumed["step"] == 5 and resumed["world_size"] == 1
-    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")
-    assert state["batch_in_epoch"] == 3 * 2 + 2 or state["epoch"] > 0
-
-
-def test_torchrun_fsdp_sharded_checkpoint_resumes_with_another_number_of_ranks(tmp_path):
-    out = tmp_path / "fsdp"
-    run = _torchrun(2, "--fsdp", "--steps", "2", "--out", str(out))
-    assert "ranks=2 (FSDP, gloo)" in run.stdout
-    first = load_checkpoint(out / "checkpoint.pt", "dimtorch")["sharded"]
-    assert (out / first / ".metadata").is_file()
-    run = _torchrun(1, "--fsdp", "--steps", "3", "--out", str(out), "--resume")
-    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")
-    assert state["step"] == 3 and state["world_size"] == 1
-    assert [p.name for p in out.glob("sharded-step-*")] == [state["sharded"]]  # the old shards are gone
-    with pytest.raises(SystemExit, match="was written with --fsdp"):
-        train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--out", str(out), "--steps", "4", "--resume"])
-
-
 def _children(pid):
     kids = []
     for p in Path("/proc").iterdir():
@@ -196,19 +167,15 @@ def test_a_rank_dying_ends_the_job_with_a_message_and_an_intact_checkpoint(tmp_p
     assert state["step"] >= 2 and not list(out.glob("*.tmp"))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
-def test_torchrun_trains_compiled(tmp_path, parallel):
-    """--compile under torchrun: DDP compiles the whole step (Dynamo's DDP optimizer splits the graph at the
-    gradient buckets, so not fullgraph); FSDP2 compiles each sharded layer (fullgraph) with FSDP's hooks
-    eager around it, as PyTorch's FSDP2 recipes do (demo/distributed.py parallelize). Issue 23, deliverable 3.
-    Backend aot_eager (Dynamo and AOTAutograd: the capture; inductor's code generation would take minutes per
-    rank here, and is tested on one process by test_compile.py)."""
-    out = tmp_path / parallel
-    run = _torchrun(2, "--compile", "--compile-backend", "aot_eager", "--steps", "2", "--out", str(out),
-                    *(["--fsdp"] if parallel == "fsdp" else []), timeout=900)
+def test_torchrun_ddp_trains_compiled(tmp_path):
+    """--compile under torchrun with DDP: the whole step compiles (Dynamo's DDP optimizer splits the graph at
+    the gradient buckets, so not fullgraph). Backend aot_eager (Dynamo and AOTAutograd: the capture; inductor's
+    code generation would take minutes per rank here, and is tested on one process by test_compile.py). FSDP2
+    compiles each sharded layer instead: test_torchrun_fsdp_compiled_trains_the_attention_decoder."""
+    out = tmp_path / "ddp"
+    run = _torchrun(2, "--compile", "--compile-backend", "aot_eager", "--steps", "2", "--out", str(out), timeout=900)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["step"] == 2 and summary["parallel"] == parallel and summary["compile"]["graphs"] >= 1, run.stdout
+    assert summary["step"] == 2 and summary["parallel"] == "ddp" and summary["compile"]["graphs"] >= 1, run.stdout
     assert torch.isfinite(torch.tensor(summary["final_train_loss"]))
 
 
@@ -218,24 +185,47 @@ def _aed_run(tmp_path, name, *args, timeout=240):
     return json.loads((out / "summary.json").read_text()), run
 
 
-@pytest.mark.slow
-def test_torchrun_fsdp_trains_and_evaluates_the_attention_decoder(tmp_path):
-    """--fsdp --decoder aed: 2 steps (the tiny config evaluates at steps 0 and 2). The dev evaluation gathers the
-    parameters once (demo.distributed.unsharded_for_evaluation), so each rank's greedy attention decoding runs
-    its own number of decoder steps without desynchronizing FSDP's collectives; its figures equal DDP's (the same
-    weights at step 0, the same steps up to float32 rounding at step 2). The sharded checkpoint resumes."""
+def test_torchrun_ddp_and_fsdp_train_alike_and_resume_with_another_number_of_ranks(tmp_path):
+    """--decoder aed, 2 ranks, 2 steps (the tiny config evaluates at steps 0 and 2), with DDP and with FSDP2. The
+    dev evaluation gathers the parameters once (demo.distributed.unsharded_for_evaluation), so each rank's greedy
+    attention decoding runs its own number of decoder steps without desynchronizing FSDP's collectives; its
+    figures equal DDP's (the same weights at step 0, the same steps up to float32 rounding at step 2). Both
+    resume with one rank: FSDP's sharded checkpoint under torchrun, DDP's full one in this process."""
     fsdp, run = _aed_run(tmp_path, "fsdp", "--fsdp")
     assert "ranks=2 (FSDP, gloo)" in run.stdout
     ddp, _ = _aed_run(tmp_path, "ddp")
     assert fsdp["parallel"] == "fsdp" and fsdp["decoder"] == "aed" and fsdp["step"] == 2
+    assert ddp["parallel"] == "ddp" and ddp["world_size"] == 2 and ddp["step"] == 2
     assert fsdp["final_dev_aed_ler"] is not None and torch.isfinite(torch.tensor(fsdp["final_train_loss"]))
     assert [d["step"] for d in fsdp["dev"]] == [d["step"] for d in ddp["dev"]] == [0, 2]
     for a, b in zip(fsdp["dev"], ddp["dev"]):
         assert a["ler"] == b["ler"] and a["aed_ler"] == b["aed_ler"], (a, b)
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
     assert fsdp["final_train_loss"] == pytest.approx(ddp["final_train_loss"], rel=1e-4)
-    resumed, _ = _aed_run(tmp_path, "fsdp", "--fsdp", "--steps", "3", "--resume")
-    assert resumed["step"] == 3 and resumed["final_dev_aed_ler"] is not None
+
+    # FSDP: the sharded checkpoint of 2 ranks resumes on 1; the old shards go
+    out = tmp_path / "fsdp"
+    first = load_checkpoint(out / "checkpoint.pt", "dimtorch")["sharded"]
+    assert (out / first / ".metadata").is_file()
+    _torchrun(1, "--decoder", "aed", "--fsdp", "--steps", "3", "--out", str(out), "--resume")
+    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")
+    assert state["step"] == 3 and state["world_size"] == 1
+    assert [p.name for p in out.glob("sharded-step-*")] == [state["sharded"]]
+    with pytest.raises(SystemExit, match="was written with --fsdp"):
+        train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--decoder", "aed", "--out", str(out),
+                    "--steps", "4", "--resume"])
+
+    # DDP: what the 2 ranks wrote, then one process goes on where they stopped (the epoch position counts
+    # bucket batches)
+    out = tmp_path / "ddp"
+    assert (out / "training.png").read_bytes()[:4] == b"\x89PNG" and not list(out.glob("*.tmp*"))
+    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")  # weights_only=True inside
+    assert state["world_size"] == 2 and len(state["rng_cpu_ranks"]) == 2
+    resumed = train.main(["--task", "synthetic", "--config", "tiny", "--no-progress", "--decoder", "aed", "--out",
+                          str(out), "--steps", "3", "--resume"])
+    assert resumed["step"] == 3 and resumed["world_size"] == 1 and resumed["final_dev_aed_ler"] is not None
+    state = load_checkpoint(out / "checkpoint.pt", "dimtorch")
+    assert state["batch_in_epoch"] == 2 * 2 + 1 or state["epoch"] > 0
 
 
 @pytest.mark.slow
