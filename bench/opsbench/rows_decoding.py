@@ -193,6 +193,15 @@ def _named_gather_nested(s, fn):
     return lambda x4=s.x4, q=s.q, idx=_backrefs(s): tuple(fn({"a": x4, "b": q}, indices=idx).values())
 
 
+def _torch_where_nested(s):
+    """The condition is new each call (a decoder step's): its view over feature is made once per call, as the
+    where row's."""
+    def run(c=s.cond, x=s.x, y=s.y):
+        c = c.unsqueeze(-1)
+        return torch.where(c, x, y), torch.where(c, y, x)
+    return run
+
+
 DECODING_ROWS = (
     Row("ctc_greedy_decode", "greedy CTC decode of (batch, time, feature) scores, blank last: argmax, repeats "
         "collapsed, blanks dropped (the decoded lengths read from the device)", out=("batch", "decoded"),
@@ -236,7 +245,7 @@ DECODING_ROWS = (
         returnn=lambda s: _named_gather_nested(s, _rf(s).nested.gather_nested)),
     Row("where_nested", "where(cond (batch, time), x, y) over a state (x, y) and its mirror (y, x)", out=BTF,
         requires=("where_nested",),
-        torch=lambda s: lambda c=s.cond[..., None], x=s.x, y=s.y: (torch.where(c, x, y), torch.where(c, y, x)),
+        torch=_torch_where_nested,
         dimtorch=lambda s: lambda c=s.cond, x=s.x, y=s.y: dt.where_nested((x, y), (y, x), condition=c),
         returnn=lambda s: lambda c=s.cond, x=s.x, y=s.y, wn=_rf(s).nested.where_nested: wn((x, y), (y, x), condition=c)),
     Row("last_frame_position_of_dim", "each sequence's last frame position (lengths - 1) on the device",
