@@ -391,7 +391,8 @@ def test_fifty_batches_of_random_lengths():
         time = dt.Dim(dt.Tensor(lengths, dims=(batch,)), name="time")
         x = dt.Tensor(raw, dims=(batch, time, feat))
         return dt.reduce_mean(layer(x, spatial_dim=time), axis=time).raw
-    compiled = Compiled(fn)
+    # backend eager: Dynamo's guards decide the graphs (AOTAutograd of this layer: test_layer_compiles_to_one_graph)
+    compiled = Compiled(fn, backend="eager")
     g = torch.Generator().manual_seed(0)
     for i in range(50):
         n = int(torch.randint(2, 6, (1,), generator=g))
