@@ -449,6 +449,9 @@ def round(x: Tensor, /) -> Tensor:
 def rsqrt(x: Tensor, /) -> Tensor:
     """Elementwise op on the raw; same dims."""
 
+def safe_log(x: Tensor, /, *, eps: Optional[float] = ...) -> Tensor:
+    """log(maximum(x, eps)), finite where x <= 0; eps defaults to the smallest positive value of x's dtype. See dimtorch.ops.safe_log.safe_log."""
+
 def scatter(x: Tensor, /, *, indices: Tensor, indices_dim: Union[Dim, Sequence[Dim]], mode: str = ..., fill_value: Any = ..., out_dim: Optional[Union[Dim, Sequence[Dim]]] = ..., use_mask: Optional[bool] = ...) -> Tensor:
     """scatter(x, /, *, indices, indices_dim, mode='sum', fill_value=None, out_dim=None, use_mask=None) -> tensor: see dimtorch.ops.scatter.scatter."""
 

@@ -35,8 +35,7 @@ from .ops.elementwise import elu, expm1, is_infinite, is_neg_infinite, selu  # n
 # scatter, scatter_count: C++ fast paths (definitions in ._scatter)
 # dot_attention: C++ fast path (definition in .ops.attention)
 from .ops.loop import scan  # noqa: F401  (cond, while_loop: C++ fast paths)
-# stft: C++ fast path (definition in .ops.signal)
-from .ops.safe_log import safe_log  # noqa: F401
+# stft: C++ fast path (definition in .ops.signal); safe_log: C++ fast path (definition in .ops.safe_log)
 from . import audio  # noqa: F401  (dt.audio.mel_filterbank, log_mel_filterbank_from_raw, specaugment, ...)
 from .ops.concat import cum_concat_step  # noqa: F401  (concat: C++ fast path)
 from .ops.decoding import edit_distance  # noqa: F401  (ctc_greedy_decode: C++ fast path)

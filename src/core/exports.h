@@ -42,6 +42,7 @@ bool export_ops_label_smoothing(PyObject* module);  // ops/label_smoothing.cpp: 
 bool export_ops_nested(PyObject* module);  // ops/nested.cpp: where_nested (a flat state)
 bool export_ops_window(PyObject* module);  // ops/window.cpp: window
 bool export_ops_gradient(PyObject* module);  // ops/gradient.cpp: stop_gradient
+bool export_ops_safe_log(PyObject* module);  // ops/safe_log.cpp: safe_log
 bool export_ops_attention(PyObject* module);  // ops/attention.cpp: dot_attention
 bool export_ops_positional(PyObject* module);  // ops/positional.cpp: apply_rope
 bool export_ops_loop(PyObject* module);  // ops/loop.cpp: cond, while_loop (Python bool conditions)

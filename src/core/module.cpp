@@ -26,6 +26,7 @@ NB_MODULE(_C, m) {
       !export_ops_window(m.ptr()) || !export_ops_reduce_out(m.ptr()) ||
       !export_ops_signal(m.ptr()) || !export_ops_label_smoothing(m.ptr()) || !export_ops_attention(m.ptr()) ||
       !export_ops_positional(m.ptr()) || !export_ops_gradient(m.ptr()) ||
+      !export_ops_safe_log(m.ptr()) ||
       !export_ops_loop(m.ptr()))
     throw nb::python_error();
 

@@ -120,6 +120,7 @@ FAST_PATH_TESTS = {
     "ops.repeat": "ops/test_repeat.py",
     "ops.decoding": "ops/test_decoding.py",
     "ops.gradient": "ops/test_gradient.py",
+    "ops.safe_log": "ops/test_safe_log.py",
 }
 
 

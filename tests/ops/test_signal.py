@@ -1,4 +1,4 @@
-"""Tests of python/dimtorch/ops/signal.py (dt.stft) and safe_log.py against a positional STFT written
+"""Tests of python/dimtorch/ops/signal.py (dt.stft) against a positional STFT written
 out per sequence (frames by slicing, the Hann window by its formula, torch.fft.rfft), forward (complex)
 and backward (through the power spectrum), with NaN/1e30 padding and each sequence alone."""
 import math
@@ -100,20 +100,6 @@ def test_stft_errors():
                 frame_length=2)
     with pytest.raises(ValueError, match=r"dimtorch\.stft\(\): out_dim must be a static Dim of size"):
         dt.stft(x, in_spatial_dim=time, frame_step=1, frame_length=4, out_dim=dt.Dim(4, name="f"))
-
-
-def test_safe_log():
-    f = dt.Dim(4, name="f")
-    x = dt.Tensor(torch.tensor([0.0, -1.0, 1e-12, 3.0], requires_grad=True), (f,))
-    y = dt.safe_log(x, eps=1e-10)
-    torch.testing.assert_close(y.raw, torch.log(torch.tensor([1e-10, 1e-10, 1e-10, 3.0])))
-    y.raw.sum().backward()
-    torch.testing.assert_close(x.raw.grad, torch.tensor([0.0, 0.0, 0.0, 1 / 3.0]))
-    assert torch.isfinite(dt.safe_log(dt.Tensor(torch.zeros(4), (f,))).raw).all()
-    with pytest.raises(ValueError, match=r"dimtorch\.safe_log\(\): eps must be a number > 0"):
-        dt.safe_log(x, eps=0.0)
-    with pytest.raises(TypeError, match=r"dimtorch\.safe_log\(\): x must be a float tensor, got int64"):
-        dt.safe_log(dt.Tensor(torch.zeros(4, dtype=torch.int64), (f,)))
 
 
 @pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
