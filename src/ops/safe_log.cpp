@@ -16,7 +16,8 @@ namespace {
 
 DIMTORCH_PYTHON_FALLBACK(safe_log_fallback, "safe_log")
 
-/// The definition's default eps per float dtype (RETURNN frontend's); 0 for any other dtype.
+/// The definition's default eps per float dtype (its _TINY, RETURNN frontend's values; tests/ops/test_safe_log.py
+/// checks that both give the same result on every float dtype); 0 for any other dtype.
 double smallest_positive(PyObject* dtype_name) {
   static const struct {
     const char* name;
