@@ -66,6 +66,8 @@ def test_nested_errors():
         dt.where_nested((hist,), (f,), condition=cond)
     with pytest.raises(ValueError, match=r"dimtorch\.mask_nested\(\): a Tensor over \('batch'.*some but not all"):
         dt.mask_nested(dt.Tensor(torch.zeros(2, 2), (batch, f)), mask=cond, mask_value=0.0, allow_dim_extension=False)
+    with pytest.raises(TypeError, match=r"dimtorch\.mask_nested\(\): mask_cpu must be a dimtorch\.Tensor, got int"):
+        dt.mask_nested((f,), mask=cond, mask_cpu=0, mask_value=(hist,))  # (found by the fuzz test under the sanitizers)
 
 
 @pytest.mark.parametrize("pad", [float("nan"), 1e30])

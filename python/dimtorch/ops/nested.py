@@ -183,6 +183,8 @@ def mask_nested(s: Any, *, mask: Tensor, mask_cpu: Optional[Tensor] = None, mask
     lengths vary over none of the mask's dims stay as s has them."""
     caller = "dimtorch.mask_nested()"
     check_tensor(mask, caller, what="mask")
+    if mask_cpu is not None:
+        check_tensor(mask_cpu, caller, what="mask_cpu")
     if dim_map is not None:
         check_dim_map(dim_map, caller)
     dim_map = {} if dim_map is None else dim_map
