@@ -56,7 +56,20 @@ def setup_rf():
     from returnn.util.basic import BehaviorVersion
     if BehaviorVersion.get() != BehaviorVersion._latest_behavior_version:
         return None, f"RETURNN's behavior version is already set to {BehaviorVersion.get()} in this process"
+    _their_rope_without_compile()
     return setup.rf, ""
+
+
+def _their_rope_without_compile():
+    """RETURNN applies RoPE through a kernel it torch.compiles on first use (~5 CPU-s in each test process);
+    its plain ops compute the same (its backend takes them itself when it traces), so the tests compare
+    with those."""
+    try:
+        from returnn.torch.util import rope
+    except ImportError:  # another RETURNN: whatever it does
+        return
+    if hasattr(rope, "apply_rope_plain"):
+        rope.apply_rope = rope.apply_rope_plain
 
 
 LENGTHS = (6, 4, 1)

@@ -167,18 +167,6 @@ def test_a_rank_dying_ends_the_job_with_a_message_and_an_intact_checkpoint(tmp_p
     assert state["step"] >= 2 and not list(out.glob("*.tmp"))
 
 
-def test_torchrun_ddp_trains_compiled(tmp_path):
-    """--compile under torchrun with DDP: the whole step compiles (Dynamo's DDP optimizer splits the graph at
-    the gradient buckets, so not fullgraph). Backend aot_eager (Dynamo and AOTAutograd: the capture; inductor's
-    code generation would take minutes per rank here, and is tested on one process by test_compile.py). FSDP2
-    compiles each sharded layer instead: test_torchrun_fsdp_compiled_trains_the_attention_decoder."""
-    out = tmp_path / "ddp"
-    run = _torchrun(2, "--compile", "--compile-backend", "aot_eager", "--steps", "2", "--out", str(out), timeout=900)
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["step"] == 2 and summary["parallel"] == "ddp" and summary["compile"]["graphs"] >= 1, run.stdout
-    assert torch.isfinite(torch.tensor(summary["final_train_loss"]))
-
-
 def _aed_run(tmp_path, name, *args, timeout=240):
     out = tmp_path / name
     run = _torchrun(2, "--decoder", "aed", "--steps", "2", "--out", str(out), *args, timeout=timeout)
@@ -186,16 +174,22 @@ def _aed_run(tmp_path, name, *args, timeout=240):
 
 
 def test_torchrun_ddp_and_fsdp_train_alike_and_resume_with_another_number_of_ranks(tmp_path):
-    """--decoder aed, 2 ranks, 2 steps (the tiny config evaluates at steps 0 and 2), with DDP and with FSDP2. The
-    dev evaluation gathers the parameters once (demo.distributed.unsharded_for_evaluation), so each rank's greedy
-    attention decoding runs its own number of decoder steps without desynchronizing FSDP's collectives; its
-    figures equal DDP's (the same weights at step 0, the same steps up to float32 rounding at step 2). Both
-    resume with one rank: FSDP's sharded checkpoint under torchrun, DDP's full one in this process."""
+    """--decoder aed, 2 ranks, 2 steps (the tiny config evaluates at steps 0 and 2), with FSDP2 and with DDP
+    compiled. The dev evaluation gathers the parameters once (demo.distributed.unsharded_for_evaluation), so each
+    rank's greedy attention decoding runs its own number of decoder steps without desynchronizing FSDP's
+    collectives; its figures equal DDP's (the same weights at step 0, the same steps up to float32 rounding at
+    step 2). DDP runs with --compile (backend aot_eager: Dynamo and AOTAutograd, the capture; inductor's code
+    generation would take minutes per rank here and is tested on one process by test_compile.py): the whole
+    step compiles, Dynamo's DDP optimizer splitting the graph at the gradient buckets (so not fullgraph), and
+    trains as FSDP2's eager step does. (FSDP2 compiles each sharded layer instead:
+    test_torchrun_fsdp_compiled_trains_the_attention_decoder.) Both resume with one rank: FSDP's sharded
+    checkpoint under torchrun, DDP's full one in this process."""
     fsdp, run = _aed_run(tmp_path, "fsdp", "--fsdp")
     assert "ranks=2 (FSDP, gloo)" in run.stdout
-    ddp, _ = _aed_run(tmp_path, "ddp")
+    ddp, run = _aed_run(tmp_path, "ddp", "--compile", "--compile-backend", "aot_eager", timeout=900)
     assert fsdp["parallel"] == "fsdp" and fsdp["decoder"] == "aed" and fsdp["step"] == 2
     assert ddp["parallel"] == "ddp" and ddp["world_size"] == 2 and ddp["step"] == 2
+    assert ddp["compile"]["backend"] == "aot_eager" and ddp["compile"]["graphs"] >= 1, run.stdout
     assert fsdp["final_dev_aed_ler"] is not None and torch.isfinite(torch.tensor(fsdp["final_train_loss"]))
     assert [d["step"] for d in fsdp["dev"]] == [d["step"] for d in ddp["dev"]] == [0, 2]
     for a, b in zip(fsdp["dev"], ddp["dev"]):
@@ -230,7 +224,7 @@ def test_torchrun_ddp_and_fsdp_train_alike_and_resume_with_another_number_of_ran
 
 @pytest.mark.slow
 def test_torchrun_fsdp_compiled_trains_the_attention_decoder(tmp_path):
-    """--fsdp --compile --decoder aed (aot_eager, as test_torchrun_trains_compiled): the encoder's and decoder's
+    """--fsdp --compile --decoder aed (aot_eager, as DDP's compiled run above): the encoder's and decoder's
     sharded layers compile (fullgraph) for the training step, each once for all batch shapes (6 steps of new
     batches: a graph per layer kind and at most a bounded recompile, not one per batch: a layer compiled on its
     own gets each batch's new Dims as inputs); the dev evaluation runs them eagerly, parameters gathered once."""
