@@ -1,7 +1,8 @@
 """Every command the README files quote still works: each script exists, and each option a quoted
-command passes is one its `--help` lists (scripts/main.sh forwards to demo/train.py). Cheap: one
-`--help` per script, nothing is trained or timed."""
+command passes is one its `--help` lists (scripts/main.sh forwards to demo/train.py). Cheap: the
+`--help` of every script runs in one process (torch imported once), nothing is trained or timed."""
 import functools
+import json
 import pathlib
 import re
 import shlex
@@ -10,7 +11,7 @@ import sys
 
 import pytest
 
-# In one xdist worker: each script's --help runs once (_help's cache is the worker's).
+# In one xdist worker: the scripts' --help run once (_helps's cache is the worker's).
 pytestmark = pytest.mark.xdist_group("readme_help")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -67,12 +68,40 @@ def _script_and_args(cmd: str):
     return words[1], words[2:]
 
 
+# Runs each script as `python SCRIPT --help` would (as __main__, its folder first on sys.path), in one process.
+_HELP_DRIVER = """
+import contextlib, io, json, runpy, sys
+out = {}
+for script in sys.argv[1:]:
+    sys.argv, sys.path[0], text = [script, "--help"], script.rsplit("/", 1)[0], io.StringIO()
+    try:
+        with contextlib.redirect_stdout(text):
+            runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    except BaseException as e:  # noqa: BLE001 (reported by the test that needs this script)
+        code = f"{type(e).__name__}: {e}"
+    out[script] = (code, text.getvalue())
+print(json.dumps(out))
+"""
+
+
 @functools.lru_cache(maxsize=None)
+def _helps() -> dict:
+    """{script: (exit code or error, its --help)} of every Python script a quoted command runs."""
+    scripts = sorted({FORWARDS.get(s, s) for s, _ in map(_script_and_args, (c for _, c in COMMANDS))
+                      if s is not None and FORWARDS.get(s, s).endswith(".py") and (ROOT / FORWARDS.get(s, s)).is_file()})
+    r = subprocess.run([sys.executable, "-c", _HELP_DRIVER, *(str(ROOT / s) for s in scripts)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"the --help runs failed:\n{r.stderr[-2000:]}"
+    return {str(pathlib.Path(k).relative_to(ROOT)): v for k, v in json.loads(r.stdout.splitlines()[-1]).items()}
+
+
 def _help(script: str) -> str:
-    r = subprocess.run([sys.executable, str(ROOT / script), "--help"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, f"{script} --help failed:\n{r.stderr[-2000:]}"
-    return r.stdout
+    code, text = _helps()[script]
+    assert code == 0, f"{script} --help failed: {code}"
+    return text
 
 
 COMMANDS = _all_commands()
