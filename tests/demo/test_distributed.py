@@ -49,10 +49,11 @@ def _double(batch):
     return type(batch)(batch.features.double(), *batch[1:])
 
 
-def _run_ranks(rank, port, out_dir):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+def _run_ranks(rank, out_dir):
+    # A file store in the test's folder: no TCP store thread in rank 0, no port to race other tests for
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(out_dir, "store"), rank=rank,
+                            world_size=WORLD)
     try:
         world = World(rank, WORLD, rank, "gloo")
         results = {}
@@ -98,7 +99,7 @@ def test_two_ranks_step_as_one_process_on_the_combined_batch(tmp_path):
     """DDP and FSDP2, both models, 4 AdamW steps (the last with a stand-in on rank 1): the step's loss
     (the mean over all labels of both ranks' batches) and the parameters and batch-norm statistics
     after it equal one process on the combined batches, 1e-5."""
-    mp.spawn(_run_ranks, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    mp.spawn(_run_ranks, args=(str(tmp_path),), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
     for impl in ("dimtorch", "torch"):
         losses, params, buffers = _one_process(impl)

@@ -9,7 +9,6 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dimtorch as dt
-from repo_scripts import free_port
 
 LENGTHS = [5, 2, 4, 3]  # the combined batch; rank r gets sequences 2r, 2r+1
 WORLD = 2
@@ -49,10 +48,11 @@ def _train(model, dims, indices, total_frames, scale, sync=None):
     return [p.detach().clone() for p in list(m.parameters()) + list(m.buffers())]
 
 
-def _worker(rank, port, result_dir):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+def _worker(rank, result_dir):
+    # A file store in the test's folder: no TCP store thread in rank 0, no port to race other tests for
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(result_dir, "store"), rank=rank,
+                            world_size=WORLD)
     try:
         dims = (dt.Dim(3, name="feature"), dt.Dim(4, name="hidden"), dt.Dim(2, name="out"))
         model = torch.nn.parallel.DistributedDataParallel(
@@ -67,7 +67,7 @@ def _worker(rank, port, result_dir):
 
 @pytest.mark.slow  # a process group of 2
 def test_ddp_two_processes_match_one_process_on_the_combined_batch(tmp_path):
-    mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    mp.spawn(_worker, args=(str(tmp_path),), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
     for a, b in zip(*ranks):
         assert torch.equal(a, b), "parameters differ across ranks"

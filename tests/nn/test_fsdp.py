@@ -10,7 +10,6 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dimtorch as dt
-from repo_scripts import free_port
 
 LENGTHS = [5, 2, 4, 3, 0, 6]  # the combined batch; rank r gets sequences 3r .. 3r+2 (one of length 0)
 WORLD = 2
@@ -67,10 +66,11 @@ def _train(model, dims, indices, scale):
     return losses
 
 
-def _worker(rank, port, result_dir):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+def _worker(rank, result_dir):
+    # A file store in the test's folder: no TCP store thread in rank 0, no port to race other tests for
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(result_dir, "store"), rank=rank,
+                            world_size=WORLD)
     try:
         dims = _dims()
         model = dt.nn.SyncBatchNorm.convert_sync_batchnorm(_make_model(*dims))
@@ -95,7 +95,7 @@ def _worker(rank, port, result_dir):
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 @pytest.mark.slow  # a process group of 2
 def test_fsdp_two_processes_match_one_process_on_the_combined_batch(tmp_path):
-    mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    mp.spawn(_worker, args=(str(tmp_path),), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
     for r in ranks:
         # Outside the forward the weight is FSDP's sharded DTensor (half the rows here); inside, a
