@@ -42,6 +42,8 @@ def stages(args) -> list:
     compiled = ["--compile", "--compile-mode", args.compile_mode, "--compile-backend", args.compile_backend]
     out = []
     for model, extra in (("demo", []), ("aed", ["--decoder", "aed"])):
+        if model not in args.models:
+            continue
         out.append((f"{model} eager", train + extra, 180 if args.dry_run else 75))
         out.append((f"{model} compiled", train + extra + compiled, 600 if args.dry_run else 170))
     syncs = [sys.executable, str(ROOT / "bench" / "check_syncs.py")] + (["--cpu"] if args.device == "cpu" else [])
@@ -75,7 +77,7 @@ def run_stage(name: str, argv: list, limit_s: float, workdir: Path) -> dict:
 def ratios(results: dict) -> dict:
     """compiled / eager median step seconds per model (None where a run gave no figure)."""
     out = {}
-    for model in ("demo", "aed"):
+    for model in sorted({name.split()[0] for name in results} - {"check_syncs"}):
         e, c = (results.get(f"{model} {k}", {}).get("median_step_seconds") for k in ("eager", "compiled"))
         out[f"{model}: compiled / eager step"] = round(c / e, 3) if e and c else None
     return out
@@ -93,8 +95,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--compile-backend", default=None,
                    help="torch.compile's backend (default inductor; aot_eager with --dry-run: no code generation, "
                         "which takes minutes per model on a small CPU)")
+    p.add_argument("--models", default="demo,aed",
+                   help="comma-separated: demo (Conformer + CTC) and/or aed (with the attention decoder)")
     p.add_argument("--out", default=str(ROOT / "bench" / "out" / "gpu_check.json"))
     args = p.parse_args(argv)
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not args.models or set(args.models) - {"demo", "aed"}:
+        p.error(f"--models takes demo and/or aed, got {','.join(args.models) or 'none'}")
     args.config = args.config or ("tiny" if args.dry_run else "small")
     args.steps = args.steps or (3 if args.dry_run else 30)
     args.compile_backend = args.compile_backend or ("aot_eager" if args.dry_run else "inductor")
@@ -112,7 +119,7 @@ def main(argv=None) -> int:
               "torch": torch.__version__, "python": platform.python_version(), "task": args.task,
               "config": args.config,
               "steps": args.steps, "compile_mode": args.compile_mode,
-              "compile_backend": args.compile_backend, "dry_run": args.dry_run,
+              "compile_backend": args.compile_backend, "dry_run": args.dry_run, "models": args.models,
               "load": os.getloadavg() if hasattr(os, "getloadavg") else None}
     results, t0 = {}, time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpu_check-") as tmp:
