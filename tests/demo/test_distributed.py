@@ -225,11 +225,13 @@ def test_torchrun_ddp_and_fsdp_train_alike_and_resume_with_another_number_of_ran
 
 @pytest.mark.slow
 def test_torchrun_fsdp_compiled_trains_the_attention_decoder(tmp_path):
-    """--fsdp --compile --decoder aed (aot_eager, as DDP's compiled run above): the encoder's and decoder's
-    sharded layers compile (fullgraph) for the training step, each once for all batch shapes (6 steps of new
-    batches: a graph per layer kind and at most a bounded recompile, not one per batch: a layer compiled on its
-    own gets each batch's new Dims as inputs); the dev evaluation runs them eagerly, parameters gathered once."""
-    summary, _ = _aed_run(tmp_path, "fsdp_compiled", "--fsdp", "--compile", "--compile-backend", "aot_eager",
+    """--fsdp --compile --decoder aed: the encoder's and decoder's sharded layers compile (fullgraph) for the
+    training step, each once for all batch shapes (6 steps of new batches: a graph per layer kind and at most a
+    bounded recompile, not one per batch: a layer compiled on its own gets each batch's new Dims as inputs); the
+    dev evaluation runs them eagerly, parameters gathered once. Backend eager: Dynamo's capture, which decides
+    the graphs, around FSDP2's hooks (which run outside the compiled forward); AOTAutograd of the same layers is
+    tested on one process (tests/capture/test_compile.py, test_compile.py's inductor step) and under DDP above."""
+    summary, _ = _aed_run(tmp_path, "fsdp_compiled", "--fsdp", "--compile", "--compile-backend", "eager",
                           "--steps", "6", "--eval-every", "3", timeout=900)
     assert summary["step"] == 6 and summary["final_dev_aed_ler"] is not None
     assert 2 <= summary["compile"]["graphs"] <= 4, summary["compile"]  # measured: 3 (a stride guard recompiles)
