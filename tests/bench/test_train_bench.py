@@ -2,6 +2,7 @@
 with 1 round (2 timed steps per implementation), with the data-parallel scaling of 1 and 2 processes
 (--nproc 2): Markdown table, JSON and PNG are written, and both implementations give the same loss at
 step 0 (same weights, same batch). No timing assertions."""
+import importlib
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import dimtorch as dt
+from repo_scripts import bench_on_path
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "train_bench.py"
 
@@ -56,14 +58,20 @@ def test_quick_small_run_writes_table_json_png_and_losses_agree(tmp_path):
     assert (tmp_path / "train_bench.md").read_text().startswith("# Training step: dimtorch vs PyTorch reference")
 
 
-def test_unknown_config_is_refused(tmp_path):
-    run = subprocess.run([sys.executable, str(BENCH), "--configs", "huge", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2
-    assert "unknown" in run.stderr and "small" in run.stderr
+def _refused(argv, capsys):
+    """parse_args of the script in this process (argparse's exit 2 and its message, no torch import)."""
+    with bench_on_path():
+        script = importlib.import_module("train_bench")
+    with pytest.raises(SystemExit) as exit_:
+        script.parse_args(argv)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
 
 
-def test_nproc_below_two_is_refused(tmp_path):
-    run = subprocess.run([sys.executable, str(BENCH), "--nproc", "1", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and "--nproc must be >= 2" in run.stderr
+def test_unknown_config_is_refused(tmp_path, capsys):
+    err = _refused(["--configs", "huge", "--out", str(tmp_path)], capsys)
+    assert "unknown" in err and "small" in err
+
+
+def test_nproc_below_two_is_refused(tmp_path, capsys):
+    assert "--nproc must be >= 2" in _refused(["--nproc", "1", "--out", str(tmp_path)], capsys)
