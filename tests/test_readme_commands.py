@@ -90,8 +90,8 @@ print(json.dumps(out))
 @functools.lru_cache(maxsize=None)
 def _helps() -> dict:
     """{script: (exit code or error, its --help)} of every Python script a quoted command runs."""
-    scripts = sorted({FORWARDS.get(s, s) for s, _ in map(_script_and_args, (c for _, c in COMMANDS))
-                      if s is not None and FORWARDS.get(s, s).endswith(".py") and (ROOT / FORWARDS.get(s, s)).is_file()})
+    run = (FORWARDS.get(s, s) for s, _ in map(_script_and_args, (c for _, c in COMMANDS)) if s is not None)
+    scripts = sorted({s for s in run if s.endswith(".py") and (ROOT / s).is_file()})
     r = subprocess.run([sys.executable, "-c", _HELP_DRIVER, *(str(ROOT / s) for s in scripts)], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"the --help runs failed:\n{r.stderr[-2000:]}"
