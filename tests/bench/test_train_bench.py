@@ -59,7 +59,7 @@ def test_quick_small_run_writes_table_json_png_and_losses_agree(tmp_path):
 
 
 def _refused(argv, capsys):
-    """parse_args of the script in this process (argparse's exit 2 and its message, no torch import)."""
+    """The script's parse_args, in this process (argparse's exit 2 and its message): no process of its own."""
     with bench_on_path():
         script = importlib.import_module("train_bench")
     with pytest.raises(SystemExit) as exit_:

@@ -3,7 +3,7 @@ backend (CPU): equal to eager (loss, gradients, batch norm's running statistics)
 of other lengths and padded sizes; and demo/train.py --compile --decoder aed trains. The slowest tests of
 the suite: code generation of the whole model, ~1.5 min on 2 cores with a cold inductor cache (the second
 test's graph comes from the first's cache). The CTC-only step is not compiled by inductor on its own: its
-graph is this one without the decoder (test_distributed.py compiles it under DDP with aot_eager)."""
+graph is this one without the decoder."""
 from __future__ import annotations
 
 import copy
