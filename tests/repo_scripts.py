@@ -1,10 +1,11 @@
 """The repository's scripts as the tests reach them: a script file loaded as a module (bench/check_syncs.py,
 bench/callgrind_overhead.py, scripts/rf_coverage.py), the benchmark's opsbench package imported from bench/,
-and a free local port for the process groups of the data-parallel tests."""
+a free local port and a file-store gloo group for the process groups of the data-parallel tests."""
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import socket
 import sys
 from pathlib import Path
@@ -36,3 +37,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def init_gloo_group(rank: int, world_size: int, folder: str) -> None:
+    """A gloo process group for processes a test spawned, meeting through a file store in the test's `folder`:
+    no TCP store thread in rank 0, no port to race the other worker's jobs for."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(folder, "store"), rank=rank,
+                            world_size=world_size)

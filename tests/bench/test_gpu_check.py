@@ -1,5 +1,5 @@
-"""bench/gpu_check.py (issue 23's GPU check) in its CPU dry run: every stage (the demo and the attention-decoder
-model, eager and compiled; check_syncs --cpu) runs and one JSON holds their figures. No timing assertions.
+"""bench/gpu_check.py (issue 23's GPU check) in its CPU dry run: every stage of the attention-decoder model
+(eager and compiled; check_syncs --cpu) runs and one JSON holds their figures. No timing assertions.
 The compiled stages use backend eager (Dynamo's capture alone): this checks the script; the compiled training
 itself, through AOTAutograd and inductor, is tested by tests/demo/test_compile.py and test_distributed.py. The
 run takes the attention-decoder model alone (--models aed): the demo model's two stages go through the same

@@ -23,7 +23,7 @@ from demo.data import SequenceDataset, StepLoader, collate  # noqa: E402
 from demo.distributed import LossModule, World, parallelize  # noqa: E402
 from demo.reference_model import ModelConfig  # noqa: E402
 
-from repo_scripts import free_port  # noqa: E402
+from repo_scripts import free_port, init_gloo_group  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available"),
               pytest.mark.slow]  # process groups and torchrun jobs
@@ -50,10 +50,8 @@ def _double(batch):
 
 
 def _run_ranks(rank, out_dir):
-    # A file store in the test's folder: no TCP store thread in rank 0, no port to race other tests for
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(out_dir, "store"), rank=rank,
-                            world_size=WORLD)
+    init_gloo_group(rank, WORLD, out_dir)
     try:
         world = World(rank, WORLD, rank, "gloo")
         results = {}

@@ -9,6 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dimtorch as dt
+from repo_scripts import init_gloo_group
 
 LENGTHS = [5, 2, 4, 3]  # the combined batch; rank r gets sequences 2r, 2r+1
 WORLD = 2
@@ -49,10 +50,8 @@ def _train(model, dims, indices, total_frames, scale, sync=None):
 
 
 def _worker(rank, result_dir):
-    # A file store in the test's folder: no TCP store thread in rank 0, no port to race other tests for
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(result_dir, "store"), rank=rank,
-                            world_size=WORLD)
+    init_gloo_group(rank, WORLD, result_dir)
     try:
         dims = (dt.Dim(3, name="feature"), dt.Dim(4, name="hidden"), dt.Dim(2, name="out"))
         model = torch.nn.parallel.DistributedDataParallel(

@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dimtorch as dt
+from repo_scripts import init_gloo_group
 
 LENGTHS = [5, 2, 4, 3, 0, 6]  # the combined batch; rank r gets sequences 3r .. 3r+2 (one of length 0)
 WORLD = 2
@@ -67,10 +68,8 @@ def _train(model, dims, indices, scale):
 
 
 def _worker(rank, result_dir):
-    # A file store in the test's folder: no TCP store thread in rank 0, no port to race other tests for
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(result_dir, "store"), rank=rank,
-                            world_size=WORLD)
+    init_gloo_group(rank, WORLD, result_dir)
     try:
         dims = _dims()
         model = dt.nn.SyncBatchNorm.convert_sync_batchnorm(_make_model(*dims))
