@@ -37,6 +37,8 @@ None in remaining_dims, so the file itself stays unchanged on our side.
 Timing (docs/architecture.md, How we measure): CPU, one torch thread; per round each implementation runs
 one training step on that round's batch, in an order that rotates per round; reported: the median wall
 and process-CPU time per step, and the median of the per-round ratios to RETURNN, with the 1-minute load.
+`--device cuda` runs both frontends' steps on the GPU (the batch bound there, each step followed by a
+synchronize, so that its wall time holds its kernels): the wall ratio is the one to read there.
 The dimtorch own-API column trains demo/dimtorch_model.py's Conformer + CTC with its Transformer
 attention decoder (2 layers; a different decoder from the demo's LSTM + MLP attention through rf.scan) on
 features of the same batch shapes: an indication of where dimtorch's own API stands, not the same model.
@@ -165,10 +167,11 @@ def make_get_model(demo, config: str):
 class RfSide:
     """One frontend running the demo: its module, model, torch module, Adam, and the batch binding."""
 
-    def __init__(self, impl: str, demo_path: str, *, config: str, vocab: int = 10, dec_dims=None, seed: int = 1):
+    def __init__(self, impl: str, demo_path: str, *, config: str, vocab: int = 10, dec_dims=None, seed: int = 1,
+                 device: str = "cpu"):
         import torch
 
-        self.impl = impl
+        self.impl, self.device = impl, device
         self.demo = demo = load_demo(demo_path, impl, vocab=vocab, dec_dims=dec_dims)
         self.rf = rf = demo.rf
         self.behavior_version = None
@@ -183,30 +186,30 @@ class RfSide:
             self.behavior_version = BehaviorVersion.get()
             rf.set_random_seed(seed)
             self.model = make_get_model(demo, config)()
-            self.pt_model = rf_module_to_pt_module(self.model)
+            self.pt_model = rf_module_to_pt_module(self.model).to(device)
             template = extern_data_util.extern_data_template_from_config_opts(demo.extern_data)
 
             def bind(batch):
                 raw = {k: torch.tensor(v) for k, v in batch.items()}
                 raw["seq_tag"] = numpy.array([f"seq-{i}" for i in range(len(batch["data"]))])
-                return extern_data_util.raw_dict_to_extern_data(raw, extern_data_template=template, device="cpu",
+                return extern_data_util.raw_dict_to_extern_data(raw, extern_data_template=template, device=device,
                                                                 with_eval_targets=True)
         else:
             from dimtorch.rf import runner
 
             torch.manual_seed(seed)
             self.model = make_get_model(demo, config)()
-            self.pt_model = self.model  # dimtorch.rf's Module is a torch.nn.Module
+            self.pt_model = self.model.to(device)  # dimtorch.rf's Module is a torch.nn.Module
             template = runner.make_extern_data(demo)
 
             def bind(batch):
-                return runner.bind_batch(template, {k: torch.from_numpy(v) for k, v in batch.items()})
+                return runner.bind_batch(template, {k: torch.from_numpy(v) for k, v in batch.items()}, device=device)
         self.bind = bind
         self.optimizer = torch.optim.Adam(self.pt_model.parameters(), lr=demo.config["learning_rate"])
         self.n_params = sum(p.numel() for p in self.pt_model.parameters())
 
     def _device_ctx(self):
-        return self.rf.set_default_device_ctx("cpu")
+        return self.rf.set_default_device_ctx(self.device)
 
     def losses(self, batch, *, train_flag: bool) -> dict:
         extern_data = self.bind(batch)
@@ -438,8 +441,11 @@ def cmd_bench(args) -> dict:
 
     torch.set_num_threads(args.threads)
     path = _demo_path(args)
-    sides = [RfSide("returnn", path, config=args.config, dec_dims=args.dec_dims, seed=args.seed),
-             RfSide("dimtorch", path, config=args.config, dec_dims=args.dec_dims, seed=args.seed)]
+    sides = [RfSide(impl, path, config=args.config, dec_dims=args.dec_dims, seed=args.seed, device=args.device)
+             for impl in ("returnn", "dimtorch")]
+    if args.device != "cpu" and (args.own_api or args.compiled):
+        raise SystemExit("bench/rf_demo_bench.py: --own-api and --compiled run on the CPU only")
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     if args.own_api:
         sides.append(OwnApiSide(args.config, seed=args.seed))
     if args.compiled:
@@ -455,8 +461,10 @@ def cmd_bench(args) -> dict:
         order = sides[r % len(sides):] + sides[:r % len(sides)]
         for s in order:
             gc.collect()
+            sync()
             c0, t0 = time.process_time(), time.perf_counter()
             s.train_step(batch, r)
+            sync()
             w, c = time.perf_counter() - t0, time.process_time() - c0
             if r >= args.warmup:
                 wall[s.impl].append(w)
@@ -465,7 +473,8 @@ def cmd_bench(args) -> dict:
             loads.append(os.getloadavg()[0])
         if r == args.warmup - 1:
             graphs_after_warmup = sum(s.graphs for s in sides if isinstance(s, CompiledRfSide))
-    res = {"config": args.config, "dec_dims": args.dec_dims or "640,1024,1024 (the demo's)", "batch": args.batch,
+    res = {"device": args.device if args.device == "cpu" else f"{args.device} ({torch.cuda.get_device_name()})",
+           "config": args.config, "dec_dims": args.dec_dims or "640,1024,1024 (the demo's)", "batch": args.batch,
            "rounds": args.rounds, "threads": torch.get_num_threads(),
            "params": {s.impl: s.n_params for s in sides},
            "returnn_behavior_version": sides[0].behavior_version,
@@ -550,6 +559,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="bench: the device of both frontends' steps (e.g. cuda; the "
+                    "wall times then include a synchronize after each step)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--own-api", action="store_true", help="bench: also demo/'s dimtorch model (--decoder aed)")
     ap.add_argument("--compiled", action="store_true",
