@@ -387,8 +387,8 @@ def cmd_check(args) -> dict:
 
     torch.set_num_threads(args.threads)
     path = _demo_path(args)
-    ret = RfSide("returnn", path, config=args.config, seed=args.seed)
-    ours = RfSide("dimtorch", path, config=args.config, seed=args.seed)
+    ret = RfSide("returnn", path, config=args.config, seed=args.seed, device=args.device)
+    ours = RfSide("dimtorch", path, config=args.config, seed=args.seed, device=args.device)
     state = ret.pt_model.state_dict()
     mine = ours.pt_model.state_dict()
     diff = sorted(set(state) ^ set(mine))
@@ -411,8 +411,8 @@ def cmd_check(args) -> dict:
     report["train_losses"] = losses
     # the beam search, with what RETURNN itself needs to run it (vocabulary 16, longer inputs; RETURNN's
     # Tensor.remaining_dims skipping None, patched here for RETURNN only), at the same weights on both
-    ret_beam = RfSide("returnn", path, config=args.config, vocab=16, seed=args.seed)
-    our_beam = RfSide("dimtorch", path, config=args.config, vocab=16, seed=args.seed)
+    ret_beam = RfSide("returnn", path, config=args.config, vocab=16, seed=args.seed, device=args.device)
+    our_beam = RfSide("dimtorch", path, config=args.config, vocab=16, seed=args.seed, device=args.device)
     our_beam.pt_model.load_state_dict(ret_beam.pt_model.state_dict())
     b = make_batch(numpy.random.RandomState(7), 8, out_base=16, min_len=12, max_len=30)
     found = {}
@@ -559,8 +559,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--device", default="cpu", help="bench: the device of both frontends' steps (e.g. cuda; the "
-                    "wall times then include a synchronize after each step)")
+    ap.add_argument("--device", default="cpu", help="check and bench: the device of both frontends' steps (e.g. "
+                    "cuda; bench's wall times then include a synchronize after each step)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--own-api", action="store_true", help="bench: also demo/'s dimtorch model (--decoder aed)")
     ap.add_argument("--compiled", action="store_true",

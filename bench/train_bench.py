@@ -297,6 +297,10 @@ def _returnn_timing(cfg, batches, device, rounds, warmup, torch_step) -> dict:
     mods.to(device)
 
     def rf_step(batch):
+        with rf.set_default_device_ctx(str(device)):  # as RETURNN's engine runs a step: what rf makes, there
+            _rf_step(batch)
+
+    def _rf_step(batch):
         for p in mods.parameters():
             p.grad = None
         batch_dim = Dim(batch.features.shape[0], name="batch")
