@@ -263,6 +263,10 @@ class CompiledRfSide:
 
         self.side = side = RfSide("dimtorch", demo_path, config=config, vocab=vocab, dec_dims=dec_dims, seed=seed)
         self.rf, self.pt_model, self.n_params, self.backend = side.rf, side.pt_model, side.n_params, backend
+        if backend == "inductor":  # demo/train.py's settings (demo/compiling.py): fallback_random among them,
+            # without which inductor's own random numbers fail over the front end's 6x subsampled time (torch 2.13)
+            from demo.compiling import apply_compile_settings
+            apply_compile_settings()
         self.counter = torch._dynamo.testing.CompileCounterWithBackend(backend)
         self.compiled = torch.compile(self.loss_of, fullgraph=True, dynamic=True, backend=self.counter)
         self.compile_s = 0.0

@@ -126,6 +126,25 @@ def test_zoneout_in_training_keeps_previous_units():
     assert 0.27 < kept.float().mean() < 0.33
 
 
+def test_zoneout_of_cell_and_output_drawn_independently():
+    """Both factors set (one draw of both masks): from the zero state, a unit's c is kept (0) with about the
+    cell factor, its h with about the output factor, and the two masks are independent (both kept: about the
+    product); the same on a sequence of one frame as in a single step, from the same seed."""
+    batch, feat = dt.Dim(None, name="batch"), dt.Dim(4, name="feature")
+    x = dt.Tensor(torch.randn(4000, 4, generator=torch.Generator().manual_seed(0)), (batch, feat))
+    lstm = dt.nn.ZoneoutLSTM(feat, dt.Dim(OUT, name="out"), zoneout_factor_cell=0.2, zoneout_factor_output=0.4)
+    torch.manual_seed(3)
+    h, state = lstm(x, spatial_dim=None)
+    c_kept, h_kept = state.c.raw == 0, h.raw == 0
+    assert 0.18 < c_kept.float().mean() < 0.22 and 0.38 < h_kept.float().mean() < 0.42
+    assert 0.07 < (c_kept & h_kept).float().mean() < 0.09
+    one = dt.Dim(1, name="one")
+    torch.manual_seed(3)
+    y1, state1 = lstm(dt.Tensor(x.raw[:, None], (batch, one, feat)), spatial_dim=one)
+    torch.testing.assert_close(y1.raw[:, 0], h.raw)
+    torch.testing.assert_close(state1.c.raw, state.c.raw)
+
+
 def test_batch_independence():
     pb = make_padded_batch((5, 3, 0, 1), 4, pad_value=PAD_NAN)
     lstm = dt.nn.ZoneoutLSTM(pb.feature, dt.Dim(OUT, name="out"), zoneout_factor_cell=0.2).eval()

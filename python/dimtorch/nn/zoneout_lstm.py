@@ -75,11 +75,17 @@ class ZoneoutLSTM(Module):
 
     def _keep_masks(self, shape: list, device) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """In training, zoneout's masks of all frames at once (cell, output; each None where its factor
-        is 0): one draw per factor, not one per frame, and no draw inside a traced loop's body."""
+        is 0): one draw for both, not one per frame or per factor. (One random op also keeps a single step
+        compilable inside a scan body, e.g. rf.scan's: torch 2.13's inductor, with fallback_random, cannot
+        lower a scan whose body holds two; docs/compiling.md.)"""
         if not self.training:
             return None, None
-        return tuple(torch.rand(shape, device=device) >= f if f > 0.0 else None
-                     for f in (self.zoneout_factor_cell, self.zoneout_factor_output))
+        fc, fh = self.zoneout_factor_cell, self.zoneout_factor_output
+        if fc > 0.0 and fh > 0.0:
+            r = torch.rand([2] + list(shape), device=device)
+            return r[0] >= fc, r[1] >= fh
+        return (torch.rand(shape, device=device) >= fc if fc > 0.0 else None,
+                torch.rand(shape, device=device) >= fh if fh > 0.0 else None)
 
     def _step(self, z: torch.Tensor, h: torch.Tensor, c: torch.Tensor, rec_t: torch.Tensor,
               keep_c: Optional[torch.Tensor], keep_h: Optional[torch.Tensor]
