@@ -445,10 +445,10 @@ def cmd_bench(args) -> dict:
 
     torch.set_num_threads(args.threads)
     path = _demo_path(args)
-    sides = [RfSide(impl, path, config=args.config, dec_dims=args.dec_dims, seed=args.seed, device=args.device)
-             for impl in ("returnn", "dimtorch")]
     if args.device != "cpu" and (args.own_api or args.compiled):
         raise SystemExit("bench/rf_demo_bench.py: --own-api and --compiled run on the CPU only")
+    sides = [RfSide(impl, path, config=args.config, dec_dims=args.dec_dims, seed=args.seed, device=args.device)
+             for impl in ("returnn", "dimtorch")]
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     if args.own_api:
         sides.append(OwnApiSide(args.config, seed=args.seed))
