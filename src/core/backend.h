@@ -55,6 +55,7 @@ struct Table {
   PyObject* softmax = nullptr;
   PyObject* log_softmax = nullptr;
   PyObject* matmul = nullptr;
+  PyObject* addmm = nullptr;        // torch.addmm
   PyObject* linear = nullptr;       // torch.nn.functional.linear
   PyObject* layer_norm = nullptr;   // torch.nn.functional.layer_norm
   PyObject* rms_norm = nullptr;     // torch.nn.functional.rms_norm

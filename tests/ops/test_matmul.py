@@ -205,3 +205,25 @@ def test_linear_bad_input():
     f5 = dt.Dim(None, name="f5")
     with pytest.raises(ValueError, match=r"dimtorch\.linear\(\): dim .*'f5'.* has raw size 4 in x but 5 in weight"):
         dt.linear(dt.Tensor(torch.randn(2, 4), (pb.batch, f5)), dt.Tensor(torch.randn(5, 3), (f5, out)))
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 4])
+def test_linear_in_out_with_bias_as_matmul_plus_bias(ndim):
+    # weight (in, out) with a bias: x folded to 2-D and one addmm (any number of x's other dims), the values and
+    # gradients of x @ w + b; dtypes that addmm does not mix promote as matmul + add does.
+    feat, out = dt.Dim(4, name="feat"), dt.Dim(3, name="out")
+    others = [dt.Dim(n, name=f"o{n}") for n in (2, 5, 3)][: ndim - 1]
+    x_raw = torch.randn(*[d.size for d in others], 4, requires_grad=True)
+    w_raw, b_raw = torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True)
+    y = dt.linear(dt.Tensor(x_raw, (*others, feat)), dt.Tensor(w_raw, (feat, out)), dt.Tensor(b_raw, (out,)))
+    assert y.dims == (*others, out)
+    want = torch.matmul(x_raw, w_raw) + b_raw
+    torch.testing.assert_close(y.raw, want)
+    g = torch.randn_like(want)
+    grads = torch.autograd.grad(y.raw, (x_raw, w_raw, b_raw), g)
+    for got, ref in zip(grads, torch.autograd.grad(want, (x_raw, w_raw, b_raw), g)):
+        torch.testing.assert_close(got, ref)
+    b64 = dt.Tensor(b_raw.detach().double(), (out,))
+    y64 = dt.linear(dt.Tensor(x_raw.detach(), (*others, feat)), dt.Tensor(w_raw.detach(), (feat, out)), b64)
+    assert y64.raw.dtype == torch.float64
+    torch.testing.assert_close(y64.raw, torch.matmul(x_raw.detach(), w_raw.detach()) + b64.raw)

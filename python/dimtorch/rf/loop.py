@@ -63,10 +63,16 @@ def scan(*, spatial_dim: Optional[Dim] = None, cond_dims: Optional[Sequence[Dim]
     arrays = [TensorArray(t) if t is not None else None for t in templates]
     steps = [[] for _ in templates]
 
+    # ys a dict of templates (the common case): each step's outputs are checked without a pytree spec
+    flat_keys = list(ys) if type(ys) is dict and all(_is_leaf(v) for v in ys.values()) else None
+
     def collecting_body(x, s):
         y, new_s = body(x, s)
         new_s = _like(new_s, s)
-        leaves, y_spec = pytree.tree_flatten(y, is_leaf=_is_leaf)
+        if flat_keys is not None and type(y) is dict and list(y) == flat_keys and all(map(_is_leaf, y.values())):
+            leaves, y_spec = list(y.values()), spec
+        else:
+            leaves, y_spec = pytree.tree_flatten(y, is_leaf=_is_leaf)
         if y_spec != spec:
             raise ValueError(f"{caller}: body's outputs have another structure than the ys templates: {y_spec} vs "
                              f"{spec}")

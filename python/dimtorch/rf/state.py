@@ -69,6 +69,9 @@ class State(dict):
         else:
             super().__init__()
 
+    # The order of its children, as its pytree node lists them: dimtorch's loops walk a State without pytree.
+    _dt_tree_keys = staticmethod(_keys)
+
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.items())})"
 
