@@ -413,13 +413,8 @@ PyObject* linear_in_out_bias(PyObject* x, PyObject* w, PyObject* bias, const Py_
   }
   Ref out(backend::call3(backend::T.addmm, bias, flat.get(), w));
   if (!out || nd == 2) return out.release();
-  Ref shape(PyTuple_New(nd));
+  Ref shape(size_tuple(out_sizes, nd));
   if (!shape) return nullptr;
-  for (int i = 0; i < nd; ++i) {
-    PyObject* n = PyLong_FromSsize_t(out_sizes[i]);
-    if (!n) return nullptr;
-    PyTuple_SET_ITEM(shape.get(), i, n);
-  }
   return backend::call2(backend::T.view, out.get(), shape.get());
 }
 
