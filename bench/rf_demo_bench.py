@@ -293,7 +293,12 @@ class CompiledRfSide:
         # torch specialises an input size of 1 (its 0/1 specialisation: a batch whose targets or encoder have
         # 1 frame compiled a graph of its own); size-oblivious sizes keep them symbolic, which is what dims
         # mean (a dimtorch op never broadcasts a dynamic dim of size 1). Read while tracing, so set per call.
-        with self.side._device_ctx(), fx_config.patch(backed_size_oblivious=True):
+        # Not with inductor (torch 2.13): there AOTAutograd cannot tell a saved activation's symbolic stride
+        # from inductor's reported one (evaluated to the first batch's ints) under size-oblivious sizes, and
+        # bakes those ints into the backward graph, which then fails the next batch with other sizes ("expected
+        # size 8==8, stride 4==3"; torch PR 194420 keeps them symbolic). Without it, a few graphs more.
+        oblivious = self.backend != "inductor"
+        with self.side._device_ctx(), fx_config.patch(backed_size_oblivious=oblivious):
             return (self.compiled if compiled else self.loss_of)(extern_data)
 
     def train_step(self, batch, step: int):
