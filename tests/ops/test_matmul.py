@@ -227,3 +227,14 @@ def test_linear_in_out_with_bias_as_matmul_plus_bias(ndim):
     y64 = dt.linear(dt.Tensor(x_raw.detach(), (*others, feat)), dt.Tensor(w_raw.detach(), (feat, out)), b64)
     assert y64.raw.dtype == torch.float64
     torch.testing.assert_close(y64.raw, torch.matmul(x_raw.detach(), w_raw.detach()) + b64.raw)
+
+
+def test_linear_under_autocast_gives_the_autocast_dtype_for_both_weight_layouts():
+    # one addmm (in, out) as F.linear (out, in): under torch.autocast the output is the autocast dtype, the bias
+    # cast with the GEMM (matmul + an fp32 bias would promote back to float32)
+    b, f, o = dt.Dim(2, name="b"), dt.Dim(4, name="f"), dt.Dim(5, name="o")
+    x = dt.Tensor(torch.randn(2, 3, 4), (b, dt.Dim(3, name="t"), f))
+    bias = dt.Tensor(torch.randn(5), (o,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for w in (dt.Tensor(torch.randn(4, 5), (f, o)), dt.Tensor(torch.randn(5, 4), (o, f))):
+            assert dt.linear(x, w, bias).raw.dtype == torch.bfloat16
