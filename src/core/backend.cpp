@@ -81,7 +81,8 @@ bool init() {
   Ref nn_mod(PyObject_GetAttrString(c_mod.get(), "_nn"));
   if (!nn_mod || !get_attr(nn_mod.get(), "glu", &T.glu) ||
       !get_attr(nn_mod.get(), "scaled_dot_product_attention", &T.sdpa) ||
-      !get_attr(t, "get_default_dtype", &T.get_default_dtype))
+      !get_attr(t, "get_default_dtype", &T.get_default_dtype) ||
+      !get_attr(c_mod.get(), "_is_any_autocast_enabled", &T.any_autocast))
     return false;
   PyObject* plain = PyObject_GetAttrString(t, "Tensor");
   PyObject* parameter = plain ? PyObject_GetAttrString(parameter_mod.get(), "Parameter") : nullptr;

@@ -418,6 +418,15 @@ PyObject* linear_in_out_bias(PyObject* x, PyObject* w, PyObject* bias, const Py_
   return backend::call2(backend::T.view, out.get(), shape.get());
 }
 
+/// Whether torch.autocast is on for any device (~0.1 us); false with an error set if the call failed.
+bool autocasting() {
+  PyObject* on = PyObject_CallNoArgs(backend::T.any_autocast);
+  if (!on) return false;
+  bool result = on == Py_True;
+  Py_DECREF(on);
+  return result;
+}
+
 PyObject* f_linear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* caller = "dimtorch.linear()";
   static const char* const names[] = {"x", "weight", "bias"};
@@ -477,13 +486,16 @@ PyObject* f_linear(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
   if (w_out == 0) {  // weight (out, in): torch's own layout
     out = Ref(backend::call3(backend::T.linear, xr.get(), w->raw, b_raw));
   } else {  // weight (in, out): x @ w (+ bias)
-    if (bias_obj && nd >= 2) {
+    if (bias_obj && nd >= 2 && !autocasting()) {
       // x folded to 2-D and bias + x @ w in one addmm: one op and one autograd node fewer than matmul + add
       // (the rf Linear). addmm does not promote dtypes: on its error, matmul + add below promote or explain.
+      // Not under torch.autocast: there addmm casts the bias to the autocast dtype, where matmul + add (and
+      // RETURNN's rf.Linear) promote the result back to the bias's float32.
       out = Ref(linear_in_out_bias(xr.get(), w->raw, b_raw, out_sizes, nd, w->sizes[w_in]));
       if (!out && PyErr_ExceptionMatches(PyExc_RuntimeError)) PyErr_Clear();
     }
-    if (!out && !PyErr_Occurred()) {
+    if (PyErr_Occurred()) return nullptr;
+    if (!out) {
       out = Ref(backend::call2(backend::T.matmul, xr.get(), w->raw));
       if (out && bias_obj) out = Ref(PyNumber_Add(out.get(), b_raw));
     }

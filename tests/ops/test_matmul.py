@@ -229,12 +229,15 @@ def test_linear_in_out_with_bias_as_matmul_plus_bias(ndim):
     torch.testing.assert_close(y64.raw, torch.matmul(x_raw.detach(), w_raw.detach()) + b64.raw)
 
 
-def test_linear_under_autocast_gives_the_autocast_dtype_for_both_weight_layouts():
-    # one addmm (in, out) as F.linear (out, in): under torch.autocast the output is the autocast dtype, the bias
-    # cast with the GEMM (matmul + an fp32 bias would promote back to float32)
+def test_linear_in_out_under_autocast_promotes_as_matmul_plus_bias():
+    # under torch.autocast the (in, out) layout stays matmul + bias, as RETURNN's rf.Linear: the float32 bias
+    # promotes the result to float32 (the (out, in) layout is F.linear: the autocast dtype, as torch's Linear)
     b, f, o = dt.Dim(2, name="b"), dt.Dim(4, name="f"), dt.Dim(5, name="o")
     x = dt.Tensor(torch.randn(2, 3, 4), (b, dt.Dim(3, name="t"), f))
-    bias = dt.Tensor(torch.randn(5), (o,))
+    w, bias = dt.Tensor(torch.randn(4, 5), (f, o)), dt.Tensor(torch.randn(5), (o,))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        for w in (dt.Tensor(torch.randn(4, 5), (f, o)), dt.Tensor(torch.randn(5, 4), (o, f))):
-            assert dt.linear(x, w, bias).raw.dtype == torch.bfloat16
+        got = dt.linear(x, w, bias).raw
+        want = torch.matmul(x.raw, w.raw) + bias.raw
+        assert dt.linear(x, dt.Tensor(w.raw.t().contiguous(), (o, f)), bias).raw.dtype == torch.bfloat16
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
