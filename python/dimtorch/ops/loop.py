@@ -37,7 +37,7 @@ _SCALARS = (bool, int, float, complex, str)
 
 def _zip_map(fn, new, old):
     """fn(new leaf, old leaf) over two trees of the same structure, rebuilt as new's: the per-step walk of a
-    loop's state without building pytree specs (~10x cheaper). Walks Tensors, Dims, None and Python scalars in
+    loop.s state without building pytree specs. Walks Tensors, Dims, None and Python scalars in
     tuples, lists, dicts (same key order, as pytree compares them) and dict types that name their children's
     order with a `_dt_tree_keys(d)` static method (rf.State, whose pytree node lists the same keys);
     _NotPlain for any other node (named tuples, registered pytree nodes) or a difference in structure."""
@@ -508,38 +508,10 @@ def _limit(max_seq_len, caller: str) -> int:
     raise TypeError(f"{caller}: max_seq_len must be an int or a scalar Tensor, got {type(max_seq_len).__name__}")
 
 
-def _first_tensor(tree):
-    """The first Tensor of a tree of tuples, lists and dicts (None if it has none); _NotPlain for other nodes."""
-    t = type(tree)
-    if t is Tensor:
-        return tree
-    if tree is None or t is Dim or t in _SCALARS:
-        return None
-    if t is tuple or t is list or t is dict:
-        children = tree.values() if t is dict else tree
-    else:
-        order = getattr(t, "_dt_tree_keys", None)
-        if order is None:
-            raise _NotPlain
-        children = [tree[k] for k in order(tree)]
-    for v in children:
-        found = _first_tensor(v)
-        if found is not None:
-            return found
-    return None
-
-
 def _device_of(*trees) -> torch.device:
     for tree in trees:
         if type(tree) is Tensor:
             return tree.raw.device
-        try:
-            found = _first_tensor(tree)
-            if found is not None:
-                return found.raw.device
-            continue
-        except _NotPlain:
-            pass
         for leaf in _flatten(tree)[0]:
             if isinstance(leaf, Tensor):
                 return leaf.raw.device
