@@ -37,7 +37,7 @@ _SCALARS = (bool, int, float, complex, str)
 
 def _zip_map(fn, new, old):
     """fn(new leaf, old leaf) over two trees of the same structure, rebuilt as new's: the per-step walk of a
-    loop.s state without building pytree specs. Walks Tensors, Dims, None and Python scalars in
+    loop's state without building pytree specs. Walks Tensors, Dims, None and Python scalars in
     tuples, lists, dicts (same key order, as pytree compares them) and dict types that name their children's
     order with a `_dt_tree_keys(d)` static method (rf.State, whose pytree node lists the same keys);
     _NotPlain for any other node (named tuples, registered pytree nodes) or a difference in structure."""
