@@ -128,6 +128,7 @@ bool init() {
        get_attr(tb, "cumsum", &T.cumsum) && get_attr(t, "searchsorted", &T.searchsorted) &&
        get_attr(F, "batch_norm", &T.batch_norm) && get_attr(t, "arange", &T.arange) &&
        get_attr(t, "float32", &T.float32) && get_attr(t, "int64", &T.int64) &&
+       get_attr(t, "channels_last", &T.channels_last) &&
        get_attr(t, "stack", &T.stack) && get_attr(tb, "topk", &T.topk) &&
        get_attr(tb, "split_with_sizes", &T.split_with_sizes) &&
        get_attr(tb, "index_select", &T.index_select) && get_attr(tb, "flatten", &T.flatten) &&

@@ -107,6 +107,7 @@ struct Table {
   PyObject* thnn_conv2d = nullptr;  // torch._C._nn.thnn_conv2d: im2col + matmul (one input channel on the CPU)
   PyObject* float32 = nullptr;     // torch.float32
   PyObject* int64 = nullptr;       // torch.int64
+  PyObject* channels_last = nullptr;  // torch.channels_last (a memory format)
   PyObject* zero = nullptr;         // the int 0
   PyObject* float_inf = nullptr;    // float('inf')
   PyObject* float_neg_inf = nullptr;

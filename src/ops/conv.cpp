@@ -37,6 +37,19 @@ PyObject* zero_padding(TensorObject* x) {
   return raw;
 }
 
+/// raw.contiguous(memory_format=torch.channels_last): oneDNN's own layout for a 2-D convolution on the
+/// CPU (NCHW input is reordered inside each call, and its backward runs slower). The output keeps the
+/// layout, so a chain of convolutions (RETURNN's ConformerConvSubsample) converts once, and the
+/// (time, feature, channels) merge after the last one is a view. New reference.
+PyObject* channels_last(PyObject* raw) {
+  static PyObject* s_contiguous = nullptr;
+  static PyObject* kw = nullptr;
+  PyObject* name = fast_path::interned(&s_contiguous, "contiguous");
+  if (!name || (!kw && !(kw = Py_BuildValue("(s)", "memory_format")))) return nullptr;
+  PyObject* call_args[2] = {raw, backend::T.channels_last};
+  return PyObject_VectorcallMethod(name, call_args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw);
+}
+
 /// conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size,
 /// padding="valid", strides=None, dilation_rate=None, groups=None, bias=None, use_mask=None,
 /// dilation=None) -> (tensor, out_spatial_dims). None is 1 for strides, dilation and groups;
@@ -156,17 +169,23 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   Ref stride_arg(int_arg(strides, n)), pad_arg(int_arg(torch_pad, n)), dilation_arg(int_arg(dilation, n));
   Ref groups_arg(PyLong_FromSsize_t(groups));
   if (!stride_arg || !pad_arg || !dilation_arg || !groups_arg) return nullptr;
-  PyObject* conv_args[7] = {raw.get(), filter->raw, bias ? as_tensor(bias)->raw : Py_None, stride_arg.get(),
-                            pad_arg.get(), dilation_arg.get(), groups_arg.get()};
-  // A 2-D filter with one input channel (a spectrogram frontend's first conv) on the CPU: torch's im2col +
-  // matmul convolution (thnn_conv2d), 3-6x faster forward and backward than oneDNN's there (as
-  // ops/conv.py _conv2d_one_channel).
-  bool one_channel = n == 2 && groups == 1 && in_size == 1 && dilation[0] == 1 && dilation[1] == 1;
-  if (one_channel) {
+  // 2-D filters on the CPU: one input channel runs torch's im2col + matmul convolution (thnn_conv2d),
+  // 3-6x faster forward and backward than oneDNN's there (as ops/conv.py _conv2d_one_channel); more
+  // input channels (float32, groups 1) go to oneDNN channels-last (as _conv2d_channels_last).
+  bool cpu_2d = n == 2 && groups == 1 && dilation[0] == 1 && dilation[1] == 1;
+  if (cpu_2d) {
     Ref is_cpu(PyObject_GetAttr(raw.get(), backend::T.s_is_cpu));
     if (!is_cpu) return nullptr;
-    one_channel = is_cpu.get() == Py_True;
+    cpu_2d = is_cpu.get() == Py_True;
   }
+  bool one_channel = cpu_2d && in_size == 1;
+  if (cpu_2d && !one_channel) {
+    Ref dtype(PyObject_GetAttr(raw.get(), backend::T.s_dtype));
+    if (!dtype) return nullptr;
+    if (dtype.get() == backend::T.float32 && !(raw = Ref(channels_last(raw.get())))) return nullptr;
+  }
+  PyObject* conv_args[7] = {raw.get(), filter->raw, bias ? as_tensor(bias)->raw : Py_None, stride_arg.get(),
+                            pad_arg.get(), dilation_arg.get(), groups_arg.get()};
   Ref out;
   if (one_channel) {
     Py_ssize_t kernel[2] = {as_dim(fs_items[0])->size, as_dim(fs_items[1])->size};

