@@ -108,8 +108,8 @@ def test_max_pool_side_by_side_ties_and_nan_like_torch():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_max_pool_pairs_every_order_of_values_like_torch(dtype):
     """Pairs along the last axis (ops/pool_pairs.py): every ordering of a pair, ties, signed zeros, infinities
-    and NaN in either or both places give torch's max pool's values and gradient; without grad the same
-    values; a second derivative through it equals torch's."""
+    and NaN in either or both places give torch's max pool's values and gradient (also from a non-contiguous
+    incoming gradient); without grad the same values; a second derivative through it equals torch's."""
     nan, inf = float("nan"), float("inf")
     pairs = [(1.0, 2.0), (2.0, 1.0), (3.0, 3.0), (-1.0, -1.0), (0.0, -0.0), (-0.0, 0.0), (nan, 1.0), (1.0, nan),
              (nan, nan), (-inf, -inf), (-inf, 5.0), (inf, inf), (7.0, -inf)]
@@ -127,6 +127,10 @@ def test_max_pool_pairs_every_order_of_values_like_torch(dtype):
     (want * g).sum().backward()
     torch.testing.assert_close(y.raw, want, equal_nan=True)
     torch.testing.assert_close(x.raw.grad, want_in.grad)
+    # the gradient arriving non-contiguous (as channels-last from a following conv; here transposed): the same
+    x2 = dt.Tensor(raw.clone().requires_grad_(), (c, t, f))
+    (dt.pool(x2, **kw)[0].raw.transpose(0, 1) * g.transpose(0, 1).contiguous()).sum().backward()
+    torch.testing.assert_close(x2.raw.grad, want_in.grad)
     with torch.no_grad():
         torch.testing.assert_close(dt.pool(dt.Tensor(raw, (c, t, f)), **kw)[0].raw, want.detach(), equal_nan=True)
     # a second derivative (the gradient's own graph): d/dx of sum(grad_x * x)

@@ -42,7 +42,7 @@ class _PairMax(torch.autograd.Function):
             zero = grad.new_zeros(())
             return torch.stack((torch.where(take_b, zero, grad), torch.where(take_b, grad, zero)), -1)
         bits_dtype = _BITS[grad.dtype]
-        bits = grad.contiguous().view(bits_dtype)
+        bits = grad.view(bits_dtype)  # (same width: any strides; a channels-last grad is not copied first)
         keep = take_b.to(bits_dtype).neg_()  # all bits set where the gradient goes to b
         out = grad.new_empty(take_b.shape + (2,)).view(bits_dtype)
         torch.bitwise_and(bits, keep, out=out[..., 1])

@@ -111,8 +111,11 @@ class SelfAttentionBase(Module):
     def _valid(self, axis: Optional[Dim], lead: tuple, x: Tensor) -> Optional[torch.Tensor]:
         return self._frame_mask_cache.get(axis, lead, x.raw.device, x) if axis is not None else None
 
-    def _qkv_raws(self, x: Tensor, lead: tuple, axis: Optional[Dim], valid: Optional[torch.Tensor]):
-        """q, k, v raws (*lead, H, T, d) (T = 1 for a step); x's padding frames zeroed first (zero_padding)."""
+    def _qkv_raws(self, x: Tensor, lead: tuple, axis: Optional[Dim], valid: Optional[torch.Tensor],
+                  heads_contiguous: bool = False):
+        """q, k, v raws (*lead, H, T, d) (T = 1 for a step); x's padding frames zeroed first (zero_padding).
+        heads_contiguous: (*lead, H, T, 3d) made contiguous first, one copy, so that torch.matmul folds q, k
+        and v into bmm's batch as views (strided rows) instead of copying each operand of each product."""
         if valid is not None and self.zero_padding:
             x = x.copy_masked(0.0, (axis,))
         qkv = self.qkv(x)
@@ -120,6 +123,9 @@ class SelfAttentionBase(Module):
         if axis is None:
             raw = raw.unsqueeze(-2)
         dk, dv = self.key_dim_per_head.size, self.value_dim_per_head.size
+        if heads_contiguous:
+            raw = raw.reshape(raw.shape[:-1] + (self.num_heads.size, 2 * dk + dv)).transpose(-3, -2).contiguous()
+            return raw.split_with_sizes((dk, dk, dv), -1)
         return _split_heads(raw, self.num_heads.size, (dk, dk, dv))
 
     def _output(self, out: torch.Tensor, lead: tuple, axis: Optional[Dim]) -> Tensor:
@@ -521,7 +527,7 @@ class RelPosSelfAttention(_RelPos, SelfAttentionBase):
     def __call__(self, source: Tensor, *, axis: Dim, **_kwargs) -> Tensor:
         lead = _lead(self, source, self.in_dim, axis)
         valid = self._valid(axis, lead, source)
-        q, k, v = self._qkv_raws(source, lead, axis, valid)
+        q, k, v = self._qkv_raws(source, lead, axis, valid, heads_contiguous=True)  # (q is in two products)
         t = q.shape[-2]
         if t == 0:
             return self._output(v.new_zeros(v.shape), lead, axis)
