@@ -130,6 +130,50 @@ def test_conformer_encoder_demo_config(rf):
     assert ours_dict.layers[0].ffn1.linear_ff.out_dim is ff
 
 
+
+def test_conformer_encoder_masks_the_frontend_output_only_when_its_padding_may_be_non_finite(monkeypatch):
+    """After ConformerConvSubsample with relu (each conv zeroes its input's padding: finite padding out), the
+    encoder does not zero the padding again: outputs on valid frames and every parameter gradient (training,
+    NaN padding in the input) are those of the masked path, and finite. Another activation may make the
+    padding non-finite (log of a zero): then the encoder masks it."""
+    batch, feat, model = dt.Dim(3, name="b"), dt.Dim(10, name="f"), dt.Dim(8, name="model")
+    time = dt.Dim(dt.Tensor(torch.tensor([25, 13, 6]), (batch,)), name="t")
+    raw = torch.randn(3, 25, 10, generator=torch.Generator().manual_seed(0))
+    for b, n in enumerate([25, 13, 6]):
+        raw[b, n:] = float("nan")
+    chans = [("c1", 4), ("c2", 4), ("c3", 4)]
+
+    def subsample(**kw):
+        return our_conf.ConformerConvSubsample(feat, out_dims=[dt.Dim(s, name=n) for n, s in chans],
+                                               filter_sizes=[(3, 3)] * 3, pool_sizes=[(1, 2)],
+                                               strides=[(1, 1), (3, 1), (2, 1)], **kw)
+
+    def run(skip_allowed: bool):
+        torch.manual_seed(1)
+        enc = our_conf.ConformerEncoder(feat, model, ff_dim=dt.Dim(16, name="ff"), input_layer=subsample(),
+                                        encoder_layer_opts=DEMO_LAYER_OPTS, num_layers=1, num_heads=2, dropout=0.0,
+                                        att_dropout=0.0, input_dropout=0.0)
+        if not skip_allowed:
+            monkeypatch.setattr(our_conf.ConformerConvSubsample, "finite_padding", property(lambda self: False))
+        drf.init_train_step_run_ctx(train_flag=True)
+        y, t = enc(dt.Tensor(raw.clone(), (batch, time, feat)), in_spatial_dim=time)
+        drf.reset_run_ctx()
+        monkeypatch.undo()
+        valid = y.raw_aligned((batch, t, model))
+        lengths = t.lengths.raw.tolist()
+        sum(valid[b, :n].sum() for b, n in enumerate(lengths)).backward()
+        return [valid[b, :n].detach() for b, n in enumerate(lengths)], {k: p.grad for k, p in enc.named_parameters()}
+
+    outs, grads = run(True)
+    ref_outs, ref_grads = run(False)
+    for a, b in zip(outs, ref_outs):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert grads.keys() == ref_grads.keys()
+    for k in grads:
+        assert torch.isfinite(grads[k]).all(), k
+        torch.testing.assert_close(grads[k], ref_grads[k], atol=1e-5, rtol=1e-4)
+    assert subsample().finite_padding and not subsample(activation=drf.log).finite_padding
+
 def test_conformer_layers_get_their_own_initial_values():
     """A layer copied per layer (as rf's deep copy) is initialized again: the layers differ."""
     model = dt.Dim(8, name="model")

@@ -144,6 +144,12 @@ class ConformerConvSubsample(ISeqDownsamplingEncoder):
         out, _ = _C.merge_dims(x, dims=(self._final_second_spatial_dim, channels), out_dim=self.out_dim)
         return out, spatial[0]
 
+    @property
+    def finite_padding(self) -> bool:
+        """Whether the output's padding frames are finite whatever the input's padding holds: each conv zeroes
+        its input's padding, and relu maps finite to finite (another activation might not: log of a zero)."""
+        return self.activation is _C.relu
+
     def get_out_spatial_dim(self, in_spatial_dim: Dim) -> Dim:
         """The output's spatial dim for an input spatial dim (dim math: the dim __call__ gives)."""
         out = in_spatial_dim
@@ -302,11 +308,13 @@ class ConformerEncoder(ISeqDownsamplingEncoder):
 
     def __call__(self, source: Tensor, *, in_spatial_dim: Dim,
                  collected_outputs: Optional[Dict[str, Tensor]] = None) -> Tuple[Tensor, Dim]:
+        finite = False
         if self.input_layer is not None and self.input_layer.in_dim in source.dims:
             x, out_spatial_dim = self.input_layer(source, in_spatial_dim=in_spatial_dim)
+            finite = getattr(self.input_layer, "finite_padding", False) is True
         else:
             x, out_spatial_dim = source, in_spatial_dim
-        if out_spatial_dim.lengths is not None:
+        if out_spatial_dim.lengths is not None and not finite:
             x = x.copy_masked(0.0)  # finite padding for the layers (NaN there would reach valid gradients)
         if self.input_projection is not None and self.input_projection.in_dim in x.dims:
             x = self.input_projection(x)
