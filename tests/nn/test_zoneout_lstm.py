@@ -111,6 +111,33 @@ def test_steps_and_state_passing_give_the_full_sequence():
     torch.testing.assert_close(end.h.raw, final.h.raw)
 
 
+def test_steps_give_the_full_sequences_gradients_with_two_batch_dims():
+    """Step by step (spatial_dim=None, the scan body's call) over two batch dims: the outputs, the input's
+    gradient and every parameter's gradient are the full sequence's."""
+    b1, b2, time, feat = dt.Dim(2, name="b1"), dt.Dim(3, name="b2"), dt.Dim(4, name="t"), dt.Dim(5, name="f")
+    raw = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0))
+    lstm = dt.nn.ZoneoutLSTM(feat, dt.Dim(OUT, name="out"), zoneout_factor_cell=0.2,
+                             zoneout_factor_output=0.1).eval()
+
+    def grads(y_raw, x_raw):
+        lstm.zero_grad(set_to_none=True)
+        (y_raw * torch.linspace(-1, 1, y_raw.numel()).view(y_raw.shape)).sum().backward()
+        return [x_raw.grad] + [p.grad for p in lstm.parameters()]
+
+    x_full = raw.clone().requires_grad_()
+    y = lstm(dt.Tensor(x_full, (b1, b2, time, feat)), spatial_dim=time)[0].raw_aligned((b1, b2, time, lstm.out_dim))
+    want = grads(y, x_full)
+    x_steps = raw.clone().requires_grad_()
+    state, ys = None, []
+    for t in range(4):  # (b2, b1) order: the steps also align their input
+        y_t, state = lstm(dt.Tensor(x_steps[:, :, t].transpose(0, 1), (b2, b1, feat)), spatial_dim=None, state=state)
+        ys.append(y_t.raw_aligned((b1, b2, lstm.out_dim)))
+    y_steps = torch.stack(ys, 2)
+    torch.testing.assert_close(y_steps, y.detach())
+    for got, ref in zip(grads(y_steps, x_steps), want):
+        torch.testing.assert_close(got, ref)
+
+
 def test_zoneout_in_training_keeps_previous_units():
     """One step from the zero state: each unit of h is either kept (0) or the new value; about factor kept."""
     batch, feat = dt.Dim(None, name="batch"), dt.Dim(4, name="feature")

@@ -29,6 +29,14 @@ def _zoneout(prev: torch.Tensor, cur: torch.Tensor, factor: float, keep: Optiona
     return (1 - factor) * cur + factor * prev
 
 
+def _shaped(raw: torch.Tensor, shape: list) -> torch.Tensor:
+    """raw reshaped to `shape` (-1 at most once), or raw itself when it has that shape already: a reshape to
+    the same shape is still a view op and, with grad, a node (one step of a scan: ~6 of them a call)."""
+    if len(shape) == raw.dim() and all(s == -1 or s == r for s, r in zip(shape, raw.shape)):
+        return raw
+    return raw.reshape(shape)
+
+
 class ZoneoutLSTM(Module):
     """One LSTM layer in_dim -> out_dim with zoneout (RETURNN frontend's ZoneoutLSTM and its parameters):
     `ff_weight` (4·out, in), `rec_weight` (4·out, out), both Glorot, `bias` (4·out,), zeros (with_bias).
@@ -115,16 +123,18 @@ class ZoneoutLSTM(Module):
                                      f"which x lacks (x dims: {dims_str(x.dims)})")
             x = x.copy_masked(0.0)  # NaN padding would reach the gradients through 0 * NaN
         order = batch_dims + ((spatial_dim,) if spatial_dim is not None else ()) + (self.in_dim,)
-        raw = x.raw_aligned(order).reshape(n_batch, -1, self.in_dim.size)
-        z = F.linear(raw, self.ff_weight.raw, self.bias.raw if self.bias is not None else None)  # (N, T, 4·out)
+        # (N, T, in), or (N, in) for one step (a scan body's call: no time axis to add and select again)
+        raw = _shaped(x.raw_aligned(order), [n_batch, self.in_dim.size] if spatial_dim is None else
+                      [n_batch, -1, self.in_dim.size])
+        z = F.linear(raw, self.ff_weight.raw, self.bias.raw if self.bias is not None else None)  # (N, [T,] 4·out)
         if state is None:
             h, c = z.new_zeros(n_batch, out), z.new_zeros(n_batch, out)  # (two: a traced scan's carries may not alias)
         else:
             h, c = (self._state_raw(s, name, batch_dims, n_batch, caller) for s, name in zip(state, ("h", "c")))
         if spatial_dim is None:
-            y, h, c = self._step(z[:, 0], h, c, self.rec_weight.raw.t(), *self._keep_masks([n_batch, out], z.device))
+            y, h, c = self._step(z, h, c, self.rec_weight.raw.t(), *self._keep_masks([n_batch, out], z.device))
             dims = batch_dims + (self.out_dim,)
-            return (Tensor(y.reshape(*batch_shape, out), dims, feature_dim=self.out_dim),
+            return (Tensor(_shaped(y, batch_shape + [out]), dims, feature_dim=self.out_dim),
                     self._state(h, c, batch_dims, batch_shape))
         n_time = z.shape[1]
         valid = None
@@ -179,15 +189,15 @@ class ZoneoutLSTM(Module):
     def _state(self, h: torch.Tensor, c: torch.Tensor, batch_dims: tuple, batch_shape: list) -> LstmState:
         dims = batch_dims + (self.out_dim,)
         shape = batch_shape + [self.out_dim.size]
-        return LstmState(Tensor(h.reshape(shape), dims, feature_dim=self.out_dim),
-                         Tensor(c.reshape(shape), dims, feature_dim=self.out_dim))
+        return LstmState(Tensor(_shaped(h, shape), dims, feature_dim=self.out_dim),
+                         Tensor(_shaped(c, shape), dims, feature_dim=self.out_dim))
 
     def _state_raw(self, s: Tensor, name: str, batch_dims: tuple, n_batch: int, caller: str) -> torch.Tensor:
         want = batch_dims + (self.out_dim,)
         if not isinstance(s, Tensor) or len(s.dims) != len(want) or not all(any(d is e for e in s.dims) for d in want):
             got = dims_str(s.dims) if isinstance(s, Tensor) else type(s).__name__
             raise ValueError(f"{caller}: state.{name} must have dims ({dims_str(want)}), got ({got})")
-        return s.raw_aligned(want).reshape(n_batch, self.out_dim.size)
+        return _shaped(s.raw_aligned(want), [n_batch, self.out_dim.size])
 
     def extra_repr(self) -> str:
         return (f"in_dim={dim_str(self.in_dim)}, out_dim={dim_str(self.out_dim)}, "
