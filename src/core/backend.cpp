@@ -113,7 +113,7 @@ bool init() {
        get_attr(t, "all", &T.all) && get_attr(t, "argmax", &T.argmax) &&
        get_attr(t, "argmin", &T.argmin) && get_attr(t, "softmax", &T.softmax) &&
        get_attr(t, "log_softmax", &T.log_softmax) && get_attr(t, "matmul", &T.matmul) &&
-       get_attr(t, "addmm", &T.addmm) &&
+       get_attr(t, "addmm", &T.addmm) && get_attr(t, "bmm", &T.bmm) &&
        get_attr(F, "linear", &T.linear) && get_attr(F, "layer_norm", &T.layer_norm) &&
        get_attr(F, "rms_norm", &T.rms_norm) && get_attr(t, "zeros", &T.zeros) &&
        get_attr(t, "ones", &T.ones) && get_attr(t, "full", &T.full) &&

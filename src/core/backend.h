@@ -56,6 +56,7 @@ struct Table {
   PyObject* log_softmax = nullptr;
   PyObject* matmul = nullptr;
   PyObject* addmm = nullptr;        // torch.addmm
+  PyObject* bmm = nullptr;          // torch.bmm
   PyObject* any_autocast = nullptr; // torch._C._is_any_autocast_enabled
   PyObject* linear = nullptr;       // torch.nn.functional.linear
   PyObject* layer_norm = nullptr;   // torch.nn.functional.layer_norm

@@ -39,6 +39,7 @@ struct MatmulPlan {
   PyObject* key[3][kMaxDims] = {};
   int slot = -1;  // index in g_cache while cached there
   bool use_linear = false;
+  bool use_bmm = false;  // one common dim: both operands (batch, m|k, k|n), one torch.bmm
   Layout la, lb;
   int out_ndim = 0;
   signed char out_op[kMaxDims] = {}, out_axis[kMaxDims] = {};
@@ -233,6 +234,9 @@ MatmulPlan* build(TensorObject* a, TensorObject* b, PyObject* reduce, const char
     ok = make_layout(&p->la, a_order, a_groups, n_ar != 1 || nr != 1) &&
          make_layout(&p->lb, b_order, b_groups, nr != 1 || n_br != 1);
     p->out_view = n_ar != 1 || n_br != 1;
+    /* One common dim: both operands are 3-D with the same batch size (checked above when dynamic), as
+       torch.bmm takes them; torch.matmul would expand and view each, and its result (4 ops and nodes). */
+    p->use_bmm = ca.size() == 1;
   }
   if (!ok) {
     p->refs = 1;
@@ -361,7 +365,8 @@ PyObject* matmul_impl(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames
   if (!xa) return nullptr;
   Ref xb(apply_layout(p->lb, b, rb.get()));
   if (!xb) return nullptr;
-  Ref out(backend::call2(p->use_linear ? backend::T.linear : backend::T.matmul, xa.get(), xb.get()));
+  Ref out(backend::call2(p->use_linear ? backend::T.linear : p->use_bmm ? backend::T.bmm : backend::T.matmul, xa.get(),
+                         xb.get()));
   if (!out) return nullptr;
   Py_ssize_t sizes[kMaxDims];
   for (int k = 0; k < p->out_ndim; ++k)

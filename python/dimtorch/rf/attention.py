@@ -75,6 +75,20 @@ def _lead(module, x, in_dim: Dim, axis: Optional[Dim], what: str = "source") -> 
     return tuple(d for d in x.dims if d is not in_dim and d is not axis)
 
 
+def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """torch.matmul of raws (*batch, m, k) and (*batch, k, n) or (1.., k, n) (one matrix for all, as relative
+    positions shared by the heads): one bmm, or one mm over a's rows, on views of the operands where their
+    strides allow. torch.matmul expands and reshapes each operand and its result first (~4 more ops and
+    autograd nodes a product; three products a RelPos attention)."""
+    if a.dim() >= 3 and 3 <= b.dim() <= a.dim():
+        batch, m, k, n = a.shape[:-2], a.shape[-2], a.shape[-1], b.shape[-1]
+        if all(s == 1 for s in b.shape[:-2]):
+            return torch.mm(a.reshape(-1, k), b.reshape(k, n)).view(*batch, m, n)
+        if b.dim() == a.dim() and b.shape[:-2] == batch:
+            return torch.bmm(a.reshape(-1, m, k), b.reshape(-1, k, n)).view(*batch, m, n)
+    return torch.matmul(a, b)
+
+
 def _aligned(t: Tensor, order: tuple) -> torch.Tensor:
     return t.raw if t.dims == order else t.raw_aligned(order)
 
@@ -497,8 +511,8 @@ class _RelPos:
     def _scores(self, q, k, pos, shift: bool):
         u = self.pos_bias_u.raw[:, None, :] if self.pos_bias_u is not None else None
         w = self.pos_bias_v.raw[:, None, :] if self.pos_bias_v is not None else None
-        ac = torch.matmul(q + u if u is not None else q, k.transpose(-2, -1))
-        bd = torch.matmul(q + w if w is not None else q, pos)
+        ac = _matmul(q + u if u is not None else q, k.transpose(-2, -1))
+        bd = _matmul(q + w if w is not None else q, pos)
         if shift:
             bd = rel_shift(bd)  # (.., T, 2T-1) -> (.., T, T): column j at distance j - i
         return (ac + bd) * (self.key_dim_per_head.size ** -0.5)
@@ -507,7 +521,7 @@ class _RelPos:
         att = torch.softmax(scores, dim=-1)
         if self.att_dropout and self.training:
             att = torch.dropout(att, self.att_dropout, True)  # (F.dropout's kernel, no wrapper)
-        return torch.matmul(att, v)
+        return _matmul(att, v)
 
 
 class RelPosSelfAttention(_RelPos, SelfAttentionBase):
