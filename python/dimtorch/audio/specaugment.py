@@ -81,9 +81,8 @@ def _draw_ints(lo, hi, shape, device, generator) -> torch.Tensor:
     return _rand(shape, device, generator).mul_(hi - lo + 1).add_(lo).long()
 
 
-def _spans(pos: torch.Tensor, max_amount, length, n_axis: int, generator) -> torch.Tensor:
-    """bool (*pos.shape, n_axis): True on [pos, min(pos + amount, length)), amount uniform in [1, max_amount]."""
-    amount = _draw_ints(1, max_amount, pos.shape, pos.device, generator)
+def _spans(pos: torch.Tensor, amount: torch.Tensor, length, n_axis: int) -> torch.Tensor:
+    """bool (*pos.shape, n_axis): True on [pos, min(pos + amount, length)) (amount 0: no frame)."""
     end = torch.minimum(pos + amount, length) if isinstance(length, torch.Tensor) else (pos + amount).clamp(max=length)
     frames = torch.arange(n_axis, device=pos.device)
     return (frames >= pos.unsqueeze(-1)) & (frames < end.unsqueeze(-1))
@@ -147,15 +146,18 @@ def _random_mask_cond(caller: str, x: Tensor, mask_axis: Dim, broadcast_axis, mi
     k = min(k, n_axis)
     if k <= 0:
         return None
-    num = None if fixed else _draw_ints(lo, hi, bshape, device, generator)
-    scores = _rand(bshape + (n_axis,), device, generator)
+    # One draw for all of an entry's uniforms: the frames' scores, the slots' amounts, and its count.
+    u = _rand(bshape + (n_axis + k + (0 if fixed else 1),), device, generator)
+    scores = u[..., :n_axis]
     if isinstance(length, torch.Tensor):  # padding frames rank below every valid one
         scores = torch.where(_frames(caller, mask_axis, batch, scores.shape, device, traced), scores, -1.0)
     pos = torch.topk(scores, k, dim=-1, sorted=True).indices  # distinct frames, valid ones first
-    cond = _spans(pos, amount, length.unsqueeze(-1) if isinstance(length, torch.Tensor) else length, n_axis,
-                  generator)  # (*batch, k, mask_axis)
-    if num is not None:  # the slots beyond each entry's own count are off
-        cond = cond & (torch.arange(k, device=device).unsqueeze(-1) < num.unsqueeze(-1).unsqueeze(-1))
+    slots = u[..., n_axis:n_axis + k].mul(amount).long().add_(1)  # amounts uniform in [1, max_dims]
+    if not fixed:  # the slots beyond each entry's own count take no frame
+        num = u[..., -1].mul(hi - lo + 1).add_(lo).long()  # (see _draw_ints)
+        slots = slots * (torch.arange(k, device=device) < num.unsqueeze(-1))
+    cond = _spans(pos, slots, length.unsqueeze(-1) if isinstance(length, torch.Tensor) else length,
+                  n_axis)  # (*batch, k, mask_axis)
     return Tensor(cond.any(-2), batch + (mask_axis,))
 
 
@@ -182,7 +184,9 @@ def mask(x: Tensor, *, mask_axis: Dim, pos: Tensor, max_amount: Union[int, Tenso
     raw = pos.raw if pos.raw.device == device else pos.raw.to(device, non_blocking=True)
     amount = _per_batch(caller, "max_amount", max_amount, batch, device)
     length = _lengths(caller, mask_axis, batch, device, _tracing.tracing())
-    cond = _spans(raw.long(), amount, length, x.raw.shape[x.dims.index(mask_axis)], generator)
+    pos = raw.long()
+    cond = _spans(pos, _draw_ints(1, amount, pos.shape, device, generator), length,
+                  x.raw.shape[x.dims.index(mask_axis)])
     return where(Tensor(cond, batch + (mask_axis,)), mask_value, x)
 
 
