@@ -174,6 +174,34 @@ def test_conformer_encoder_masks_the_frontend_output_only_when_its_padding_may_b
         torch.testing.assert_close(grads[k], ref_grads[k], atol=1e-5, rtol=1e-4)
     assert subsample().finite_padding and not subsample(activation=drf.log).finite_padding
 
+
+def test_conformer_conv_subsample_pools_before_relu_exactly():
+    """With relu, the max pool runs before it (on the conv output): values and every gradient equal relu then
+    pool (the same module with another relu function object), bit for bit; conv outputs with ties, zeros,
+    negatives and NaN (a NaN input frame) included."""
+    batch, feat = dt.Dim(3, name="b"), dt.Dim(10, name="f")
+    time = dt.Dim(dt.Tensor(torch.tensor([9, 5, 2]), (batch,)), name="t")
+    raw = torch.randn(3, 9, 10, generator=torch.Generator().manual_seed(0))
+    raw[0, 3, 4] = float("nan")
+    chans = [("c1", 4), ("c2", 4), ("c3", 4)]
+    results = []
+    for activation in (drf.relu, lambda x: drf.relu(x)):
+        torch.manual_seed(3)
+        sub = our_conf.ConformerConvSubsample(feat, out_dims=[dt.Dim(s, name=n) for n, s in chans],
+                                              filter_sizes=[(3, 3)] * 3, pool_sizes=[(1, 2)],
+                                              strides=[(1, 1), (3, 1), (2, 1)], activation=activation)
+        with torch.no_grad():  # ties among the first conv's outputs: positive (channel 1), negative (2)
+            sub.conv_layers[0].filter.raw[1:3] = 0.0
+            sub.conv_layers[0].bias.raw[1:3] = torch.tensor([0.5, -0.5])
+        x = raw.clone().requires_grad_()
+        y, t = sub(dt.Tensor(x, (batch, time, feat)), in_spatial_dim=time)
+        out = y.raw_aligned((batch, t, sub.out_dim))
+        out.backward(torch.linspace(-1, 1, out.numel()).view(out.shape))
+        results.append([out.detach(), x.grad] + [p.grad for p in sub.parameters()])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
 def test_conformer_layers_get_their_own_initial_values():
     """A layer copied per layer (as rf's deep copy) is initialized again: the layers differ."""
     model = dt.Dim(8, name="model")

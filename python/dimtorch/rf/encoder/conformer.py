@@ -132,11 +132,18 @@ class ConformerConvSubsample(ISeqDownsamplingEncoder):
         for i, conv in enumerate(self.conv_layers):
             x, spatial = conv(x, in_spatial_dims=spatial)
             channels = conv.out_dim
-            x = self.activation(x)
-            if self.pool_sizes and i < len(self.pool_sizes):
+            pool = bool(self.pool_sizes) and i < len(self.pool_sizes)
+            # relu commutes with a max pool (values and gradients, ties and NaN included): pooled first, relu
+            # runs on the smaller result
+            relu_after_pool = pool and self.activation is _C.relu
+            if not relu_after_pool:
+                x = self.activation(x)
+            if pool:
                 x, spatial = _C.pool(x, mode="max", pool_size=self.pool_sizes[i], in_spatial_dims=spatial,
                                      padding="same")
                 spatial = list(spatial)
+            if relu_after_pool:
+                x = _C.relu(x)
         if spatial[-1] is not self._final_second_spatial_dim:
             x, _ = replace_dim(x, in_dim=spatial[-1], out_dim=self._final_second_spatial_dim)
         lead = tuple(d for d in x.dims if d is not self._final_second_spatial_dim and d is not channels)
