@@ -147,6 +147,13 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
     if (sizes[i] < 1 || sizes[i] + 2 * torch_pad[i] < k_eff[i]) FALLBACK();
     out_sizes[i] = (sizes[i] + 2 * torch_pad[i] - k_eff[i]) / strides[i] + 1;
   }
+  // 'same' at stride and dilation 1 over an axis shorter than the filter's right half plus one: some taps
+  // meet padding zeros alone, and the definition drops them (ops/conv.py _same_taps: faster, and a
+  // oneDNN sum over all taps can round differently from the definition's in the last bit).
+  bool unit = kind == Padding::kSame;
+  for (int i = 0; unit && i < n; ++i) unit = strides[i] == 1 && dilation[i] == 1;
+  for (int i = 0; unit && i < n; ++i)
+    if (sizes[i] < k_eff[i] - (k_eff[i] - 1) / 2) FALLBACK();
   Ref out_spatial(out_spatial_tuple(spatial, n, k_eff, strides, kind, pads, caller, od_sizes));
   if (!out_spatial) FALLBACK();
   for (int i = 0; i < n; ++i)
