@@ -116,18 +116,27 @@ class LogMelFrontend(nn.Module):
         return x, frames
 
 
-def _draw_ints(lo, hi, shape, device) -> torch.Tensor:
-    """Uniform ints in [lo, hi]: floor(lo + u (hi - lo + 1))."""
-    return torch.rand(shape, device=device).mul_(hi - lo + 1).add_(lo).long()
-
-
-def _spans(pos: torch.Tensor, max_amount: int, end_limit, n: int) -> torch.Tensor:
-    """(B, k, n) True on [pos, min(pos + amount, end_limit)), amount uniform in [1, max_amount]."""
-    amount = _draw_ints(1, max_amount, pos.shape, pos.device)
+def _masks(pos: torch.Tensor, amount: torch.Tensor, end_limit, n: int) -> torch.Tensor:
+    """(B, n) True on the union of [pos, min(pos + amount, end_limit)) over the slots (amount 0: none)."""
     end = torch.minimum(pos + amount, end_limit) if isinstance(end_limit, torch.Tensor) else \
         (pos + amount).clamp(max=end_limit)
     idx = torch.arange(n, device=pos.device)
-    return (idx >= pos.unsqueeze(-1)) & (idx < end.unsqueeze(-1))
+    return ((idx >= pos.unsqueeze(-1)) & (idx < end.unsqueeze(-1))).any(1)
+
+
+def _draw(b: int, n: int, slots: int, max_amount: int, lo, hi, valid, device):
+    """One uniform draw per sequence: n frame scores, then one amount per slot, then the count (unless lo ==
+    hi, both ints): (the slots' positions, distinct frames, valid ones first; their amounts, 0 beyond the
+    count)."""
+    fixed = not isinstance(lo, torch.Tensor) and not isinstance(hi, torch.Tensor) and lo == hi
+    u = torch.rand(b, n + slots + (0 if fixed else 1), device=device)
+    scores = u[:, :n] if valid is None else torch.where(valid, u[:, :n], -1.0)
+    pos = torch.topk(scores, slots, dim=-1, sorted=True).indices
+    amount = u[:, n:n + slots].mul(max_amount).long().add_(1)  # uniform in [1, max_amount]
+    if not fixed:
+        count = u[:, -1].mul(hi - lo + 1).add_(lo).long()  # uniform in [lo, hi]
+        amount = amount * (torch.arange(slots, device=device) < count.unsqueeze(-1))
+    return pos, amount
 
 
 def specaugment(x: torch.Tensor, frames: torch.Tensor, cfg: FrontendConfig, stage: Tuple[int, int, int]) -> torch.Tensor:
@@ -143,22 +152,14 @@ def specaugment(x: torch.Tensor, frames: torch.Tensor, cfg: FrontendConfig, stag
         lengths = frames.to(device, non_blocking=True)
         lo = lengths.clamp(max=s1 + s2)
         hi = torch.minimum((lengths // 100).clamp(min=2) * c, lengths)
-        count = _draw_ints(lo, hi, (b,), device)
-        scores = torch.rand(b, t, device=device)
         valid = torch.arange(t, device=device).unsqueeze(0) < lengths.unsqueeze(1)
-        pos = torch.topk(torch.where(valid, scores, -1.0), slots, dim=-1, sorted=True).indices
-        spans = _spans(pos, cfg.max_time_mask, lengths.unsqueeze(-1), t)
-        spans = spans & (torch.arange(slots, device=device).unsqueeze(-1) < count.view(b, 1, 1))
-        masked = masked | spans.any(1).unsqueeze(-1)
+        pos, amount = _draw(b, t, slots, cfg.max_time_mask, lo, hi, valid, device)
+        masked = masked | _masks(pos, amount, lengths.unsqueeze(-1), t).unsqueeze(-1)
     lo, hi = s1 + s2, 2 * s0 + s1 + 2 * s2
     slots = min(hi, f)
     if slots > 0 and cfg.max_feature_mask > 0:
-        count = None if lo == hi else _draw_ints(lo, hi, (b,), device)
-        pos = torch.topk(torch.rand(b, f, device=device), slots, dim=-1, sorted=True).indices
-        spans = _spans(pos, cfg.max_feature_mask, f, f)
-        if count is not None:
-            spans = spans & (torch.arange(slots, device=device).unsqueeze(-1) < count.view(b, 1, 1))
-        masked = masked | spans.any(1).unsqueeze(1)
+        pos, amount = _draw(b, f, slots, cfg.max_feature_mask, lo, hi, None, device)
+        masked = masked | _masks(pos, amount, f, f).unsqueeze(1)
     return torch.where(masked, 0.0, x)
 
 
