@@ -52,21 +52,24 @@ PyObject* channels_last(PyObject* raw) {
 
 /// conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size,
 /// padding="valid", strides=None, dilation_rate=None, groups=None, bias=None, use_mask=None,
-/// dilation=None) -> (tensor, out_spatial_dims). None is 1 for strides, dilation and groups;
-/// dilation_rate is dilation (RETURNN frontend's name); use_mask changes nothing (see the definition).
+/// dilation=None, padding_zeroed=False) -> (tensor, out_spatial_dims). None is 1 for strides, dilation and
+/// groups; dilation_rate is dilation (RETURNN frontend's name); use_mask changes nothing (see the definition);
+/// padding_zeroed: the caller's promise that x's padding holds zeros (no where here).
 PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "filter", "in_dim", "out_dim", "in_spatial_dims", "filter_size",
                                       "out_spatial_dims", "strides", "dilation", "padding", "groups", "bias",
-                                      "use_mask", "dilation_rate"};
+                                      "use_mask", "dilation_rate", "padding_zeroed"};
   const char* caller = "dimtorch.conv()";
-  PyObject* v[14];
-  if (!parse_args(args, nargs, kwnames, names, 14, 2, 6, v, caller, 1)) {
+  PyObject* v[15];
+  if (!parse_args(args, nargs, kwnames, names, 15, 2, 6, v, caller, 1)) {
     PyErr_Clear();
     return conv_fallback(args, nargs, kwnames);
   }
 #define FALLBACK() return conv_fallback(args, nargs, kwnames)
   for (int i : {7, 8, 10, 11, 13})  // None: the default
     if (v[i] == Py_None) v[i] = nullptr;
+  if (v[14] && v[14] != Py_True && v[14] != Py_False) FALLBACK();  // (the definition names the error)
+  const bool padding_zeroed = v[14] == Py_True;
   if (v[13]) {  // dilation_rate: dilation's other name (both given: the definition's error)
     if (v[8]) FALLBACK();
     v[8] = v[13];
@@ -159,7 +162,7 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   for (int i = 0; i < n; ++i)
     if (od_sizes[i] != out_sizes[i]) FALLBACK();  // (the definition narrows its result)
 #undef FALLBACK
-  Ref raw(dynamic ? zero_padding(x) : Py_NewRef(x->raw));
+  Ref raw(dynamic && !padding_zeroed ? zero_padding(x) : Py_NewRef(x->raw));
   if (!raw) return conv_fallback(args, nargs, kwnames);
   // (in the definition's order: permute, merge, narrow; so that torch gets the same strides)
   if (!(raw = Ref(permuted(raw.get(), order, nd)))) return nullptr;
@@ -219,7 +222,8 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
 PyMethodDef kFunctions[] = {
     {"conv", DIMTORCH_OP(f_conv), METH_FASTCALL | METH_KEYWORDS,
      "conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size, padding='valid', "
-     "strides=None, dilation_rate=None, groups=None, bias=None, use_mask=None, dilation=None) -> (tensor, "
+     "strides=None, dilation_rate=None, groups=None, bias=None, use_mask=None, dilation=None, padding_zeroed=False) "
+     "-> (tensor, "
      "out_spatial_dims): see "
      "dimtorch.ops.conv.conv; the common call is one torch conv here (and one where with the cached mask "
      "for dynamic spatial dims)."},

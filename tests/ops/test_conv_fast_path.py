@@ -174,3 +174,44 @@ def test_conv_rf_arguments_take_the_fast_path():
         with pytest.raises(TypeError) as slow:
             _conv.conv(*args, **kw)
         assert str(fast.value).endswith(str(slow.value))
+
+
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_padding_zeroed_skips_the_zeroing_in_both_paths(ndim):
+    """padding_zeroed=True (the caller's promise): with zero padding the result of the default call, values and
+    gradients (x's on valid frames), from the fast path and the definition alike; padding that holds anything else reaches the
+    result (nothing zeroes it); a non-bool is a TypeError naming the call."""
+    x, batch, time, chan = _batch([5, 3, 1], 2, extra=1, pad=0.0, order=(0, 1, 2))
+    out, k = dt.Dim(3, name="out"), dt.Dim(3, name="k")
+    dims, spatial, filter_size, w_raw = x.dims, (time,), (k,), torch.randn(3, 2, 3)
+    raw = x.raw
+    if ndim == 2:
+        freq, k2 = dt.Dim(4, name="freq"), dt.Dim(3, name="k2")
+        raw = raw.unsqueeze(-1) * torch.arange(1.0, 5.0)
+        dims, spatial, filter_size, w_raw = dims + (freq,), (time, freq), (k, k2), torch.randn(3, 2, 3, 3)
+    results = []
+    for fn in (dt.conv, _conv.conv):
+        for zeroed in (False, True):
+            xr, w = raw.clone().requires_grad_(), w_raw.clone().requires_grad_()
+            y, _ = fn(dt.Tensor(xr, dims), dt.Tensor(w, (out, chan) + filter_size), in_dim=chan, out_dim=out,
+                      in_spatial_dims=spatial, filter_size=filter_size, padding="same", padding_zeroed=zeroed)
+            y.raw.sum().backward()
+            results.append((y, xr.grad, w.grad))
+    valid = torch.arange(raw.shape[1]) < torch.tensor([5, 3, 1])[:, None]  # (x's padding: no gradient when zeroed)
+    for y, xg, wg in results[1:]:
+        assert_same(y, results[0][0])
+        torch.testing.assert_close(xg[valid], results[0][1][valid], rtol=0, atol=0)
+        torch.testing.assert_close(wg, results[0][2], rtol=0, atol=0)
+    noisy = raw.clone()
+    noisy[1, 3:] = 7.0  # sequence 1 (3 frames): padding that is not zero
+    kw = dict(in_dim=chan, out_dim=out, in_spatial_dims=spatial, filter_size=filter_size, padding="same")
+    w = dt.Tensor(w_raw, (out, chan) + filter_size)
+    for fn in (dt.conv, _conv.conv):
+        zeroed, _ = fn(dt.Tensor(noisy, dims), w, padding_zeroed=False, **kw)
+        trusted, _ = fn(dt.Tensor(noisy, dims), w, padding_zeroed=True, **kw)
+        assert zeroed.dims == trusted.dims == results[0][0].dims  # (batch, out, time[, freq])
+        torch.testing.assert_close(zeroed.raw[1, :, :3], results[0][0].raw[1, :, :3])  # its valid frames
+        assert not torch.equal(trusted.raw[1, :, 2], zeroed.raw[1, :, 2])  # its last frame reads the 7s
+    assert _definition_calls(lambda: dt.conv(dt.Tensor(noisy, dims), w, padding_zeroed=True, **kw)) == 0
+    with pytest.raises(TypeError, match=r"dimtorch\.conv\(\): padding_zeroed must be a bool"):
+        dt.conv(x, w, padding_zeroed=1, **kw)

@@ -375,7 +375,8 @@ def _narrow_out(out_shape, lay: _Layout, plan: _Plan, in_graph: bool = False) ->
     return steps
 
 
-def _run_in_graph(caller: str, build, x, filter, args: tuple, in_spatial_dims, out_spatial_dims, bias):
+def _run_in_graph(caller: str, build, x, filter, args: tuple, in_spatial_dims, out_spatial_dims, bias,
+                  padding_zeroed: bool = False):
     """The call while tracing: the plan and layout made for this call and kept nowhere (the caches
     are keyed by object ids and hold host sizes and lengths), x's padding masked in the graph, no
     narrowing to max lengths."""
@@ -384,20 +385,21 @@ def _run_in_graph(caller: str, build, x, filter, args: tuple, in_spatial_dims, o
     plan.n, plan.args = len(spatial), args
     in_dim, out_dim = args[0], args[1]
     lay = _new_layout(caller, plan, x, in_dim, out_dim, in_spatial_dims, out_spatial_dims, in_graph=True)
-    return _apply(caller, plan, lay, x, filter, out_dim, bias, True)
+    return _apply(caller, plan, lay, x, filter, out_dim, bias, True, padding_zeroed)
 
 
 def _run(caller: str, plan: _Plan, x, filter: Tensor, in_dim: Dim, out_dim: Dim, in_spatial_dims, out_spatial_dims,
-         bias):
+         bias, padding_zeroed: bool = False):
     """The call: x through plan's torch function with x's layout (made or reused)."""
     lay = plan.layout
     if lay is None or not isinstance(x, Tensor) or not lay.matches(x, in_spatial_dims, out_spatial_dims):
         lay = plan.layout = _new_layout(caller, plan, x, in_dim, out_dim, in_spatial_dims, out_spatial_dims)
-    return _apply(caller, plan, lay, x, filter, out_dim, bias, False)
+    return _apply(caller, plan, lay, x, filter, out_dim, bias, False, padding_zeroed)
 
 
-def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: Dim, bias, in_graph: bool):
-    """x through plan's torch function with layout `lay`."""
+def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: Dim, bias, in_graph: bool,
+           padding_zeroed: bool = False):
+    """x through plan's torch function with layout `lay` (x's padding zeroed first unless padding_zeroed)."""
     if bias is None:
         b = None
     elif isinstance(bias, Tensor) and len(bias.dims) == 1 and bias.dims[0] is out_dim:
@@ -405,10 +407,12 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
     else:
         check_tensor(bias, caller, what="bias")
         raise ValueError(f"{caller}: bias must have dims ({dim_str(out_dim)}), has ({dims_str(bias.dims)})")
-    if in_graph:
-        raw = _in_graph.masked(x.raw, x.dims, 0.0) if lay.masked else x.raw
+    if not lay.masked or padding_zeroed:
+        raw = x.raw
+    elif in_graph:
+        raw = _in_graph.masked(x.raw, x.dims, 0.0)
     else:
-        raw = x.copy_masked(0).raw if lay.masked else x.raw
+        raw = x.copy_masked(0).raw
     raw = permuted(raw, lay.perm)
     if lay.merge is not None:
         raw = raw.reshape(lay.merge)
@@ -475,7 +479,8 @@ def conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_
          padding: Union[str, int, Sequence[int]] = "valid", strides: Optional[Union[int, Sequence[int]]] = None,
          dilation_rate: Optional[Union[int, Sequence[int]]] = None, groups: Optional[int] = None,
          bias: Optional[Tensor] = None, use_mask: Optional[bool] = None,
-         dilation: Optional[Union[int, Sequence[int]]] = None) -> tuple[Tensor, tuple[Dim, ...]]:
+         dilation: Optional[Union[int, Sequence[int]]] = None, padding_zeroed: bool = False
+         ) -> tuple[Tensor, tuple[Dim, ...]]:
     """1-D, 2-D or 3-D convolution (F.conv1d/2d/3d) of x over `in_spatial_dims`, contracting `in_dim`;
     returns (tensor, out_spatial_dims), the tensor over (x's other dims, out_dim, *out_spatial_dims).
 
@@ -505,17 +510,24 @@ def conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_
     `dilation_rate` is `dilation` (give one), and `use_mask` changes nothing: x's padding is always
     zeroed (rf's use_mask=False differs only where its result depends on the batch).
 
+    `padding_zeroed=True` is the caller's promise that x's padding frames hold zeros already (e.g. zeroed
+    by a multiplication where they are known finite, a third of a `where`'s cost): they are not zeroed
+    again. Padding that holds anything else then reaches the valid frames of the result.
+
     While tracing: plans and layouts are made per call and cached nowhere, x's padding is masked
     in the graph, and the output keeps torch's frames beyond the longest sequence (padding)."""
     caller = "dimtorch.conv()"
+    if type(padding_zeroed) is not bool:
+        raise TypeError(f"{caller}: padding_zeroed must be a bool, got {padding_zeroed!r}")
     strides, dilation, groups = _rf_args(caller, strides, dilation, dilation_rate, groups)
     if type(in_spatial_dims) is not tuple:
         in_spatial_dims = _spatial_arg(in_spatial_dims)
     args = (in_dim, out_dim, filter_size, strides, dilation, padding, groups)
     if _tracing.tracing():
-        return _run_in_graph(caller, _conv_plan, x, filter, args, in_spatial_dims, out_spatial_dims, bias)
+        return _run_in_graph(caller, _conv_plan, x, filter, args, in_spatial_dims, out_spatial_dims, bias,
+                             padding_zeroed)
     plan = _cached_plan(_CONV_PLANS, caller, x, filter, args, in_spatial_dims, _conv_plan)
-    return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, out_spatial_dims, bias)
+    return _run(caller, plan, x, filter, in_dim, out_dim, in_spatial_dims, out_spatial_dims, bias, padding_zeroed)
 
 
 def transposed_conv(x: Tensor, /, filter: Tensor, *, in_dim: Dim, out_dim: Dim, in_spatial_dims: Sequence[Dim],

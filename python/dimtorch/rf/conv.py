@@ -83,7 +83,7 @@ class _Conv(Module):
             self.bias = Parameter([out_dim])
             self.bias.initial = 0.0
 
-    def _run(self, source, in_spatial_dims, out_spatial_dims):
+    def _run(self, source, in_spatial_dims, out_spatial_dims, padding_zeroed: bool = False):
         if not isinstance(source, Tensor) or self.in_dim not in source.dims:
             _check_source(self, source, self.in_dim)
         return _C.conv(source, self.filter, in_dim=self.in_dim, out_dim=self.out_dim,
@@ -91,7 +91,7 @@ class _Conv(Module):
                      out_spatial_dims=tuple(out_spatial_dims) if out_spatial_dims is not None else None,
                      filter_size=self.filter_size, strides=self.strides if self.strides is not None else 1,
                      dilation=self.dilation_rate if self.dilation_rate is not None else 1, padding=self.padding,
-                     groups=self.groups or 1, bias=self.bias)
+                     groups=self.groups or 1, bias=self.bias, padding_zeroed=padding_zeroed)
 
     def extra_repr(self) -> str:
         return (f"in_dim={dim_str(self.in_dim)}, out_dim={dim_str(self.out_dim)}, "

@@ -130,7 +130,13 @@ class ConformerConvSubsample(ISeqDownsamplingEncoder):
         channels = self._dummy_in_dim
         x = expand_dim(source, channels)
         for i, conv in enumerate(self.conv_layers):
-            x, spatial = conv(x, in_spatial_dims=spatial)
+            if i and self.finite_padding:
+                # x's padding is finite (each conv zeroed its input's, relu keeps it): zeroed by a multiplication,
+                # a third of the where the conv would run (~0.15 ms of the RETURNN demo's step)
+                x, spatial = conv._run(_zero_finite_padding(x, spatial), spatial, None, padding_zeroed=True)
+                spatial = list(spatial)
+            else:
+                x, spatial = conv(x, in_spatial_dims=spatial)
             channels = conv.out_dim
             pool = bool(self.pool_sizes) and i < len(self.pool_sizes)
             # relu commutes with a max pool (values and gradients, ties and NaN included): pooled first, relu
@@ -167,6 +173,16 @@ class ConformerConvSubsample(ISeqDownsamplingEncoder):
                 (out,) = make_conv_out_spatial_dims([out], filter_size=self.pool_sizes[i][0],
                                                     strides=self.pool_sizes[i][0], padding="same")
         return out
+
+
+def _zero_finite_padding(x: Tensor, spatial: list) -> Tensor:
+    """x times 0/1 masks of its dynamic spatial dims: its padding zeroed where it holds finite values (a `where`
+    also clears NaN and inf, at ~3x the cost)."""
+    for d in spatial:
+        if d.lengths is not None:
+            mask = d.get_mask(device=x.raw.device)
+            x = x * Tensor(mask.raw.to(x.raw.dtype), mask.dims)
+    return x
 
 
 def make_ff(*, out_dim: Dim, ff, ff_dim, ff_activation, dropout: float) -> Module:
