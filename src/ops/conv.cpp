@@ -1,10 +1,10 @@
 // Fast path of conv (definition: python/dimtorch/ops/conv.py) for its common call: the filter in
 // torch's layout (out_dim, in_dim // groups, *filter_size), the spatial dims static or dynamic with
 // inputs at least one window long, padding "valid", "same" with equal sides or ints, no given out
-// dims. x's padding zeroed (one where with the cached mask), its axes permuted to (rest, in_dim,
-// *spatial) (a view; rest merged into one batch axis unless it is one dim), one torch conv; the out
-// dims by dim math (cached on the dims). Every other case, every error included, goes to the Python
-// definition.
+// dims. x's padding zeroed (one where with the cached mask; not with padding_zeroed=True), its axes
+// permuted to (rest, in_dim, *spatial) (a view; rest merged into one batch axis unless it is one dim),
+// one torch conv (2-D on the CPU: channels-last, or im2col for one input channel); the out dims by dim
+// math (cached on the dims). Every other case, every error included, goes to the Python definition.
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"

@@ -128,8 +128,8 @@ class SelfAttentionBase(Module):
     def _qkv_raws(self, x: Tensor, lead: tuple, axis: Optional[Dim], valid: Optional[torch.Tensor],
                   heads_contiguous: bool = False):
         """q, k, v raws (*lead, H, T, d) (T = 1 for a step); x's padding frames zeroed first (zero_padding).
-        heads_contiguous: (*lead, H, T, 3d) made contiguous first, one copy, so that torch.matmul folds q, k
-        and v into bmm's batch as views (strided rows) instead of copying each operand of each product."""
+        heads_contiguous: (*lead, H, T, 3d) made contiguous first, one copy, so that the products (_matmul) take
+        q, k and v as views (strided rows) instead of copying each operand of each product."""
         if valid is not None and self.zero_padding:
             x = x.copy_masked(0.0, (axis,))
         qkv = self.qkv(x)
