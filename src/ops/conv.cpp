@@ -3,8 +3,9 @@
 // inputs at least one window long, padding "valid", "same" with equal sides or ints, no given out
 // dims. x's padding zeroed (one where with the cached mask; not with padding_zeroed=True), its axes
 // permuted to (rest, in_dim, *spatial) (a view; rest merged into one batch axis unless it is one dim),
-// one torch conv (2-D on the CPU: channels-last, or im2col for one input channel); the out dims by dim
-// math (cached on the dims). Every other case, every error included, goes to the Python definition.
+// one torch conv (2-D on the CPU: channels-last, or im2col for one input channel; a 1-D depthwise filter over
+// an input shorter than its right half: the taps that meet a frame, as windows times taps); the out dims by
+// dim math (cached on the dims). Every other case, every error included, goes to the Python definition.
 #include "core/args.h"
 #include "core/backend.h"
 #include "core/dim.h"
@@ -48,6 +49,47 @@ PyObject* channels_last(PyObject* raw) {
   if (!name || (!kw && !(kw = Py_BuildValue("(s)", "memory_format")))) return nullptr;
   PyObject* call_args[2] = {raw, backend::T.channels_last};
   return PyObject_VectorcallMethod(name, call_args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw);
+}
+
+/// A 1-D depthwise conv of raw (N, C, T) with the taps [tap0, tap0 + n_taps) of filter (C, 1, k) alone, padded
+/// by pads (left, right): the windows times the taps, summed (the definition's ops, so its values and
+/// gradients: torch's depthwise conv1d costs ~0.3-2 ms a call on the CPU whatever the size). New reference.
+PyObject* depthwise_taps(PyObject* raw, PyObject* filter, PyObject* bias, Py_ssize_t tap0, Py_ssize_t n_taps,
+                         const Py_ssize_t* pads) {
+  static PyObject* per_channel = nullptr;  // [:, 0, None, :]
+  static PyObject* column = nullptr;       // [:, None]
+  if (!per_channel && !(per_channel = Py_BuildValue("(NiON)", PySlice_New(nullptr, nullptr, nullptr), 0, Py_None,
+                                                    PySlice_New(nullptr, nullptr, nullptr))))
+    return nullptr;
+  if (!column && !(column = Py_BuildValue("(NO)", PySlice_New(nullptr, nullptr, nullptr), Py_None))) return nullptr;
+  Ref w(fast_path::narrowed(filter, 2, tap0, n_taps));
+  Ref pad_list(int_arg(pads, 2));
+  if (!w || !pad_list) return nullptr;
+  Ref padded(backend::call2(backend::T.constant_pad_nd, raw, pad_list.get()));
+  Ref dim(PyLong_FromLong(-1)), size(PyLong_FromSsize_t(n_taps)), step(PyLong_FromLong(1));
+  if (!padded || !dim || !size || !step) return nullptr;
+  PyObject* unfold_args[4] = {padded.get(), dim.get(), size.get(), step.get()};
+  Ref windows(PyObject_Vectorcall(backend::T.unfold, unfold_args, 4, nullptr));
+  Ref taps(windows ? PyObject_GetItem(w.get(), per_channel) : nullptr);
+  Ref product(taps ? PyNumber_Multiply(windows.get(), taps.get()) : nullptr);
+  Ref out(product ? backend::call2(backend::T.sum, product.get(), dim.get()) : nullptr);
+  if (!out || !bias) return out.release();
+  Ref b(PyObject_GetItem(bias, column));
+  return b ? PyNumber_Add(out.get(), b.get()) : nullptr;
+}
+
+/// conv's result: out (N, out, *S) as a Tensor over x's other dims (x's axes order[0..n_rest), merged into N
+/// unless one), out_dim, the out spatial dims; -> (tensor, out_spatial_dims). New reference.
+PyObject* conv_result(TensorObject* x, const int* order, int n_rest, PyObject* out_dim, Py_ssize_t out_size,
+                      PyObject* out_spatial, const Py_ssize_t* out_sizes, Ref out) {
+  int nd_out = n_rest + 1 + static_cast<int>(PyTuple_GET_SIZE(out_spatial));
+  Py_ssize_t out_shape[kMaxDims];
+  Ref out_dims(out_dims_and_shape(x, order, n_rest, out_dim, out_size, out_spatial, out_sizes, out_shape));
+  if (!out_dims) return nullptr;
+  if (n_rest != 1 && !(out = Ref(reshaped(out.get(), out_shape, nd_out)))) return nullptr;
+  Ref t(tensor_make(out.release(), out_dims.get(), out_shape, nullptr, out_dim));
+  if (!t) return nullptr;
+  return PyTuple_Pack(2, t.get(), out_spatial);
 }
 
 /// conv(x, /, filter, *, in_dim, out_dim, in_spatial_dims, out_spatial_dims=None, filter_size,
@@ -118,10 +160,11 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
     FALLBACK();
   // torch's padding: the ints, or "same"'s k_eff - 1 frames when both sides get as many.
   Py_ssize_t torch_pad[kMaxSpatial];
+  bool uneven = false;  // an uneven 'same' (even filter): torch cannot pad it (below: the taps, else the definition)
   for (int i = 0; i < n; ++i) {
     torch_pad[i] = pads[i];
     if (kind == Padding::kSame) {
-      if ((k_eff[i] - 1) % 2) FALLBACK();  // an uneven 'same' pads explicitly: the definition does it
+      uneven = uneven || (k_eff[i] - 1) % 2;
       torch_pad[i] = (k_eff[i] - 1) / 2;
     }
   }
@@ -153,10 +196,23 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   // 'same' at stride and dilation 1 over an axis shorter than the filter's right half plus one: some taps
   // meet padding zeros alone, and the definition drops them (ops/conv.py _same_taps: faster, and a
   // oneDNN sum over all taps can round differently from the definition's in the last bit).
+  // A 1-D depthwise filter (one input channel per group, as many groups as channels; a Conformer's conv
+  // module) keeps those taps alone, as the definition does, with its ops (see `taps` below); others go there.
   bool unit = kind == Padding::kSame;
   for (int i = 0; unit && i < n; ++i) unit = strides[i] == 1 && dilation[i] == 1;
-  for (int i = 0; unit && i < n; ++i)
-    if (sizes[i] < k_eff[i] - (k_eff[i] - 1) / 2) FALLBACK();
+  bool taps = false;
+  for (int i = 0; unit && i < n; ++i) taps = taps || sizes[i] < k_eff[i] - (k_eff[i] - 1) / 2;
+  Py_ssize_t tap0 = 0, n_taps = 0, tap_pads[2] = {0, 0};
+  if (taps) {
+    if (n != 1 || in_size != groups || out_size != groups) FALLBACK();
+    // (ops/conv.py _same_taps: output frame t of the taps [k0, k1] reads x's frame t + k - left as tap k)
+    Py_ssize_t k = k_eff[0], left = (k - 1) / 2, size = sizes[0];
+    Py_ssize_t k0 = left - size + 1 > 0 ? left - size + 1 : 0, k1 = left + size - 1 < k - 1 ? left + size - 1 : k - 1;
+    tap0 = k0, n_taps = k1 - k0 + 1, tap_pads[0] = left - k0, tap_pads[1] = k1 - left;
+    out_sizes[0] = size;
+  } else if (uneven) {
+    FALLBACK();  // the definition pads explicitly
+  }
   Ref out_spatial(out_spatial_tuple(spatial, n, k_eff, strides, kind, pads, caller, od_sizes));
   if (!out_spatial) FALLBACK();
   for (int i = 0; i < n; ++i)
@@ -176,6 +232,13 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   for (int i = 0; narrow && i < n; ++i)
     if (sizes[i] < x->sizes[pos[i]] && !(raw = Ref(fast_path::narrowed(raw.get(), 2 + i, 0, sizes[i]))))
       return nullptr;
+  Ref out;
+  if (taps) {
+    if (!(out = Ref(depthwise_taps(raw.get(), filter->raw, bias ? as_tensor(bias)->raw : nullptr, tap0, n_taps,
+                                   tap_pads))))
+      return nullptr;
+    return conv_result(x, order, n_rest, out_dim, out_size, out_spatial.get(), out_sizes, std::move(out));
+  }
   Ref stride_arg(int_arg(strides, n)), pad_arg(int_arg(torch_pad, n)), dilation_arg(int_arg(dilation, n));
   Ref groups_arg(PyLong_FromSsize_t(groups));
   if (!stride_arg || !pad_arg || !dilation_arg || !groups_arg) return nullptr;
@@ -196,7 +259,6 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
   }
   PyObject* conv_args[7] = {raw.get(), filter->raw, bias ? as_tensor(bias)->raw : Py_None, stride_arg.get(),
                             pad_arg.get(), dilation_arg.get(), groups_arg.get()};
-  Ref out;
   if (one_channel) {
     Py_ssize_t kernel[2] = {as_dim(fs_items[0])->size, as_dim(fs_items[1])->size};
     Ref kernel_arg(int_arg(kernel, 2));
@@ -208,15 +270,7 @@ PyObject* f_conv(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* k
     out = Ref(PyObject_Vectorcall(backend::T.conv[n - 1], conv_args, 7, nullptr));
   }
   if (!out) return nullptr;
-  // The output: x's other dims, out_dim, the out spatial dims.
-  int nd_out = n_rest + 1 + n;
-  Py_ssize_t out_shape[kMaxDims];
-  Ref out_dims(out_dims_and_shape(x, order, n_rest, out_dim, out_size, out_spatial.get(), out_sizes, out_shape));
-  if (!out_dims) return nullptr;
-  if (n_rest != 1 && !(out = Ref(reshaped(out.get(), out_shape, nd_out)))) return nullptr;
-  Ref t(tensor_make(out.release(), out_dims.get(), out_shape, nullptr, out_dim));
-  if (!t) return nullptr;
-  return PyTuple_Pack(2, t.get(), out_spatial.get());
+  return conv_result(x, order, n_rest, out_dim, out_size, out_spatial.get(), out_sizes, std::move(out));
 }
 
 PyMethodDef kFunctions[] = {

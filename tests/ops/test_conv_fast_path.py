@@ -73,6 +73,33 @@ def test_conv_without_batch_dims_and_with_two():
         both(dt.conv, _conv.conv, x, w, in_dim=chan, out_dim=out, in_spatial_dims=time, filter_size=kd, padding="same")
 
 
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=4).filter(lambda v: max(v) >= 1),
+       extra=st.integers(0, 2), pad=st.sampled_from([PAD_NAN, PAD_LARGE]), order=st.permutations([0, 1, 2]),
+       k=st.sampled_from([3, 4, 8, 31, 32]), with_bias=st.booleans())
+def test_depthwise_conv_over_short_inputs_is_the_definition(lengths, extra, pad, order, k, with_bias):
+    """A 1-D depthwise 'same' conv whose input is shorter than the filter's right half plus one (a Conformer's
+    conv module over a short encoder): the fast path keeps the taps that meet a frame, with the definition's ops,
+    so its values and gradients (x's, the filter's, the bias's) are the definition's bit for bit."""
+    x, batch, time, chan = _batch(lengths, 4, extra=extra, pad=pad, order=order)
+    kd = dt.Dim(k, name="k")
+    results = []
+    for fn in (dt.conv, _conv.conv):
+        raw = x.raw.clone().requires_grad_(True)
+        w = torch.randn(4, 1, k, generator=torch.Generator().manual_seed(1)).requires_grad_(True)
+        b = torch.randn(4, generator=torch.Generator().manual_seed(2)).requires_grad_(True) if with_bias else None
+        y, (ot,) = fn(dt.Tensor(raw, x.dims), dt.Tensor(w, (chan, chan // 4, kd)), in_dim=chan, out_dim=chan,
+                      in_spatial_dims=[time], filter_size=[kd], padding="same", groups=4,
+                      bias=dt.Tensor(b, (chan,)) if with_bias else None)
+        valid = ot.get_mask(device=torch.device("cpu")).raw_aligned(y.dims)
+        (torch.where(valid, y.raw, 0.0) * torch.arange(y.raw.numel()).view(y.raw.shape).sin()).sum().backward()
+        results.append((y, raw.grad, w.grad, b.grad if with_bias else None))
+    (y_fast, *g_fast), (y_slow, *g_slow) = results
+    assert_same(y_fast, y_slow)
+    for f, s in zip(g_fast, g_slow):
+        if f is not None or s is not None:
+            torch.testing.assert_close(f, s, rtol=0, atol=0, equal_nan=True)
+
+
 def test_conv_common_calls_do_not_reach_the_definition():
     x, batch, time, chan = _batch([5, 3], 4, extra=1, pad=PAD_NAN, order=(0, 1, 2))
     out, kd = dt.Dim(4, name="out"), dt.Dim(3, name="k")
@@ -85,6 +112,11 @@ def test_conv_common_calls_do_not_reach_the_definition():
     # The Conformer's depthwise conv: out_dim is in_dim, the filter's input channels are in_dim // groups.
     assert _definition_calls(lambda: dt.conv(x, depthwise, in_dim=chan, out_dim=chan, in_spatial_dims=(time,),
                                              filter_size=(kd,), padding="same", groups=4)) == 0
+    # ... over an input shorter than its 32 taps (a short encoder): the taps that meet a frame
+    k32 = dt.Dim(32, name="k32")
+    depthwise_32 = dt.Tensor(torch.randn(4, 1, 32), (chan, chan // 4, k32))
+    assert _definition_calls(lambda: dt.conv(x, depthwise_32, in_dim=chan, out_dim=chan, in_spatial_dims=(time,),
+                                             filter_size=(k32,), padding="same", groups=4)) == 0
 
 
 def test_conv_cases_for_the_definition():

@@ -426,7 +426,8 @@ def _apply(caller: str, plan: _Plan, lay: _Layout, x, filter: Tensor, out_dim: D
         w, groups = w[index], plan.torch_args[3]
         if plan.n == 1 and w.shape[1] == 1 and groups == w.shape[0] == raw.shape[1]:
             # depthwise: torch's depthwise conv1d costs ~0.3-2 ms a call for any size on the CPU; as
-            # windows times taps it is a few small kernels (forward and backward)
+            # windows times taps it is a few small kernels (forward and backward); src/ops/conv.cpp runs the
+            # same ops for this case
             out = (F.pad(raw, pads).unfold(-1, w.shape[-1], 1) * w[:, 0, None, :]).sum(-1)
             if b is not None:
                 out = out + b[:, None]
