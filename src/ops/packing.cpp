@@ -23,7 +23,7 @@ using namespace fast_path;
 
 DIMTORCH_PYTHON_FALLBACK(pack_fallback, "pack_padded")
 
-/// pack_padded(x, *, dims, out_dim=None): the fast path takes `dims` leading x in their order, one
+/// pack_padded(x, *, dims, out_dim=None): the fast path takes `dims` (a tuple or list) leading x in their order, one
 /// of them dynamic with lengths over the others (static or sized from data), and no frames beyond
 /// the max length: one flatten (a view) and one index_select. The index of the valid frames
 /// (dimtorch.ops.packing._valid_index, from host lengths) and its size are cached on the dynamic
@@ -38,9 +38,12 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
     PyErr_Clear();
     return pack_fallback(args, nargs, kwnames);
   }
-  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !PyTuple_CheckExact(v[1])) return pack_fallback(args, nargs, kwnames);
+  if (!is_tensor(v[0]) || !as_tensor(v[0])->raw || !(PyTuple_CheckExact(v[1]) || PyList_CheckExact(v[1])))
+    return pack_fallback(args, nargs, kwnames);
   TensorObject* x = as_tensor(v[0]);
-  PyObject* dims = v[1];
+  Ref dims_tuple(PyList_CheckExact(v[1]) ? PyList_AsTuple(v[1]) : Py_NewRef(v[1]));  // (RETURNN passes a list)
+  if (!dims_tuple) return nullptr;
+  PyObject* dims = dims_tuple.get();
   Py_ssize_t n = PyTuple_GET_SIZE(dims);
   Py_ssize_t nd = tensor_ndim(x);
   if (n == 0 || n > nd) return pack_fallback(args, nargs, kwnames);

@@ -298,6 +298,9 @@ def test_pack_padded(static_batch, pad):
     again, _ = dt.pack_padded(x, dims=(batch, time), out_dim=pack_dim)  # cached index, given out dim
     torch.testing.assert_close(again.raw, expected)
     assert again.dims[0] is pack_dim
+    # dims as a list (RETURNN's calls pass one): the same fast path
+    as_list, _ = both(dt.pack_padded, _packing.pack_padded, x, dims=[batch, time], out_dim=pack_dim)
+    assert definition_calls(lambda: dt.pack_padded(x, dims=[batch, time]), _packing.pack_padded) == 0
 
 
 def test_pack_padded_cache_follows_sizes():
