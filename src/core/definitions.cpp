@@ -26,7 +26,7 @@ const char* const kRequired[] = {
     "reshape", "masked_select", "masked_scatter", "to_host",
     "conv", "transposed_conv", "pool", "gating", "search_sorted", "where_nested", "window", "top_k_mask", "reduce_out", "replace_dim_v2", "stft", "_mel_filterbank", "_mel_filterbank_matrix", "label_smoothing", "reduce_logmeanexp", "dot_attention", "apply_rope", "cond", "while_loop", "cumsum", "squeeze", "one_hot", "stop_gradient", "safe_log",
     "zeros", "ones", "full", "constant", "_dim_cached_raw", "Dim._traced_size", "Dim._set_traced_size", "Dim._padded_size",
-    "_reverse_index", "_valid_index", "_gather_index", "_stft_window", "_rf_dropout", "_rf_concat_features", "_pair_max", "_loop_truth", "_while_loop_check",
+    "_reverse_index", "_valid_index", "_valid_index_in", "_gather_index", "_stft_window", "_rf_dropout", "_rf_concat_features", "_pair_max", "_loop_truth", "_while_loop_check",
     "Dim.__init__", "Dim._rf_new", "Dim._mul_dims", "Tensor.copy", "Dim.get_mask", "Dim.get_size_tensor", "Dim.get_max_size", "Dim.__reduce__",
     "Tensor.__init__", "Tensor.__reduce__", "Tensor._assign_raw_fallback", "Tensor.raw_aligned", "Tensor.copy_transpose",
     "Tensor.copy_masked", "Tensor.__neg__", "Tensor.__abs__", "Tensor.__invert__",

@@ -23,14 +23,16 @@ using namespace fast_path;
 
 DIMTORCH_PYTHON_FALLBACK(pack_fallback, "pack_padded")
 
-/// pack_padded(x, *, dims, out_dim=None): the fast path takes `dims` (a tuple or list) leading x in their order, one
+/// pack_padded(x, *, dims, out_dim=None): the fast path takes `dims` (a tuple or list) leading x in any order, one
 /// of them dynamic with lengths over the others (static or sized from data), and no frames beyond
 /// the max length: one flatten (a view) and one index_select. The index of the valid frames
-/// (dimtorch.ops.packing._valid_index, from host lengths) and its size are cached on the dynamic
-/// dim per sizes of `dims`, places of the lengths' dims and device.
+/// (dimtorch.ops.packing._valid_index, from host lengths; _valid_index_in, as places in x's order, when
+/// dims lead x in another order) and its size are cached on the dynamic dim per sizes of `dims`, places
+/// of the lengths' dims, their order in x and device.
 PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"x", "dims", "out_dim", "enforce_sorted"};
   static PyObject* tag = nullptr;
+  static PyObject* tag_in = nullptr;
   static PyObject* pack_name = nullptr;
   const char* caller = "dimtorch.pack_padded()";
   PyObject* v[4];
@@ -47,31 +49,44 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
   Py_ssize_t n = PyTuple_GET_SIZE(dims);
   Py_ssize_t nd = tensor_ndim(x);
   if (n == 0 || n > nd) return pack_fallback(args, nargs, kwnames);
+  // dims lead x, in their order or another (then the index holds the valid frames' places in x's order).
   DimObject* owner = nullptr;
+  signed char perm[kMaxDims];  // perm[j]: x's axis of dims[j]
+  bool in_order = true;
   for (Py_ssize_t j = 0; j < n; ++j) {
     PyObject* d = PyTuple_GET_ITEM(dims, j);
-    if (d != PyTuple_GET_ITEM(x->dims, j)) return pack_fallback(args, nargs, kwnames);
+    int a = 0;
+    while (a < n && PyTuple_GET_ITEM(x->dims, a) != d) ++a;
+    if (a == n) return pack_fallback(args, nargs, kwnames);
+    for (Py_ssize_t i = 0; i < j; ++i)
+      if (perm[i] == a) return pack_fallback(args, nargs, kwnames);  // (a dim twice: the definition's error)
+    perm[j] = static_cast<signed char>(a);
+    in_order = in_order && a == j;
     if (dim_has_lengths(as_dim(d))) {
       if (owner) return pack_fallback(args, nargs, kwnames);
       owner = as_dim(d);
       Py_ssize_t max_len = dim_max_size(owner);
       if (max_len == -2) return nullptr;
-      if (max_len != x->sizes[j]) return pack_fallback(args, nargs, kwnames);
+      if (max_len != x->sizes[a]) return pack_fallback(args, nargs, kwnames);
     }
   }
-  signed char pos[kMaxDims + 1];
+  signed char pos[2 * kMaxDims + 1];
   int k = 0;
   if (!owner || !lengths_positions(owner, dims, true, pos, &k, caller)) {
     PyErr_Clear();
     return pack_fallback(args, nargs, kwnames);
   }
+  int n_pos = k + 1;
+  if (!in_order)
+    for (Py_ssize_t j = 0; j < n; ++j) pos[n_pos++] = perm[j];
   Ref device(PyObject_GetAttr(x->raw, backend::T.s_device));
-  if (!device || !interned(&tag, "pack_index")) return nullptr;
-  Ref key(layout_key(tag, device.get(), x->sizes, n, pos, k + 1));
+  PyObject* kind = in_order ? interned(&tag, "pack_index") : interned(&tag_in, "pack_index_in");
+  if (!device || !kind) return nullptr;
+  Ref key(layout_key(kind, device.get(), x->sizes, n, pos, n_pos));
   if (!key) return nullptr;
   // (index, number of valid frames)
   Ref entry(cached_on_dim(owner, key.get(), [&]() -> PyObject* {
-    PyObject* builder = definition("_valid_index");
+    PyObject* builder = definition(in_order ? "_valid_index" : "_valid_index_in");
     if (!builder) return nullptr;
     Ref sizes(PyList_New(n));
     if (!sizes) return nullptr;
@@ -80,7 +95,15 @@ PyObject* f_pack_padded(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
       if (!s) return nullptr;
       PyList_SET_ITEM(sizes.get(), j, s);
     }
-    Ref index(backend::call3(builder, dims, sizes.get(), device.get()));
+    Ref index;
+    if (in_order) {
+      index = Ref(backend::call3(builder, dims, sizes.get(), device.get()));
+    } else {
+      Ref lead(PyTuple_GetSlice(x->dims, 0, n));
+      if (!lead) return nullptr;
+      PyObject* call_args[4] = {dims, lead.get(), sizes.get(), device.get()};
+      index = Ref(PyObject_Vectorcall(builder, call_args, 4, nullptr));
+    }
     if (!index) return nullptr;
     Ref shape(PyObject_GetAttr(index.get(), backend::T.s_shape));
     if (!shape) return nullptr;

@@ -303,6 +303,27 @@ def test_pack_padded(static_batch, pad):
     assert definition_calls(lambda: dt.pack_padded(x, dims=[batch, time]), _packing.pack_padded) == 0
 
 
+@pytest.mark.parametrize("pad", [PAD_NAN, PAD_LARGE])
+def test_pack_padded_of_dims_leading_in_another_order(pad):
+    """dims leading x in another order (a scan's stacked output is (time, batch, ...)): the fast path packs them
+    by their places in x's order, one index_select of x's leading axes (no copy of x); the definition's result
+    and gradient; with a third dim, each order of it its own cached index."""
+    b = make_padded_batch((5, 3, 1, 0), pad_value=pad)
+    xt = b.x.copy_transpose((b.time, b.batch, b.feature))
+    expected = torch.cat([b.x.raw[i, :n] for i, n in enumerate(b.lengths)])
+    out, pack = both(dt.pack_padded, _packing.pack_padded, xt, dims=[b.batch, b.time])
+    torch.testing.assert_close(out.raw, expected)
+    assert definition_calls(lambda: dt.pack_padded(xt, dims=(b.batch, b.time)), _packing.pack_padded) == 0
+    raw = xt.raw.clone().requires_grad_(True)
+    dt.pack_padded(dt.Tensor(raw, xt.dims), dims=(b.batch, b.time))[0].raw.sum().backward()
+    torch.testing.assert_close(raw.grad, b.mask.t()[:, :, None].expand_as(raw).to(raw.dtype))
+    heads = dt.Dim(2, name="heads")
+    x3 = dt.Tensor(torch.randn(2, 4, 5, b.feature.size), (heads, b.batch, b.time, b.feature))
+    for order in ((heads, b.time, b.batch), (b.time, heads, b.batch), (b.batch, heads, b.time)):
+        xo = x3.copy_transpose(order + (b.feature,))
+        both(dt.pack_padded, _packing.pack_padded, xo, dims=(b.batch, heads, b.time))
+
+
 def test_pack_padded_cache_follows_sizes():
     # The same time dim with a second static dim of another size: its own index.
     b = make_padded_batch((3, 2))

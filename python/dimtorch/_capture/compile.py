@@ -57,6 +57,7 @@ def _core_definitions() -> dict:
         # index builders the fast paths cache per dim
         "_reverse_index": _slicing._reverse_index,
         "_valid_index": _packing._valid_index,
+        "_valid_index_in": _packing._valid_index_in,
         "_gather_index": _concat._gather_index,
         "_stft_window": _signal._window,  # (made once per configuration: stft's fast path caches it)
         "_pair_max": _pool_pairs.pair_max,  # pool's pairs side by side along the last axis

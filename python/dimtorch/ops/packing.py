@@ -87,6 +87,24 @@ def _valid_index(dims: tuple, sizes: list, device) -> torch.Tensor:
     return index if owner is None else _dim_cache.store(owner, key, index)
 
 
+def _valid_index_in(dims: tuple, lead: tuple, lead_sizes: list, device) -> torch.Tensor:
+    """_valid_index's frames (in the row-major order of `dims`) as places in `lead` (the same dims in another
+    order, of lead_sizes: x's leading axes), so that one index_select of x's flattened leading axes (a view)
+    packs them where aligning x to dims first would copy it (a scan's stacked output is (time, batch, ...));
+    cached as _valid_index."""
+    owner = next(d for d in dims if d.lengths is not None)
+    key = ("in", tuple(map(weakref.ref, dims)), tuple(map(weakref.ref, lead)), tuple(lead_sizes), device)
+    index = _dim_cache.lookup(owner, key)
+    if index is not None:
+        return index
+    perm = [next(i for i, e in enumerate(lead) if e is d) for d in dims]
+    frames = _valid_index(dims, [lead_sizes[i] for i in perm], torch.device("cpu"))
+    places = torch.arange(math.prod(lead_sizes)).view(lead_sizes).permute(perm).reshape(-1).index_select(0, frames)
+    if places.device != device:
+        places = places.to(device, non_blocking=True)
+    return _dim_cache.store(owner, key, places)
+
+
 def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = False,
                 out_dim: Optional[Dim] = None):
     """The valid frames of `dims` (e.g. (batch, time)) packed into one dim, in row-major order of
@@ -140,8 +158,13 @@ def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = Fal
     index = _valid_index(dims, sizes, raw.device)
     out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
     n = len(dims)
-    if x_dims[:n] == dims and list(raw.shape[:n]) == sizes:
-        # dims lead x in their order, no frames beyond the max lengths: one flatten (a view).
+    lead = x_dims[:n]
+    if all(any(d is e for e in lead) for d in dims) and all(
+            raw.shape[a] == sizes[next(j for j, d in enumerate(dims) if d is e)] for a, e in enumerate(lead)):
+        # dims lead x (in their order, or in another: the frames' places in x's), no frames beyond the max
+        # lengths: one flatten (a view).
+        if lead != dims:
+            index = _valid_index_in(dims, lead, list(raw.shape[:n]), raw.device)
         raw = raw.flatten(0, n - 1) if n > 1 else raw
         return keep_markers(x, raw.index_select(0, index), (out_dim,) + x_dims[n:]), out_dim
     rest = tuple(d for d in x_dims if d not in dims)
