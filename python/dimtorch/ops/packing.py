@@ -155,18 +155,19 @@ def pack_padded(x: Tensor, /, *, dims: Sequence[Dim], enforce_sorted: bool = Fal
     if _tracing.tracing():
         return _pack_in_graph(x, dims, out_dim, caller)
     sizes = _sizes(dims, x, caller)
-    index = _valid_index(dims, sizes, raw.device)
-    out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
     n = len(dims)
     lead = x_dims[:n]
-    if all(any(d is e for e in lead) for d in dims) and all(
-            raw.shape[a] == sizes[next(j for j, d in enumerate(dims) if d is e)] for a, e in enumerate(lead)):
+    size_of = {id(d): size for d, size in zip(dims, sizes)}
+    if all(size_of.get(id(e)) == raw.shape[a] for a, e in enumerate(lead)):
         # dims lead x (in their order, or in another: the frames' places in x's), no frames beyond the max
         # lengths: one flatten (a view).
-        if lead != dims:
-            index = _valid_index_in(dims, lead, list(raw.shape[:n]), raw.device)
+        index = _valid_index(dims, sizes, raw.device) if lead == dims else \
+            _valid_index_in(dims, lead, list(raw.shape[:n]), raw.device)
+        out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
         raw = raw.flatten(0, n - 1) if n > 1 else raw
         return keep_markers(x, raw.index_select(0, index), (out_dim,) + x_dims[n:]), out_dim
+    index = _valid_index(dims, sizes, raw.device)
+    out_dim = _pack_dim(out_dim, index.shape[0], dims, caller)
     rest = tuple(d for d in x_dims if d not in dims)
     for d, size in zip(dims, sizes):
         a = x_dims.index(d)
