@@ -500,34 +500,41 @@ def check_resumable(state: dict, args, model_cfg, task_cfg, dec_dict, ckpt_path:
                          f"{'with' if sharded else 'without'} --fsdp (any number of processes). It was left untouched.")
 
 
+def _stop_now(message: str) -> SystemExit:
+    """Prints why this rank stops at once (stderr, flushed) and gives the SystemExit to raise: when a
+    rank has died, torchrun SIGTERMs the others, which can end a process before the interpreter would
+    print a SystemExit's message at exit (after the finally's close_world)."""
+    print(message, file=sys.stderr, flush=True)
+    return SystemExit(1)
+
+
 def main(argv: Optional[List[str]] = None) -> dict:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     world = init_world(args.device, args.dist_timeout)
     previous = signal.getsignal(signal.SIGTERM)
+    intact = f"The last good checkpoint {str(Path(args.out) / CHECKPOINT)!r} is intact; continue with --resume."
     if world.distributed:
         def stopped(signum, frame):
             # torchrun ends the other ranks with SIGTERM when one fails: say so, and let the checkpoint
             # writer remove its temporary file (the last good checkpoint is never touched before os.replace).
-            raise SystemExit(f"train.py (rank {world.rank} of {world.world_size}): stopped by SIGTERM (torchrun "
-                             f"stops every rank when one has failed; its report follows). The last good checkpoint "
-                             f"{str(Path(args.out) / CHECKPOINT)!r} is intact; continue with --resume.")
+            raise _stop_now(f"train.py (rank {world.rank} of {world.world_size}): stopped by SIGTERM (torchrun "
+                            f"stops every rank when one has failed; its report follows). {intact}")
         signal.signal(signal.SIGTERM, stopped)
     try:
         return run(args, world)
     except SystemExit as e:
-        if world.is_main or not isinstance(e.code, str) or "stopped by SIGTERM" in e.code:
+        if world.is_main or not isinstance(e.code, str):
             raise
         raise SystemExit(1) from None  # rank 0 says what is wrong; the others end quietly
     except RuntimeError as e:
         if not (world.distributed and _lost_contact(e)):
             raise
-        raise SystemExit(f"train.py (rank {world.rank} of {world.world_size}): a collective failed, another rank "
-                         f"has died or stopped answering (a collective waits at most --dist-timeout "
-                         f"{args.dist_timeout:g} s): {str(e).splitlines()[0] if str(e) else type(e).__name__}. "
-                         f"The last good checkpoint "
-                         f"{str(Path(args.out) / CHECKPOINT)!r} is intact; continue with --resume.") from None
+        raise _stop_now(f"train.py (rank {world.rank} of {world.world_size}): a collective failed, another rank "
+                        f"has died or stopped answering (a collective waits at most --dist-timeout "
+                        f"{args.dist_timeout:g} s): {str(e).splitlines()[0] if str(e) else type(e).__name__}. "
+                        f"{intact}") from None
     finally:
         signal.signal(signal.SIGTERM, previous)
         close_world(world)
