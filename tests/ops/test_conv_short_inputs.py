@@ -105,7 +105,30 @@ def test_max_pool_side_by_side_ties_and_nan_like_torch():
     torch.testing.assert_close(x.raw.grad, want_in.grad)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("grad", [False, True])
+def test_max_pool_pairs_give_convs_their_channels_last_layout(grad):
+    """A 2-D max pool of pairs over (batch, channels, t, f) in float32 on the CPU comes out channels-last, the
+    layout the convs there run in (ops/pool_pairs.py _maximum: a conv after it does not reorder), with
+    torch's values and gradient; without a batch (3-D raw) it stays contiguous."""
+    b, c, t, f = dt.Dim(4, name="b"), dt.Dim(32, name="c"), dt.Dim(8, name="t"), dt.Dim(80, name="f")
+    raw = torch.randn(4, 32, 8, 80)
+    x = dt.Tensor(raw.clone().requires_grad_(grad), (b, c, t, f))
+    kw = dict(mode="max", pool_size=(1, 2), padding="valid", in_spatial_dims=[t, f])
+    y, _ = dt.pool(x, **kw)
+    assert y.raw.is_contiguous(memory_format=torch.channels_last)
+    want_in = raw.clone().requires_grad_(grad)
+    want = F.max_pool2d(want_in, (1, 2))
+    torch.testing.assert_close(y.raw, want, rtol=0, atol=0)
+    if grad:
+        g = torch.randn(want.shape)
+        (y.raw * g).sum().backward()
+        (want * g).sum().backward()
+        torch.testing.assert_close(x.raw.grad, want_in.grad, rtol=0, atol=0)
+    alone = dt.pool(dt.Tensor(raw[0], (c, t, f)), **kw)[0].raw
+    assert alone.is_contiguous()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_max_pool_pairs_every_order_of_values_like_torch(dtype):
     """Pairs along the last axis (ops/pool_pairs.py): every ordering of a pair, ties, signed zeros, infinities
     and NaN in either or both places give torch's max pool's values and gradient (also from a non-contiguous
