@@ -384,3 +384,25 @@ def test_rotary_needs_even_head_dim():
     pb = make_padded_batch([2], feature=6, dims=None)
     with pytest.raises(ValueError, match=r"RotaryPosSelfAttention\(\): RoPE needs an even key_dim_per_head >= 4"):
         att(dt.Tensor(pb.x.raw, (pb.batch, pb.time, feat)), axis=pb.time)
+
+
+def test_frame_mask_caches_are_forgotten_when_their_modules_die():
+    """The registry of frame-mask caches (which new lengths bound to a dim clear) holds them weakly: modules
+    that die leave no entry behind, and a rebind still clears the live ones."""
+    import gc
+    from dimtorch.nn.attention import FrameMaskCache
+    gc.collect()
+    before = len(FrameMaskCache._instances)
+    modules = [_self_att()[0] for _ in range(20)]
+    assert len(FrameMaskCache._instances) > before
+    del modules
+    gc.collect()
+    assert len(FrameMaskCache._instances) == before
+    pb = make_padded_batch([3, 1], feature=D, pad_value=float("nan"))
+    att, _, _ = _self_att(feat=pb.feature)
+    time_dim = pb.time
+    att(pb.x, axis=time_dim)
+    cached = [r() for r in FrameMaskCache._instances if r() is not None and r().key is not None]
+    assert cached and all(c.key[0] is time_dim for c in cached)
+    FrameMaskCache.forget(time_dim)
+    assert all(c.key is None for c in cached)
