@@ -98,8 +98,9 @@ def _valid_index_in(dims: tuple, lead: tuple, lead_sizes: list, device) -> torch
     if index is not None:
         return index
     perm = [next(i for i, e in enumerate(lead) if e is d) for d in dims]
-    frames = _valid_index(dims, [lead_sizes[i] for i in perm], torch.device("cpu"))
-    places = torch.arange(math.prod(lead_sizes)).view(lead_sizes).permute(perm).reshape(-1).index_select(0, frames)
+    # x's places seen in the order of dims, the valid ones taken in that row-major order (one boolean index)
+    places = torch.arange(math.prod(lead_sizes)).view(lead_sizes).permute(perm)[
+        _host_valid(dims, [lead_sizes[i] for i in perm])]
     if places.device != device:
         places = places.to(device, non_blocking=True)
     return _dim_cache.store(owner, key, places)
