@@ -9,8 +9,7 @@ bit operations (branch-free where a `where` over the chosen element would stall 
 branch, and a broadcast into the pairs' axis of 2 runs a scalar loop): each gradient's bits, zero-extended
 to an integer of twice their width, shifted into the high half where the pair's second element took it,
 are the pair (first, second) as a little-endian machine lays it out (~0.06 ms where bit-ands into the
-interleaved halves took ~0.12 ms, and three times that within a training step).
-"""
+interleaved halves took ~0.12 ms, and three times that within a training step)."""
 from __future__ import annotations
 
 import sys
@@ -78,4 +77,3 @@ class _PairMax(torch.autograd.Function):
         torch.bitwise_and(bits, keep, out=out[..., 1])
         torch.bitwise_xor(bits, out[..., 1], out=out[..., 0])  # the bits b did not take, a takes
         return out.view(grad.dtype)
-
