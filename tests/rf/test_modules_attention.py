@@ -157,3 +157,22 @@ def test_learned_relative_positional_encoding():
     m = ours.full_matrix(query_spatial_dim=t, key_value_spatial_dim=kv)
     rel = (torch.arange(5)[None, :] - torch.arange(5)[:, None]).clamp(-2, 2) + 2
     torch.testing.assert_close(m.raw_aligned((t, kv, fe)), ours.pos_emb.raw[rel].detach())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_learned_relative_positions_range_rows(causal):
+    """range_rows (a relative attention's call: the distances first .. first + count - 1, clipped), whose row
+    indices are kept per range: rows() of the same distances, forward and backward (repeated rows' gradients
+    summed), for ranges inside, across and beyond the clipping, and again from the kept indices."""
+    fe = dt.Dim(3, name="f")
+    ours = drf.LearnedRelativePositionalEncoding(fe, clipping=2, causal=causal)
+    with torch.no_grad():
+        ours.pos_emb.raw.copy_(torch.randn(ours.pos_emb.raw.shape))
+    for first, count in [(-1, 2), (-6, 13), (-9, 3), (4, 5), (-6, 13)]:
+        g = torch.randn(count, 3)
+        got = ours.range_rows(first, count)
+        (gw,) = torch.autograd.grad((got * g).sum(), ours.pos_emb.raw)
+        want = ours.rows(torch.arange(first, first + count))
+        (ww,) = torch.autograd.grad((want * g).sum(), ours.pos_emb.raw)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        torch.testing.assert_close(gw, ww)

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from .. import _C
 from .._C import Dim, Tensor
+from .._core import tracing as _tracing
 from .._core.args import dim_str, dims_str
 from ..nn.attention import FrameMaskCache, _merge_heads, _rope_base, _split_heads, rel_shift
 from ..ops.positional import relative_positional_encoding_raw, rope_raw, sinusoidal_raw
@@ -414,6 +415,11 @@ class RotaryPosCausalSelfAttention(_Rotary, CausalSelfAttention):
         return self._rope(k, start)
 
 
+# LearnedRelativePositionalEncoding.range_rows's row indices (int64, tiny) by (clipping, causal, first, count,
+# device)
+_RANGE_ROWS: dict = {}
+
+
 class LearnedRelativePositionalEncoding(Module):
     """LearnedRelativePositionalEncoding(feat_dim, *, clipping=16, dtype=None, causal=False): a table `pos_emb`
     over (2 * clipping + 1 (clipping + 1 when causal), feat_dim), zeros initially (as rf's); the relative
@@ -432,6 +438,23 @@ class LearnedRelativePositionalEncoding(Module):
         """pos_emb's rows for an int raw of distances (key minus query position)."""
         hi = 0 if self.causal else self.clipping
         return self.pos_emb.raw[distances.clamp(-self.clipping, hi) + self.clipping]
+
+    def range_rows(self, first: int, count: int) -> torch.Tensor:
+        """rows() of the distances first .. first + count - 1 (a relative attention's, each call): one
+        index_select by row indices kept per (clipping, causal, first, count, device), where making them costs
+        five small ops a call (eagerly; while tracing they are made in the graph)."""
+        raw = self.pos_emb.raw
+        if type(first) is not int or type(count) is not int or _tracing.tracing():
+            return self.rows(torch.arange(first, first + count, device=raw.device))
+        key = (self.clipping, self.causal, first, count, raw.device)
+        index = _RANGE_ROWS.get(key)
+        if index is None:
+            hi = 0 if self.causal else self.clipping
+            index = torch.arange(first, first + count, device=raw.device).clamp_(-self.clipping, hi).add_(self.clipping)
+            if len(_RANGE_ROWS) >= 64:  # (a few sizes a run: the longest sequences of its batches)
+                _RANGE_ROWS.clear()
+            _RANGE_ROWS[key] = index
+        return raw.index_select(0, index)
 
     def __call__(self, *, query_spatial_dim: Dim, key_value_spatial_dim: Dim,
                  query_offset: Optional[int] = None) -> Tuple[Tensor, Dim]:
@@ -493,7 +516,7 @@ class _RelPos:
     def _pos(self, first: int, count: int, like: torch.Tensor) -> torch.Tensor:
         """The position encodings of the distances first .. first + count - 1: raw (H or 1, dk, count)."""
         if self.learned_pos_emb is not None:
-            pe = self.learned_pos_emb.rows(torch.arange(first, first + count, device=like.device))
+            pe = self.learned_pos_emb.range_rows(first, count)
         else:
             q = 1 - first  # rows of relative_positional_encoding_raw(q, kv) encode r - (q - 1)
             pe = relative_positional_encoding_raw(q, count - q + 1, self.pos_emb_feat_dim.size, dtype=like.dtype,
