@@ -35,9 +35,16 @@ def _conv2d_channels_last(raw, w, b, strides, padding, dilation, groups):
     layout, so a chain of convolutions converts once, and merging (time, feature, channels) after the last
     is a view (RETURNN's ConformerConvSubsample, 8x32x8x40 -> 64 -> 64 and back: its training step ~2.5%
     faster). The C++ fast path (src/ops/conv.cpp) makes the same choice."""
-    if raw.device.type == "cpu" and raw.dtype == torch.float32 and not torch.compiler.is_compiling():
+    if runs_channels_last(raw):
         raw = raw.contiguous(memory_format=torch.channels_last)
     return F.conv2d(raw, w, b, strides, padding, dilation, groups)
+
+
+def runs_channels_last(raw: torch.Tensor) -> bool:
+    """Whether 2-D convolutions over `raw` (float32 on the CPU, eagerly) take it channels-last, the rule of
+    _conv2d_channels_last (and of src/ops/conv.cpp); a pool before such a conv writes that layout too
+    (ops/pool_pairs.py)."""
+    return raw.device.type == "cpu" and raw.dtype == torch.float32 and not torch.compiler.is_compiling()
 
 
 _TRANSPOSED_CONV_FNS = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}

@@ -436,8 +436,11 @@ class LearnedRelativePositionalEncoding(Module):
 
     def rows(self, distances: torch.Tensor) -> torch.Tensor:
         """pos_emb's rows for an int raw of distances (key minus query position)."""
-        hi = 0 if self.causal else self.clipping
-        return self.pos_emb.raw[distances.clamp(-self.clipping, hi) + self.clipping]
+        return self.pos_emb.raw[self._row_index(distances)]
+
+    def _row_index(self, distances: torch.Tensor) -> torch.Tensor:
+        """pos_emb's row of each distance: clipped to [-clipping, clipping] (to 0 above when causal), shifted."""
+        return distances.clamp(-self.clipping, 0 if self.causal else self.clipping) + self.clipping
 
     def range_rows(self, first: int, count: int) -> torch.Tensor:
         """rows() of the distances first .. first + count - 1 (a relative attention's, each call): one
@@ -449,8 +452,7 @@ class LearnedRelativePositionalEncoding(Module):
         key = (self.clipping, self.causal, first, count, raw.device)
         index = _RANGE_ROWS.get(key)
         if index is None:
-            hi = 0 if self.causal else self.clipping
-            index = torch.arange(first, first + count, device=raw.device).clamp_(-self.clipping, hi).add_(self.clipping)
+            index = self._row_index(torch.arange(first, first + count, device=raw.device))
             if len(_RANGE_ROWS) >= 64:  # (a few sizes a run: the longest sequences of its batches)
                 _RANGE_ROWS.clear()
             _RANGE_ROWS[key] = index
