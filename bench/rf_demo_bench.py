@@ -34,9 +34,15 @@ None in remaining_dims, so the file itself stays unchanged on our side.
     python bench/rf_demo_bench.py bench --config tiny --dec-dims 64,128,128 --batch 8 --rounds 20 --warmup 4 \
         --compiled --backend aot_eager --memory     # + dimtorch.rf compiled, + peak memory per implementation
 
-Timing (docs/architecture.md, How we measure): CPU, one torch thread; per round each implementation runs
-one training step on that round's batch, in an order that rotates per round; reported: the median wall
-and process-CPU time per step, and the median of the per-round ratios to RETURNN, with the 1-minute load.
+Timing (docs/architecture.md, How we measure): CPU, one torch thread; per round each implementation, in an
+order that rotates per round, runs a block of training steps on that round's batches (`--block`, 5) after a
+full garbage collection (so that neither collects the other's garbage in its steps). A block's first step is
+not timed: it starts with the caches full of the collection's and the other implementation's work, which a
+training loop never has; each implementation's own automatic collections fall in its timed steps, as in
+training. Reported: the median wall and process-CPU time of a timed step, and the median over rounds of the
+ratio of the timed steps' total to RETURNN's, with the 1-minute load. `--block 1` is the method before
+2026-12-05: one step each, timed right after a full collection and the other implementation's step, i.e.
+from cold caches (the small configuration's ratio ~2.5% higher than with blocks; docs/porting_from_returnn.md).
 `--device cuda` runs both frontends' steps on the GPU (the batch bound there, each step followed by a
 synchronize, so that its wall time holds its kernels): the wall ratio is the one to read there.
 The dimtorch own-API column trains demo/dimtorch_model.py's Conformer + CTC with its Transformer
@@ -465,19 +471,24 @@ def cmd_bench(args) -> dict:
     wall = {s.impl: [] for s in sides}
     cpu = {s.impl: [] for s in sides}
     loads = []
+    if args.block < 1:
+        raise SystemExit("bench/rf_demo_bench.py: --block must be at least 1")
+    timed = max(args.block - 1, 1)  # a block's first step is not timed when it has others (see the docstring)
     for r in range(args.warmup + args.rounds):
-        batch = make_batch(rng, args.batch)
+        batches = [make_batch(rng, args.batch) for _ in range(args.block)]
         order = sides[r % len(sides):] + sides[:r % len(sides)]
         for s in order:
-            gc.collect()
-            sync()
-            c0, t0 = time.process_time(), time.perf_counter()
-            s.train_step(batch, r)
-            sync()
-            w, c = time.perf_counter() - t0, time.process_time() - c0
+            gc.collect()  # the other frontend's garbage is not collected in this one's steps
+            spent = []
+            for j, batch in enumerate(batches):
+                sync()
+                c0, t0 = time.process_time(), time.perf_counter()
+                s.train_step(batch, r * args.block + j)
+                sync()
+                spent.append((time.perf_counter() - t0, time.process_time() - c0))
             if r >= args.warmup:
-                wall[s.impl].append(w)
-                cpu[s.impl].append(c)
+                wall[s.impl].append([w for w, _ in spent[-timed:]])
+                cpu[s.impl].append([c for _, c in spent[-timed:]])
         if r >= args.warmup:
             loads.append(os.getloadavg()[0])
         if r == args.warmup - 1:
@@ -487,22 +498,34 @@ def cmd_bench(args) -> dict:
            "rounds": args.rounds, "threads": torch.get_num_threads(),
            "params": {s.impl: s.n_params for s in sides},
            "returnn_behavior_version": sides[0].behavior_version,
-           "wall_ms": {k: statistics.median(v) * 1e3 for k, v in wall.items()},
-           "cpu_ms": {k: statistics.median(v) * 1e3 for k, v in cpu.items()},
+           "block": args.block, "timed_steps_per_round": timed,
+           "wall_ms": {k: _median_step(v) * 1e3 for k, v in wall.items()},
+           "cpu_ms": {k: _median_step(v) * 1e3 for k, v in cpu.items()},
            "load_1min": [min(loads), statistics.median(loads), max(loads)]}
     for s in sides[1:]:
-        res[f"ratio_wall_{s.impl}"] = quartiles(round_ratios(wall[s.impl], wall["returnn"]))
-        res[f"ratio_cpu_{s.impl}"] = quartiles(round_ratios(cpu[s.impl], cpu["returnn"]))
+        res[f"ratio_wall_{s.impl}"] = quartiles(round_ratios(_sums(wall[s.impl]), _sums(wall["returnn"])))
+        res[f"ratio_cpu_{s.impl}"] = quartiles(round_ratios(_sums(cpu[s.impl]), _sums(cpu["returnn"])))
     for s in sides:
         if isinstance(s, CompiledRfSide):
             res["compiled"] = {"backend": s.backend, "graphs": s.graphs, "compile_s": round(s.compile_s, 1),
                                "graphs_in_timed_rounds": "none" if s.graphs == graphs_after_warmup else
                                s.graphs - graphs_after_warmup}
-            res["ratio_wall_dimtorch_compiled_vs_eager"] = quartiles(round_ratios(wall[s.impl], wall["dimtorch"]))
+            res["ratio_wall_dimtorch_compiled_vs_eager"] = quartiles(round_ratios(_sums(wall[s.impl]),
+                                                                                 _sums(wall["dimtorch"])))
     if args.memory:
         res["peak_rss_mib"] = {impl: _memory_of(args, impl) for impl in wall}
     print(json.dumps(res, indent=1))
     return res
+
+
+def _median_step(rounds: list) -> float:
+    """The median time of one timed step over all rounds' blocks."""
+    return statistics.median(t for block in rounds for t in block)
+
+
+def _sums(rounds: list) -> list:
+    """Each round's timed steps' total time."""
+    return [sum(block) for block in rounds]
 
 
 def _rss_kib(field: str) -> int:
@@ -567,6 +590,9 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=3, help="check: training steps")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--block", type=int, default=5,
+                    help="bench: training steps per implementation and round, the first not timed when more than one "
+                         "(1: one step each, timed right after the other implementation's and a full collection)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu", help="check and bench: the device of both frontends' steps (e.g. "
                     "cuda; bench's wall times then include a synchronize after each step)")

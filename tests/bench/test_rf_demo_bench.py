@@ -37,6 +37,8 @@ def test_check_loss_equal_training_and_beam_search(tmp_path):
 
 
 def test_bench_one_round(tmp_path):
-    res = _run(tmp_path, "bench", "--dec-dims", "64,128,128", "--rounds", "1", "--warmup", "0", "--own-api")
+    res = _run(tmp_path, "bench", "--dec-dims", "64,128,128", "--rounds", "1", "--warmup", "0", "--own-api",
+               "--block", "2")
     assert set(res["wall_ms"]) == {"returnn", "dimtorch", "dimtorch_own"}
     assert res["params"]["returnn"] == res["params"]["dimtorch"]
+    assert res["block"] == 2 and res["timed_steps_per_round"] == 1  # a block's first step is not timed
