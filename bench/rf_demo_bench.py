@@ -42,7 +42,7 @@ training loop never has; each implementation's own automatic collections fall in
 training. Reported: the median wall and process-CPU time of a timed step, and the median over rounds of the
 ratio of the timed steps' total to RETURNN's, with the 1-minute load. `--block 1` is the method before
 2026-12-05: one step each, timed right after a full collection and the other implementation's step, i.e.
-from cold caches (the small configuration's ratio ~2.5% higher than with blocks; docs/porting_from_returnn.md).
+from cold caches (the small configuration's ratio 0.51 where blocks give 0.48; docs/porting_from_returnn.md).
 `--device cuda` runs both frontends' steps on the GPU (the batch bound there, each step followed by a
 synchronize, so that its wall time holds its kernels): the wall ratio is the one to read there.
 The dimtorch own-API column trains demo/dimtorch_model.py's Conformer + CTC with its Transformer
