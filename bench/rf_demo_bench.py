@@ -458,6 +458,8 @@ def cmd_bench(args) -> dict:
     path = _demo_path(args)
     if args.device != "cpu" and (args.own_api or args.compiled):
         raise SystemExit("bench/rf_demo_bench.py: --own-api and --compiled run on the CPU only")
+    if args.block < 1:
+        raise SystemExit("bench/rf_demo_bench.py: --block must be at least 1")
     sides = [RfSide(impl, path, config=args.config, dec_dims=args.dec_dims, seed=args.seed, device=args.device)
              for impl in ("returnn", "dimtorch")]
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
@@ -471,8 +473,6 @@ def cmd_bench(args) -> dict:
     wall = {s.impl: [] for s in sides}
     cpu = {s.impl: [] for s in sides}
     loads = []
-    if args.block < 1:
-        raise SystemExit("bench/rf_demo_bench.py: --block must be at least 1")
     timed = max(args.block - 1, 1)  # a block's first step is not timed when it has others (see the docstring)
     for r in range(args.warmup + args.rounds):
         batches = [make_batch(rng, args.batch) for _ in range(args.block)]
