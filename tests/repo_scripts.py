@@ -1,6 +1,7 @@
 """The repository's scripts as the tests reach them: a script file loaded as a module (bench/check_syncs.py,
 bench/callgrind_overhead.py, scripts/rf_coverage.py), the benchmark's opsbench package imported from bench/,
-a free local port and a file-store gloo group for the process groups of the data-parallel tests."""
+a free local port, a file-store gloo group for the process groups of the data-parallel tests and the end of
+their spawned workers."""
 from __future__ import annotations
 
 import contextlib
@@ -45,3 +46,15 @@ def init_gloo_group(rank: int, world_size: int, folder: str) -> None:
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method="file://" + os.path.join(folder, "store"), rank=rank,
                             world_size=world_size)
+
+
+def leave_spawned_worker() -> None:
+    """Ends a spawned data-parallel test worker whose work is done (results written, process group destroyed)
+    without interpreter finalization. torch keeps the process group and its gloo worker threads alive after
+    destroy_process_group() (DTensor's sharding caches hold FSDP's device mesh, and so the group): a worker
+    thread that drops a finished collective's last tensors during finalization takes the GIL, Python 3.11
+    ends such a thread with pthread_exit, and that forced unwind through a C++ destructor aborts the process
+    ("terminate called without an active exception", SIGABRT: test_fsdp failed so once in CI)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

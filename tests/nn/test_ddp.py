@@ -9,7 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dimtorch as dt
-from repo_scripts import init_gloo_group
+from repo_scripts import init_gloo_group, leave_spawned_worker
 
 LENGTHS = [5, 2, 4, 3]  # the combined batch; rank r gets sequences 2r, 2r+1
 WORLD = 2
@@ -62,6 +62,7 @@ def _worker(rank, result_dir):
         torch.save(params, os.path.join(result_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
+    leave_spawned_worker()  # (only after the work succeeded: a failure's traceback reaches the test)
 
 
 @pytest.mark.slow  # a process group of 2

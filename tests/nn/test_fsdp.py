@@ -10,7 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dimtorch as dt
-from repo_scripts import init_gloo_group
+from repo_scripts import init_gloo_group, leave_spawned_worker
 
 LENGTHS = [5, 2, 4, 3, 0, 6]  # the combined batch; rank r gets sequences 3r .. 3r+2 (one of length 0)
 WORLD = 2
@@ -89,6 +89,7 @@ def _worker(rank, result_dir):
                    os.path.join(result_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
+    leave_spawned_worker()  # (only after the work succeeded: a failure's traceback reaches the test)
 
 
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
